@@ -1,0 +1,101 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden JSON files in testdata")
+
+func adapt(t *testing.T, src []byte) ([]byte, error) {
+	t.Helper()
+	out, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(src, map[string]any{"filename": "Caddyfile"})
+	for _, w := range warnings {
+		t.Logf("adapt warning: %s", w.String())
+	}
+	return out, err
+}
+
+// TestCaddyfileGolden adapts every testdata/*.caddyfile and compares it with its .json twin.
+func TestCaddyfileGolden(t *testing.T) {
+	t.Setenv("STATE_DIR", "/srv/state")
+	files, _ := filepath.Glob("testdata/*.caddyfile")
+	if len(files) == 0 {
+		t.Fatal("no golden Caddyfiles")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := adapt(t, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			if err := json.Indent(&got, out, "", "\t"); err != nil {
+				t.Fatal(err)
+			}
+			got.WriteByte('\n')
+			golden := strings.TrimSuffix(file, ".caddyfile") + ".json"
+			if *update {
+				if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -run TestCaddyfileGolden -update to create it)", err)
+			}
+			if got.String() != string(want) {
+				t.Fatalf("adapted JSON differs from %s:\n%s", golden, got.String())
+			}
+		})
+	}
+}
+
+func TestCaddyfileErrors(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       []string
+	}{
+		{"argument", "runtime foo", []string{"no arguments"}},
+		{"unknown setting", "runtime {\n\tworkers ./x\n}", []string{`unknown runtime setting "workers"`, "worker_dirs"}},
+		{"set twice", "runtime {\n\tstate_dir a\n\tstate_dir b\n}", []string{"state_dir is set twice"}},
+		{"missing value", "runtime {\n\tstate_dir\n}", []string{"state_dir takes exactly one value"}},
+		{"two values", "runtime {\n\tsession_ttl 1h 2h\n}", []string{"session_ttl takes exactly one value"}},
+		{"no dirs", "runtime {\n\tworker_dirs\n}", []string{"worker_dirs needs at least one folder"}},
+		{"bad size", "runtime {\n\tmax_upload_size huge\n}", []string{"max_upload_size", "100MiB"}},
+		{"bad prefix", "runtime {\n\tapi_prefix /a//b\n}", []string{"invalid api_prefix", "RUNTIME_API_PREFIX", "double slash"}},
+		{"bare ttl", "runtime {\n\tsession_ttl 3600\n}", []string{"invalid session_ttl", "bare number"}},
+		{"long ttl", "runtime {\n\tsession_ttl 401d\n}", []string{"invalid session_ttl", "400d"}},
+		{"sync store", "runtime {\n\tkey_store sync\n}", []string{"invalid key_store", "not available", "use local"}},
+		{"weak root key", "runtime {\n\troot_key short\n}", []string{"invalid root_key", "at least 16"}},
+		{"shared dir", "runtime {\n\tworker_dirs /x\n\tplugin_dirs /x\n}", []string{"invalid plugin_dirs", "worker_dirs"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := adapt(t, []byte(":8080 {\n"+tt.body+"\n}\n"))
+			if err == nil {
+				t.Fatal("adapt succeeded, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if !strings.Contains(err.Error(), "Caddyfile:") {
+				t.Errorf("error %q does not name the file and line", err)
+			}
+		})
+	}
+}

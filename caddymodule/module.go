@@ -1,0 +1,127 @@
+// Package caddymodule is the Caddy glue of the runtime: module registration, the Caddyfile
+// adapter, provisioning from settings and the environment, and the state kept across reloads.
+package caddymodule
+
+import (
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/config"
+	"github.com/caddy-runtime/runtime/handlers"
+	"github.com/caddy-runtime/runtime/version"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+	caddy.RegisterModule(new(App))
+}
+
+// Handler is the http.handlers.runtime module: it serves the management API and the discovery
+// document, and hands every other request to the next handler.
+//
+// Each setting left unset falls back to its RUNTIME_* environment variable, then a default.
+type Handler struct {
+	config.Values
+
+	settings config.Settings
+	api      *handlers.API
+	state    *state
+	stateKey string // set while the state is held, so Cleanup releases it exactly once
+	logger   *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.runtime",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision resolves the settings and acquires the shared state. It has no irreversible side
+// effects (caddy validate runs it): folders and files are touched only when the runtime app
+// starts.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	values := h.Values
+	repl := caddy.NewReplacer()
+	for _, field := range []*string{&values.APIPrefix, &values.StateDir, &values.RootKey, &values.SessionTTL, &values.KeyStore} {
+		*field = repl.ReplaceKnown(*field, "")
+	}
+	values.WorkerDirs = replaceAll(repl, values.WorkerDirs)
+	values.PluginDirs = replaceAll(repl, values.PluginDirs)
+	settings, err := config.Resolve(values, os.Getenv)
+	if err != nil {
+		return err
+	}
+	h.settings = settings
+	if h.RootKey != "" && !strings.Contains(h.RootKey, "{") {
+		h.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; " +
+			"use {env.RUNTIME_ROOT_KEY} instead")
+	}
+
+	appModule, err := ctx.App(appID)
+	if err != nil {
+		return err
+	}
+	key := stateKey(settings)
+	val, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return newState(settings, caddy.Log().Named("runtime")), nil
+	})
+	if err != nil {
+		return err
+	}
+	h.state, h.stateKey = val.(*state), key
+	appModule.(*App).track(h.state)
+
+	h.api, err = handlers.New(handlers.Options{
+		Prefix:  settings.APIPrefix,
+		Version: version.String(),
+		Logger:  h.logger,
+		Ready:   h.state.ready,
+	})
+	return err
+}
+
+func replaceAll(repl *caddy.Replacer, in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = repl.ReplaceKnown(s, "")
+	}
+	return out
+}
+
+// ServeHTTP serves the API and discovery paths and passes everything else on; every response
+// it sees carries X-Request-Id, and so does the request handed on.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r = handlers.EnsureRequestID(w, r)
+	if h.api.Owns(r.URL.Path) {
+		h.api.ServeHTTP(w, r)
+		return nil
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// Cleanup releases the shared state; it runs after a failed Provision too, and releases at
+// most once.
+func (h *Handler) Cleanup() error {
+	if h.stateKey == "" {
+		return nil
+	}
+	key := h.stateKey
+	h.stateKey = ""
+	_, err := states.Delete(key)
+	return err
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,303 @@
+// Package config turns the runtime's settings as written (Caddyfile or JSON) into the effective
+// settings, filling each unset value from its RUNTIME_* environment variable and then from a
+// built-in default, and refusing invalid values with a message that names the setting.
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+)
+
+// Values holds the settings as written in the Caddyfile or the JSON config. An empty field is
+// unset: the environment variable, then the default, applies.
+type Values struct {
+	// APIPrefix is the path in front of /api, e.g. "/_" serves the API at /_/api.
+	APIPrefix string `json:"api_prefix,omitempty"`
+	// WorkerDirs are the folders holding workers; folders whose name starts with "." are built-in.
+	WorkerDirs []string `json:"worker_dirs,omitempty"`
+	// PluginDirs are the folders holding plugins, with the same built-in rule.
+	PluginDirs []string `json:"plugin_dirs,omitempty"`
+	// StateDir holds the key store and other runtime state.
+	StateDir string `json:"state_dir,omitempty"`
+	// RootKey is the root API key; write it as a placeholder such as {env.RUNTIME_ROOT_KEY}
+	// so the secret never lands in the adapted JSON.
+	RootKey string `json:"root_key,omitempty"`
+	// SessionTTL is the lifetime of a cpanel session cookie, e.g. "30m", "24h", "7d", "2w".
+	SessionTTL string `json:"session_ttl,omitempty"`
+	// MaxUploadSize is the largest accepted upload, in bytes.
+	MaxUploadSize int64 `json:"max_upload_size,omitempty"`
+	// KeyStore is the key store mode: "local" or "sync".
+	KeyStore string `json:"key_store,omitempty"`
+}
+
+// Settings are the effective settings of a runtime instance.
+type Settings struct {
+	APIPrefix     string // the API path, e.g. "/api" or "/_/api"
+	WorkerDirs    []string
+	PluginDirs    []string
+	StateDir      string
+	RootKey       string
+	SessionTTL    time.Duration
+	MaxUploadSize int64
+	KeyStore      string
+}
+
+// Definition describes one setting: its Caddyfile subdirective (also its JSON key), its
+// environment variable and its default as written. The README explains each one.
+type Definition struct {
+	Name, Env, Default string
+}
+
+// Definitions lists every setting in the order the README documents them.
+var Definitions = []Definition{
+	{"api_prefix", "RUNTIME_API_PREFIX", ""},
+	{"worker_dirs", "RUNTIME_WORKER_DIRS", "./data/.apps ./data/apps"},
+	{"plugin_dirs", "RUNTIME_PLUGIN_DIRS", "./data/.plugins ./data/plugins"},
+	{"state_dir", "RUNTIME_STATE_DIR", "./data/state"},
+	{"root_key", "RUNTIME_ROOT_KEY", ""},
+	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h"},
+	{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB"},
+	{"key_store", "RUNTIME_AUTH_DB_MODE", "local"},
+}
+
+// Lookup returns the definition of the named setting.
+func Lookup(name string) Definition {
+	for _, d := range Definitions {
+		if d.Name == name {
+			return d
+		}
+	}
+	panic("config: unknown setting " + name)
+}
+
+// Error reports an invalid setting, naming it, its environment variable and where the value
+// came from.
+type Error struct {
+	Setting Definition
+	FromEnv bool
+	Value   string // empty when the value must not be shown (secrets)
+	Reason  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid %s", e.Setting.Name)
+	if e.Value != "" {
+		fmt.Fprintf(&b, " %q", e.Value)
+	}
+	if e.FromEnv {
+		fmt.Fprintf(&b, " (from environment variable %s)", e.Setting.Env)
+	} else {
+		fmt.Fprintf(&b, " (environment variable %s)", e.Setting.Env)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Resolve merges v with the environment (read through getenv) and the defaults, validates the
+// result and makes every path absolute.
+func Resolve(v Values, getenv func(string) string) (Settings, error) {
+	var s Settings
+	var err error
+	r := resolver{getenv: getenv}
+
+	raw, fromEnv := r.pick("api_prefix", v.APIPrefix)
+	if s.APIPrefix, err = NormalizeAPIPrefix(raw); err != nil {
+		return s, r.fail("api_prefix", fromEnv, raw, err)
+	}
+	if s.WorkerDirs, err = r.dirs("worker_dirs", v.WorkerDirs); err != nil {
+		return s, err
+	}
+	if s.PluginDirs, err = r.dirs("plugin_dirs", v.PluginDirs); err != nil {
+		return s, err
+	}
+	raw, fromEnv = r.pick("state_dir", v.StateDir)
+	if s.StateDir, err = absDir(raw); err != nil {
+		return s, r.fail("state_dir", fromEnv, raw, err)
+	}
+	if err := distinctDirs(s); err != nil {
+		return s, err
+	}
+	raw, fromEnv = r.pick("root_key", v.RootKey)
+	if err := checkRootKey(raw); err != nil {
+		return s, r.fail("root_key", fromEnv, "", err)
+	}
+	s.RootKey = raw
+	raw, fromEnv = r.pick("session_ttl", v.SessionTTL)
+	if s.SessionTTL, err = ParseSessionTTL(raw); err != nil {
+		return s, r.fail("session_ttl", fromEnv, raw, err)
+	}
+	if s.MaxUploadSize, err = r.size("max_upload_size", v.MaxUploadSize); err != nil {
+		return s, err
+	}
+	raw, fromEnv = r.pick("key_store", v.KeyStore)
+	if s.KeyStore, err = checkKeyStore(raw); err != nil {
+		return s, r.fail("key_store", fromEnv, raw, err)
+	}
+	return s, nil
+}
+
+type resolver struct{ getenv func(string) string }
+
+// pick returns the written value if set, else the environment value, else the default, and
+// whether the value came from the environment.
+func (r resolver) pick(name, written string) (string, bool) {
+	if written != "" {
+		return written, false
+	}
+	d := Lookup(name)
+	if env := strings.TrimSpace(r.getenv(d.Env)); env != "" {
+		return env, true
+	}
+	return d.Default, false
+}
+
+func (r resolver) fail(name string, fromEnv bool, value string, err error) error {
+	return &Error{Setting: Lookup(name), FromEnv: fromEnv, Value: value, Reason: err.Error()}
+}
+
+func (r resolver) dirs(name string, written []string) ([]string, error) {
+	list, fromEnv := written, false
+	if len(list) == 0 {
+		var raw string
+		raw, fromEnv = r.pick(name, "")
+		sep := " "
+		if fromEnv {
+			sep = ":"
+		}
+		list = strings.Split(raw, sep)
+	}
+	out := make([]string, 0, len(list))
+	seen := map[string]bool{}
+	for _, entry := range list {
+		dir, err := absDir(strings.TrimSpace(entry))
+		if err != nil {
+			return nil, r.fail(name, fromEnv, strings.Join(list, " "), err)
+		}
+		if seen[dir] {
+			return nil, r.fail(name, fromEnv, strings.Join(list, " "), fmt.Errorf("folder %s is listed twice", dir))
+		}
+		seen[dir] = true
+		out = append(out, dir)
+	}
+	return out, nil
+}
+
+func (r resolver) size(name string, written int64) (int64, error) {
+	if written < 0 {
+		return 0, r.fail(name, false, fmt.Sprint(written), fmt.Errorf("must be a positive number of bytes"))
+	}
+	if written > 0 {
+		return written, nil
+	}
+	raw, fromEnv := r.pick(name, "")
+	n, err := ParseSize(raw)
+	if err != nil {
+		return 0, r.fail(name, fromEnv, raw, err)
+	}
+	return int64(n), nil
+}
+
+// ParseSize parses a byte size such as "100MiB", "50MB" or "1048576".
+func ParseSize(s string) (int64, error) {
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("want a size such as 100MiB, 50MB or 1GiB")
+	}
+	if n == 0 || n > 1<<50 {
+		return 0, fmt.Errorf("must be more than 0 bytes and at most 1PiB")
+	}
+	return int64(n), nil
+}
+
+func absDir(p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("an empty folder name is not allowed")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("cannot resolve folder %s: %v", p, err)
+	}
+	return abs, nil
+}
+
+// distinctDirs refuses a folder used for two purposes: a worker folder that is also a plugin
+// folder would list every plugin as a worker.
+func distinctDirs(s Settings) error {
+	owner := map[string]string{}
+	for _, w := range s.WorkerDirs {
+		owner[w] = "worker_dirs"
+	}
+	for _, p := range s.PluginDirs {
+		if owner[p] != "" {
+			return &Error{Setting: Lookup("plugin_dirs"), Value: p, Reason: "this folder is also in worker_dirs; use separate folders"}
+		}
+		owner[p] = "plugin_dirs"
+	}
+	if other := owner[s.StateDir]; other != "" {
+		return &Error{Setting: Lookup("state_dir"), Value: s.StateDir, Reason: "this folder is also in " + other + "; use a separate folder"}
+	}
+	return nil
+}
+
+// NormalizeAPIPrefix turns a prefix as written into the API path: "/_" and "_" give "/_/api",
+// "/" and "" give "/api".
+func NormalizeAPIPrefix(p string) (string, error) {
+	p = strings.Trim(strings.TrimSpace(p), "/")
+	if p == "" {
+		return "/api", nil
+	}
+	for i, seg := range strings.Split(p, "/") {
+		switch {
+		case seg == "":
+			return "", fmt.Errorf("empty path segment (double slash)")
+		case seg == "." || seg == "..":
+			return "", fmt.Errorf("path segment %q is not allowed", seg)
+		case i == 0 && (seg == ".well-known" || seg == "cpanel"):
+			return "", fmt.Errorf("%q is reserved and cannot start the API path", seg)
+		}
+		for _, c := range seg {
+			if !isPathChar(c) {
+				return "", fmt.Errorf("character %q is not allowed; use letters, digits, '-', '_', '.' and '~'", c)
+			}
+		}
+	}
+	return "/" + p + "/api", nil
+}
+
+func isPathChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.~", c)
+}
+
+// MinRootKeyLength is the shortest root key accepted.
+const MinRootKeyLength = 16
+
+func checkRootKey(k string) error {
+	if k == "" {
+		return nil
+	}
+	if len(k) < MinRootKeyLength {
+		return fmt.Errorf("must be at least %d characters long", MinRootKeyLength)
+	}
+	for _, c := range k {
+		if c <= ' ' || c > '~' {
+			return fmt.Errorf("must consist of visible ASCII characters only (no spaces or control characters)")
+		}
+	}
+	return nil
+}
+
+func checkKeyStore(mode string) (string, error) {
+	switch strings.ToLower(mode) {
+	case "local":
+		return "local", nil
+	case "sync":
+		return "", fmt.Errorf("embedded-replica mode (sync) is not available in this version yet; use local")
+	}
+	return "", fmt.Errorf("must be local or sync")
+}

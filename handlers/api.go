@@ -1,0 +1,167 @@
+// Package handlers is the runtime's management API on net/http: middleware, the route table
+// and one file per resource. It knows nothing of Caddy.
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// DiscoveryPath is where clients find the API path and the runtime version.
+const DiscoveryPath = "/.well-known/runtime"
+
+// Options configure an API.
+type Options struct {
+	// Prefix is the API path, e.g. "/api" or "/_/api".
+	Prefix string
+	// Version is the runtime version reported by discovery, health and the OpenAPI document.
+	Version string
+	// Logger receives the access log and errors.
+	Logger *zap.Logger
+	// Ready reports why the runtime cannot take traffic yet (starting, shutting down), or nil.
+	Ready func() error
+}
+
+// API serves the management API and the discovery document.
+type API struct {
+	opts    Options
+	mux     *http.ServeMux
+	handler http.Handler
+	doc     asset // the OpenAPI document, encoded once
+	docs    docsUI
+}
+
+// New builds the API: it registers every route of the route table and generates the OpenAPI
+// document from the same table.
+func New(opts Options) (*API, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Ready == nil {
+		opts.Ready = func() error { return nil }
+	}
+	a := &API{opts: opts, mux: http.NewServeMux()}
+	var err error
+	if a.docs, err = newDocsUI(opts.Prefix); err != nil {
+		return nil, err
+	}
+	table := a.routes()
+	for _, rt := range table {
+		a.mux.Handle(rt.method+" "+a.fullPath(rt.path), a.endpoint(rt.handle))
+	}
+	doc, err := json.Marshal(a.document(table))
+	if err != nil {
+		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
+	}
+	a.doc = newAsset(doc, "application/json")
+	a.handler = WithRequestID(withAccessLog(opts.Logger, http.HandlerFunc(a.dispatch)))
+	return a, nil
+}
+
+// Prefix returns the API path.
+func (a *API) Prefix() string { return a.opts.Prefix }
+
+// Owns reports whether the API answers requests for urlPath.
+func (a *API) Owns(urlPath string) bool {
+	p := a.opts.Prefix
+	return urlPath == p || strings.HasPrefix(urlPath, p+"/") ||
+		urlPath == DiscoveryPath || urlPath == DiscoveryPath+"/"
+}
+
+// ServeHTTP serves a request that the API owns.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.handler.ServeHTTP(w, r)
+}
+
+// fullPath places an API-relative route path under the prefix; discovery stays at the root.
+func (a *API) fullPath(p string) string {
+	if strings.HasPrefix(p, "/.well-known/") {
+		return p
+	}
+	return a.opts.Prefix + p
+}
+
+// dispatch routes a request, answering unknown paths and methods with the error envelope.
+func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	p := r.URL.Path
+	if len(p) > 1 && strings.HasSuffix(p, "/") {
+		// A trailing slash is accepted on every API path.
+		r = trimTrailingSlash(r)
+		p = r.URL.Path
+	}
+	if path.Clean(p) != p {
+		// Dot segments and double slashes never name an API resource; refuse rather than
+		// redirect so that no path is reachable under two names.
+		WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no API route at %s", r.URL.Path))
+		return
+	}
+	if _, pattern := a.mux.Handler(r); pattern == "" {
+		a.routeMiss(w, r)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+func trimTrailingSlash(r *http.Request) *http.Request {
+	r2 := new(http.Request)
+	*r2 = *r
+	u := *r.URL
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = strings.TrimSuffix(u.RawPath, "/")
+	r2.URL = &u
+	return r2
+}
+
+// routeMiss answers a request no route matched: 405 with Allow when the path exists under other
+// methods, else 404.
+func (a *API) routeMiss(w http.ResponseWriter, r *http.Request) {
+	h, _ := a.mux.Handler(r)
+	probe := &headerProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		allow := probe.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		WriteError(w, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
+		return
+	}
+	WriteError(w, Errorf(http.StatusNotFound, CodeNotFound,
+		"no API route at %s; see %s/openapi.json for the routes", r.URL.Path, a.opts.Prefix))
+}
+
+// headerProbe captures the status and headers that ServeMux's own 404/405 handler writes.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header         { return p.header }
+func (p *headerProbe) WriteHeader(status int)      { p.status = status }
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+
+// handlerFunc is an API handler; a returned *Error is written as the envelope, any other error
+// as a logged 500.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (a *API) endpoint(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		apiErr, ok := err.(*Error)
+		if !ok {
+			a.opts.Logger.Error("API request failed",
+				zap.String("request_id", RequestID(r.Context())), zap.Error(err))
+			apiErr = Errorf(http.StatusInternalServerError, CodeInternal,
+				"internal error; report request id %s to the operator", RequestID(r.Context()))
+		}
+		WriteError(w, apiErr)
+	})
+}

@@ -1,0 +1,280 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-runtime/runtime/openapi/openapitest"
+)
+
+// testAPI builds an API and a validator of its own OpenAPI document.
+func testAPI(t *testing.T, opts Options) (*API, *openapitest.Validator) {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = "/api"
+	}
+	if opts.Version == "" {
+		opts.Version = "v1.2.3"
+	}
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := openapitest.New(a.doc.body, opts.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, v
+}
+
+// serve sends a request through the API and validates the response against the document.
+func serve(t *testing.T, a *API, v *openapitest.Validator, req *http.Request) *http.Response {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	a.ServeHTTP(rec, req)
+	resp := rec.Result()
+	body, _ := io.ReadAll(resp.Body)
+	if err := v.Check(req, resp.StatusCode, resp.Header, body); err != nil {
+		t.Errorf("response does not match the OpenAPI document: %v", err)
+	}
+	resp.Body = io.NopCloser(strings.NewReader(string(body)))
+	return resp
+}
+
+func bodyOf(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestRoutes(t *testing.T) {
+	tests := []struct {
+		method, path string
+		status       int
+		body         string // exact JSON body, or "" to skip
+		code         string // error code, or ""
+		allow        string
+	}{
+		{"GET", "/.well-known/runtime", 200, `{"api":"/_/api","version":"v1.2.3"}`, "", ""},
+		{"GET", "/.well-known/runtime/", 200, `{"api":"/_/api","version":"v1.2.3"}`, "", ""},
+		{"HEAD", "/.well-known/runtime", 200, "", "", ""},
+		{"GET", "/_/api/health", 200, `{"ok":true,"status":"healthy","version":"v1.2.3"}`, "", ""},
+		{"GET", "/_/api/health/", 200, `{"ok":true,"status":"healthy","version":"v1.2.3"}`, "", ""},
+		{"GET", "/_/api/health/ready", 200, `{"ok":true,"status":"ready","version":"v1.2.3"}`, "", ""},
+		{"GET", "/_/api/health/live", 200, `{"ok":true,"status":"live","version":"v1.2.3"}`, "", ""},
+		{"GET", "/_/api/nothing", 404, "", CodeNotFound, ""},
+		{"GET", "/_/api", 404, "", CodeNotFound, ""},
+		{"GET", "/_/api/", 404, "", CodeNotFound, ""},
+		{"GET", "/_/api//health", 404, "", CodeNotFound, ""},
+		{"GET", "/_/api/x/../health", 404, "", CodeNotFound, ""},
+		{"POST", "/_/api/health", 405, "", CodeMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/.well-known/runtime", 405, "", CodeMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/_/api/docs/missing.js", 404, "", CodeNotFound, ""},
+		{"GET", "/_/api/docs/index.html", 404, "", CodeNotFound, ""},
+	}
+	a, v := testAPI(t, Options{Prefix: "/_/api"})
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			resp := serve(t, a, v, httptest.NewRequest(tt.method, tt.path, nil))
+			body := bodyOf(t, resp)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, tt.status, body)
+			}
+			if tt.body != "" && strings.TrimSpace(body) != tt.body {
+				t.Errorf("body = %s, want %s", body, tt.body)
+			}
+			if tt.code != "" && !strings.Contains(body, `"code":"`+tt.code+`"`) {
+				t.Errorf("body = %s, want code %s", body, tt.code)
+			}
+			if got := resp.Header.Get("Allow"); got != tt.allow {
+				t.Errorf("Allow = %q, want %q", got, tt.allow)
+			}
+		})
+	}
+}
+
+func TestOwns(t *testing.T) {
+	a, _ := testAPI(t, Options{Prefix: "/_/api"})
+	for path, want := range map[string]bool{
+		"/_/api": true, "/_/api/": true, "/_/api/health": true, "/.well-known/runtime": true,
+		"/.well-known/runtime/": true, "/api/health": false, "/_/apix": false, "/_": false,
+		"/.well-known/other": false, "/app/": false,
+	} {
+		if got := a.Owns(path); got != want {
+			t.Errorf("Owns(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	notReady := errors.New("the runtime is starting")
+	a, v := testAPI(t, Options{Ready: func() error { return notReady }})
+	resp := serve(t, a, v, httptest.NewRequest("GET", "/api/health/ready", nil))
+	body := bodyOf(t, resp)
+	if resp.StatusCode != 503 || !strings.Contains(body, `"code":"NOT_READY"`) || !strings.Contains(body, "starting") {
+		t.Fatalf("ready while starting = %d %s, want 503 NOT_READY", resp.StatusCode, body)
+	}
+	for _, p := range []string{"/api/health", "/api/health/live"} {
+		if resp := serve(t, a, v, httptest.NewRequest("GET", p, nil)); resp.StatusCode != 200 {
+			t.Errorf("%s while starting = %d, want 200", p, resp.StatusCode)
+		}
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	a, v := testAPI(t, Options{})
+	tests := []struct {
+		name, sent string
+		echoed     bool
+	}{
+		{"echoes a well-formed id", "abc-123_X.y:z", true},
+		{"generates when absent", "", false},
+		{"replaces one with spaces", "has space", false},
+		{"replaces one with control characters", "a\x01b", false},
+		{"replaces an overlong one", strings.Repeat("a", 129), false},
+	}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, p := range []string{"/api/health", "/api/missing"} {
+				req := httptest.NewRequest("GET", p, nil)
+				if tt.sent != "" {
+					req.Header.Set(RequestIDHeader, tt.sent)
+				}
+				got := serve(t, a, v, req).Header.Get(RequestIDHeader)
+				switch {
+				case tt.echoed && got != tt.sent:
+					t.Errorf("%s: X-Request-Id = %q, want %q echoed", p, got, tt.sent)
+				case !tt.echoed && (got == tt.sent || !validRequestID(got) || seen[got]):
+					t.Errorf("%s: X-Request-Id = %q, want a fresh well-formed id", p, got)
+				}
+				seen[got] = true
+			}
+		})
+	}
+}
+
+func TestPanicIsLoggedAndAnswered(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	h := WithRequestID(withAccessLog(zap.New(core), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("boom")
+	})))
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/api/x", nil)
+	req.Header.Set(RequestIDHeader, "req-1")
+	h.ServeHTTP(rec, req)
+	if rec.Code != 500 {
+		t.Fatalf("status = %d, want 500", rec.Code)
+	}
+	if err := openapitest.CheckEnvelope(rec.Header(), rec.Body.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rec.Body.String(), "req-1") || rec.Header().Get(RequestIDHeader) != "req-1" {
+		t.Errorf("500 = %s (X-Request-Id %q), want the request id in both", rec.Body, rec.Header().Get(RequestIDHeader))
+	}
+	panics := logs.FilterMessage("panic serving API request").All()
+	if len(panics) != 1 || !strings.Contains(panics[0].ContextMap()["stack"].(string), "handlers.TestPanicIsLoggedAndAnswered") {
+		t.Fatalf("panic log lines = %+v, want one with the stack", panics)
+	}
+	access := logs.FilterMessage("api request").All()
+	if len(access) != 1 || access[0].ContextMap()["status"] != int64(500) || access[0].Level != zapcore.ErrorLevel {
+		t.Fatalf("access log lines = %+v, want one 500 at error level", access)
+	}
+}
+
+func TestAbortPanicPropagates(t *testing.T) {
+	h := withAccessLog(zap.NewNop(), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic(http.ErrAbortHandler)
+	}))
+	defer func() {
+		if v := recover(); v != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler re-panicked", v)
+		}
+	}()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+}
+
+func TestAccessLogLine(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	a, v := testAPI(t, Options{Logger: zap.New(core)})
+	req := httptest.NewRequest("GET", "/api/health", nil)
+	req.Header.Set(RequestIDHeader, "log-me")
+	serve(t, a, v, req)
+	lines := logs.FilterMessage("api request").All()
+	if len(lines) != 1 {
+		t.Fatalf("got %d access lines, want 1", len(lines))
+	}
+	f := lines[0].ContextMap()
+	if f["request_id"] != "log-me" || f["method"] != "GET" || f["path"] != "/api/health" || f["status"] != int64(200) || f["duration"] == nil {
+		t.Fatalf("access line fields = %v", f)
+	}
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	for _, prefix := range []string{"/api", "/_/api", "/a/b/api"} {
+		t.Run(prefix, func(t *testing.T) {
+			a, v := testAPI(t, Options{Prefix: prefix})
+			doc := v.Document()
+			if doc.OpenAPI != "3.1.0" || doc.Info.Version != "v1.2.3" {
+				t.Fatalf("openapi %q version %q", doc.OpenAPI, doc.Info.Version)
+			}
+			for _, rt := range a.routes() {
+				p := wildcard.ReplaceAllString(a.fullPath(rt.path), "{$1}")
+				item := doc.Paths.Find(p)
+				if item == nil || item.GetOperation(rt.method) == nil {
+					t.Errorf("route %s %s is not documented at %s", rt.method, rt.path, p)
+					continue
+				}
+				op := item.GetOperation(rt.method)
+				if op.Responses.Status(500) == nil {
+					t.Errorf("%s %s does not document 500", rt.method, p)
+				}
+			}
+			if doc.Components.Schemas["Envelope"] == nil {
+				t.Error("the error envelope is not a component schema")
+			}
+			resp := serve(t, a, v, httptest.NewRequest("GET", prefix+"/openapi.json", nil))
+			var served map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&served); err != nil || served["openapi"] != "3.1.0" {
+				t.Fatalf("served document: %v %v", err, served["openapi"])
+			}
+		})
+	}
+}
+
+func TestDocsUI(t *testing.T) {
+	a, v := testAPI(t, Options{Prefix: "/_/api"})
+	resp := serve(t, a, v, httptest.NewRequest("GET", "/_/api/docs", nil))
+	page := bodyOf(t, resp)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("docs page = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("docs CSP = %q", csp)
+	}
+	for _, want := range []string{`/_/api/docs/app.js`, `/_/api/docs/style.css`, `/_/api/openapi.json`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("docs page does not reference %s", want)
+		}
+	}
+	for name, ctype := range map[string]string{"app.js": "text/javascript", "style.css": "text/css"} {
+		resp := serve(t, a, v, httptest.NewRequest("GET", "/_/api/docs/"+name, nil))
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) {
+			t.Errorf("%s = %d %s", name, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		req := httptest.NewRequest("GET", "/_/api/docs/"+name, nil)
+		req.Header.Set("If-None-Match", resp.Header.Get("ETag"))
+		if resp := serve(t, a, v, req); resp.StatusCode != http.StatusNotModified {
+			t.Errorf("%s revalidation = %d, want 304", name, resp.StatusCode)
+		}
+	}
+}

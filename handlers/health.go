@@ -1,0 +1,64 @@
+package handlers
+
+import "net/http"
+
+// Health is the body of the health probes.
+type Health struct {
+	OK      bool   `json:"ok"`
+	Status  string `json:"status" enum:"healthy,ready,live"`
+	Version string `json:"version" doc:"runtime version"`
+}
+
+// Discovery is the discovery document at /.well-known/runtime.
+type Discovery struct {
+	API     string `json:"api" doc:"the API path in effect, e.g. /api or /_/api"`
+	Version string `json:"version" doc:"runtime version"`
+}
+
+func (a *API) healthRoutes() []route {
+	probe := func(status string) handlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) error {
+			writeJSON(w, http.StatusOK, Health{OK: true, Status: status, Version: a.opts.Version})
+			return nil
+		}
+	}
+	return []route{
+		{
+			method: "GET", path: DiscoveryPath, id: "discover", tag: "discovery", public: true,
+			summary:     "Discover the API path and runtime version",
+			description: "Clients read `api` to find the API path, which moves under a configured prefix.",
+			responses:   []response{{status: http.StatusOK, description: "The API path and version", body: Discovery{}}},
+			handle: func(w http.ResponseWriter, r *http.Request) error {
+				writeJSON(w, http.StatusOK, Discovery{API: a.opts.Prefix, Version: a.opts.Version})
+				return nil
+			},
+		},
+		{
+			method: "GET", path: "/health", id: "health", tag: "health", public: true,
+			summary:   "General health",
+			responses: []response{{status: http.StatusOK, description: "The runtime is serving", body: Health{}}},
+			handle:    probe("healthy"),
+		},
+		{
+			method: "GET", path: "/health/ready", id: "healthReady", tag: "health", public: true,
+			summary:     "Readiness probe",
+			description: "Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic.",
+			responses: []response{
+				{status: http.StatusOK, description: "Ready to take traffic", body: Health{}},
+				errorResponse(http.StatusServiceUnavailable, "Starting or shutting down (code NOT_READY)"),
+			},
+			handle: func(w http.ResponseWriter, r *http.Request) error {
+				if err := a.opts.Ready(); err != nil {
+					return Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
+				}
+				return probe("ready")(w, r)
+			},
+		},
+		{
+			method: "GET", path: "/health/live", id: "healthLive", tag: "health", public: true,
+			summary:   "Liveness probe",
+			responses: []response{{status: http.StatusOK, description: "The process is alive", body: Health{}}},
+			handle:    probe("live"),
+		},
+	}
+}

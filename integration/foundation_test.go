@@ -1,0 +1,405 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
+)
+
+type health struct {
+	OK      bool   `json:"ok"`
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}
+
+// TestDiscoveryAndHealth checks the four public endpoints exactly as the spec shows them, with
+// one version across all four.
+func TestDiscoveryAndHealth(t *testing.T) {
+	s := harness.Start(t, harness.Config{})
+	disc := s.Get("/.well-known/runtime")
+	var d map[string]any
+	if err := disc.JSON(&d); err != nil || disc.Status != 200 {
+		t.Fatalf("discovery = %s", disc)
+	}
+	if d["api"] != "/api" || d["version"] == "" || len(d) != 2 {
+		t.Fatalf("discovery = %v, want exactly {api:/api, version}", d)
+	}
+	if want := os.Getenv("RUNTIME_EXPECT_VERSION"); want != "" && d["version"] != want {
+		t.Errorf("version = %v, want the build's %q", d["version"], want)
+	}
+	for path, status := range map[string]string{
+		"/api/health": "healthy", "/api/health/ready": "ready", "/api/health/live": "live",
+	} {
+		resp := s.Get(path)
+		var h health
+		if err := resp.JSON(&h); err != nil || resp.Status != 200 {
+			t.Fatalf("%s = %s", path, resp)
+		}
+		if h != (health{OK: true, Status: status, Version: d["version"].(string)}) {
+			t.Errorf("%s = %+v, want ok, status %q and version %v", path, h, status, d["version"])
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s Content-Type = %q", path, ct)
+		}
+	}
+}
+
+// TestAPIPrefix checks that RUNTIME_API_PREFIX moves everything under <prefix>/api and that
+// /api is then not the API; and that the Caddyfile beats the environment.
+func TestAPIPrefix(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     harness.Config
+		api     string
+		notAPIs []string
+	}{
+		{"env /_", harness.Config{Env: map[string]string{"RUNTIME_API_PREFIX": "/_"}}, "/_/api", []string{"/api"}},
+		{"env _", harness.Config{Env: map[string]string{"RUNTIME_API_PREFIX": "_"}}, "/_/api", []string{"/api"}},
+		{"env /", harness.Config{Env: map[string]string{"RUNTIME_API_PREFIX": "/"}}, "/api", []string{"/_/api"}},
+		{"Caddyfile beats env", harness.Config{Runtime: "api_prefix /edge", Env: map[string]string{"RUNTIME_API_PREFIX": "/_"}}, "/edge/api", []string{"/api", "/_/api"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Site = `respond "site content" 200`
+			s := harness.Start(t, tt.cfg)
+			if s.API != tt.api {
+				t.Fatalf("discovery api = %q, want %q", s.API, tt.api)
+			}
+			for _, p := range []string{"/health", "/health/ready", "/health/live", "/openapi.json", "/docs"} {
+				if resp := s.Get(tt.api + p); resp.Status != 200 {
+					t.Errorf("%s%s = %d", tt.api, p, resp.Status)
+				}
+			}
+			if resp := s.Get(tt.api + "/nothing"); resp.Status != 404 || resp.ErrorCode() != "NOT_FOUND" {
+				t.Errorf("%s/nothing = %s", tt.api, resp)
+			}
+			for _, notAPI := range tt.notAPIs {
+				for _, p := range []string{"/health", "/openapi.json", "/nothing"} {
+					resp := s.Get(notAPI + p)
+					if string(resp.Body) != "site content" {
+						t.Errorf("%s%s = %s, want the site's own content", notAPI, p, resp)
+					}
+				}
+			}
+			var doc struct{ Paths map[string]any }
+			if err := s.Get(tt.api + "/openapi.json").JSON(&doc); err != nil {
+				t.Fatal(err)
+			}
+			for p := range doc.Paths {
+				if p != "/.well-known/runtime" && !strings.HasPrefix(p, tt.api+"/") {
+					t.Errorf("openapi.json documents %s outside %s", p, tt.api)
+				}
+			}
+		})
+	}
+}
+
+// TestConventions checks the error envelope, 405 with Allow, trailing slashes, request ids
+// and the access log.
+func TestConventions(t *testing.T) {
+	s := harness.Start(t, harness.Config{})
+
+	resp := s.Get("/api/does/not/exist")
+	if resp.Status != 404 || resp.ErrorCode() != "NOT_FOUND" {
+		t.Errorf("unknown path = %s", resp)
+	}
+	resp = s.Do("DELETE", "/api/health", harness.WithOrigin(""))
+	if resp.Status != 405 || resp.ErrorCode() != "METHOD_NOT_ALLOWED" || resp.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("DELETE health = %s, Allow %q", resp, resp.Header.Get("Allow"))
+	}
+	if resp := s.Get("/api/health/"); resp.Status != 200 {
+		t.Errorf("trailing slash = %s", resp)
+	}
+	if resp := s.Do("HEAD", "/api/health"); resp.Status != 200 || len(resp.Body) != 0 {
+		t.Errorf("HEAD = %s", resp)
+	}
+
+	resp = s.Get("/api/health", harness.WithHeader("X-Request-Id", "trace-42"))
+	if got := resp.Header.Get("X-Request-Id"); got != "trace-42" {
+		t.Errorf("echoed X-Request-Id = %q", got)
+	}
+	ids := map[string]bool{}
+	for _, p := range []string{"/.well-known/runtime", "/api/health", "/api/nope", "/api/docs", "/api/openapi.json"} {
+		id := s.Get(p).Header.Get("X-Request-Id")
+		if id == "" || ids[id] {
+			t.Errorf("%s: generated X-Request-Id %q is empty or repeated", p, id)
+		}
+		ids[id] = true
+	}
+	if got := s.Get("/api/health", harness.WithHeader("X-Request-Id", "bad id <script>")).Header.Get("X-Request-Id"); got == "" || strings.ContainsAny(got, " <>") {
+		t.Errorf("malformed X-Request-Id was echoed as %q", got)
+	}
+
+	entry, err := s.WaitLog("api request", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, e := range s.LogEntries("api request") {
+		if e["request_id"] == "trace-42" {
+			found = true
+			entry = e
+		}
+	}
+	if !found {
+		t.Fatal("no access log line carries request id trace-42")
+	}
+	for _, field := range []string{"request_id", "method", "path", "status", "duration"} {
+		if _, ok := entry[field]; !ok {
+			t.Errorf("access log line %v lacks %s", entry, field)
+		}
+	}
+	if entry["method"] != "GET" || entry["path"] != "/api/health" || entry["status"] != float64(200) {
+		t.Errorf("access log line = %v", entry)
+	}
+}
+
+// TestReloadUnderLoad reloads the config through Caddy's admin API 20 times while 8 clients
+// send requests: no request may fail, readiness never drops, and the state is started once.
+//
+// The clients speak HTTP/2 (h2c here; h2 is Caddy's default over TLS). Over HTTP/1.1 a reload
+// can drop a request on a connection opened at that very instant: Go's http.Server drops
+// requests it reads after Shutdown began and Linux resets the old SO_REUSEPORT socket's
+// queue. That happens for any Caddy handler, not only this one; HTTP/2's GOAWAY avoids it.
+func TestReloadUnderLoad(t *testing.T) {
+	cfg := harness.Config{HTTP2: true}
+	s := harness.Start(t, cfg)
+	stop := make(chan struct{})
+	var sent, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	paths := []string{"/api/health", "/api/health/ready", "/.well-known/runtime", "/api/health/live"}
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := s.Send("GET", paths[(i+n)%len(paths)])
+				sent.Add(1)
+				if err == nil && resp.Status != 200 {
+					err = fmt.Errorf("status %s", resp)
+				}
+				if err == nil && resp.Proto != "HTTP/2.0" {
+					err = fmt.Errorf("answered over %s, want HTTP/2.0", resp.Proto)
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		if err := s.Reload(cfg); err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("reload %d: %v", i, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Fatalf("%d of %d requests failed during reloads; first: %v", failed.Load(), sent.Load(), firstErr.Load())
+	}
+	if sent.Load() < 100 {
+		t.Fatalf("only %d requests were sent during the reloads", sent.Load())
+	}
+	if n := len(s.LogEntries("runtime state started")); n != 1 {
+		t.Fatalf("runtime state started %d times, want once across 20 reloads", n)
+	}
+	if n := len(s.LogEntries("runtime state released")); n != 0 {
+		t.Fatalf("runtime state released %d times during reloads", n)
+	}
+	t.Logf("%d requests, 0 failed, across 20 reloads", sent.Load())
+}
+
+// TestReadinessDuringShutdown checks that readiness answers 503 while Caddy drains on exit,
+// and liveness still answers.
+func TestReadinessDuringShutdown(t *testing.T) {
+	s := harness.Start(t, harness.Config{Global: "\tshutdown_delay 3s"})
+	if err := s.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		resp, err := s.Send("GET", "/api/health/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status == 503 {
+			if resp.ErrorCode() != "NOT_READY" || !strings.Contains(string(resp.Body), "shutting down") {
+				t.Fatalf("ready while shutting down = %s", resp)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ready still %s after SIGTERM", resp)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp := s.Get("/api/health/live"); resp.Status != 200 {
+		t.Errorf("live while shutting down = %s", resp)
+	}
+	select {
+	case <-s.Exited():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the runtime did not exit after SIGTERM")
+	}
+	if _, err := s.WaitLog("runtime state released", time.Second); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestFirstStartCreatesFolders checks the default data layout under the working directory.
+func TestFirstStartCreatesFolders(t *testing.T) {
+	s := harness.Start(t, harness.Config{})
+	for dir, mode := range map[string]os.FileMode{"apps": 0o755, "plugins": 0o755, "state": 0o700} {
+		info, err := os.Stat(filepath.Join(s.DataDir, dir))
+		if err != nil || !info.IsDir() || info.Mode().Perm() != mode {
+			t.Errorf("data/%s: %v, mode %v, want a folder with mode %v", dir, err, info.Mode().Perm(), mode)
+		}
+	}
+	for _, dir := range []string{".apps", ".plugins"} {
+		if _, err := os.Stat(filepath.Join(s.DataDir, dir)); !os.IsNotExist(err) {
+			t.Errorf("built-in folder data/%s was created", dir)
+		}
+	}
+}
+
+// TestValidate checks that caddy validate refuses each bad setting with a message naming it,
+// whether it comes from the Caddyfile or the environment, and that a good config validates
+// without touching the disk.
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		runtime string
+		env     map[string]string
+		want    []string
+	}{
+		{"good", "", nil, nil},
+		{"example", "", nil, nil},
+		{"prefix in Caddyfile", "api_prefix /a//b", nil, []string{"api_prefix", "double slash"}},
+		{"prefix in env", "", map[string]string{"RUNTIME_API_PREFIX": "/cpanel"}, []string{"api_prefix", "RUNTIME_API_PREFIX", "reserved"}},
+		{"ttl bare number", "session_ttl 3600", nil, []string{"session_ttl", "bare number"}},
+		{"ttl in env", "", map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "1y"}, []string{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL"}},
+		{"ttl over 400 days", "", map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "401d"}, []string{"session_ttl", "400d"}},
+		{"sync key store", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync"}, []string{"key_store", "RUNTIME_AUTH_DB_MODE", "not available"}},
+		{"weak root key from env", "root_key {env.RUNTIME_ROOT_KEY}", map[string]string{"RUNTIME_ROOT_KEY": "tiny"}, []string{"root_key", "at least 16"}},
+		{"upload size", "", map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "-5"}, []string{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE"}},
+		{"dirs in env", "", map[string]string{"RUNTIME_WORKER_DIRS": "./a:./a"}, []string{"worker_dirs", "twice"}},
+		{"unknown setting", "workers ./x", nil, []string{"unknown runtime setting", "worker_dirs"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			caddyfile := fmt.Sprintf(":%d {\n\truntime {\n\t\t%s\n\t}\n}\n", harness.FreePort(t), tt.runtime)
+			if tt.name == "example" {
+				example, err := os.ReadFile("../Caddyfile.example")
+				if err != nil {
+					t.Fatal(err)
+				}
+				caddyfile = string(example)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "Caddyfile"), []byte(caddyfile), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := harness.RunCommand(t, dir, tt.env, "validate", "--config", "Caddyfile", "--adapter", "caddyfile")
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("validate failed: %v\n%s", err, out)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+					t.Fatal("validate created the data folder")
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("validate succeeded, want a failure; output:\n%s", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("validate output does not contain %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "tiny") {
+				t.Errorf("validate output reveals the root key:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestDocsWorkOffline checks that the docs page loads only assets the binary serves itself.
+func TestDocsWorkOffline(t *testing.T) {
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_API_PREFIX": "/_"}})
+	page := s.Get("/_/api/docs")
+	if page.Status != 200 || !strings.HasPrefix(page.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("docs = %s", page)
+	}
+	if csp := page.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "connect-src 'self'") {
+		t.Errorf("docs CSP = %q, want everything limited to 'self'", csp)
+	}
+	refs := regexp.MustCompile(`(?i)(?:src|href)\s*=\s*["']([^"']+)["']`).FindAllStringSubmatch(string(page.Body), -1)
+	if len(refs) < 2 {
+		t.Fatalf("docs page references %d assets, want the script and the stylesheet:\n%s", len(refs), page.Body)
+	}
+	for _, ref := range refs {
+		url := ref[1]
+		if strings.HasPrefix(url, "data:") || strings.HasPrefix(url, "#") {
+			continue
+		}
+		if !strings.HasPrefix(url, "/_/api/docs/") {
+			t.Errorf("docs page references %q, which is not one of its own assets", url)
+			continue
+		}
+		asset := s.Get(url)
+		if asset.Status != 200 {
+			t.Errorf("%s = %d", url, asset.Status)
+		}
+		if regexp.MustCompile(`https?://`).Match(asset.Body) {
+			t.Errorf("%s mentions an absolute http(s) URL; the docs must work with no network", url)
+		}
+	}
+	if regexp.MustCompile(`https?://`).Match(page.Body) {
+		t.Error("the docs page mentions an absolute http(s) URL")
+	}
+	if !strings.Contains(string(page.Body), "/_/api/openapi.json") {
+		t.Error("the docs page does not point at this runtime's openapi.json")
+	}
+	if resp := s.Get("/_/api/docs/../openapi.json"); resp.Status == 200 && strings.Contains(string(resp.Body), "<") {
+		t.Error("dot segments reached a docs asset")
+	}
+}
+
+func TestOpenAPIDocumentIsValid(t *testing.T) {
+	// harness.Start loads the document with a real OpenAPI 3.1 validator and fails if it is
+	// invalid; here we also check it declares 3.1 and documents the error envelope.
+	s := harness.Start(t, harness.Config{})
+	doc := s.Validator.Document()
+	if doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi = %q", doc.OpenAPI)
+	}
+	if doc.Components.Schemas["Envelope"] == nil {
+		t.Fatal("the error envelope is not in components")
+	}
+	if doc.Info.Version != s.Version {
+		t.Errorf("document version %q differs from discovery %q", doc.Info.Version, s.Version)
+	}
+	if resp := s.Get("/api/openapi.json", harness.WithHeader("Accept", "application/json")); resp.Header.Get("ETag") == "" {
+		t.Error("openapi.json has no ETag")
+	}
+}
