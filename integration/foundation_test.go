@@ -343,6 +343,27 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestStartRefusesBadSettings checks that a bad setting stops start-up with a message naming it.
+func TestStartRefusesBadSettings(t *testing.T) {
+	s, err := harness.Launch(t, harness.Config{Env: map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "90"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runtime started with session_ttl 90")
+	}
+	for _, want := range []string{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "bare number"} {
+		if !strings.Contains(s.Logs(), want) {
+			t.Errorf("start-up output does not contain %q:\n%s", want, s.Logs())
+		}
+	}
+	if _, err := os.Stat(s.DataDir); !os.IsNotExist(err) {
+		t.Error("a refused start created the data folder")
+	}
+}
+
 // TestDocsWorkOffline checks that the docs page loads only assets the binary serves itself.
 func TestDocsWorkOffline(t *testing.T) {
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_API_PREFIX": "/_"}})
