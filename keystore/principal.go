@@ -1,0 +1,71 @@
+package keystore
+
+import (
+	"slices"
+	"strings"
+)
+
+// AllNamespaces is the namespace list of a key with access to every unit.
+const AllNamespaces = "*"
+
+// Principal is whoever a credential resolves to.
+type Principal struct {
+	ID          int64    `json:"id" doc:"key record id; 0 for the root principal"`
+	Name        string   `json:"name"`
+	KeyPrefix   string   `json:"keyPrefix" doc:"leading characters of the key; the secret is never exposed"`
+	Role        string   `json:"role" enum:"admin,editor,viewer,custom"`
+	Permissions []string `json:"permissions"`
+	Namespaces  []string `json:"namespaces" doc:"[\"*\"] for full access, else the @scope namespaces the key may see and manage"`
+	IsRoot      bool     `json:"isRoot" doc:"true only for the root key"`
+}
+
+// Root is the synthetic principal of the root key.
+func Root() Principal {
+	return Principal{
+		Name: "root", KeyPrefix: "root", Role: RoleAdmin,
+		Permissions: slices.Clone(AllPermissions), Namespaces: []string{AllNamespaces}, IsRoot: true,
+	}
+}
+
+// Has reports whether the principal holds permission perm.
+func (p Principal) Has(perm string) bool {
+	return p.IsRoot || slices.Contains(p.Permissions, perm)
+}
+
+// Unrestricted reports whether the principal sees every namespace.
+func (p Principal) Unrestricted() bool {
+	return p.IsRoot || slices.Contains(p.Namespaces, AllNamespaces)
+}
+
+// CanAccess reports whether the principal may see and manage the unit (worker or plugin)
+// named name: unrestricted keys reach every unit, restricted keys only units of their @scope
+// namespaces.
+func (p Principal) CanAccess(name string) bool {
+	if p.Unrestricted() {
+		return true
+	}
+	return slices.Contains(p.Namespaces, NamespaceOf(name))
+}
+
+// Covers reports whether every namespace in namespaces lies within the principal's own.
+func (p Principal) Covers(namespaces []string) bool {
+	if p.Unrestricted() {
+		return true
+	}
+	for _, ns := range namespaces {
+		if ns == AllNamespaces || !slices.Contains(p.Namespaces, ns) {
+			return false
+		}
+	}
+	return true
+}
+
+// NamespaceOf returns the @scope of a scoped unit name ("@team/app" → "@team"), or "" for an
+// unscoped name, which belongs to no namespace.
+func NamespaceOf(name string) string {
+	if !strings.HasPrefix(name, "@") {
+		return ""
+	}
+	scope, _, _ := strings.Cut(name, "/")
+	return scope
+}
