@@ -77,13 +77,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.state, h.stateKey = val.(*state), key
-	appModule.(*App).track(h.state)
+	appModule.(*App).track(h.state, settings.RootKey != "")
 
 	h.api, err = handlers.New(handlers.Options{
-		Prefix:  settings.APIPrefix,
-		Version: version.String(),
-		Logger:  h.logger,
-		Ready:   h.state.ready,
+		Prefix:     settings.APIPrefix,
+		Version:    version.String(),
+		Logger:     h.logger,
+		Ready:      h.state.ready,
+		RootKey:    settings.RootKey,
+		Keys:       h.state.keyStore,
+		SessionTTL: settings.SessionTTL,
 	})
 	return err
 }

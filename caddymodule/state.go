@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/config"
+	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // states holds the long-lived runtime state, keyed by the settings it depends on, so a config
@@ -44,6 +46,7 @@ type state struct {
 	phase     atomic.Int32
 	startOnce sync.Once
 	startErr  error
+	keys      atomic.Pointer[keystore.Store]
 }
 
 func newState(s config.Settings, logger *zap.Logger) *state {
@@ -87,6 +90,44 @@ func (s *state) open() error {
 	if err := os.MkdirAll(s.settings.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state_dir: %v", err)
 	}
+	store, err := keystore.Open(context.Background(), filepath.Join(s.settings.StateDir, keyStoreFile))
+	if err != nil {
+		return err
+	}
+	s.keys.Store(store)
+	return nil
+}
+
+// keyStoreFile is the key store's file name inside state_dir.
+const keyStoreFile = "api-keys.db"
+
+// keyStore returns the key store once the state has started.
+func (s *state) keyStore() (*keystore.Store, error) {
+	if store := s.keys.Load(); store != nil {
+		return store, nil
+	}
+	if err := s.ready(); err != nil {
+		return nil, err
+	}
+	return nil, errStarting
+}
+
+// ensureBootstrap creates the first admin key when there is no root key and no active key,
+// so a fresh runtime can be managed at all; it logs where the secret is, never the secret.
+func (s *state) ensureBootstrap() error {
+	store, err := s.keyStore()
+	if err != nil {
+		return err
+	}
+	created, err := store.EnsureBootstrap(context.Background(), s.settings.StateDir)
+	if err != nil {
+		return fmt.Errorf("creating the bootstrap key: %v", err)
+	}
+	if created != nil {
+		s.logger.Warn("no root key and no API key: created the bootstrap admin key; read it from the file, create your own keys, then revoke it",
+			zap.String("file", filepath.Join(s.settings.StateDir, keystore.BootstrapFile)),
+			zap.String("key_prefix", created.KeyPrefix))
+	}
 	return nil
 }
 
@@ -111,10 +152,15 @@ func (s *state) ready() error {
 
 // Destruct releases the state when no config uses it any more.
 func (s *state) Destruct() error {
-	if s.phase.Swap(phaseStopped) != phaseStopped {
-		s.logger.Info("runtime state released", zap.String("state_dir", s.settings.StateDir))
+	if s.phase.Swap(phaseStopped) == phaseStopped {
+		return nil
 	}
-	return nil
+	var err error
+	if store := s.keys.Swap(nil); store != nil {
+		err = store.Close()
+	}
+	s.logger.Info("runtime state released", zap.String("state_dir", s.settings.StateDir))
+	return err
 }
 
 const appID = "runtime"
@@ -122,8 +168,9 @@ const appID = "runtime"
 // App is the runtime app module. It holds no configuration; it exists so that the states
 // used by a config are started when Caddy starts that config, and never by caddy validate.
 type App struct {
-	mu     sync.Mutex
-	states []*state
+	mu sync.Mutex
+	// states maps each state the config uses to whether any handler using it has a root key.
+	states map[*state]bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -131,19 +178,28 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: appID, New: func() caddy.Module { return new(App) }}
 }
 
-func (a *App) track(s *state) {
+func (a *App) track(s *state, hasRootKey bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.states = append(a.states, s)
+	if a.states == nil {
+		a.states = map[*state]bool{}
+	}
+	a.states[s] = a.states[s] || hasRootKey
 }
 
-// Start starts every state the config's handlers use.
+// Start starts every state the config's handlers use, and creates the bootstrap key where no
+// handler has a root key.
 func (a *App) Start() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, s := range a.states {
+	for s, hasRootKey := range a.states {
 		if err := s.start(); err != nil {
 			return err
+		}
+		if !hasRootKey {
+			if err := s.ensureBootstrap(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

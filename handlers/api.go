@@ -3,13 +3,18 @@
 package handlers
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // DiscoveryPath is where clients find the API path and the runtime version.
@@ -25,15 +30,23 @@ type Options struct {
 	Logger *zap.Logger
 	// Ready reports why the runtime cannot take traffic yet (starting, shutting down), or nil.
 	Ready func() error
+	// RootKey is the root key; empty when none is configured.
+	RootKey string
+	// Keys returns the key store, or an error saying why it is not open yet.
+	Keys func() (*keystore.Store, error)
+	// SessionTTL is the lifetime of a session cookie.
+	SessionTTL time.Duration
 }
 
 // API serves the management API and the discovery document.
 type API struct {
-	opts    Options
-	mux     *http.ServeMux
-	handler http.Handler
-	doc     asset // the OpenAPI document, encoded once
-	docs    docsUI
+	opts     Options
+	rootHash []byte // SHA-256 of the root key, nil without one
+	auditLog *zap.Logger
+	mux      *http.ServeMux
+	handler  http.Handler
+	doc      asset // the OpenAPI document, encoded once
+	docs     docsUI
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -45,14 +58,21 @@ func New(opts Options) (*API, error) {
 	if opts.Ready == nil {
 		opts.Ready = func() error { return nil }
 	}
-	a := &API{opts: opts, mux: http.NewServeMux()}
+	if opts.Keys == nil {
+		opts.Keys = func() (*keystore.Store, error) { return nil, errors.New("no key store is configured") }
+	}
+	a := &API{opts: opts, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit")}
+	if opts.RootKey != "" {
+		sum := sha256.Sum256([]byte(opts.RootKey))
+		a.rootHash = sum[:]
+	}
 	var err error
 	if a.docs, err = newDocsUI(opts.Prefix); err != nil {
 		return nil, err
 	}
 	table := a.routes()
 	for _, rt := range table {
-		a.mux.Handle(rt.method+" "+a.fullPath(rt.path), a.endpoint(rt.handle))
+		a.mux.Handle(rt.method+" "+a.fullPath(rt.path), a.endpoint(rt))
 	}
 	doc, err := json.Marshal(a.document(table))
 	if err != nil {
@@ -149,18 +169,25 @@ func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
 // as a logged 500.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-func (a *API) endpoint(h handlerFunc) http.Handler {
+// endpoint runs a route behind the request pipeline.
+func (a *API) endpoint(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := h(w, r)
+		r, err := a.authorize(rt, r)
+		if err == nil {
+			err = rt.handle(w, r)
+		}
 		if err == nil {
 			return
 		}
-		apiErr, ok := err.(*Error)
-		if !ok {
+		var apiErr *Error
+		if !errors.As(err, &apiErr) {
 			a.opts.Logger.Error("API request failed",
 				zap.String("request_id", RequestID(r.Context())), zap.Error(err))
 			apiErr = Errorf(http.StatusInternalServerError, CodeInternal,
 				"internal error; report request id %s to the operator", RequestID(r.Context()))
+		}
+		if apiErr.Status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="runtime"`)
 		}
 		WriteError(w, apiErr)
 	})

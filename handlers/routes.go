@@ -51,7 +51,7 @@ func errorResponse(status int, description string) response {
 
 // routes is the route table of the API.
 func (a *API) routes() []route {
-	return slices.Concat(a.healthRoutes(), a.docsRoutes())
+	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.docsRoutes())
 }
 
 var wildcard = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(\.\.\.)?\}`)
@@ -71,6 +71,8 @@ func (a *API) document(table []route) openapi.Document {
 		Tags: []openapi.Tag{
 			{Name: "discovery", Description: "Finding the API"},
 			{Name: "health", Description: "Health, readiness and liveness probes"},
+			{Name: "session", Description: "Browser sessions: exchange a key for a cookie"},
+			{Name: "keys", Description: "API keys, their roles, permissions and namespaces"},
 			{Name: "documentation", Description: "This document and its interactive reference"},
 		},
 		Paths: map[string]*openapi.PathItem{},
@@ -102,9 +104,7 @@ func (a *API) document(table []route) openapi.Document {
 				rt.request.contentType: {Schema: schemas.Of(rt.request.body)},
 			}}
 		}
-		responses := append(slices.Clone(rt.responses),
-			errorResponse(http.StatusInternalServerError, "Internal error; the message carries the request id"))
-		for _, resp := range responses {
+		for _, resp := range withPipelineResponses(rt) {
 			out := openapi.Response{
 				Description: resp.description,
 				Headers:     map[string]openapi.Header{RequestIDHeader: requestID},
@@ -130,6 +130,34 @@ func (a *API) document(table []route) openapi.Document {
 	}
 	doc.Components.Schemas = schemas.Components()
 	return doc
+}
+
+// withPipelineResponses adds the answers the request pipeline can give in front of a route to
+// the route's own, merging descriptions that share a status.
+func withPipelineResponses(rt route) []response {
+	all := slices.Clone(rt.responses)
+	if mutating(rt.method) {
+		all = append(all, errorResponse(http.StatusForbidden, "Origin missing or foreign (CSRF_REJECTED)"))
+	}
+	if !rt.public {
+		all = append(all,
+			errorResponse(http.StatusUnauthorized, "No credential, or an unknown, revoked or expired key (AUTH_REQUIRED)"),
+			errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY)"))
+	}
+	if rt.permission != "" {
+		all = append(all, errorResponse(http.StatusForbidden, "The key lacks permission "+rt.permission+" (PERMISSION_DENIED)"))
+	}
+	all = append(all, errorResponse(http.StatusInternalServerError, "Internal error; the message carries the request id"))
+	merged := []response{}
+	for _, resp := range all {
+		i := slices.IndexFunc(merged, func(m response) bool { return m.status == resp.status })
+		if i < 0 {
+			merged = append(merged, resp)
+			continue
+		}
+		merged[i].description += "; " + resp.description
+	}
+	return merged
 }
 
 // pathParameters returns the declared parameters plus a string parameter for every path

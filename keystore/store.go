@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -89,6 +90,12 @@ type Store struct {
 
 // Open opens (creating if needed) the key store at path and migrates its schema.
 func Open(ctx context.Context, path string) (*Store, error) {
+	// Create the file owner-only first: SQLite gives its -wal and -shm files the same mode.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening key store: %v", err)
+	}
+	f.Close()
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -145,7 +152,7 @@ func (s *Store) Create(ctx context.Context, nk NewKey) (Created, error) {
 // createLocked stores a new key; the caller holds writeMu. persist, when set, receives the
 // secret before the key is stored, and an error from it stores nothing.
 func (s *Store) createLocked(ctx context.Context, nk NewKey, persist func(secret string) error) (Created, error) {
-	rec, err := s.prepare(nk)
+	rec, err := Normalize(nk, s.now())
 	if err != nil {
 		return Created{}, err
 	}
@@ -192,8 +199,9 @@ func storedPermissions(rec KeyRecord) []string {
 	return []string{}
 }
 
-// prepare validates a new key and fills in its defaults.
-func (s *Store) prepare(nk NewKey) (KeyRecord, error) {
+// Normalize validates a new key as of now and returns the record it would be stored as:
+// defaults filled in, permissions resolved from the role, duplicates removed.
+func Normalize(nk NewKey, now time.Time) (KeyRecord, error) {
 	rec := KeyRecord{Name: strings.TrimSpace(nk.Name), Description: strings.TrimSpace(nk.Description), Role: nk.Role, ExpiresAt: nk.ExpiresAt}
 	if rec.Name == "" {
 		return rec, inputErr("MISSING_KEY_NAME", "a key needs a name")
@@ -228,7 +236,7 @@ func (s *Store) prepare(nk NewKey) (KeyRecord, error) {
 	if rec.Namespaces, err = NormalizeNamespaces(ns); err != nil {
 		return rec, err
 	}
-	if rec.ExpiresAt != 0 && rec.ExpiresAt <= s.now().Unix() {
+	if rec.ExpiresAt != 0 && rec.ExpiresAt <= now.Unix() {
 		return rec, inputErr("INVALID_EXPIRATION", "the key would already be expired")
 	}
 	return rec, nil

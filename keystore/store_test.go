@@ -76,7 +76,8 @@ func TestCreateVerifyListRevoke(t *testing.T) {
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("principal = %+v, want %+v", p, want)
 	}
-	for _, bad := range []string{"", "rtk_", k.Secret[:46], k.Secret + "x", "xtk_" + k.Secret[4:], k.Secret[:46] + "A"} {
+	lastChanged := k.Secret[:46] + map[bool]string{true: "B", false: "A"}[k.Secret[46] == 'A']
+	for _, bad := range []string{"", "rtk_", k.Secret[:46], k.Secret + "x", "xtk_" + k.Secret[4:], lastChanged} {
 		if _, err := s.Verify(ctx, bad); !errors.Is(err, ErrInvalidKey) {
 			t.Errorf("Verify(%q) = %v, want ErrInvalidKey", bad, err)
 		}
@@ -106,9 +107,12 @@ func TestCreateVerifyListRevoke(t *testing.T) {
 		t.Fatalf("revoked rows = %d, %v; revoked keys must stay as rows", revoked, err)
 	}
 
-	// Only the hash reaches the disk.
+	// Only the hash reaches the disk, and only its owner can read it.
 	s.Close()
 	for _, f := range []string{path, path + "-wal"} {
+		if info, err := os.Stat(f); err == nil && info.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", f, info.Mode().Perm())
+		}
 		b, _ := os.ReadFile(f)
 		if bytes.Contains(b, []byte(k.Secret)) || bytes.Contains(b, []byte(k.Secret[12:])) {
 			t.Fatalf("%s contains the key secret", f)

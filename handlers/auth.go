@@ -1,0 +1,204 @@
+package handlers
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/keystore"
+)
+
+// Request headers with a meaning for authentication.
+const (
+	APIKeyHeader   = "X-API-Key"
+	InternalHeader = "X-Runtime-Internal"
+)
+
+// Error codes of authentication and authorization.
+const (
+	CodeAuthRequired     = "AUTH_REQUIRED"
+	CodeInvalidKey       = "INVALID_KEY"
+	CodePermissionDenied = "PERMISSION_DENIED"
+	CodeNamespaceDenied  = "NAMESPACE_DENIED"
+	CodeCSRFRejected     = "CSRF_REJECTED"
+)
+
+// credential is the key a request presents and the channel it came by.
+type credential struct {
+	key      string
+	fromHead bool // X-API-Key or Authorization: Bearer
+	present  bool
+}
+
+// credentialOf extracts the request's credential: X-API-Key, then Authorization: Bearer,
+// then the session cookie. A header credential wins even when it is invalid, so a bad header
+// never falls back to a cookie.
+func credentialOf(r *http.Request) credential {
+	if values, ok := r.Header[http.CanonicalHeaderKey(APIKeyHeader)]; ok {
+		return credential{key: strings.TrimSpace(values[0]), fromHead: true, present: true}
+	}
+	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return credential{key: strings.TrimSpace(token), fromHead: true, present: true}
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		return credential{key: decodeCookieValue(c.Value), present: true}
+	}
+	return credential{}
+}
+
+type principalKey struct{}
+
+// principalOf returns the principal an authenticated route runs as.
+func principalOf(ctx context.Context) keystore.Principal {
+	p, _ := ctx.Value(principalKey{}).(keystore.Principal)
+	return p
+}
+
+// authorize runs the pipeline in front of a route: CSRF on mutating methods, then (unless the
+// route is public) the credential, the root key, the store and the route's permission.
+func (a *API) authorize(rt route, r *http.Request) (*http.Request, error) {
+	cred := credentialOf(r)
+	if mutating(r.Method) {
+		if err := a.checkCSRF(r, cred); err != nil {
+			return r, err
+		}
+	}
+	if rt.public {
+		return r, nil
+	}
+	p, err := a.authenticate(r.Context(), cred)
+	if err != nil {
+		return r, err
+	}
+	if rt.permission != "" && !p.Has(rt.permission) {
+		return r, Errorf(http.StatusForbidden, CodePermissionDenied,
+			"this key lacks permission %s; ask an admin for a key that holds it", rt.permission)
+	}
+	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), nil
+}
+
+// authenticate resolves a credential to its principal.
+func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Principal, error) {
+	if !cred.present {
+		return keystore.Principal{}, Errorf(http.StatusUnauthorized, CodeAuthRequired,
+			"an API key is required: send it in X-API-Key or Authorization: Bearer, or log in with POST %s/admin/session", a.opts.Prefix)
+	}
+	p, err := a.resolve(ctx, cred.key)
+	if errors.Is(err, keystore.ErrInvalidKey) {
+		return p, Errorf(http.StatusUnauthorized, CodeAuthRequired, "the API key is unknown, revoked or expired")
+	}
+	return p, err
+}
+
+// resolve turns a key into its principal: the root key first, in constant time, then the
+// store. Unknown keys give keystore.ErrInvalidKey.
+func (a *API) resolve(ctx context.Context, key string) (keystore.Principal, error) {
+	if a.isRoot(key) {
+		return keystore.Root(), nil
+	}
+	store, err := a.keyStore()
+	if err != nil {
+		return keystore.Principal{}, err
+	}
+	return store.Verify(ctx, key)
+}
+
+// isRoot compares key with the root key in constant time; hashing first hides the length.
+func (a *API) isRoot(key string) bool {
+	if a.rootHash == nil || key == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(key))
+	return subtle.ConstantTimeCompare(sum[:], a.rootHash) == 1
+}
+
+func mutating(method string) bool {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// checkCSRF requires a mutating request to carry an Origin naming this host. Exempt: requests
+// marked X-Runtime-Internal (a browser cannot send that header cross-site without a CORS
+// preflight, which the runtime never grants) and requests whose header credential is the root
+// key (never held by a browser).
+func (a *API) checkCSRF(r *http.Request, cred credential) error {
+	if strings.EqualFold(r.Header.Get(InternalHeader), "true") || cred.fromHead && a.isRoot(cred.key) {
+		return nil
+	}
+	origins := r.Header.Values("Origin")
+	reject := func(format string, args ...any) error {
+		return Errorf(http.StatusForbidden, CodeCSRFRejected, format, args...)
+	}
+	switch {
+	case len(origins) == 0:
+		return reject("%s needs an Origin header naming this server (e.g. Origin: http://%s); browsers send it themselves", r.Method, r.Host)
+	case len(origins) > 1:
+		return reject("more than one Origin header")
+	case origins[0] == "null":
+		return reject("Origin null is refused")
+	}
+	u, err := url.Parse(origins[0])
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return reject("Origin %q is not an http(s) origin", origins[0])
+	}
+	if !sameHost(u.Scheme, u.Host, r.Host) {
+		return reject("Origin %s does not match the host %s", origins[0], r.Host)
+	}
+	return nil
+}
+
+// sameHost compares an origin's host[:port] with the Host header, treating the scheme's
+// default port as absent.
+func sameHost(scheme, originHost, host string) bool {
+	return strings.EqualFold(withoutDefaultPort(scheme, originHost), withoutDefaultPort(scheme, host))
+}
+
+func withoutDefaultPort(scheme, hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return hostport
+	}
+	if scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		if strings.Contains(host, ":") {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return hostport
+}
+
+// authorizeUnit refuses a restricted key access to a unit outside its namespaces; routes call
+// it with the worker or plugin name they act on.
+func authorizeUnit(p keystore.Principal, unit string) error {
+	if p.CanAccess(unit) {
+		return nil
+	}
+	return Errorf(http.StatusForbidden, CodeNamespaceDenied,
+		"this key may only act in namespaces %s; %q is outside them", strings.Join(p.Namespaces, ", "), unit)
+}
+
+// audit logs one security-relevant action with who did it; it never logs a secret.
+func (a *API) audit(r *http.Request, action, target, outcome string, actor *keystore.Principal, extra ...zap.Field) {
+	fields := []zap.Field{
+		zap.String("action", action),
+		zap.String("target", target),
+		zap.String("outcome", outcome),
+		zap.String("request_id", RequestID(r.Context())),
+	}
+	if actor != nil {
+		fields = append(fields, zap.Dict("actor",
+			zap.Int64("id", actor.ID), zap.String("name", actor.Name), zap.String("keyPrefix", actor.KeyPrefix)))
+	}
+	a.auditLog.Info("audit", append(fields, extra...)...)
+}

@@ -1,0 +1,231 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/keystore"
+)
+
+// Error codes of the key routes.
+const (
+	CodeKeyNotFound          = "API_KEY_NOT_FOUND"
+	CodeSelfRevokeForbidden  = "SELF_REVOKE_FORBIDDEN"
+	CodePrivilegeEscalation  = "PRIVILEGE_ESCALATION"
+	keyValidationDescription = "Invalid request (BAD_REQUEST, MISSING_KEY_NAME, INVALID_KEY_ROLE, MISSING_PERMISSIONS, INVALID_PERMISSION, INVALID_NAMESPACE, INVALID_EXPIRATION)"
+)
+
+// KeyList is the body of GET keys.
+type KeyList struct {
+	Keys []keystore.KeyRecord `json:"keys"`
+}
+
+// KeysMeta lists what a key form offers.
+type KeysMeta struct {
+	Roles           []string            `json:"roles"`
+	Permissions     []string            `json:"permissions"`
+	ExpiresIn       []string            `json:"expiresIn" doc:"suggested lifetimes; any <n>d, <n>w, <n>m (30 days) or <n>y is accepted"`
+	RolePermissions map[string][]string `json:"rolePermissions" doc:"the permissions each role grants; custom keys choose theirs"`
+}
+
+// CreateKeyRequest creates a key.
+type CreateKeyRequest struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Role        string   `json:"role,omitempty" enum:"admin,editor,viewer,custom" doc:"default editor"`
+	Permissions []string `json:"permissions,omitempty" doc:"role custom only: the permissions the key holds"`
+	ExpiresIn   string   `json:"expiresIn,omitempty" doc:"never (default), or <n>d, <n>w, <n>m (30 days), <n>y"`
+	Namespaces  []string `json:"namespaces,omitempty" doc:"[\"*\"] or @scope names; default: the creator's namespaces"`
+}
+
+// CreatedKey is a new key with its secret, shown this once.
+type CreatedKey struct {
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+	Key       string `json:"key" doc:"the full secret; it is never shown again"`
+	KeyPrefix string `json:"keyPrefix"`
+	Role      string `json:"role"`
+}
+
+// CreateKeyResponse is the body of POST keys.
+type CreateKeyResponse struct {
+	Success bool       `json:"success"`
+	Data    CreatedKey `json:"data"`
+}
+
+// Success is the body of a change that returns nothing else.
+type Success struct {
+	Success bool `json:"success"`
+}
+
+func (a *API) keyRoutes() []route {
+	return []route{
+		{
+			method: "GET", path: "/keys", id: "listKeys", tag: "keys", permission: keystore.KeysRead,
+			summary:     "List API keys",
+			description: "Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces.",
+			responses:   []response{{status: http.StatusOK, description: "The keys", body: KeyList{}}},
+			handle:      a.listKeys,
+		},
+		{
+			method: "GET", path: "/keys/meta", id: "keysMeta", tag: "keys", permission: keystore.KeysRead,
+			summary:   "Roles, permissions and lifetimes for key forms",
+			responses: []response{{status: http.StatusOK, description: "What a key can be", body: KeysMeta{}}},
+			handle: func(w http.ResponseWriter, r *http.Request) error {
+				meta := KeysMeta{Roles: keystore.Roles, Permissions: keystore.AllPermissions,
+					ExpiresIn: keystore.ExpiresInChoices, RolePermissions: map[string][]string{}}
+				for _, role := range keystore.Roles {
+					meta.RolePermissions[role] = keystore.RolePermissions(role)
+				}
+				writeJSON(w, http.StatusOK, meta)
+				return nil
+			},
+		},
+		{
+			method: "POST", path: "/keys", id: "createKey", tag: "keys", permission: keystore.KeysCreate,
+			summary:     "Create an API key",
+			description: "The secret is returned once. A key cannot create a key holding a permission or namespace it lacks.",
+			request:     &request{contentType: "application/json", body: CreateKeyRequest{}},
+			responses: []response{
+				{status: http.StatusOK, description: "Created", body: CreateKeyResponse{}},
+				errorResponse(http.StatusBadRequest, keyValidationDescription),
+				errorResponse(http.StatusForbidden, "The new key would exceed the creator's rights (PRIVILEGE_ESCALATION)"),
+				errorResponse(http.StatusRequestEntityTooLarge, "Body over 64 KiB (PAYLOAD_TOO_LARGE)"),
+			},
+			handle: a.createKey,
+		},
+		{
+			method: "DELETE", path: "/keys/{id}", id: "revokeKey", tag: "keys", permission: keystore.KeysRevoke,
+			summary:     "Revoke an API key",
+			description: "Takes effect on the next request. A key cannot revoke itself.",
+			responses: []response{
+				{status: http.StatusOK, description: "Revoked", body: Success{}},
+				errorResponse(http.StatusBadRequest, "The id is not a key id (BAD_REQUEST)"),
+				errorResponse(http.StatusForbidden, "The key is the caller's own (SELF_REVOKE_FORBIDDEN) or reaches outside the caller's namespaces (NAMESPACE_DENIED)"),
+				errorResponse(http.StatusNotFound, "No active key with this id (API_KEY_NOT_FOUND)"),
+			},
+			handle: a.revokeKey,
+		},
+	}
+}
+
+func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
+	store, err := a.keyStore()
+	if err != nil {
+		return err
+	}
+	keys, err := store.List(r.Context())
+	if err != nil {
+		return err
+	}
+	p := principalOf(r.Context())
+	visible := slices.DeleteFunc(keys, func(k keystore.KeyRecord) bool { return !p.Covers(k.Namespaces) })
+	writeJSON(w, http.StatusOK, KeyList{Keys: visible})
+	return nil
+}
+
+func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
+	store, err := a.keyStore()
+	if err != nil {
+		return err
+	}
+	var req CreateKeyRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p := principalOf(r.Context())
+	now := time.Now()
+	nk := keystore.NewKey{Name: req.Name, Description: req.Description, Role: req.Role,
+		Permissions: req.Permissions, Namespaces: req.Namespaces}
+	if nk.Namespaces == nil {
+		// A restricted creator hands down its own namespaces.
+		nk.Namespaces = p.Namespaces
+	}
+	if nk.ExpiresAt, err = keystore.ParseExpiresIn(req.ExpiresIn, now); err != nil {
+		return inputError(err)
+	}
+	rec, err := keystore.Normalize(nk, now)
+	if err != nil {
+		return inputError(err)
+	}
+	if missing := slices.DeleteFunc(slices.Clone(rec.Permissions), p.Has); len(missing) > 0 || !p.Covers(rec.Namespaces) {
+		a.audit(r, "key.create", rec.Name, "denied", &p)
+		if len(missing) > 0 {
+			return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant permissions it lacks: %v", missing)
+		}
+		return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant namespaces outside its own (%v)", p.Namespaces)
+	}
+	created, err := store.Create(r.Context(), nk)
+	if err != nil {
+		return inputError(err)
+	}
+	a.audit(r, "key.create", created.Name, "success", &p, keyField(created.KeyRecord))
+	writeJSON(w, http.StatusOK, CreateKeyResponse{Success: true, Data: CreatedKey{
+		ID: created.ID, Name: created.Name, Key: created.Secret, KeyPrefix: created.KeyPrefix, Role: created.Role}})
+	return nil
+}
+
+func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	store, err := a.keyStore()
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return Errorf(http.StatusBadRequest, CodeBadRequest, "%q is not a key id; ids are positive integers", r.PathValue("id"))
+	}
+	p := principalOf(r.Context())
+	target := strconv.FormatInt(id, 10)
+	if !p.IsRoot && p.ID == id {
+		a.audit(r, "key.revoke", target, "denied", &p)
+		return Errorf(http.StatusForbidden, CodeSelfRevokeForbidden, "a key cannot revoke itself; use another key")
+	}
+	rec, err := store.Get(r.Context(), id)
+	if errors.Is(err, keystore.ErrNotFound) {
+		return Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
+	}
+	if err != nil {
+		return err
+	}
+	if !p.Covers(rec.Namespaces) {
+		a.audit(r, "key.revoke", target, "denied", &p)
+		return Errorf(http.StatusForbidden, CodeNamespaceDenied, "key %d reaches namespaces outside this key's (%v)", id, p.Namespaces)
+	}
+	if err := store.Revoke(r.Context(), id); errors.Is(err, keystore.ErrNotFound) {
+		return Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
+	} else if err != nil {
+		return err
+	}
+	a.audit(r, "key.revoke", target, "success", &p, keyField(rec))
+	writeJSON(w, http.StatusOK, Success{Success: true})
+	return nil
+}
+
+// keyStore returns the store, or 503 while the runtime is starting.
+func (a *API) keyStore() (*keystore.Store, error) {
+	store, err := a.opts.Keys()
+	if err != nil {
+		return nil, Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
+	}
+	return store, nil
+}
+
+// keyField describes the key an audited action touched.
+func keyField(k keystore.KeyRecord) zap.Field {
+	return zap.Dict("key", zap.Int64("id", k.ID), zap.String("name", k.Name), zap.String("keyPrefix", k.KeyPrefix),
+		zap.String("role", k.Role), zap.Strings("namespaces", k.Namespaces))
+}
+
+// inputError turns a refused key request into a 400 with its code.
+func inputError(err error) error {
+	var ie *keystore.InputError
+	if errors.As(err, &ie) {
+		return Errorf(http.StatusBadRequest, ie.Code, "%s", ie.Message)
+	}
+	return err
+}
