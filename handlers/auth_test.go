@@ -1,0 +1,117 @@
+package handlers
+
+import (
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestCookieValueRoundTrip(t *testing.T) {
+	for _, key := range []string{
+		"rtk_abc-_DEF", "root;key+with/odd=chars%and-more", "a b,c\"d\\e", "ünïcode", "%%%", "100%25",
+	} {
+		enc := encodeCookieValue(key)
+		for _, c := range enc {
+			if c <= ' ' || c == ';' || c == ',' || c == '"' || c == '\\' || c > '~' {
+				t.Fatalf("encoded %q = %q holds %q, which a cookie value cannot", key, enc, c)
+			}
+		}
+		if got := decodeCookieValue(enc); got != key {
+			t.Errorf("round trip of %q = %q", key, got)
+		}
+	}
+	for raw, want := range map[string]string{
+		"abc%zz":    "abc%zz", // not percent-encoding: used as sent
+		"50%":       "50%",
+		"plain":     "plain",
+		"a%2Bb":     "a+b",
+		"keep+plus": "keep+plus", // "+" is not a space in a cookie
+	} {
+		if got := decodeCookieValue(raw); got != want {
+			t.Errorf("decodeCookieValue(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestSecureRequest(t *testing.T) {
+	tests := []struct {
+		name  string
+		proto string
+		tls   bool
+		want  bool
+	}{
+		{"plain", "", false, false},
+		{"TLS", "", true, true},
+		{"proxy says https", "https", false, true},
+		{"proxy says http over TLS", "http", true, false},
+		{"first value counts", "http, https", true, false},
+		{"first value https", " https , http", false, true},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("POST", "/", nil)
+		if tt.proto != "" {
+			r.Header.Set("X-Forwarded-Proto", tt.proto)
+		}
+		if tt.tls {
+			r.TLS = &tls.ConnectionState{}
+		}
+		if got := secureRequest(r); got != tt.want {
+			t.Errorf("%s: secureRequest = %v", tt.name, got)
+		}
+	}
+}
+
+func TestSameHost(t *testing.T) {
+	tests := []struct {
+		scheme, origin, host string
+		want                 bool
+	}{
+		{"http", "example.com", "example.com", true},
+		{"http", "Example.COM", "example.com", true},
+		{"http", "example.com:80", "example.com", true},
+		{"https", "example.com", "example.com:443", true},
+		{"https", "example.com:8443", "example.com:8443", true},
+		{"http", "example.com:8080", "example.com", false},
+		{"https", "example.com:80", "example.com", false},
+		{"http", "[::1]:80", "[::1]", true},
+		{"http", "evil.com", "example.com", false},
+	}
+	for _, tt := range tests {
+		if got := sameHost(tt.scheme, tt.origin, tt.host); got != tt.want {
+			t.Errorf("sameHost(%s, %s, %s) = %v", tt.scheme, tt.origin, tt.host, got)
+		}
+	}
+}
+
+func TestCredentialOf(t *testing.T) {
+	tests := []struct {
+		name     string
+		headers  map[string]string
+		cookie   string
+		key      string
+		fromHead bool
+		present  bool
+	}{
+		{"none", nil, "", "", false, false},
+		{"X-API-Key", map[string]string{"X-API-Key": " k1 "}, "c", "k1", true, true},
+		{"empty X-API-Key still wins", map[string]string{"X-API-Key": ""}, "c", "", true, true},
+		{"Bearer", map[string]string{"Authorization": "Bearer k2"}, "c", "k2", true, true},
+		{"X-API-Key before Bearer", map[string]string{"X-API-Key": "k1", "Authorization": "Bearer k2"}, "", "k1", true, true},
+		{"Basic is ignored", map[string]string{"Authorization": "Basic abc"}, "k3", "k3", false, true},
+		{"cookie decoded", nil, "a%3Bb", "a;b", false, true},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/", nil)
+		for k, v := range tt.headers {
+			r.Header[http.CanonicalHeaderKey(k)] = []string{v}
+		}
+		if tt.cookie != "" {
+			r.Header.Set("Cookie", SessionCookie+"="+tt.cookie)
+		}
+		got := credentialOf(r)
+		if got != (credential{key: tt.key, fromHead: tt.fromHead, present: tt.present}) {
+			t.Errorf("%s: credentialOf = %+v", tt.name, got)
+		}
+	}
+}
