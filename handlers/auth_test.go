@@ -2,9 +2,13 @@ package handlers
 
 import (
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/caddy-runtime/runtime/keystore"
 )
 
 func TestCookieValueRoundTrip(t *testing.T) {
@@ -113,5 +117,41 @@ func TestCredentialOf(t *testing.T) {
 		if got != (credential{key: tt.key, fromHead: tt.fromHead, present: tt.present}) {
 			t.Errorf("%s: credentialOf = %+v", tt.name, got)
 		}
+	}
+}
+
+func TestAuthorizeUnit(t *testing.T) {
+	team := keystore.Principal{Namespaces: []string{"@team"}}
+	for unit, ok := range map[string]bool{"@team/app": true, "@other/app": false, "app": false} {
+		err := authorizeUnit(team, unit)
+		var apiErr *Error
+		if ok && err != nil || !ok && (!errors.As(err, &apiErr) || apiErr.Status != 403 || apiErr.Code != CodeNamespaceDenied) {
+			t.Errorf("authorizeUnit(@team, %q) = %v", unit, err)
+		}
+	}
+	if err := authorizeUnit(keystore.Root(), "anything"); err != nil {
+		t.Errorf("root refused: %v", err)
+	}
+}
+
+// TestKeyRoutesWhileStarting checks that key routes answer 503 until the store is open, while
+// the root key still authenticates.
+func TestKeyRoutesWhileStarting(t *testing.T) {
+	const root = "a-root-key-for-this-test"
+	a, v := testAPI(t, Options{RootKey: root, Keys: func() (*keystore.Store, error) { return nil, errors.New("the runtime is starting") }})
+	req := httptest.NewRequest("GET", "/api/keys", nil)
+	req.Header.Set(APIKeyHeader, root)
+	if resp := serve(t, a, v, req); resp.StatusCode != 503 || !strings.Contains(bodyOf(t, resp), CodeNotReady) {
+		t.Fatalf("GET keys while starting = %d", resp.StatusCode)
+	}
+	req = httptest.NewRequest("GET", "/api/admin/session", nil)
+	req.Header.Set(APIKeyHeader, "rtk_"+strings.Repeat("a", 43))
+	if resp := serve(t, a, v, req); resp.StatusCode != 503 {
+		t.Fatalf("session with a store key while starting = %d", resp.StatusCode)
+	}
+	req = httptest.NewRequest("GET", "/api/admin/session", nil)
+	req.Header.Set(APIKeyHeader, root)
+	if resp := serve(t, a, v, req); resp.StatusCode != 200 {
+		t.Fatalf("session with the root key while starting = %d", resp.StatusCode)
 	}
 }
