@@ -1,0 +1,249 @@
+package packages
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
+)
+
+// extractInto extracts data into a fresh folder nested two levels inside a sandbox, and checks
+// that nothing was written to the sandbox outside that folder.
+func extractInto(t *testing.T, data []byte, format Format, limits Limits) (string, Stats, error) {
+	t.Helper()
+	sandbox := t.TempDir()
+	dest := filepath.Join(sandbox, "a", "dest")
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := openRoot(t, dest)
+	stats, err := Extract(bytes.NewReader(data), int64(len(data)), format, root, limits)
+	filepath.WalkDir(sandbox, func(p string, d fs.DirEntry, _ error) error {
+		if p != sandbox && p != filepath.Join(sandbox, "a") && !strings.HasPrefix(p, dest) {
+			t.Errorf("extraction wrote %s outside the destination", p)
+		}
+		return nil
+	})
+	return dest, stats, err
+}
+
+// treeOf lists a folder's contents: path → content (files), "dir" (folders), "-> target" (links).
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out[rel] = "-> " + target
+		case d.IsDir():
+			out[rel] = "dir"
+		default:
+			b, _ := os.ReadFile(p)
+			out[rel] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+func both(t *testing.T, files ...harness.File) map[Format][]byte {
+	return map[Format][]byte{TarGz: harness.TarGz(t, files...), Zip: harness.Zip(t, files...)}
+}
+
+func TestExtract(t *testing.T) {
+	for format, data := range both(t,
+		harness.File{Name: "manifest.yaml", Body: "name: a\n"},
+		harness.File{Name: "assets/", Type: tar.TypeDir},
+		harness.File{Name: "assets/app.js", Body: "js"},
+		harness.File{Name: "./deep/er/x.txt", Body: "x"},
+		harness.File{Name: "run.sh", Body: "#!/bin/sh", Mode: 0o4755},
+		harness.File{Name: "current", Type: tar.TypeSymlink, Linkname: "assets"},
+		harness.File{Name: "assets/up", Type: tar.TypeSymlink, Linkname: "../manifest.yaml"},
+	) {
+		dest, stats, err := extractInto(t, data, format, DefaultLimits)
+		if err != nil {
+			t.Fatalf("format %d: %v", format, err)
+		}
+		want := map[string]string{
+			"manifest.yaml": "name: a\n", "assets": "dir", "assets/app.js": "js", "deep": "dir", "deep/er": "dir",
+			"deep/er/x.txt": "x", "run.sh": "#!/bin/sh", "current": "-> assets", "assets/up": "-> ../manifest.yaml",
+		}
+		got := treeOf(t, dest)
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("format %d: %s = %q, want %q", format, k, got[k], v)
+			}
+		}
+		if len(got) != len(want) || stats.Files != 4 || stats.Bytes != int64(len("name: a\n")+2+1+9) {
+			t.Errorf("format %d: tree %v stats %+v", format, got, stats)
+		}
+		info, _ := os.Stat(filepath.Join(dest, "run.sh"))
+		if info.Mode().Perm() != 0o755 || info.Mode()&fs.ModeSetuid != 0 {
+			t.Errorf("format %d: run.sh mode %v, want 0755 without setuid", format, info.Mode())
+		}
+	}
+}
+
+func TestExtractRefusesTraversal(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []harness.File
+		zip   bool // also as zip
+	}{
+		{"dot-dot", []harness.File{{Name: "../evil.txt", Body: "x"}}, true},
+		{"dot-dot inside", []harness.File{{Name: "a/../../evil.txt", Body: "x"}}, true},
+		{"harmless dot-dot", []harness.File{{Name: "a/../b.txt", Body: "x"}}, true},
+		{"absolute", []harness.File{{Name: "/tmp/evil.txt", Body: "x"}}, true},
+		{"drive letter", []harness.File{{Name: "C:/evil.txt", Body: "x"}}, true},
+		{"backslash", []harness.File{{Name: `..\evil.txt`, Body: "x"}}, true},
+		{"absolute link", []harness.File{{Name: "l", Type: tar.TypeSymlink, Linkname: "/etc/passwd"}}, true},
+		{"escaping link", []harness.File{{Name: "d/l", Type: tar.TypeSymlink, Linkname: "../../x"}}, true},
+		{"link chain escape", []harness.File{
+			{Name: "d", Type: tar.TypeSymlink, Linkname: "."},
+			{Name: "d/l", Type: tar.TypeSymlink, Linkname: "../x"},
+		}, true},
+		{"write through escaping link", []harness.File{
+			{Name: "d", Type: tar.TypeSymlink, Linkname: "."},
+			{Name: "d/e", Type: tar.TypeSymlink, Linkname: "../.."},
+			{Name: "d/e/evil.txt", Body: "x"},
+		}, false},
+		{"hard link", []harness.File{{Name: "f", Body: "x"}, {Name: "h", Type: tar.TypeLink, Linkname: "f"}}, false},
+		{"hard link out", []harness.File{{Name: "h", Type: tar.TypeLink, Linkname: "../../etc/passwd"}}, false},
+		{"fifo", []harness.File{{Name: "p", Type: tar.TypeFifo}}, false},
+		{"char device", []harness.File{{Name: "null", Type: tar.TypeChar}}, false},
+		{"block device", []harness.File{{Name: "sda", Type: tar.TypeBlock}}, false},
+	}
+	for _, tt := range tests {
+		formats := map[Format][]byte{TarGz: harness.TarGz(t, tt.files...)}
+		if tt.zip {
+			formats[Zip] = harness.Zip(t, tt.files...)
+		}
+		for format, data := range formats {
+			t.Run(tt.name, func(t *testing.T) {
+				_, _, err := extractInto(t, data, format, DefaultLimits)
+				if !IsCode(err, CodePathTraversal) {
+					t.Fatalf("format %d: Extract = %v, want PATH_TRAVERSAL", format, err)
+				}
+			})
+		}
+	}
+}
+
+func TestExtractRefusesZipSpecialFiles(t *testing.T) {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	h := &zip.FileHeader{Name: "pipe"}
+	h.SetMode(fs.ModeNamedPipe | 0o644)
+	zw.CreateHeader(h)
+	zw.Close()
+	if _, _, err := extractInto(t, buf.Bytes(), Zip, DefaultLimits); !IsCode(err, CodePathTraversal) {
+		t.Fatalf("zip fifo = %v", err)
+	}
+}
+
+func TestExtractLimits(t *testing.T) {
+	many := make([]harness.File, 30)
+	for i := range many {
+		many[i] = harness.File{Name: strings.Repeat("f", i+1), Body: "x"}
+	}
+	big := []harness.File{{Name: "a", Body: strings.Repeat("a", 600)}, {Name: "b", Body: strings.Repeat("b", 600)}}
+	for format, data := range both(t, many...) {
+		_, _, err := extractInto(t, data, format, Limits{Unpacked: 1 << 20, Entries: 20})
+		if !IsCode(err, CodeTooLarge) || !strings.Contains(err.Error(), "20 entries") || !strings.Contains(err.Error(), EntriesSetting) {
+			t.Errorf("format %d entries: %v", format, err)
+		}
+	}
+	for format, data := range both(t, big...) {
+		_, _, err := extractInto(t, data, format, Limits{Unpacked: 1000, Entries: 100})
+		if !IsCode(err, CodeTooLarge) || !strings.Contains(err.Error(), UnpackedSetting) {
+			t.Errorf("format %d unpacked: %v", format, err)
+		}
+	}
+}
+
+// TestCompressionBombStopsAtTheLimit unpacks 64 files of 1 MiB of zeros, compressed to a few
+// KiB, with a 5.5 MiB limit: extraction stops with at most the limit on disk.
+func TestCompressionBombStopsAtTheLimit(t *testing.T) {
+	zeros := strings.Repeat("\x00", 1<<20)
+	files := make([]harness.File, 64)
+	for i := range files {
+		files[i] = harness.File{Name: fmt.Sprintf("z%02d", i), Body: zeros}
+	}
+	const limit = 5<<20 + 1<<19
+	for format, data := range both(t, files...) {
+		if len(data) > 1<<20 {
+			t.Fatalf("the bomb is %d bytes; it should compress well", len(data))
+		}
+		dest, stats, err := extractInto(t, data, format, Limits{Unpacked: limit, Entries: 100})
+		if !IsCode(err, CodeTooLarge) {
+			t.Fatalf("format %d: %v", format, err)
+		}
+		if written := diskUsage(dest); written > limit || stats.Bytes > limit {
+			t.Fatalf("format %d: %d bytes written (stats %d), limit %d", format, written, stats.Bytes, limit)
+		}
+	}
+}
+
+// TestUnpackedLimitHoldsAgainstLyingSizes feeds a file whose declared size is small but whose
+// content is not: the bytes actually written are capped.
+func TestUnpackedLimitHoldsAgainstLyingSizes(t *testing.T) {
+	dir := t.TempDir()
+	x := extractor{dest: openRoot(t, dir), limits: Limits{Unpacked: 1000}}
+	err := x.file("f", 0o644, 10, strings.NewReader(strings.Repeat("y", 1<<20)))
+	if !IsCode(err, CodeTooLarge) {
+		t.Fatalf("file = %v", err)
+	}
+	if written := diskUsage(dir); written > 1001 {
+		t.Fatalf("%d bytes written past a 1000-byte limit", written)
+	}
+}
+
+func diskUsage(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, _ error) error {
+		if info, err := d.Info(); err == nil && !d.IsDir() {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+func TestExtractCorrupt(t *testing.T) {
+	good := harness.TarGz(t, harness.File{Name: "a", Body: strings.Repeat("a", 5000)})
+	for name, data := range map[string][]byte{
+		"garbage":   []byte("not an archive at all"),
+		"truncated": good[:len(good)/2],
+	} {
+		for _, format := range []Format{TarGz, Zip} {
+			if _, _, err := extractInto(t, data, format, DefaultLimits); !IsCode(err, CodeInvalidArchive) {
+				t.Errorf("%s as %d: %v", name, format, err)
+			}
+		}
+	}
+}
+
+func TestFormatOf(t *testing.T) {
+	for name, want := range map[string]Format{"a.tgz": TarGz, "a.tar.gz": TarGz, "A.TGZ": TarGz, "a.zip": Zip} {
+		if got, err := FormatOf(name); err != nil || got != want {
+			t.Errorf("FormatOf(%q) = %d, %v", name, got, err)
+		}
+	}
+	for _, name := range []string{"a.tar", "a.gz", "a.rar", "zip", "a.zip.exe", ""} {
+		if _, err := FormatOf(name); !IsCode(err, CodeInvalidFileType) {
+			t.Errorf("FormatOf(%q) = %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,355 @@
+package packages
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Layout describes how one kind of unit is stored.
+type Layout struct {
+	// Noun names the unit kind in messages and error codes: "worker" or "plugin".
+	Noun string
+	// Versioned units keep one folder per version (<name>/<version>/); flat units keep one
+	// folder (<name>/) whose metadata carries the version.
+	Versioned bool
+}
+
+// Layouts of the two unit kinds.
+var (
+	WorkerLayout = Layout{Noun: "worker", Versioned: true}
+	PluginLayout = Layout{Noun: "plugin"}
+)
+
+func (l Layout) code(format string) string {
+	return fmt.Sprintf(format, strings.ToUpper(l.Noun))
+}
+
+// Dir is a folder that holds units.
+type Dir struct {
+	Path string
+	// BuiltIn folders (name starting with ".") come with the image: never an install target,
+	// their units never removable.
+	BuiltIn bool
+}
+
+// Unit is one worker or plugin found on disk.
+type Unit struct {
+	Name     string
+	Dir      Dir
+	Path     string    // the unit's folder
+	Versions []Version // ascending; one entry for a flat unit
+}
+
+// Version is one installed version of a unit.
+type Version struct {
+	Version  string
+	Enabled  bool
+	Path     string
+	Metadata Metadata
+}
+
+// Source reports where a unit comes from: "built-in" or "uploaded".
+func (u Unit) Source() string {
+	if u.Dir.BuiltIn {
+		return "built-in"
+	}
+	return "uploaded"
+}
+
+// Find returns the version v of the unit.
+func (u Unit) Find(v string) (Version, bool) {
+	for _, ver := range u.Versions {
+		if ver.Version == v {
+			return ver, true
+		}
+	}
+	return Version{}, false
+}
+
+// Change describes a change the runtime made to a unit.
+type Change struct {
+	Op      string // "installed", "removed", "enabled", "disabled"
+	Name    string
+	Version string // "" for a whole unit
+}
+
+// Catalog holds the units of one kind found in a list of folders. The first folder that holds
+// a name wins; the same name in a later folder is shadowed.
+type Catalog struct {
+	layout Layout
+	dirs   []Dir
+	limits Limits
+
+	locks sync.Map // unit name → *sync.Mutex
+	cache scanCache
+
+	// retireDelay keeps a replaced or removed tree readable, renamed aside, before deleting
+	// it, so readers that opened it before the change finish on a complete tree.
+	retireDelay time.Duration
+	retiring    sync.WaitGroup
+	closing     chan struct{}
+	closeOnce   sync.Once
+
+	subMu       sync.Mutex
+	subscribers []func(Change)
+}
+
+// NewCatalog returns a catalog over dirs, in order; folders whose name starts with "." are
+// built-in.
+func NewCatalog(layout Layout, dirs []string, limits Limits) *Catalog {
+	c := &Catalog{layout: layout, limits: limits, retireDelay: DefaultRetireDelay, closing: make(chan struct{})}
+	for _, d := range dirs {
+		c.dirs = append(c.dirs, Dir{Path: d, BuiltIn: strings.HasPrefix(filepath.Base(d), ".")})
+	}
+	return c
+}
+
+// DefaultRetireDelay is how long a replaced or removed tree stays readable.
+const DefaultRetireDelay = 2 * time.Second
+
+// retire deletes the folder rel of d after the retire delay, or at once when the catalog
+// closes. Leftovers of a crash are removed by CleanTemp.
+func (c *Catalog) retire(d Dir, rel string) {
+	remove := func() {
+		if root, err := os.OpenRoot(d.Path); err == nil {
+			_ = root.RemoveAll(rel)
+			root.Close()
+		}
+	}
+	if c.retireDelay <= 0 {
+		remove()
+		return
+	}
+	c.retiring.Add(1)
+	go func() {
+		defer c.retiring.Done()
+		timer := time.NewTimer(c.retireDelay)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-c.closing:
+		}
+		remove()
+	}()
+}
+
+// Close deletes retired trees now and waits for it.
+func (c *Catalog) Close() {
+	c.closeOnce.Do(func() { close(c.closing) })
+	c.retiring.Wait()
+}
+
+// Layout returns the catalog's layout.
+func (c *Catalog) Layout() Layout { return c.layout }
+
+// Subscribe registers fn to be called after every change the catalog makes.
+func (c *Catalog) Subscribe(fn func(Change)) {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	c.subscribers = append(c.subscribers, fn)
+}
+
+func (c *Catalog) notify(ch Change) {
+	c.subMu.Lock()
+	subs := append([]func(Change){}, c.subscribers...)
+	c.subMu.Unlock()
+	for _, fn := range subs {
+		fn(ch)
+	}
+}
+
+func (c *Catalog) lock(name string) func() {
+	m, _ := c.locks.LoadOrStore(name, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// List returns every unit, by folder order and then by name.
+func (c *Catalog) List() ([]Unit, error) {
+	return c.cache.list(c.layout, c.dirs)
+}
+
+// Lookup returns the unit called name.
+func (c *Catalog) Lookup(name string) (Unit, error) {
+	if err := ValidateName(name); err != nil {
+		return Unit{}, c.notFound(name)
+	}
+	units, err := c.List()
+	if err != nil {
+		return Unit{}, err
+	}
+	for _, u := range units {
+		if u.Name == name {
+			return u, nil
+		}
+	}
+	return Unit{}, c.notFound(name)
+}
+
+func (c *Catalog) notFound(name string) error {
+	return newErr(NotFound, c.layout.code("%s_NOT_FOUND"), "no %s named %q", c.layout.Noun, name)
+}
+
+// installDir returns the first writable folder that is not built-in.
+func (c *Catalog) installDir() (Dir, error) {
+	for _, d := range c.dirs {
+		if !d.BuiltIn && syscall.Access(d.Path, 2 /* W_OK */) == nil {
+			return d, nil
+		}
+	}
+	return Dir{}, newErr(Invalid, c.layout.code("NO_%s_DIRS"),
+		"no writable %s folder to install into; add one whose name does not start with '.' to %s_dirs", c.layout.Noun, c.layout.Noun)
+}
+
+// relPath is a unit's (or version's) folder relative to its catalog folder.
+func (c *Catalog) relPath(name, version string) string {
+	if c.layout.Versioned && version != "" {
+		return path.Join(name, version)
+	}
+	return name
+}
+
+// Remove removes a unit with all its versions. Built-in units cannot be removed.
+func (c *Catalog) Remove(name string) error {
+	defer c.lock(name)()
+	u, err := c.Lookup(name)
+	if err != nil {
+		return err
+	}
+	if u.Dir.BuiltIn {
+		return newErr(Forbidden, c.layout.code("BUILT_IN_%s_REMOVE_FORBIDDEN"),
+			"%s %q is built-in (from %s) and cannot be removed", c.layout.Noun, name, u.Dir.Path)
+	}
+	if err := c.removeTree(u.Dir, c.relPath(name, "")); err != nil {
+		return err
+	}
+	c.changed(Change{Op: "removed", Name: name})
+	return nil
+}
+
+// RemoveVersion removes one version of a versioned unit, and the unit's folder with its last
+// version.
+func (c *Catalog) RemoveVersion(name, version string) error {
+	defer c.lock(name)()
+	u, err := c.Lookup(name)
+	if err != nil {
+		return err
+	}
+	if _, ok := u.Find(version); !ok {
+		return newErr(NotFound, c.layout.code("%s_VERSION_NOT_FOUND"), "%s %q has no version %q", c.layout.Noun, name, version)
+	}
+	if u.Dir.BuiltIn {
+		return newErr(Forbidden, c.layout.code("BUILT_IN_%s_VERSION_REMOVE_FORBIDDEN"),
+			"%s %q is built-in (from %s); its versions cannot be removed", c.layout.Noun, name, u.Dir.Path)
+	}
+	if err := c.removeTree(u.Dir, c.relPath(name, version)); err != nil {
+		return err
+	}
+	if len(u.Versions) == 1 {
+		if err := c.removeTree(u.Dir, c.relPath(name, "")); err != nil {
+			return err
+		}
+	}
+	c.changed(Change{Op: "removed", Name: name, Version: version})
+	return nil
+}
+
+// removeTree moves a folder aside in one rename, so readers never see it half-deleted, and
+// retires it; an emptied scope folder goes too.
+func (c *Catalog) removeTree(d Dir, rel string) error {
+	root, err := os.OpenRoot(d.Path)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	aside := tempPrefix + randomSuffix()
+	if err := root.Rename(rel, aside); err != nil {
+		return fmt.Errorf("removing %s: %v", rel, err)
+	}
+	c.retire(d, aside)
+	if first, _, _ := strings.Cut(rel, "/"); strings.HasPrefix(first, "@") {
+		_ = root.Remove(first) // a scope folder goes only when empty: Remove fails otherwise
+	}
+	return nil
+}
+
+// SetEnabled writes the enabled flag of a version (versioned units) or of the unit (flat
+// units, version ""). A worker with only package.json gets a manifest.yaml; a plugin without
+// a manifest is refused.
+func (c *Catalog) SetEnabled(name, version string, enabled bool) error {
+	defer c.lock(name)()
+	u, err := c.Lookup(name)
+	if err != nil {
+		return err
+	}
+	rel := c.relPath(name, "")
+	if c.layout.Versioned {
+		if _, ok := u.Find(version); !ok {
+			return newErr(NotFound, c.layout.code("%s_VERSION_NOT_FOUND"), "%s %q has no version %q", c.layout.Noun, name, version)
+		}
+		rel = c.relPath(name, version)
+	}
+	root, err := os.OpenRoot(u.Dir.Path)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	err = WriteEnabled(root, rel, enabled, c.layout.Versioned)
+	switch {
+	case errors.Is(err, ErrNoManifest):
+		return newErr(NotFound, c.layout.code("%s_MANIFEST_NOT_FOUND"),
+			"%s %q has no manifest.yaml or manifest.yml to edit", c.layout.Noun, name)
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
+		return newErr(Forbidden, c.layout.code("%s_READ_ONLY"), "%s %q cannot be changed: its folder %s is read-only", c.layout.Noun, name, u.Dir.Path)
+	case err != nil:
+		return err
+	}
+	op := "disabled"
+	if enabled {
+		op = "enabled"
+	}
+	c.changed(Change{Op: op, Name: name, Version: version})
+	return nil
+}
+
+// changed drops cached scans and tells subscribers.
+func (c *Catalog) changed(ch Change) {
+	c.cache.invalidate()
+	c.notify(ch)
+}
+
+// CleanTemp removes what interrupted uploads left in the writable folders.
+func (c *Catalog) CleanTemp() error {
+	for _, d := range c.dirs {
+		if d.BuiltIn {
+			continue
+		}
+		entries, err := os.ReadDir(d.Path)
+		if err != nil {
+			continue
+		}
+		root, err := os.OpenRoot(d.Path)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), tempPrefix) {
+				if err := root.RemoveAll(e.Name()); err != nil {
+					root.Close()
+					return fmt.Errorf("removing %s: %v", filepath.Join(d.Path, e.Name()), err)
+				}
+			}
+		}
+		root.Close()
+	}
+	return nil
+}

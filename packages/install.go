@@ -1,0 +1,220 @@
+package packages
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/dustin/go-humanize"
+	"golang.org/x/sys/unix"
+)
+
+// tempPrefix starts the names of temporary folders and files; they are hidden from discovery
+// (no package name starts with '.') and removed at start-up.
+const tempPrefix = ".runtime-tmp-"
+
+func randomSuffix() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Installed describes a completed install.
+type Installed struct {
+	Name    string
+	Version string
+	Path    string // absolute install folder
+	SHA256  string // of the uploaded archive
+	Files   int
+	Bytes   int64
+}
+
+// Authorize decides whether an archive's package may be installed, once its metadata is known.
+type Authorize func(md Metadata) error
+
+// Install unpacks the archive read from body (named filename, which gives its format) and
+// installs it at <dir>/<name>[/<version>], replacing an existing install atomically. authorize
+// runs before anything outside the temporary folder changes.
+func (c *Catalog) Install(filename string, body io.Reader, authorize Authorize) (Installed, error) {
+	format, err := FormatOf(filename)
+	if err != nil {
+		return Installed{}, err
+	}
+	dir, err := c.installDir()
+	if err != nil {
+		return Installed{}, err
+	}
+	root, err := os.OpenRoot(dir.Path)
+	if err != nil {
+		return Installed{}, err
+	}
+	defer root.Close()
+
+	work := tempPrefix + randomSuffix()
+	if err := root.Mkdir(work, 0o700); err != nil {
+		return Installed{}, fmt.Errorf("creating a temporary folder in %s: %v", dir.Path, err)
+	}
+	// The work folder ends up holding the upload and, after a replace, the old tree.
+	defer c.retire(dir, work)
+
+	archive, sum, size, err := c.spool(root, path.Join(work, "upload"), body)
+	if err != nil {
+		return Installed{}, err
+	}
+	defer archive.Close()
+	if err := root.Mkdir(path.Join(work, "tree"), 0o755); err != nil {
+		return Installed{}, err
+	}
+	tree, err := root.OpenRoot(path.Join(work, "tree"))
+	if err != nil {
+		return Installed{}, err
+	}
+	stats, err := Extract(archive, size, format, tree, c.limits)
+	tree.Close()
+	if err != nil {
+		return Installed{}, err
+	}
+
+	top := path.Join(work, "tree")
+	if unwrapped, ok := packageFolder(root, top); ok {
+		top = unwrapped
+	}
+	md, err := ReadMetadata(root, top)
+	if errors.Is(err, ErrNoMetadata) {
+		return Installed{}, newErr(Invalid, CodeMissingName, "the archive has no manifest.yaml, manifest.yml or package.json at its root or in package/")
+	}
+	if err != nil {
+		return Installed{}, err
+	}
+	if err := ValidateName(md.Name); err != nil {
+		return Installed{}, err
+	}
+	if err := ValidateVersion(md.Version); err != nil {
+		return Installed{}, err
+	}
+	if err := authorize(md); err != nil {
+		return Installed{}, err
+	}
+
+	defer c.lock(md.Name)()
+	if err := c.checkShadow(md.Name, dir); err != nil {
+		return Installed{}, err
+	}
+	rel := c.relPath(md.Name, md.Version)
+	if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+		return Installed{}, err
+	}
+	if err := swapInto(root, top, rel); err != nil {
+		return Installed{}, fmt.Errorf("installing %s: %v", rel, err)
+	}
+	c.changed(Change{Op: "installed", Name: md.Name, Version: md.Version})
+	return Installed{
+		Name: md.Name, Version: md.Version, Path: filepath.Join(dir.Path, filepath.FromSlash(rel)),
+		SHA256: sum, Files: stats.Files, Bytes: stats.Bytes,
+	}, nil
+}
+
+// spool copies the upload into a file inside the install folder's file system, hashing it and
+// enforcing the upload limit; zip needs random access and the hash needs every byte anyway.
+func (c *Catalog) spool(root *os.Root, name string, body io.Reader) (*os.File, string, int64, error) {
+	f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	h := sha256.New()
+	src := body
+	if c.limits.Upload > 0 {
+		src = io.LimitReader(body, c.limits.Upload+1)
+	}
+	n, err := io.Copy(io.MultiWriter(f, h), src)
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, "", 0, UploadError(err)
+	case c.limits.Upload > 0 && n > c.limits.Upload:
+		f.Close()
+		return nil, "", 0, UploadTooLarge(c.limits.Upload)
+	case n == 0:
+		f.Close()
+		return nil, "", 0, newErr(Invalid, CodeInvalidArchive, "the uploaded file is empty")
+	}
+	return f, hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// UploadTooLarge is the error for an upload over the limit.
+func UploadTooLarge(limit int64) error {
+	return newErr(TooLarge, CodeTooLarge, "the upload is larger than %s (limit %s)", humanize.IBytes(uint64(limit)), UploadSetting)
+}
+
+// UploadError reports a failure reading the uploaded bytes.
+func UploadError(err error) error {
+	if e := new(Error); errors.As(err, &e) {
+		return e
+	}
+	return newErr(Invalid, CodeInvalidArchive, "reading the upload failed: %v", err)
+}
+
+// packageFolder returns top/package when it is the archive's only entry and a folder: the
+// npm pack layout, unwrapped. Files at the root are kept otherwise.
+func packageFolder(root *os.Root, top string) (string, bool) {
+	f, err := root.Open(top)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(2)
+	if err != nil || len(entries) != 1 || entries[0].Name() != "package" || !entries[0].IsDir() {
+		return "", false
+	}
+	return path.Join(top, "package"), true
+}
+
+// checkShadow refuses an install that a unit of the same name in an earlier folder would hide.
+func (c *Catalog) checkShadow(name string, target Dir) error {
+	u, err := c.Lookup(name)
+	if err != nil || u.Dir == target {
+		return nil
+	}
+	return newErr(Conflict, c.layout.code("%s_CONFLICT"),
+		"%s %q is already provided by %s, which comes first; choose another name", c.layout.Noun, name, u.Dir.Path)
+}
+
+// swapInto moves the folder src over dst. An existing dst is exchanged with src in one
+// renameat2(RENAME_EXCHANGE), so a reader of dst sees the old or the new tree and never a
+// missing or partial one; the old tree is left at src for the caller to retire.
+func swapInto(root *os.Root, src, dst string) error {
+	if _, err := root.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+		return root.Rename(src, dst)
+	}
+	srcDir, err := root.Open(path.Dir(src))
+	if err != nil {
+		return err
+	}
+	defer srcDir.Close()
+	dstDir, err := root.Open(path.Dir(dst))
+	if err != nil {
+		return err
+	}
+	defer dstDir.Close()
+	err = unix.Renameat2(int(srcDir.Fd()), path.Base(src), int(dstDir.Fd()), path.Base(dst), unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// No atomic exchange on this file system: move the old tree aside, then the new in.
+		aside := path.Join(path.Dir(src), tempPrefix+randomSuffix())
+		if err := root.Rename(dst, aside); err != nil {
+			return err
+		}
+		if err := root.Rename(src, dst); err != nil {
+			_ = root.Rename(aside, dst)
+			return err
+		}
+		return nil
+	}
+	return err
+}

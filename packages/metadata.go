@@ -1,0 +1,218 @@
+package packages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Metadata files, in the order they are looked for.
+const (
+	ManifestYAML = "manifest.yaml"
+	ManifestYML  = "manifest.yml"
+	PackageJSON  = "package.json"
+)
+
+// maxMetadataSize bounds a metadata file.
+const maxMetadataSize = 1 << 20
+
+// Metadata is what a package says about itself.
+type Metadata struct {
+	Name    string
+	Version string // Latest when the package declares none
+	Enabled bool   // manifest key enabled; true when absent
+	// Manifest is the manifest file's name, or "" when only package.json exists.
+	Manifest string
+	// doc is the parsed manifest, kept so later readers can decode their own keys.
+	doc *yaml.Node
+}
+
+// Decode decodes the manifest's keys into v (a struct with yaml tags); without a manifest it
+// leaves v unchanged.
+func (m Metadata) Decode(v any) error {
+	if m.doc == nil {
+		return nil
+	}
+	if err := m.doc.Decode(v); err != nil {
+		return newErr(Invalid, CodeInvalidManifest, "%s: %v", m.Manifest, err)
+	}
+	return nil
+}
+
+// ErrNoMetadata means a folder holds no manifest.yaml, manifest.yml or package.json.
+var ErrNoMetadata = errors.New("no package metadata")
+
+// ReadMetadata reads the metadata of the package in folder dir of root: manifest.yaml or
+// manifest.yml, and package.json, with the manifest's values winning.
+func ReadMetadata(root *os.Root, dir string) (Metadata, error) {
+	md := Metadata{Enabled: true}
+	var fromJSON struct {
+		Name    *string `json:"name"`
+		Version *string `json:"version"`
+	}
+	jsonBody, err := readSmall(root, path.Join(dir, PackageJSON))
+	hasJSON := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return md, err
+	}
+	if hasJSON {
+		if err := json.Unmarshal(jsonBody, &fromJSON); err != nil {
+			return md, newErr(Invalid, CodeInvalidManifest, "package.json is not valid: %v", err)
+		}
+		if fromJSON.Name != nil {
+			md.Name = *fromJSON.Name
+		}
+		if fromJSON.Version != nil {
+			md.Version = *fromJSON.Version
+		}
+	}
+	for _, name := range []string{ManifestYAML, ManifestYML} {
+		body, err := readSmall(root, path.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return md, err
+		}
+		md.Manifest = name
+		if err := md.parseManifest(body); err != nil {
+			return md, err
+		}
+		break
+	}
+	if md.Manifest == "" && !hasJSON {
+		return md, ErrNoMetadata
+	}
+	if md.Version == "" {
+		md.Version = Latest
+	}
+	return md, nil
+}
+
+// manifestKeys are the manifest keys every package understands.
+type manifestKeys struct {
+	Name    *string `yaml:"name"`
+	Version *string `yaml:"version"`
+	Enabled *bool   `yaml:"enabled"`
+}
+
+func (md *Metadata) parseManifest(body []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(body, &doc); err != nil {
+		return newErr(Invalid, CodeInvalidManifest, "%s is not valid YAML: %v", md.Manifest, err)
+	}
+	if len(doc.Content) == 0 { // an empty file
+		return nil
+	}
+	if doc.Content[0].Kind != yaml.MappingNode {
+		return newErr(Invalid, CodeInvalidManifest, "%s must be a mapping of keys to values", md.Manifest)
+	}
+	md.doc = &doc
+	var keys manifestKeys
+	if err := md.Decode(&keys); err != nil {
+		return err
+	}
+	if keys.Name != nil {
+		md.Name = *keys.Name
+	}
+	if keys.Version != nil {
+		md.Version = *keys.Version
+	}
+	if keys.Enabled != nil {
+		md.Enabled = *keys.Enabled
+	}
+	return nil
+}
+
+func readSmall(root *os.Root, name string) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	body, err := io.ReadAll(io.LimitReader(f, maxMetadataSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxMetadataSize {
+		return nil, newErr(Invalid, CodeInvalidManifest, "%s is larger than 1 MiB", path.Base(name))
+	}
+	return body, nil
+}
+
+// WriteEnabled sets the manifest key enabled of the package in folder dir of root, keeping
+// comments, key order and every other key. Without a manifest, create decides: true creates
+// manifest.yaml holding only the flag, false reports ErrNoManifest.
+func WriteEnabled(root *os.Root, dir string, enabled, create bool) error {
+	md, err := ReadMetadata(root, dir)
+	if err != nil && !errors.Is(err, ErrNoMetadata) {
+		return err
+	}
+	if md.Manifest == "" {
+		if !create {
+			return ErrNoManifest
+		}
+		body := fmt.Sprintf("# Written by the runtime when the package was enabled or disabled.\nenabled: %t\n", enabled)
+		return writeFileAtomic(root, path.Join(dir, ManifestYAML), []byte(body))
+	}
+	doc := md.doc
+	if doc == nil { // an empty manifest
+		doc = &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	setMappingBool(doc.Content[0], "enabled", enabled)
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("encoding %s: %v", md.Manifest, err)
+	}
+	enc.Close()
+	return writeFileAtomic(root, path.Join(dir, md.Manifest), out.Bytes())
+}
+
+// ErrNoManifest means a package has package.json only, so there is no manifest to edit.
+var ErrNoManifest = errors.New("no manifest.yaml or manifest.yml")
+
+// setMappingBool sets key to a boolean in a YAML mapping, in place when the key exists.
+func setMappingBool(m *yaml.Node, key string, v bool) {
+	value := fmt.Sprint(v)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			val := m.Content[i+1]
+			*val = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: value,
+				HeadComment: val.HeadComment, LineComment: val.LineComment, FootComment: val.FootComment}
+			return
+		}
+	}
+	m.Content = append(m.Content,
+		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key},
+		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: value})
+}
+
+// writeFileAtomic replaces name with body through a temporary file and a rename, so a reader
+// sees the old or the new content.
+func writeFileAtomic(root *os.Root, name string, body []byte) error {
+	tmp := path.Join(path.Dir(name), tempPrefix+randomSuffix()+".part")
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(body)
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	if werr == nil {
+		werr = root.Rename(tmp, name)
+	}
+	if werr != nil {
+		_ = root.Remove(tmp)
+	}
+	return werr
+}
