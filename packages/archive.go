@@ -342,4 +342,3 @@ func traversal(format string, args ...any) error {
 func corrupt(err error) error {
 	return newErr(Invalid, CodeInvalidArchive, "the archive is corrupt or truncated: %v", err)
 }
-
