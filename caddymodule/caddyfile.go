@@ -33,6 +33,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		root_key        <key>
 //		session_ttl     <duration>
 //		max_upload_size <size>
+//		max_unpacked_size <size>
+//		max_archive_entries <count>
 //		key_store       local|sync
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -60,15 +62,29 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.PluginDirs = args
 			}
 			continue
-		case "max_upload_size":
+		case "max_upload_size", "max_unpacked_size":
 			if len(args) != 1 {
-				return d.Errf("max_upload_size takes one size, e.g. 100MiB")
+				return d.Errf("%s takes one size, e.g. 100MiB", name)
 			}
 			size, err := config.ParseSize(args[0])
 			if err != nil {
-				return d.Errf("max_upload_size %q: %v", args[0], err)
+				return d.Errf("%s %q: %v", name, args[0], err)
 			}
-			h.MaxUploadSize = size
+			if name == "max_upload_size" {
+				h.MaxUploadSize = size
+			} else {
+				h.MaxUnpackedSize = size
+			}
+			continue
+		case "max_archive_entries":
+			if len(args) != 1 {
+				return d.Errf("max_archive_entries takes one number")
+			}
+			n, err := config.ParseCount(args[0])
+			if err != nil {
+				return d.Errf("max_archive_entries %q: %v", args[0], err)
+			}
+			h.MaxArchiveEntries = n
 			continue
 		case "api_prefix":
 			target = &h.APIPrefix

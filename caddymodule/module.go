@@ -87,6 +87,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		RootKey:    settings.RootKey,
 		Keys:       h.state.keyStore,
 		SessionTTL: settings.SessionTTL,
+		Workers:    h.state.workers,
+		Plugins:    h.state.plugins,
 	})
 	return err
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/config"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // states holds the long-lived runtime state, keyed by the settings it depends on, so a config
@@ -24,6 +25,7 @@ var states = caddy.NewUsagePool()
 // stateKey identifies the state a handler needs; handlers with equal keys share one state.
 func stateKey(s config.Settings) string {
 	return strings.Join([]string{
+		fmt.Sprintf("limits=%d/%d/%d", s.MaxUploadSize, s.MaxUnpackedSize, s.MaxArchiveEntries),
 		"workers=" + strings.Join(s.WorkerDirs, "\x00"),
 		"plugins=" + strings.Join(s.PluginDirs, "\x00"),
 		"state=" + s.StateDir,
@@ -47,10 +49,17 @@ type state struct {
 	startOnce sync.Once
 	startErr  error
 	keys      atomic.Pointer[keystore.Store]
+	workers   *packages.Catalog
+	plugins   *packages.Catalog
 }
 
 func newState(s config.Settings, logger *zap.Logger) *state {
-	return &state{settings: s, logger: logger}
+	limits := packages.Limits{Upload: s.MaxUploadSize, Unpacked: s.MaxUnpackedSize, Entries: s.MaxArchiveEntries}
+	return &state{
+		settings: s, logger: logger,
+		workers: packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
+		plugins: packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
+	}
 }
 
 // start prepares the state on the first start of a config that uses it; later starts (config
@@ -89,6 +98,11 @@ func (s *state) open() error {
 	// Last, so that shared parent folders get the unit folders' mode, not this one's.
 	if err := os.MkdirAll(s.settings.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state_dir: %v", err)
+	}
+	for _, c := range []*packages.Catalog{s.workers, s.plugins} {
+		if err := c.CleanTemp(); err != nil {
+			return fmt.Errorf("cleaning up after an interrupted upload: %v", err)
+		}
 	}
 	store, err := keystore.Open(context.Background(), filepath.Join(s.settings.StateDir, keyStoreFile))
 	if err != nil {
@@ -155,6 +169,8 @@ func (s *state) Destruct() error {
 	if s.phase.Swap(phaseStopped) == phaseStopped {
 		return nil
 	}
+	s.workers.Close()
+	s.plugins.Close()
 	var err error
 	if store := s.keys.Swap(nil); store != nil {
 		err = store.Close()

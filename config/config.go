@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,20 +31,26 @@ type Values struct {
 	SessionTTL string `json:"session_ttl,omitempty"`
 	// MaxUploadSize is the largest accepted upload, in bytes.
 	MaxUploadSize int64 `json:"max_upload_size,omitempty"`
+	// MaxUnpackedSize bounds the bytes an archive may unpack to.
+	MaxUnpackedSize int64 `json:"max_unpacked_size,omitempty"`
+	// MaxArchiveEntries bounds the entries of an archive.
+	MaxArchiveEntries int `json:"max_archive_entries,omitempty"`
 	// KeyStore is the key store mode: "local" or "sync".
 	KeyStore string `json:"key_store,omitempty"`
 }
 
 // Settings are the effective settings of a runtime instance.
 type Settings struct {
-	APIPrefix     string // the API path, e.g. "/api" or "/_/api"
-	WorkerDirs    []string
-	PluginDirs    []string
-	StateDir      string
-	RootKey       string
-	SessionTTL    time.Duration
-	MaxUploadSize int64
-	KeyStore      string
+	APIPrefix         string // the API path, e.g. "/api" or "/_/api"
+	WorkerDirs        []string
+	PluginDirs        []string
+	StateDir          string
+	RootKey           string
+	SessionTTL        time.Duration
+	MaxUploadSize     int64
+	MaxUnpackedSize   int64
+	MaxArchiveEntries int
+	KeyStore          string
 }
 
 // Definition describes one setting: its Caddyfile subdirective (also its JSON key), its
@@ -61,6 +68,8 @@ var Definitions = []Definition{
 	{"root_key", "RUNTIME_ROOT_KEY", ""},
 	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h"},
 	{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB"},
+	{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE", "1GiB"},
+	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000"},
 	{"key_store", "RUNTIME_AUTH_DB_MODE", "local"},
 }
 
@@ -135,6 +144,12 @@ func Resolve(v Values, getenv func(string) string) (Settings, error) {
 	if s.MaxUploadSize, err = r.size("max_upload_size", v.MaxUploadSize); err != nil {
 		return s, err
 	}
+	if s.MaxUnpackedSize, err = r.size("max_unpacked_size", v.MaxUnpackedSize); err != nil {
+		return s, err
+	}
+	if s.MaxArchiveEntries, err = r.count("max_archive_entries", v.MaxArchiveEntries); err != nil {
+		return s, err
+	}
 	raw, fromEnv = r.pick("key_store", v.KeyStore)
 	if s.KeyStore, err = checkKeyStore(raw); err != nil {
 		return s, r.fail("key_store", fromEnv, raw, err)
@@ -201,6 +216,30 @@ func (r resolver) size(name string, written int64) (int64, error) {
 		return 0, r.fail(name, fromEnv, raw, err)
 	}
 	return int64(n), nil
+}
+
+func (r resolver) count(name string, written int) (int, error) {
+	if written < 0 {
+		return 0, r.fail(name, false, fmt.Sprint(written), fmt.Errorf("must be a positive whole number"))
+	}
+	if written > 0 {
+		return written, nil
+	}
+	raw, fromEnv := r.pick(name, "")
+	n, err := ParseCount(raw)
+	if err != nil {
+		return 0, r.fail(name, fromEnv, raw, err)
+	}
+	return n, nil
+}
+
+// ParseCount parses a positive whole number of at most 10 000 000.
+func ParseCount(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > 10_000_000 {
+		return 0, fmt.Errorf("want a whole number from 1 to 10000000")
+	}
+	return n, nil
 }
 
 // ParseSize parses a byte size such as "100MiB", "50MB" or "1048576".

@@ -96,13 +96,15 @@ func TestResolveDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Settings{
-		APIPrefix:     "/api",
-		WorkerDirs:    []string{filepath.Join(wd, "data/.apps"), filepath.Join(wd, "data/apps")},
-		PluginDirs:    []string{filepath.Join(wd, "data/.plugins"), filepath.Join(wd, "data/plugins")},
-		StateDir:      filepath.Join(wd, "data/state"),
-		SessionTTL:    24 * time.Hour,
-		MaxUploadSize: 100 << 20,
-		KeyStore:      "local",
+		APIPrefix:         "/api",
+		WorkerDirs:        []string{filepath.Join(wd, "data/.apps"), filepath.Join(wd, "data/apps")},
+		PluginDirs:        []string{filepath.Join(wd, "data/.plugins"), filepath.Join(wd, "data/plugins")},
+		StateDir:          filepath.Join(wd, "data/state"),
+		SessionTTL:        24 * time.Hour,
+		MaxUploadSize:     100 << 20,
+		MaxUnpackedSize:   1 << 30,
+		MaxArchiveEntries: 20000,
+		KeyStore:          "local",
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("Resolve defaults =\n%+v\nwant\n%+v", s, want)
@@ -112,31 +114,33 @@ func TestResolveDefaults(t *testing.T) {
 // TestResolvePrecedence checks written value > environment variable > default for each setting.
 func TestResolvePrecedence(t *testing.T) {
 	env := envMap(map[string]string{
-		"RUNTIME_API_PREFIX":         "/_",
-		"RUNTIME_WORKER_DIRS":        "/env/.w:/env/w",
-		"RUNTIME_PLUGIN_DIRS":        "/env/p",
-		"RUNTIME_STATE_DIR":          "/env/state",
-		"RUNTIME_ROOT_KEY":           "env-root-key-0123456789",
-		"RUNTIME_CPANEL_SESSION_TTL": "2h",
-		"RUNTIME_MAX_UPLOAD_SIZE":    "5MiB",
-		"RUNTIME_AUTH_DB_MODE":       "LOCAL",
+		"RUNTIME_API_PREFIX":          "/_",
+		"RUNTIME_WORKER_DIRS":         "/env/.w:/env/w",
+		"RUNTIME_PLUGIN_DIRS":         "/env/p",
+		"RUNTIME_STATE_DIR":           "/env/state",
+		"RUNTIME_ROOT_KEY":            "env-root-key-0123456789",
+		"RUNTIME_CPANEL_SESSION_TTL":  "2h",
+		"RUNTIME_MAX_UPLOAD_SIZE":     "5MiB",
+		"RUNTIME_MAX_UNPACKED_SIZE":   "50MiB",
+		"RUNTIME_MAX_ARCHIVE_ENTRIES": "300",
+		"RUNTIME_AUTH_DB_MODE":        "LOCAL",
 	})
 	fromEnv, err := Resolve(Values{}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantEnv := Settings{"/_/api", []string{"/env/.w", "/env/w"}, []string{"/env/p"}, "/env/state",
-		"env-root-key-0123456789", 2 * time.Hour, 5 << 20, "local"}
+		"env-root-key-0123456789", 2 * time.Hour, 5 << 20, 50 << 20, 300, "local"}
 	if !reflect.DeepEqual(fromEnv, wantEnv) {
 		t.Fatalf("from environment =\n%+v\nwant\n%+v", fromEnv, wantEnv)
 	}
-	written := Values{"/x", []string{"/w/a", "/w/b"}, []string{"/p/a"}, "/s", "written-root-key-0123456789", "7d", 42, "local"}
+	written := Values{"/x", []string{"/w/a", "/w/b"}, []string{"/p/a"}, "/s", "written-root-key-0123456789", "7d", 42, 4242, 7, "local"}
 	got, err := Resolve(written, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Settings{"/x/api", []string{"/w/a", "/w/b"}, []string{"/p/a"}, "/s",
-		"written-root-key-0123456789", 7 * 24 * time.Hour, 42, "local"}
+		"written-root-key-0123456789", 7 * 24 * time.Hour, 42, 4242, 7, "local"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("written =\n%+v\nwant\n%+v", got, want)
 	}
@@ -160,6 +164,9 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"root key with space", Values{}, map[string]string{"RUNTIME_ROOT_KEY": "has a space in it 123"}, []string{"root_key", "visible ASCII"}, "has a space"},
 		{"upload size", Values{}, map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "lots"}, []string{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB"}, ""},
 		{"negative upload size", Values{MaxUploadSize: -1}, nil, []string{"max_upload_size", "positive"}, ""},
+		{"unpacked size", Values{}, map[string]string{"RUNTIME_MAX_UNPACKED_SIZE": "0"}, []string{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE"}, ""},
+		{"entries", Values{}, map[string]string{"RUNTIME_MAX_ARCHIVE_ENTRIES": "many"}, []string{"max_archive_entries", "whole number"}, ""},
+		{"negative entries", Values{MaxArchiveEntries: -4}, nil, []string{"max_archive_entries", "positive"}, ""},
 		{"empty worker dir", Values{}, map[string]string{"RUNTIME_WORKER_DIRS": "/a::/b"}, []string{"worker_dirs", "empty folder"}, ""},
 		{"duplicate worker dir", Values{WorkerDirs: []string{"/a", "/a/"}}, nil, []string{"worker_dirs", "twice"}, ""},
 		{"plugin dir shared", Values{WorkerDirs: []string{"/a"}, PluginDirs: []string{"/a"}}, nil, []string{"plugin_dirs", "also in worker_dirs"}, ""},

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // DiscoveryPath is where clients find the API path and the runtime version.
@@ -36,6 +37,8 @@ type Options struct {
 	Keys func() (*keystore.Store, error)
 	// SessionTTL is the lifetime of a session cookie.
 	SessionTTL time.Duration
+	// Workers and Plugins are the unit catalogs; nil disables their routes' work (503).
+	Workers, Plugins *packages.Catalog
 }
 
 // API serves the management API and the discovery document.

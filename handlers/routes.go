@@ -51,7 +51,7 @@ func errorResponse(status int, description string) response {
 
 // routes is the route table of the API.
 func (a *API) routes() []route {
-	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.docsRoutes())
+	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.fileRoutes(), a.docsRoutes())
 }
 
 var wildcard = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(\.\.\.)?\}`)

@@ -321,6 +321,13 @@ func (c *Catalog) SetEnabled(name, version string, enabled bool) error {
 	return nil
 }
 
+// Dirs returns the catalog's folders, in order.
+func (c *Catalog) Dirs() []Dir { return append([]Dir(nil), c.dirs...) }
+
+// Changed records a change made to a unit's files from outside the catalog (the file
+// manager): cached scans are dropped and subscribers told.
+func (c *Catalog) Changed(ch Change) { c.changed(ch) }
+
 // changed drops cached scans and tells subscribers.
 func (c *Catalog) changed(ch Change) {
 	c.cache.invalidate()
