@@ -51,7 +51,8 @@ func errorResponse(status int, description string) response {
 
 // routes is the route table of the API.
 func (a *API) routes() []route {
-	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.fileRoutes(), a.docsRoutes())
+	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.workerRoutes(), a.pluginRoutes(),
+		a.fileRoutes(), a.docsRoutes())
 }
 
 var wildcard = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(\.\.\.)?\}`)
@@ -73,6 +74,8 @@ func (a *API) document(table []route) openapi.Document {
 			{Name: "health", Description: "Health, readiness and liveness probes"},
 			{Name: "session", Description: "Browser sessions: exchange a key for a cookie"},
 			{Name: "keys", Description: "API keys, their roles, permissions and namespaces"},
+			{Name: "workers", Description: "Workers (apps): upload, list, enable, disable, remove"},
+			{Name: "plugins", Description: "Plugins: upload, list, enable, disable, remove"},
 			{Name: "documentation", Description: "This document and its interactive reference"},
 		},
 		Paths: map[string]*openapi.PathItem{},

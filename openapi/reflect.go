@@ -24,8 +24,8 @@ func (s *Schemas) Components() map[string]*Schema { return s.named }
 // an inline schema otherwise.
 //
 // Struct fields follow encoding/json: the json tag names the property, "-" skips it, and a
-// field without omitempty is required. The tag `doc:"…"` sets the description and
-// `enum:"a,b"` the allowed values.
+// field without omitempty is required. The tag `doc:"…"` sets the description, `enum:"a,b"`
+// the allowed values and `format:"…"` the format (e.g. binary for an uploaded file).
 func (s *Schemas) Of(v any) *Schema {
 	return s.of(reflect.TypeOf(v))
 }
@@ -90,13 +90,14 @@ func (s *Schemas) object(t reflect.Type) *Schema {
 			name = f.Name
 		}
 		prop := s.of(f.Type)
-		if doc, enum := f.Tag.Get("doc"), f.Tag.Get("enum"); doc != "" || enum != "" {
+		if doc, enum, format := f.Tag.Get("doc"), f.Tag.Get("enum"), f.Tag.Get("format"); doc != "" || enum != "" || format != "" {
 			if prop.Ref != "" {
 				// Siblings of $ref are allowed in 3.1 but some tools drop them; keep the
 				// reference intact and describe the property beside it.
 				prop = &Schema{Ref: prop.Ref}
 			}
 			prop.Description = doc
+			prop.Format = format
 			for _, e := range strings.Split(enum, ",") {
 				if e != "" {
 					prop.Enum = append(prop.Enum, e)

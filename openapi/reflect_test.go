@@ -18,6 +18,7 @@ type outer struct {
 	Inner    inner             `json:"inner"`
 	Ptr      *inner            `json:"ptr,omitempty"`
 	State    string            `json:"state" enum:"on,off"`
+	File     string            `json:"file,omitempty" format:"binary"`
 	Skipped  string            `json:"-"`
 	unexport string
 	Recur    []outer `json:"recur,omitempty"`
@@ -31,7 +32,7 @@ func TestSchemasOf(t *testing.T) {
 	}
 	b, _ := json.Marshal(s.Components())
 	want := `{"inner":{"type":"object","properties":{"code":{"type":"string","description":"machine-readable code"}},"required":["code"]},` +
-		`"outer":{"type":"object","properties":{"count":{"type":"integer"},"inner":{"$ref":"#/components/schemas/inner"},` +
+		`"outer":{"type":"object","properties":{"count":{"type":"integer"},"file":{"type":"string","format":"binary"},"inner":{"$ref":"#/components/schemas/inner"},` +
 		`"labels":{"type":"object","additionalProperties":{"type":"string"}},"name":{"type":"string","description":"the name"},` +
 		`"ok":{"type":"boolean"},"ptr":{"$ref":"#/components/schemas/inner"},` +
 		`"recur":{"type":"array","items":{"$ref":"#/components/schemas/outer"}},` +

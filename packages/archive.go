@@ -110,8 +110,11 @@ func (x *extractor) tarGz(r io.Reader) error {
 			return err
 		}
 		name, err := entryName(hdr.Name)
-		if err != nil || name == "" {
+		if err != nil {
 			return err
+		}
+		if name == "" { // the archive root, as GNU tar writes "./"
+			continue
 		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:

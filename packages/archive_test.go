@@ -64,6 +64,7 @@ func both(t *testing.T, files ...harness.File) map[Format][]byte {
 
 func TestExtract(t *testing.T) {
 	for format, data := range both(t,
+		harness.File{Name: "./", Type: tar.TypeDir}, // GNU tar's root entry
 		harness.File{Name: "manifest.yaml", Body: "name: a\n"},
 		harness.File{Name: "assets/", Type: tar.TypeDir},
 		harness.File{Name: "assets/app.js", Body: "js"},

@@ -147,6 +147,9 @@ func (c *Catalog) Close() {
 	c.retiring.Wait()
 }
 
+// Limits returns the catalog's upload limits.
+func (c *Catalog) Limits() Limits { return c.limits }
+
 // Layout returns the catalog's layout.
 func (c *Catalog) Layout() Layout { return c.layout }
 

@@ -1,0 +1,211 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
+)
+
+// WorkerRecord is a worker as listed.
+type WorkerRecord struct {
+	DisabledVersions []string `json:"disabledVersions" doc:"versions with enabled: false; not served"`
+	Name             string   `json:"name" doc:"from package metadata; @scope/name when scoped"`
+	Path             string   `json:"path" doc:"the worker's folder"`
+	Removable        bool     `json:"removable" doc:"true only when source is uploaded"`
+	Source           string   `json:"source" enum:"built-in,uploaded"`
+	Versions         []string `json:"versions" doc:"installed versions, disabled ones included, in semver order"`
+}
+
+// WorkerUploaded is the body of a worker upload.
+type WorkerUploaded struct {
+	Success bool `json:"success"`
+	Data    struct {
+		Worker InstalledUnit `json:"worker"`
+	} `json:"data"`
+}
+
+// WorkerToggled is the body of a worker enable or disable.
+type WorkerToggled struct {
+	Success bool         `json:"success"`
+	Data    WorkerToggle `json:"data"`
+}
+
+// WorkerToggle reports a worker version's new state.
+type WorkerToggle struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Enabled bool   `json:"enabled"`
+}
+
+func (a *API) workerRoutes() []route {
+	notFound := errorResponse(http.StatusNotFound, "No such worker or version (WORKER_NOT_FOUND, WORKER_VERSION_NOT_FOUND)")
+	namespace := errorResponse(http.StatusForbidden, "The worker is outside the key's namespaces (NAMESPACE_DENIED)")
+	badName := errorResponse(http.StatusBadRequest, "Malformed scope, name or version (INVALID_PACKAGE_NAME, INVALID_PACKAGE_VERSION)")
+	toggle := func(enabled bool) route {
+		verb := map[bool]string{true: "enable", false: "disable"}[enabled]
+		return route{
+			method: "POST", path: "/workers/{scope}/{name}/{version}/" + verb, id: verb + "Worker", tag: "workers",
+			permission: keystore.WorkersInstall,
+			summary:    map[bool]string{true: "Serve a worker version again", false: "Stop serving a worker version"}[enabled],
+			description: "Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping " +
+				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart.",
+			responses: []response{
+				{status: http.StatusOK, description: "The version's new state", body: WorkerToggled{}},
+				badName, namespace, notFound,
+			},
+			handle: func(w http.ResponseWriter, r *http.Request) error { return a.toggleWorker(w, r, enabled) },
+		}
+	}
+	return []route{
+		{
+			method: "GET", path: "/workers", id: "listWorkers", tag: "workers", permission: keystore.WorkersRead,
+			summary:     "List workers",
+			description: "Workers found in worker_dirs, filtered to the key's namespaces.",
+			responses:   []response{{status: http.StatusOK, description: "The workers", body: []WorkerRecord{}}},
+			handle:      a.listWorkers,
+		},
+		{
+			method: "POST", path: "/workers/upload", id: "uploadWorker", tag: "workers", permission: keystore.WorkersInstall,
+			summary: "Upload a worker",
+			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
+				"atomically. The archive's files sit at its root or in a single package/ folder.",
+			request: &request{contentType: "multipart/form-data", body: UploadForm{}},
+			responses: append([]response{{status: http.StatusOK, description: "Installed", body: WorkerUploaded{}}},
+				uploadErrors("worker")...),
+			handle: a.uploadWorker,
+		},
+		toggle(true),
+		toggle(false),
+		{
+			method: "DELETE", path: "/workers/{scope}/{name}", id: "deleteWorker", tag: "workers", permission: keystore.WorkersRemove,
+			summary: "Remove a worker and all its versions",
+			responses: []response{
+				{status: http.StatusOK, description: "Removed", body: Success{}},
+				badName,
+				errorResponse(http.StatusForbidden, "Built-in workers cannot be removed (BUILT_IN_WORKER_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
+				notFound,
+			},
+			handle: a.deleteWorker,
+		},
+		{
+			method: "DELETE", path: "/workers/{scope}/{name}/{version}", id: "deleteWorkerVersion", tag: "workers", permission: keystore.WorkersRemove,
+			summary: "Remove one version of a worker",
+			responses: []response{
+				{status: http.StatusOK, description: "Removed", body: Success{}},
+				badName,
+				errorResponse(http.StatusForbidden, "Built-in workers keep their versions (BUILT_IN_WORKER_VERSION_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
+				notFound,
+			},
+			handle: a.deleteWorker,
+		},
+	}
+}
+
+func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	units, err := visibleUnits(c, principalOf(r.Context()))
+	if err != nil {
+		return err
+	}
+	records := make([]WorkerRecord, 0, len(units))
+	for _, u := range units {
+		rec := WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
+			Versions: []string{}, DisabledVersions: []string{}}
+		for _, v := range u.Versions {
+			rec.Versions = append(rec.Versions, v.Version)
+			if !v.Enabled {
+				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
+			}
+		}
+		records = append(records, rec)
+	}
+	writeJSON(w, http.StatusOK, records)
+	return nil
+}
+
+func (a *API) uploadWorker(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	p := principalOf(r.Context())
+	in, err := a.install(w, r, c)
+	if err != nil {
+		a.audit(r, "worker.upload", in.Name, "failed", &p)
+		return err
+	}
+	a.audit(r, "worker.upload", in.Name+"@"+in.Version, "success", &p)
+	var body WorkerUploaded
+	body.Success = true
+	body.Data.Worker = installedUnit(in)
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func installedUnit(in packages.Installed) InstalledUnit {
+	return InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
+}
+
+// workerTarget reads and authorizes the worker (and version, when the route has one) a
+// request acts on.
+func workerTarget(r *http.Request) (name, version string, err error) {
+	if name, err = unitName(r); err != nil {
+		return "", "", err
+	}
+	if version = r.PathValue("version"); version != "" {
+		if err := packages.ValidateVersion(version); err != nil {
+			return "", "", packageError(err)
+		}
+	}
+	return name, version, authorizeUnit(principalOf(r.Context()), name)
+}
+
+func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool) error {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	name, version, err := workerTarget(r)
+	if err != nil {
+		return err
+	}
+	p := principalOf(r.Context())
+	action := map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled]
+	if err := c.SetEnabled(name, version, enabled); err != nil {
+		a.audit(r, action, name+"@"+version, "failed", &p)
+		return packageError(err)
+	}
+	a.audit(r, action, name+"@"+version, "success", &p)
+	writeJSON(w, http.StatusOK, WorkerToggled{Success: true, Data: WorkerToggle{Name: name, Version: version, Enabled: enabled}})
+	return nil
+}
+
+func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	name, version, err := workerTarget(r)
+	if err != nil {
+		return err
+	}
+	p := principalOf(r.Context())
+	target := name
+	if version != "" {
+		target += "@" + version
+		err = c.RemoveVersion(name, version)
+	} else {
+		err = c.Remove(name)
+	}
+	if err != nil {
+		a.audit(r, "worker.delete", target, "failed", &p)
+		return packageError(err)
+	}
+	a.audit(r, "worker.delete", target, "success", &p)
+	writeJSON(w, http.StatusOK, Success{Success: true})
+	return nil
+}
