@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // PluginRecord is a plugin as listed.
@@ -70,7 +71,11 @@ func (a *API) pluginRoutes() []route {
 			request: &request{contentType: "multipart/form-data", body: UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed", body: PluginUploaded{}}},
 				uploadErrors("plugin")...),
-			handle: a.uploadPlugin,
+			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Plugins }, "plugin.upload", func(in InstalledUnit) any {
+				var body PluginUploaded
+				body.Success, body.Data.Plugin = true, in
+				return body
+			}),
 		},
 		toggle(true),
 		toggle(false),
@@ -108,25 +113,6 @@ func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) uploadPlugin(w http.ResponseWriter, r *http.Request) error {
-	c, err := catalog(a.opts.Plugins)
-	if err != nil {
-		return err
-	}
-	p := principalOf(r.Context())
-	in, err := a.install(w, r, c)
-	if err != nil {
-		a.audit(r, "plugin.upload", in.Name, "failed", &p)
-		return err
-	}
-	a.audit(r, "plugin.upload", in.Name+"@"+in.Version, "success", &p)
-	var body PluginUploaded
-	body.Success = true
-	body.Data.Plugin = installedUnit(in)
-	writeJSON(w, http.StatusOK, body)
-	return nil
-}
-
 // pluginTarget reads and authorizes the plugin a request acts on.
 func pluginTarget(r *http.Request) (string, error) {
 	name, err := unitName(r)
@@ -145,15 +131,9 @@ func (a *API) togglePlugin(w http.ResponseWriter, r *http.Request, enabled bool)
 	if err != nil {
 		return err
 	}
-	p := principalOf(r.Context())
-	action := map[bool]string{true: "plugin.enable", false: "plugin.disable"}[enabled]
-	if err := c.SetEnabled(name, "", enabled); err != nil {
-		a.audit(r, action, name, "failed", &p)
-		return packageError(err)
-	}
-	a.audit(r, action, name, "success", &p)
-	writeJSON(w, http.StatusOK, PluginToggled{Success: true, Data: PluginToggle{Name: name, Enabled: enabled}})
-	return nil
+	return a.act(w, r, map[bool]string{true: "plugin.enable", false: "plugin.disable"}[enabled], name,
+		func() error { return c.SetEnabled(name, "", enabled) },
+		PluginToggled{Success: true, Data: PluginToggle{Name: name, Enabled: enabled}})
 }
 
 func (a *API) deletePlugin(w http.ResponseWriter, r *http.Request) error {
@@ -165,12 +145,5 @@ func (a *API) deletePlugin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := principalOf(r.Context())
-	if err := c.Remove(name); err != nil {
-		a.audit(r, "plugin.delete", name, "failed", &p)
-		return packageError(err)
-	}
-	a.audit(r, "plugin.delete", name, "success", &p)
-	writeJSON(w, http.StatusOK, Success{Success: true})
-	return nil
+	return a.act(w, r, "plugin.delete", name, func() error { return c.Remove(name) }, Success{Success: true})
 }

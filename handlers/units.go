@@ -129,6 +129,43 @@ func packageError(err error) error {
 	return Errorf(status, pe.Code, "%s", pe.Message)
 }
 
+// act runs op, the change a request makes to a unit, audits it as action on target and
+// answers body.
+func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string, op func() error, body any) error {
+	p := principalOf(r.Context())
+	if err := op(); err != nil {
+		a.audit(r, action, target, "failed", &p)
+		return packageError(err)
+	}
+	a.audit(r, action, target, "success", &p)
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// uploadHandler installs an upload into the catalog c returns and answers with the body
+// built from the install.
+func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(InstalledUnit) any) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		cat, err := catalog(c())
+		if err != nil {
+			return err
+		}
+		p := principalOf(r.Context())
+		in, err := a.install(w, r, cat)
+		if err != nil {
+			a.audit(r, action, in.Name, "failed", &p)
+			return err
+		}
+		a.audit(r, action, in.Name+"@"+in.Version, "success", &p)
+		writeJSON(w, http.StatusOK, body(installedUnit(in)))
+		return nil
+	}
+}
+
+func installedUnit(in packages.Installed) InstalledUnit {
+	return InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
+}
+
 // catalog returns c, or 503 while the runtime is starting.
 func catalog(c *packages.Catalog) (*packages.Catalog, error) {
 	if c == nil {

@@ -57,6 +57,16 @@ func (a *API) workerRoutes() []route {
 			handle: func(w http.ResponseWriter, r *http.Request) error { return a.toggleWorker(w, r, enabled) },
 		}
 	}
+	remove := func(path, id, summary, forbidden string) route {
+		return route{
+			method: "DELETE", path: path, id: id, tag: "workers", permission: keystore.WorkersRemove, summary: summary,
+			responses: []response{
+				{status: http.StatusOK, description: "Removed", body: Success{}},
+				badName, errorResponse(http.StatusForbidden, forbidden), notFound,
+			},
+			handle: a.deleteWorker,
+		}
+	}
 	return []route{
 		{
 			method: "GET", path: "/workers", id: "listWorkers", tag: "workers", permission: keystore.WorkersRead,
@@ -73,32 +83,18 @@ func (a *API) workerRoutes() []route {
 			request: &request{contentType: "multipart/form-data", body: UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed", body: WorkerUploaded{}}},
 				uploadErrors("worker")...),
-			handle: a.uploadWorker,
+			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in InstalledUnit) any {
+				var body WorkerUploaded
+				body.Success, body.Data.Worker = true, in
+				return body
+			}),
 		},
 		toggle(true),
 		toggle(false),
-		{
-			method: "DELETE", path: "/workers/{scope}/{name}", id: "deleteWorker", tag: "workers", permission: keystore.WorkersRemove,
-			summary: "Remove a worker and all its versions",
-			responses: []response{
-				{status: http.StatusOK, description: "Removed", body: Success{}},
-				badName,
-				errorResponse(http.StatusForbidden, "Built-in workers cannot be removed (BUILT_IN_WORKER_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
-				notFound,
-			},
-			handle: a.deleteWorker,
-		},
-		{
-			method: "DELETE", path: "/workers/{scope}/{name}/{version}", id: "deleteWorkerVersion", tag: "workers", permission: keystore.WorkersRemove,
-			summary: "Remove one version of a worker",
-			responses: []response{
-				{status: http.StatusOK, description: "Removed", body: Success{}},
-				badName,
-				errorResponse(http.StatusForbidden, "Built-in workers keep their versions (BUILT_IN_WORKER_VERSION_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
-				notFound,
-			},
-			handle: a.deleteWorker,
-		},
+		remove("/workers/{scope}/{name}", "deleteWorker", "Remove a worker and all its versions",
+			"Built-in workers cannot be removed (BUILT_IN_WORKER_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
+		remove("/workers/{scope}/{name}/{version}", "deleteWorkerVersion", "Remove one version of a worker",
+			"Built-in workers keep their versions (BUILT_IN_WORKER_VERSION_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
 	}
 }
 
@@ -127,29 +123,6 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) uploadWorker(w http.ResponseWriter, r *http.Request) error {
-	c, err := catalog(a.opts.Workers)
-	if err != nil {
-		return err
-	}
-	p := principalOf(r.Context())
-	in, err := a.install(w, r, c)
-	if err != nil {
-		a.audit(r, "worker.upload", in.Name, "failed", &p)
-		return err
-	}
-	a.audit(r, "worker.upload", in.Name+"@"+in.Version, "success", &p)
-	var body WorkerUploaded
-	body.Success = true
-	body.Data.Worker = installedUnit(in)
-	writeJSON(w, http.StatusOK, body)
-	return nil
-}
-
-func installedUnit(in packages.Installed) InstalledUnit {
-	return InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
-}
-
 // workerTarget reads and authorizes the worker (and version, when the route has one) a
 // request acts on.
 func workerTarget(r *http.Request) (name, version string, err error) {
@@ -173,15 +146,9 @@ func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool)
 	if err != nil {
 		return err
 	}
-	p := principalOf(r.Context())
-	action := map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled]
-	if err := c.SetEnabled(name, version, enabled); err != nil {
-		a.audit(r, action, name+"@"+version, "failed", &p)
-		return packageError(err)
-	}
-	a.audit(r, action, name+"@"+version, "success", &p)
-	writeJSON(w, http.StatusOK, WorkerToggled{Success: true, Data: WorkerToggle{Name: name, Version: version, Enabled: enabled}})
-	return nil
+	return a.act(w, r, map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled], name+"@"+version,
+		func() error { return c.SetEnabled(name, version, enabled) },
+		WorkerToggled{Success: true, Data: WorkerToggle{Name: name, Version: version, Enabled: enabled}})
 }
 
 func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
@@ -193,19 +160,8 @@ func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := principalOf(r.Context())
-	target := name
-	if version != "" {
-		target += "@" + version
-		err = c.RemoveVersion(name, version)
-	} else {
-		err = c.Remove(name)
+	if version == "" {
+		return a.act(w, r, "worker.delete", name, func() error { return c.Remove(name) }, Success{Success: true})
 	}
-	if err != nil {
-		a.audit(r, "worker.delete", target, "failed", &p)
-		return packageError(err)
-	}
-	a.audit(r, "worker.delete", target, "success", &p)
-	writeJSON(w, http.StatusOK, Success{Success: true})
-	return nil
+	return a.act(w, r, "worker.delete", name+"@"+version, func() error { return c.RemoveVersion(name, version) }, Success{Success: true})
 }
