@@ -6,7 +6,7 @@ LDFLAGS       := -X $(MODULE)/version.value=$(VERSION)
 BIN           := bin/runtime
 UNIT_PKGS      = $(shell go list ./... | grep -v '/integration')
 
-.PHONY: run build test vet unit integration xcaddy clean
+.PHONY: run build test vet unit fuzz integration xcaddy clean
 
 ## build: compile the runtime binary (Caddy + standard modules + the runtime) into bin/runtime
 build:
@@ -17,7 +17,7 @@ run: build
 	./$(BIN) run --config Caddyfile.example --adapter caddyfile
 
 ## test: everything CI runs
-test: vet unit integration xcaddy
+test: vet unit fuzz integration xcaddy
 
 vet:
 	go vet ./...
@@ -25,6 +25,11 @@ vet:
 
 unit:
 	go test -race $(UNIT_PKGS)
+
+## fuzz: a short, fixed run of the archive extraction fuzzer over its committed seed corpus
+FUZZTIME ?= 20s
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) ./packages/
 
 integration: build
 	RUNTIME_BINARY=$(CURDIR)/$(BIN) RUNTIME_EXPECT_VERSION=$(VERSION) go test -count=1 ./integration/...
@@ -37,3 +42,12 @@ xcaddy:
 
 clean:
 	rm -rf bin
+
+## bench: benchmark the real binary (authenticated vs public request throughput) into bench/RESULTS.md
+BENCHTIME   ?= 3s
+BENCHROUNDS ?= 7
+.PHONY: bench
+bench: build
+	go build -o bin/bench-report ./bench/cmd/report
+	RUNTIME_BINARY=$(CURDIR)/$(BIN) go test -run '^$$' -bench . -benchtime=$(BENCHTIME) -count=1 ./bench/ -rounds=$(BENCHROUNDS) 2>&1 \
+		| ./bin/bench-report -benchtime $(BENCHTIME) -o bench/RESULTS.md

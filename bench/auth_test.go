@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
+)
+
+// rootKey is the runtime's root key during the benchmarks; it only creates the API key.
+const rootKey = "bench-root-key-0123456789abcdefghijklmnop"
+
+// parallelism is the number of client goroutines per GOMAXPROCS, each on its own keep-alive
+// connection, so the server always has requests waiting.
+const parallelism = 4
+
+// accessLog sends the runtime's log, one line per request, to a file in the server's
+// folder rather than to the harness, which would keep every line in this process's memory.
+const accessLog = `	log access {
+		output file access.log {
+			roll_disabled
+		}
+		format json
+		include http.handlers.runtime
+	}`
+
+// warmUp is how long each request is sent before the measurements.
+const warmUp = 2 * time.Second
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	harness.Cleanup()
+	os.Exit(code)
+}
+
+// BenchmarkAPI compares an authenticated request with a public one on one runtime process:
+// GET /api/admin/session with an API key in X-API-Key against GET /api/health. The product
+// target is that the authenticated request reaches at least 80% of the public one's req/s.
+func BenchmarkAPI(b *testing.B) {
+	s := harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Global: accessLog})
+	key := s.CreateKey(rootKey, map[string]any{"name": "bench", "role": "viewer"})
+
+	// One validated request each, outside the timed loops: both endpoints answer as documented.
+	health, session := s.API+"/health", s.API+"/admin/session"
+	if resp := s.Get(health); resp.Status != http.StatusOK {
+		b.Fatalf("GET %s = %s", health, resp)
+	}
+	if resp := s.Get(session, harness.WithKey(key.Secret)); resp.Status != http.StatusOK {
+		b.Fatalf("GET %s = %s", session, resp)
+	}
+
+	conns := parallelism * runtime.GOMAXPROCS(0)
+	client := &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
+			IdleConnTimeout:     time.Minute,
+			DisableCompression:  true,
+		},
+	}
+	defer client.CloseIdleConnections()
+
+	publicReq, err := newRequest(s.URL+health, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	authReq, err := newRequest(s.URL+session, http.Header{"X-API-Key": {key.Secret}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Warm both requests up (connections, heap, the key cache), so that the first
+	// sub-benchmark does not pay for a cold process.
+	for _, req := range []*http.Request{publicReq, authReq} {
+		if err := load(client, req, conns, warmUp); err != nil {
+			b.Fatalf("warming up: %v", err)
+		}
+	}
+
+	// The two requests alternate round by round, so a slow spell of the shared machine falls on
+	// both rather than on whichever ran last; the report pairs them up by round.
+	for range *rounds {
+		b.Run("public-health", func(b *testing.B) { benchGet(b, client, publicReq) })
+		b.Run("auth-session", func(b *testing.B) { benchGet(b, client, authReq) })
+	}
+}
+
+// rounds is how many times each request is measured, alternating; run with -count=1.
+var rounds = flag.Int("rounds", 5, "rounds of public-health then auth-session")
+
+// newRequest returns a GET request for url with header.
+func newRequest(url string, header http.Header) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(req.Header, header)
+	return req, nil
+}
+
+// benchGet sends b.N copies of req from parallel goroutines, failing the benchmark on the
+// first transport error or status other than 200, and reports req/s.
+func benchGet(b *testing.B, client *http.Client, req *http.Request) {
+	b.SetParallelism(parallelism)
+	var failed atomic.Bool
+	b.RunParallel(func(pb *testing.PB) {
+		req := req.Clone(req.Context())
+		for pb.Next() {
+			if err := get(client, req); err != nil {
+				if !failed.Swap(true) {
+					b.Error(err)
+				}
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// load sends copies of req from conns goroutines for d, untimed.
+func load(client *http.Client, req *http.Request, conns int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	errs := make(chan error, conns)
+	for range conns {
+		go func() {
+			req := req.Clone(req.Context())
+			for time.Now().Before(deadline) {
+				if err := get(client, req); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range conns {
+		if err := <-errs; first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// get performs req and reads the whole body, so the connection goes back to the pool.
+func get(client *http.Client, req *http.Request) error {
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: status %d, want 200", req.URL.Path, resp.StatusCode)
+	}
+	return err
+}
