@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,10 +14,13 @@ import (
 )
 
 // scanCache remembers what the folders held. A folder's listing is reused while its
-// modification time is unchanged, and a version's metadata while its metadata files' times
-// and sizes are; so a listing costs a few stat calls per unit, and edits made by hand are seen.
+// modification time is unchanged, and a version's metadata while its folder's time and its
+// metadata files' times and sizes are; so a listing costs about two stat calls per version, and
+// edits made by hand are seen. The stats only signal a change (plain stat calls on absolute
+// paths, cheap): everything read goes through os.Root.
 type scanCache struct {
-	mu    sync.Mutex
+	mu    sync.Mutex           // one listing at a time
+	mapMu sync.Mutex           // the maps, shared by a listing's workers
 	dirs  map[string]dirEntry  // folder → its subfolder names
 	metas map[string]metaEntry // version folder → metadata
 }
@@ -27,23 +31,49 @@ type dirEntry struct {
 }
 
 type metaEntry struct {
-	stamp [4][2]int64
+	dir   time.Time   // the version folder's mtime: adding or removing a file changes it
+	files []fileStamp // the metadata files present at the last read
 	md    Metadata
 	err   error
 }
 
+type fileStamp struct {
+	name  string
+	mtime time.Time
+	size  int64
+}
+
+// current reports whether the folder and files still look as stamped.
+func (e metaEntry) current(dir string) bool {
+	if !e.dir.IsZero() {
+		info, err := os.Stat(dir)
+		if err != nil || !info.ModTime().Equal(e.dir) {
+			return false
+		}
+	}
+	for _, f := range e.files {
+		info, err := os.Stat(filepath.Join(dir, f.name))
+		if err != nil || !info.ModTime().Equal(f.mtime) || info.Size() != f.size {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *scanCache) invalidate() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
 	c.dirs, c.metas = nil, nil
 }
 
 func (c *scanCache) list(layout Layout, dirs []Dir) ([]Unit, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.mapMu.Lock()
 	if c.dirs == nil {
 		c.dirs, c.metas = map[string]dirEntry{}, map[string]metaEntry{}
 	}
+	c.mapMu.Unlock()
 	var units []Unit
 	seen := map[string]bool{}
 	for _, d := range dirs {
@@ -66,24 +96,43 @@ func (c *scanCache) list(layout Layout, dirs []Dir) ([]Unit, error) {
 	return units, nil
 }
 
-// scanDir finds the units of one folder.
+// scanDir finds the units of one folder, checking units in parallel: a listing is mostly
+// waiting on stat calls.
 func (c *scanCache) scanDir(layout Layout, d Dir, root *os.Root) []Unit {
-	var units []Unit
+	var names []string
 	for _, top := range c.subdirs(root, d.Path, ".") {
-		names := []string{top}
-		if strings.HasPrefix(top, "@") {
-			names = names[:0]
-			for _, sub := range c.subdirs(root, d.Path, top) {
-				names = append(names, top+"/"+sub)
-			}
+		if !strings.HasPrefix(top, "@") {
+			names = append(names, top)
+			continue
 		}
-		for _, name := range names {
-			if ValidateName(name) != nil {
-				continue
+		for _, sub := range c.subdirs(root, d.Path, top) {
+			names = append(names, top+"/"+sub)
+		}
+	}
+	found := make([]Unit, len(names))
+	ok := make([]bool, len(names))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(names), 2*runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if ValidateName(names[i]) == nil {
+					found[i], ok[i] = c.scanUnit(layout, d, root, names[i])
+				}
 			}
-			if u, ok := c.scanUnit(layout, d, root, name); ok {
-				units = append(units, u)
-			}
+		}()
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	units := make([]Unit, 0, len(names))
+	for i, u := range found {
+		if ok[i] {
+			units = append(units, u)
 		}
 	}
 	return units
@@ -116,12 +165,15 @@ func (c *scanCache) scanUnit(layout Layout, d Dir, root *os.Root, name string) (
 
 // subdirs returns the visible subfolders of rel, sorted; cached by the folder's mtime.
 func (c *scanCache) subdirs(root *os.Root, base, rel string) []string {
-	info, err := root.Stat(rel)
+	key := filepath.Join(base, rel)
+	info, err := os.Stat(key)
 	if err != nil || !info.IsDir() {
 		return nil
 	}
-	key := filepath.Join(base, rel)
-	if e, ok := c.dirs[key]; ok && e.mtime.Equal(info.ModTime()) {
+	c.mapMu.Lock()
+	e, ok := c.dirs[key]
+	c.mapMu.Unlock()
+	if ok && e.mtime.Equal(info.ModTime()) {
 		return e.names
 	}
 	f, err := root.Open(rel)
@@ -146,25 +198,39 @@ func (c *scanCache) subdirs(root *os.Root, base, rel string) []string {
 		}
 	}
 	slices.Sort(names)
+	c.mapMu.Lock()
 	c.dirs[key] = dirEntry{mtime: info.ModTime(), names: names}
+	c.mapMu.Unlock()
 	return names
 }
 
-// metadata reads a package's metadata, cached by the stamps of its folder and metadata files.
+// metadata reads a package's metadata, cached while its folder and metadata files are
+// unchanged.
 func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, bool) {
-	var stamp [4][2]int64 // mtime and size of the folder and of each metadata file
-	for i, name := range []string{".", ManifestYAML, ManifestYML, PackageJSON} {
-		if info, err := root.Stat(path.Join(rel, name)); err == nil {
-			stamp[i] = [2]int64{info.ModTime().UnixNano(), info.Size()}
-		} else if i == 0 {
-			return Metadata{}, false
-		}
-	}
 	key := filepath.Join(base, rel)
-	if e, ok := c.metas[key]; ok && e.stamp == stamp {
+	c.mapMu.Lock()
+	e, ok := c.metas[key]
+	c.mapMu.Unlock()
+	if ok && e.current(key) {
 		return e.md, e.err == nil
 	}
-	md, err := ReadMetadata(root, rel)
-	c.metas[key] = metaEntry{stamp: stamp, md: md, err: err}
-	return md, err == nil
+	info, err := os.Stat(key)
+	if err != nil {
+		return Metadata{}, false
+	}
+	entry := metaEntry{dir: info.ModTime()}
+	for _, name := range []string{ManifestYAML, ManifestYML, PackageJSON} {
+		if st, err := root.Stat(path.Join(rel, name)); err == nil {
+			entry.files = append(entry.files, fileStamp{name: name, mtime: st.ModTime(), size: st.Size()})
+		}
+	}
+	entry.md, entry.err = ReadMetadata(root, rel)
+	if entry.err == nil && entry.md.Manifest == ManifestYAML && entry.md.declares() {
+		// Nothing else in the folder can change what manifest.yaml says: watch it alone.
+		entry.dir, entry.files = time.Time{}, entry.files[:1]
+	}
+	c.mapMu.Lock()
+	c.metas[key] = entry
+	c.mapMu.Unlock()
+	return entry.md, entry.err == nil
 }

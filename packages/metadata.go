@@ -46,6 +46,13 @@ func (m Metadata) Decode(v any) error {
 	return nil
 }
 
+// declares reports whether the manifest itself sets the name and version, so no other
+// metadata file can change them.
+func (m Metadata) declares() bool {
+	var keys manifestKeys
+	return m.doc != nil && m.doc.Decode(&keys) == nil && keys.Name != nil && keys.Version != nil
+}
+
 // ErrNoMetadata means a folder holds no manifest.yaml, manifest.yml or package.json.
 var ErrNoMetadata = errors.New("no package metadata")
 
