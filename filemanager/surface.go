@@ -99,7 +99,7 @@ type Location struct {
 
 // tempPrefix starts the names of the staging folders of uploads, at the top of a root. It is
 // the catalog's own prefix, so the catalog's start-up clean-up removes what a crash left.
-const tempPrefix = ".runtime-tmp-"
+const tempPrefix = packages.TempPrefix
 
 // maxPathLength bounds virtual paths and names.
 const maxPathLength = 4096

@@ -16,9 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tempPrefix starts the names of temporary folders and files; they are hidden from discovery
-// (no package name starts with '.') and removed at start-up.
-const tempPrefix = ".runtime-tmp-"
+// TempPrefix starts the names of temporary folders and files; they are hidden from discovery
+// (no package name starts with '.') and removed at start-up by CleanTemp.
+const TempPrefix = ".runtime-tmp-"
+
+const tempPrefix = TempPrefix
 
 func randomSuffix() string {
 	b := make([]byte, 8)
