@@ -481,7 +481,7 @@
     const info = spec.info || {};
     $('api-title').textContent = info.title || 'API reference';
     document.title = `${info.title || 'API'} – API reference`;
-    if (info.version) { $('api-version').textContent = `v${info.version}`; $('api-version').hidden = false; }
+    if (info.version) { $('api-version').textContent = info.version; $('api-version').hidden = false; }
     const schemes = Object.entries(spec.components?.securitySchemes || {}).map(([name, raw]) => {
       const s = resolve(raw);
       const how = s.type === 'apiKey' ? [`API key in ${s.in} `, h('code', null, s.name)]
