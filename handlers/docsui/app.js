@@ -174,7 +174,6 @@
   function schemaBlock(schema, example) {
     const s = flat(schema);
     return h('div', { class: 'schema' },
-      h('div', { class: 'schema-head' }, h('span', { class: 'ptype' }, typeLabel(schema)), s.format && h('span', { class: 'pfmt' }, s.format)),
       prose(s.description, 'pdesc'),
       constraints(s),
       schemaTree(schema),
@@ -242,10 +241,15 @@
       }))));
   }
 
-  function contentList(content, forRequest) {
-    return Object.entries(content || {}).map(([mt, media]) => h('div', { class: 'media' },
-      h('div', { class: 'media-type' }, h('code', null, mt)),
-      media.schema ? schemaBlock(media.schema, /json/i.test(mt) ? mediaExample(media, forRequest) : undefined) : null));
+  // One collapsible block per media type; error responses start collapsed because
+  // they usually repeat the same envelope schema.
+  function contentList(content, forRequest, open = true) {
+    return Object.entries(content || {}).map(([mt, media]) => (media.schema
+      ? h('details', { class: 'media', open },
+        h('summary', null, h('code', null, mt), ' ', h('span', { class: 'ptype' }, typeLabel(media.schema)),
+          flat(media.schema).format && h('span', { class: 'pfmt' }, flat(media.schema).format)),
+        schemaBlock(media.schema, /json/i.test(mt) ? mediaExample(media, forRequest) : undefined))
+      : h('div', { class: 'media' }, h('code', null, mt))));
   }
 
   function statusClass(code) {
@@ -258,7 +262,9 @@
       const r = resolve(raw);
       return h('div', { class: 'response' },
         h('div', { class: 'response-head' }, h('span', { class: `status ${statusClass(code)}` }, code), prose(r.description, 'pdesc inline')),
-        contentList(r.content, false));
+        Object.keys(r.headers || {}).length > 0 && h('div', { class: 'constraints' }, 'headers',
+          Object.entries(r.headers).map(([name, hd]) => h('code', { title: resolve(hd).description || null }, name))),
+        contentList(r.content, false, /^2/.test(code)));
     }));
   }
 
@@ -488,13 +494,14 @@
         : s.type === 'http' ? `HTTP ${s.scheme || ''}${s.bearerFormat ? ` (${s.bearerFormat})` : ''}` : s.type;
       return h('li', null, h('strong', null, name), ': ', how, s.description ? [' — ', s.description] : null);
     });
-    $('intro').replaceChildren(
+    // replaceChildren() does not skip null or flatten arrays, so wrap via h().
+    $('intro').replaceChildren(h('div', null,
       prose(info.description),
       h('dl', { class: 'meta' },
         h('dt', null, 'Base path'), h('dd', null, h('code', null, location.origin + (apiBase || '/'))),
         h('dt', null, 'OpenAPI'), h('dd', null, spec.openapi || '?', ' · ', h('a', { href: specUrl }, 'download document'))),
       schemes.length ? [h('h2', { class: 'small-h' }, 'Authentication'), h('ul', { class: 'schemes' }, schemes),
-        h('p', { class: 'muted small' }, 'Try it sends the API key entered above as X-API-Key; same-origin cookies are sent too.')] : null);
+        h('p', { class: 'muted small' }, 'Try it sends the API key entered above as X-API-Key; same-origin cookies are sent too.')] : null));
   }
 
   function renderOps() {
@@ -524,7 +531,7 @@
       const g = { ops: list };
       g.nav = h('div', { class: 'nav-group' }, h('p', { class: 'nav-tag', id: `nav-${hid}` }, tag || 'Other'),
         h('ul', { 'aria-labelledby': `nav-${hid}` }, list.map((o) => {
-          o.navEl = h('li', null, h('a', { href: `#${encodeURIComponent(o.key)}`, onclick: () => reveal(o.key) }, methodBadge(o.method), h('span', { class: 'nav-path' }, o.path)));
+          o.navEl = h('li', null, h('a', { href: `#${encodeURIComponent(o.key)}`, onclick: () => reveal(o.key) }, methodBadge(o.method), h('span', { class: 'nav-path' }, breakable(o.path))));
           return o.navEl;
         })));
       g.section = h('section', { class: 'group', 'aria-labelledby': hid }, h('h2', { id: hid }, tag || 'Other'), prose(tagInfo.description),
@@ -552,6 +559,9 @@
   function ensureRendered(o) {
     if (!o.rendered) { o.rendered = true; o.el.append(renderBody(o)); }
   }
+
+  // Long paths wrap after a slash rather than mid-segment.
+  const breakable = (path) => path.split('/').flatMap((seg, i) => (i ? [h('wbr'), `/${seg}`] : [seg]));
 
   function applyFilter() {
     const terms = $('op-filter').value.toLowerCase().split(/\s+/).filter(Boolean);
