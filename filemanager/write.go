@@ -9,13 +9,19 @@ import (
 	"syscall"
 )
 
-// Mkdir creates a folder, with its missing parents, inside a writable folder.
-func (s *Surface) Mkdir(g Guard, vpath string) (Location, error) {
+// openWrite resolves vpath for a write and opens its confined view; the caller closes it.
+func (s *Surface) openWrite(g Guard, vpath string) (Location, view, error) {
 	loc, err := s.resolveWrite(g, vpath, false)
 	if err != nil {
-		return loc, err
+		return loc, view{}, err
 	}
 	v, err := s.writeView(loc)
+	return loc, v, err
+}
+
+// Mkdir creates a folder, with its missing parents, inside a writable folder.
+func (s *Surface) Mkdir(g Guard, vpath string) (Location, error) {
+	loc, v, err := s.openWrite(g, vpath)
 	if err != nil {
 		return loc, err
 	}
@@ -34,11 +40,7 @@ func (s *Surface) Mkdir(g Guard, vpath string) (Location, error) {
 
 // Delete removes a file, a link (not its target) or a folder with its content.
 func (s *Surface) Delete(g Guard, vpath string) (Location, error) {
-	loc, err := s.resolveWrite(g, vpath, false)
-	if err != nil {
-		return loc, err
-	}
-	v, err := s.writeView(loc)
+	loc, v, err := s.openWrite(g, vpath)
 	if err != nil {
 		return loc, err
 	}
@@ -59,19 +61,15 @@ func (s *Surface) Rename(g Guard, vpath, newName string) (Location, error) {
 	if err := validName(newName); err != nil {
 		return Location{}, err
 	}
-	loc, err := s.resolveWrite(g, vpath, false)
-	if err != nil {
-		return loc, err
-	}
-	dest, err := s.resolveWrite(g, join(path.Dir(loc.Path), newName), false)
-	if err != nil {
-		return loc, err
-	}
-	v, err := s.writeView(loc)
+	loc, v, err := s.openWrite(g, vpath)
 	if err != nil {
 		return loc, err
 	}
 	defer v.Close()
+	dest, err := s.resolveWrite(g, join(path.Dir(loc.Path), newName), false)
+	if err != nil {
+		return loc, err
+	}
 	if _, err := v.base.Lstat(loc.Inner); err != nil {
 		return loc, fsError(loc.Path, err)
 	}

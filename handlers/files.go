@@ -414,84 +414,76 @@ func (a *API) fileList(s fileSurface) handlerFunc {
 	}
 }
 
-func (a *API) fileMkdir(s fileSurface) handlerFunc {
+// auditedRequest is a file manager write request that says what its audit line names: the
+// path it acts on and further fields.
+type auditedRequest interface {
+	audited() (string, []zap.Field)
+}
+
+func (r FilePathRequest) audited() (string, []zap.Field) { return r.Path, nil }
+
+func (r FileRenameRequest) audited() (string, []zap.Field) {
+	return r.Path, []zap.Field{zap.String("newName", r.NewName)}
+}
+
+func (r FileMoveRequest) audited() (string, []zap.Field) {
+	return r.Path, []zap.Field{zap.String("destPath", r.DestPath)}
+}
+
+// fileWrite runs one file manager change from a JSON request: decode it, make the change,
+// audit it as op, and answer with the body the change returns.
+func fileWrite[R auditedRequest](a *API, s fileSurface, op string, change func(*filemanager.Surface, filemanager.Guard, R) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s)
 		if err != nil {
 			return err
 		}
-		var req FilePathRequest
+		var req R
 		if err := decodeJSON(w, r, &req); err != nil {
 			return err
 		}
-		loc, err := fm.Mkdir(fileGuard(r), req.Path)
-		a.auditFile(r, s, "mkdir", req.Path, err)
+		body, err := change(fm, fileGuard(r), req)
+		target, extra := req.audited()
+		a.auditFile(r, s, op, target, err, extra...)
 		if err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, FilePathResponse{Success: true, Data: FilePathResult{Path: loc.Path}})
+		writeJSON(w, http.StatusOK, body)
 		return nil
 	}
+}
+
+// pathAnswer is the answer of a change that names where its result is.
+func pathAnswer(loc filemanager.Location) FilePathResponse {
+	return FilePathResponse{Success: true, Data: FilePathResult{Path: loc.Path}}
+}
+
+func (a *API) fileMkdir(s fileSurface) handlerFunc {
+	return fileWrite(a, s, "mkdir", func(fm *filemanager.Surface, g filemanager.Guard, req FilePathRequest) (any, error) {
+		loc, err := fm.Mkdir(g, req.Path)
+		return pathAnswer(loc), err
+	})
 }
 
 func (a *API) fileDelete(s fileSurface) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
-		if err != nil {
-			return err
-		}
-		var req FilePathRequest
-		if err := decodeJSON(w, r, &req); err != nil {
-			return err
-		}
-		_, err = fm.Delete(fileGuard(r), req.Path)
-		a.auditFile(r, s, "delete", req.Path, err)
-		if err != nil {
-			return packageError(err)
-		}
-		writeJSON(w, http.StatusOK, Success{Success: true})
-		return nil
-	}
+	return fileWrite(a, s, "delete", func(fm *filemanager.Surface, g filemanager.Guard, req FilePathRequest) (any, error) {
+		_, err := fm.Delete(g, req.Path)
+		return Success{Success: true}, err
+	})
 }
 
 func (a *API) fileRename(s fileSurface) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
-		if err != nil {
-			return err
-		}
-		var req FileRenameRequest
-		if err := decodeJSON(w, r, &req); err != nil {
-			return err
-		}
-		loc, err := fm.Rename(fileGuard(r), req.Path, req.NewName)
-		a.auditFile(r, s, "rename", req.Path, err, zap.String("newName", req.NewName))
-		if err != nil {
-			return packageError(err)
-		}
-		writeJSON(w, http.StatusOK, FilePathResponse{Success: true, Data: FilePathResult{Path: loc.Path}})
-		return nil
-	}
+	return fileWrite(a, s, "rename", func(fm *filemanager.Surface, g filemanager.Guard, req FileRenameRequest) (any, error) {
+		loc, err := fm.Rename(g, req.Path, req.NewName)
+		return pathAnswer(loc), err
+	})
 }
 
 func (a *API) fileMove(s fileSurface) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
-		if err != nil {
-			return err
-		}
-		var req FileMoveRequest
-		if err := decodeJSON(w, r, &req); err != nil {
-			return err
-		}
-		loc, err := fm.Move(fileGuard(r), req.Path, req.DestPath)
-		a.auditFile(r, s, "move", req.Path, err, zap.String("destPath", req.DestPath))
-		if err != nil {
-			return packageError(err)
-		}
-		writeJSON(w, http.StatusOK, FilePathResponse{Success: true, Data: FilePathResult{Path: loc.Path}})
-		return nil
-	}
+	return fileWrite(a, s, "move", func(fm *filemanager.Surface, g filemanager.Guard, req FileMoveRequest) (any, error) {
+		loc, err := fm.Move(g, req.Path, req.DestPath)
+		return pathAnswer(loc), err
+	})
 }
 
 func (a *API) fileRefresh(s fileSurface) handlerFunc {
