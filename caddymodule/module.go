@@ -101,15 +101,17 @@ func replaceAll(repl *caddy.Replacer, in []string) []string {
 	return out
 }
 
-// ServeHTTP serves the API and discovery paths and passes everything else on; every response
-// it sees carries X-Request-Id, and so does the request handed on.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+// ServeHTTP serves the API and discovery paths, and workers at every other path; every
+// response carries X-Request-Id. Other handlers compose with it through matchers (a path
+// matcher on the runtime directive, or handle blocks).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	r = handlers.EnsureRequestID(w, r)
 	if h.api.Owns(r.URL.Path) {
 		h.api.ServeHTTP(w, r)
 		return nil
 	}
-	return next.ServeHTTP(w, r)
+	h.api.ServeWorker(w, r)
+	return nil
 }
 
 // Cleanup releases the shared state; it runs after a failed Provision too, and releases at

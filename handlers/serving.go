@@ -1,0 +1,79 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/workers"
+)
+
+// Error codes of serving workers.
+const (
+	CodeWorkerNotFound        = "WORKER_NOT_FOUND"
+	CodeWorkerVersionNotFound = "WORKER_VERSION_NOT_FOUND"
+	CodeWorkerMisconfigured   = "WORKER_MISCONFIGURED"
+)
+
+// ServeWorker serves a request outside the API: a worker version, or an error envelope.
+func (a *API) ServeWorker(w http.ResponseWriter, r *http.Request) {
+	if err := a.serveWorker(w, r); err != nil {
+		var apiErr *Error
+		if !errors.As(err, &apiErr) {
+			a.opts.Logger.Error("serving a worker failed", zap.String("request_id", RequestID(r.Context())), zap.Error(err))
+			apiErr = Errorf(http.StatusInternalServerError, CodeInternal,
+				"internal error; report request id %s to the operator", RequestID(r.Context()))
+		}
+		WriteError(w, apiErr)
+	}
+}
+
+func (a *API) serveWorker(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	if first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); first == "cpanel" {
+		return Errorf(http.StatusNotFound, CodeNotFound, "no cpanel is installed at /cpanel/")
+	}
+	t, name, err := workers.Resolve(c, r.URL.Path)
+	switch {
+	case errors.Is(err, workers.ErrNotWorkerPath):
+		return Errorf(http.StatusNotFound, CodeNotFound, "nothing is served at %s; workers are served at /<name>/ and /@scope/<name>/", r.URL.Path)
+	case errors.Is(err, workers.ErrNoSuchWorker):
+		return Errorf(http.StatusNotFound, CodeWorkerNotFound, "no worker named %q", name)
+	case errors.Is(err, workers.ErrNoEnabledVersion):
+		return Errorf(http.StatusNotFound, CodeWorkerNotFound, "worker %q has no enabled version", name)
+	case errors.Is(err, workers.ErrNoMatchingPin):
+		return Errorf(http.StatusNotFound, CodeWorkerVersionNotFound, "worker %q has no enabled version matching the pin", name)
+	case err != nil:
+		return err
+	}
+	m, err := workers.ReadManifest(t.Version.Metadata)
+	if err != nil {
+		return Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %s@%s: %v", name, t.Version.Version, err)
+	}
+	if t.Rest == "" && m.Entrypoint != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		target := r.URL.EscapedPath() + "/"
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, target, http.StatusPermanentRedirect)
+		return nil
+	}
+	switch m.Kind() {
+	case workers.Files, workers.SPA:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			return Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "worker %q serves files: only GET and HEAD", name)
+		}
+		err := workers.ServeStatic(w, r, t, m)
+		if errors.Is(err, workers.ErrFileNotFound) {
+			return Errorf(http.StatusNotFound, CodeNotFound, "worker %q has no file at %s", name, t.Rest)
+		}
+		return err
+	}
+	return Errorf(http.StatusNotImplemented, CodeWorkerMisconfigured, "process workers are not served yet")
+}

@@ -1,0 +1,116 @@
+package workers
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/caddy-runtime/runtime/packages"
+)
+
+func TestSplitPath(t *testing.T) {
+	tests := []struct {
+		path, name, pin, base, rest string
+		ok                          bool
+	}{
+		{"/app", "app", "", "/app", "", true},
+		{"/app/", "app", "", "/app", "/", true},
+		{"/app/x/y.js", "app", "", "/app", "/x/y.js", true},
+		{"/@team/app", "@team/app", "", "/@team/app", "", true},
+		{"/@team/app/", "@team/app", "", "/@team/app", "/", true},
+		{"/@team/app/a/b", "@team/app", "", "/@team/app", "/a/b", true},
+		{"/app@1.2.0/x", "app", "1.2.0", "/app@1.2.0", "/x", true},
+		{"/app@^1.2/", "app", "^1.2", "/app@^1.2", "/", true},
+		{"/@team/app@latest", "@team/app", "latest", "/@team/app@latest", "", true},
+		{"/@team/app@>=1.0.0 <2.0.0/", "@team/app", ">=1.0.0 <2.0.0", "/@team/app@>=1.0.0 <2.0.0", "/", true},
+		{"/", "", "", "", "", false},
+		{"/@team", "", "", "", "", false},
+		{"/@team/", "", "", "", "", false},
+		{"/App/", "App", "", "/App", "/", false},
+		{"/app@/", "", "", "", "", false},
+		{"app", "", "", "", "", false},
+	}
+	for _, tt := range tests {
+		name, pin, base, rest, ok := splitPath(tt.path)
+		if ok != tt.ok || ok && (name != tt.name || pin != tt.pin || base != tt.base || rest != tt.rest) {
+			t.Errorf("splitPath(%q) = %q %q %q %q %v", tt.path, name, pin, base, rest, ok)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel, manifest string) {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		os.MkdirAll(p, 0o755)
+		os.WriteFile(filepath.Join(p, "manifest.yaml"), []byte(manifest), 0o644)
+	}
+	write("app/1.0.0", "name: app\n")
+	write("app/1.2.0", "name: app\n")
+	write("app/2.0.0", "name: app\nenabled: false\n") // disabled newest: rolls back to 1.2.0
+	write("app/1.1.0-beta.1", "name: app\n")
+	write("@t/tool/latest", "name: '@t/tool'\n")
+	write("@t/tool/9.0.0", "name: '@t/tool'\n")
+	write("off/1.0.0", "name: off\nenabled: false\n")
+	c := packages.NewCatalog(packages.WorkerLayout, []string{dir}, packages.DefaultLimits)
+	tests := []struct {
+		path, version, base string
+		err                 error
+	}{
+		{"/app/", "1.2.0", "/app", nil},
+		{"/app@1.0.0/", "1.0.0", "/app@1.0.0", nil},
+		{"/app@^1.0.0/x", "1.2.0", "/app@^1.0.0", nil},
+		{"/app@~1.0/x", "1.0.0", "/app@~1.0", nil},
+		{"/app@2.0.0/", "", "", ErrNoMatchingPin}, // pinned disabled version
+		{"/app@1.1.0-beta.1/", "1.1.0-beta.1", "/app@1.1.0-beta.1", nil},
+		{"/app@>=3/", "", "", ErrNoMatchingPin},
+		{"/app@not a range/", "", "", ErrNoMatchingPin},
+		{"/@t/tool/", "latest", "/@t/tool", nil}, // latest outranks 9.0.0
+		{"/@t/tool@9/", "9.0.0", "/@t/tool@9", nil},
+		{"/off/", "", "", ErrNoEnabledVersion},
+		{"/ghost/", "", "", ErrNoSuchWorker},
+		{"/", "", "", ErrNotWorkerPath},
+	}
+	for _, tt := range tests {
+		got, _, err := Resolve(c, tt.path)
+		if !errors.Is(err, tt.err) || err == nil && (got.Version.Version != tt.version || got.Base != tt.base) {
+			t.Errorf("Resolve(%q) = %s %s, %v; want %s %s, %v", tt.path, got.Version.Version, got.Base, err, tt.version, tt.base, tt.err)
+		}
+	}
+}
+
+func TestManifest(t *testing.T) {
+	dir := t.TempDir()
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	for manifest, want := range map[string]Kind{
+		"name: a\n":                             Files,
+		"name: a\nentrypoint: index.html\n":     SPA,
+		"name: a\nentrypoint: server\n":         Process,
+		"name: a\ncommand: [node, server.js]\n": Process,
+	} {
+		os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte(manifest), 0o644)
+		md, err := packages.ReadMetadata(root, ".")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ReadManifest(md)
+		if err != nil || m.Kind() != want {
+			t.Errorf("%q: kind %v, %v; want %v", manifest, m.Kind(), err, want)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\ntimeout: 5\nttl: 2m\nmaxBodySize: 1MiB\nmaxRequests: 3\n"), 0o644)
+	md, _ := packages.ReadMetadata(root, ".")
+	m, err := ReadManifest(md)
+	if err != nil || m.Timeout != Duration(5e9) || m.TTL != Duration(120e9) || m.MaxBodySize != 1<<20 || m.MaxRequests != 3 || m.StartTimeout != Duration(DefaultStartTimeout) {
+		t.Fatalf("manifest = %+v, %v", m, err)
+	}
+	for _, bad := range []string{"timeout: soon\n", "ttl: -3\n", "maxBodySize: big\n", "maxRequests: -1\n"} {
+		os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\n"+bad), 0o644)
+		md, _ := packages.ReadMetadata(root, ".")
+		if _, err := ReadManifest(md); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
