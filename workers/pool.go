@@ -1,0 +1,477 @@
+package workers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// PoolOptions configure a Pool.
+type PoolOptions struct {
+	// Size caps the processes running at once; past it, the least recently used is stopped.
+	Size int
+	// Logger receives the workers' output and lifecycle.
+	Logger *zap.Logger
+	// Path is the PATH workers get; nothing else of the runtime's environment reaches them.
+	Path string
+}
+
+// DefaultPoolSize is the default cap on running worker processes.
+const DefaultPoolSize = 16
+
+// Pool runs process workers: one process per worker version, started on its first request,
+// stopped when idle past its ttl, recycled after maxRequests, restarted with back-off after a
+// crash, and drained and stopped when its version is disabled, replaced or removed.
+type Pool struct {
+	opts PoolOptions
+
+	mu      sync.Mutex
+	procs   map[string]*proc    // live processes by version folder
+	crashes map[string]*backoff // recent crashes by version folder
+	stopped sync.WaitGroup      // every process until it has exited
+	closed  bool
+	quit    chan struct{}
+}
+
+type backoff struct {
+	count int
+	until time.Time
+}
+
+// ErrPoolClosed means the runtime is shutting down.
+var ErrPoolClosed = errors.New("the runtime is shutting down")
+
+// UnavailableError means a worker cannot take requests now: it failed to start, or crashed and
+// waits before the next start.
+type UnavailableError struct {
+	Reason     string
+	RetryAfter time.Duration // 0 unless waiting for a restart
+}
+
+func (e *UnavailableError) Error() string { return e.Reason }
+
+// NewPool returns a pool; Close stops its processes.
+func NewPool(opts PoolOptions) *Pool {
+	if opts.Size <= 0 {
+		opts.Size = DefaultPoolSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	p := &Pool{opts: opts, procs: map[string]*proc{}, crashes: map[string]*backoff{}, quit: make(chan struct{})}
+	go p.reap()
+	return p
+}
+
+// proc is one worker process.
+type proc struct {
+	pool    *Pool
+	key     string
+	name    string
+	version string
+	dir     string
+	m       Manifest
+	logger  *zap.Logger
+
+	addr   string
+	cmd    *exec.Cmd
+	ready  chan struct{} // closed when started or failed
+	err    error         // why the start failed, set before ready closes
+	exited chan struct{} // closed when the process has exited
+
+	// Guarded by pool.mu.
+	inflight int
+	served   int
+	lastUsed time.Time
+	retiring bool // out of the pool: stops once idle
+	stopping bool // being stopped on purpose
+	started  time.Time
+}
+
+// Lease is a request's hold on a running process.
+type Lease struct {
+	p    *proc
+	once sync.Once
+}
+
+// Addr is the process's host:port.
+func (l *Lease) Addr() string { return l.p.addr }
+
+// PID is the process id.
+func (l *Lease) PID() int { return l.p.cmd.Process.Pid }
+
+// Release ends the request; the process counts it towards maxRequests.
+func (l *Lease) Release() { l.once.Do(func() { l.p.pool.release(l.p, true) }) }
+
+// Acquire returns a lease on the running process of the version, starting the process if it is
+// not running; concurrent first requests share one start.
+func (p *Pool) Acquire(ctx context.Context, name, version, dir string, m Manifest) (*Lease, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
+	pr := p.procs[dir]
+	if pr == nil {
+		if b := p.crashes[dir]; b != nil && time.Now().Before(b.until) {
+			wait := time.Until(b.until)
+			p.mu.Unlock()
+			return nil, &UnavailableError{Reason: fmt.Sprintf("worker %s@%s crashed; it restarts in %s", name, version, wait.Round(time.Second)), RetryAfter: wait}
+		}
+		pr = p.newProc(name, version, dir, m)
+		p.procs[dir] = pr
+		p.evictLocked(pr)
+		p.stopped.Add(1)
+		go pr.start()
+	}
+	pr.inflight++
+	pr.lastUsed = time.Now()
+	p.mu.Unlock()
+
+	select {
+	case <-pr.ready:
+	case <-ctx.Done():
+		p.release(pr, false)
+		return nil, ctx.Err()
+	}
+	if pr.err != nil {
+		p.release(pr, false)
+		return nil, &UnavailableError{Reason: pr.err.Error()}
+	}
+	return &Lease{p: pr}, nil
+}
+
+func (p *Pool) newProc(name, version, dir string, m Manifest) *proc {
+	return &proc{
+		pool: p, key: dir, name: name, version: version, dir: dir, m: m,
+		logger: p.opts.Logger.With(zap.String("worker", name), zap.String("version", version)),
+		ready:  make(chan struct{}), exited: make(chan struct{}),
+	}
+}
+
+// release ends a request on pr; served requests count towards maxRequests.
+func (p *Pool) release(pr *proc, served bool) {
+	p.mu.Lock()
+	pr.inflight--
+	if served {
+		pr.served++
+		if max := pr.m.MaxRequests; max > 0 && pr.served >= max && !pr.retiring {
+			pr.logger.Info("worker served its maxRequests; recycling", zap.Int("max_requests", max))
+			p.retireLocked(pr)
+		}
+	}
+	stop := pr.retiring && pr.inflight == 0 && !pr.stopping
+	if stop {
+		pr.stopping = true
+	}
+	p.mu.Unlock()
+	if stop {
+		go pr.stop()
+	}
+}
+
+// retireLocked takes pr out of the pool; it stops once its requests are done.
+func (p *Pool) retireLocked(pr *proc) {
+	if p.procs[pr.key] == pr {
+		delete(p.procs, pr.key)
+	}
+	pr.retiring = true
+	if pr.inflight == 0 && !pr.stopping {
+		pr.stopping = true
+		go pr.stop()
+	}
+}
+
+// evictLocked stops the least recently used processes past the pool size, sparing keep.
+func (p *Pool) evictLocked(keep *proc) {
+	for len(p.procs) > p.opts.Size {
+		var lru *proc
+		for _, pr := range p.procs {
+			if pr != keep && (lru == nil || pr.lastUsed.Before(lru.lastUsed)) {
+				lru = pr
+			}
+		}
+		if lru == nil {
+			return
+		}
+		lru.logger.Info("stopping the least recently used worker: the pool is full", zap.Int("pool_size", p.opts.Size))
+		p.retireLocked(lru)
+	}
+}
+
+// StopUnit drains and stops the processes of a worker's version, or of all its versions when
+// version is "": its files changed, or it was disabled or removed.
+func (p *Pool) StopUnit(name, version string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pr := range p.procs {
+		if pr.name == name && (version == "" || pr.version == version) {
+			pr.logger.Info("worker changed; draining and stopping its process")
+			p.retireLocked(pr)
+		}
+	}
+}
+
+// reap stops processes idle past their ttl.
+func (p *Pool) reap() {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case now := <-tick.C:
+			p.mu.Lock()
+			for _, pr := range p.procs {
+				if pr.inflight == 0 && now.Sub(pr.lastUsed) > time.Duration(pr.m.TTL) {
+					pr.logger.Info("worker idle past its ttl; stopping", zap.Duration("ttl", time.Duration(pr.m.TTL)))
+					p.retireLocked(pr)
+				}
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// Running returns how many processes are live.
+func (p *Pool) Running() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.procs)
+}
+
+// Close drains and stops every process and waits for them to exit.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.quit)
+		for _, pr := range p.procs {
+			p.retireLocked(pr)
+		}
+	}
+	p.mu.Unlock()
+	p.stopped.Wait()
+}
+
+// start launches the process and waits until it accepts connections.
+func (pr *proc) start() {
+	defer close(pr.ready)
+	port, err := freePort()
+	if err == nil {
+		pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		err = pr.launch(port)
+	}
+	if err == nil {
+		err = pr.awaitReady()
+	}
+	if err != nil {
+		pr.err = fmt.Errorf("worker %s@%s did not start: %v", pr.name, pr.version, err)
+		pr.logger.Error("worker did not start", zap.Error(err))
+		p := pr.pool
+		p.mu.Lock()
+		if p.procs[pr.key] == pr {
+			delete(p.procs, pr.key)
+		}
+		pr.retiring, pr.stopping = true, true
+		p.noteCrashLocked(pr)
+		p.mu.Unlock()
+		if pr.cmd != nil {
+			pr.kill() // exitedWith releases it
+		} else {
+			close(pr.exited)
+			p.stopped.Done()
+		}
+		return
+	}
+	pr.pool.mu.Lock()
+	pr.started = time.Now()
+	pr.pool.mu.Unlock()
+	pr.logger.Info("worker started", zap.Int("pid", pr.cmd.Process.Pid), zap.String("addr", pr.addr))
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launch starts the process in its version folder with a minimal environment.
+func (pr *proc) launch(port int) error {
+	argv, err := pr.argv()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = pr.dir
+	cmd.Env = pr.environ(port)
+	// Its own process group, so stopping reaches the worker's children; killed with us.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout := &lineLog{logger: pr.logger, stream: "stdout"}
+	stderr := &lineLog{logger: pr.logger, stream: "stderr"}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// A child that outlives the worker and holds its output open must not stall Wait.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	pr.cmd = cmd
+	go func() {
+		err := cmd.Wait()
+		stdout.flush()
+		stderr.flush()
+		pr.exitedWith(err)
+	}()
+	return nil
+}
+
+// argv is the command line: the manifest's command, or the executable entrypoint.
+func (pr *proc) argv() ([]string, error) {
+	if len(pr.m.Command) > 0 {
+		return pr.m.Command, nil
+	}
+	entry := filepath.Clean(filepath.FromSlash(pr.m.Entrypoint))
+	if filepath.IsAbs(entry) || entry == ".." || strings.HasPrefix(entry, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("entrypoint %q must be a path inside the worker", pr.m.Entrypoint)
+	}
+	return []string{filepath.Join(pr.dir, entry)}, nil
+}
+
+// environ is all a worker gets: PATH, HOME, its PORT and HOST, and the manifest's env. No
+// runtime setting or credential reaches it.
+func (pr *proc) environ(port int) []string {
+	env := map[string]string{"PATH": pr.pool.opts.Path, "HOME": pr.dir}
+	for k, v := range pr.m.Env {
+		env[k] = v
+	}
+	env["PORT"] = strconv.Itoa(port)
+	env["HOST"] = "127.0.0.1"
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// lineLog writes a process's output through the logger, a line at a time; a line longer than
+// 64 KiB is cut.
+type lineLog struct {
+	logger *zap.Logger
+	stream string
+	buf    []byte
+}
+
+func (l *lineLog) Write(b []byte) (int, error) {
+	l.buf = append(l.buf, b...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.logger.Info(string(l.buf[:i]), zap.String("stream", l.stream))
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 64<<10 {
+		l.flush()
+	}
+	return len(b), nil
+}
+
+// flush logs what is left after the last newline.
+func (l *lineLog) flush() {
+	if len(l.buf) > 0 {
+		l.logger.Info(string(l.buf), zap.String("stream", l.stream))
+		l.buf = nil
+	}
+}
+
+// awaitReady waits until the process accepts connections, exits, or startTimeout passes.
+func (pr *proc) awaitReady() error {
+	deadline := time.Now().Add(time.Duration(pr.m.StartTimeout))
+	for {
+		conn, err := net.DialTimeout("tcp", pr.addr, 100*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-pr.exited:
+			return fmt.Errorf("it exited before listening on PORT (%s)", pr.cmd.ProcessState)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("it did not listen on PORT %s within startTimeout %s", pr.addr, time.Duration(pr.m.StartTimeout))
+		}
+	}
+}
+
+// exitedWith records the process's exit; an exit nobody asked for is a crash.
+func (pr *proc) exitedWith(err error) {
+	close(pr.exited)
+	p := pr.pool
+	p.mu.Lock()
+	crashed := !pr.stopping
+	if crashed {
+		if p.procs[pr.key] == pr {
+			delete(p.procs, pr.key)
+		}
+		pr.retiring = true
+		p.noteCrashLocked(pr)
+	}
+	p.mu.Unlock()
+	if crashed {
+		select {
+		case <-pr.ready:
+			pr.logger.Error("worker crashed; it restarts on a later request", zap.Error(err))
+		default: // still starting: start reports it
+		}
+	}
+	p.stopped.Done()
+}
+
+// noteCrashLocked backs off restarts of a version that keeps failing; a process that ran for
+// a while resets the count.
+func (p *Pool) noteCrashLocked(pr *proc) {
+	b := p.crashes[pr.key]
+	if b == nil || !pr.started.IsZero() && time.Since(pr.started) > 30*time.Second {
+		b = &backoff{}
+		p.crashes[pr.key] = b
+	}
+	b.count++
+	wait := time.Duration(1<<min(b.count-1, 5)) * time.Second
+	b.until = time.Now().Add(min(wait, 30*time.Second))
+}
+
+// stop asks the process group to terminate, and kills it after a grace period.
+func (pr *proc) stop() {
+	<-pr.ready
+	if pr.cmd == nil || pr.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-pr.exited:
+	case <-time.After(5 * time.Second):
+		pr.kill()
+	}
+	pr.logger.Info("worker stopped", zap.Int("pid", pr.cmd.Process.Pid))
+}
+
+func (pr *proc) kill() {
+	_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+	<-pr.exited
+}

@@ -1,0 +1,288 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+var testWorker string // path of the built test worker
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "testworker-")
+	if err != nil {
+		panic(err)
+	}
+	testWorker = filepath.Join(dir, "testworker")
+	if out, err := exec.Command("go", "build", "-o", testWorker, "github.com/caddy-runtime/runtime/integration/testworker").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("building the test worker: %v\n%s", err, out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type echo struct {
+	PID     int
+	Path    string
+	Headers map[string]string
+	Env     []string
+	Dir     string
+}
+
+func newPool(t *testing.T, size int) (*Pool, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.InfoLevel)
+	p := NewPool(PoolOptions{Size: size, Logger: zap.New(core), Path: os.Getenv("PATH")})
+	t.Cleanup(p.Close)
+	return p, logs
+}
+
+func manifest(env map[string]string) Manifest {
+	return Manifest{Command: []string{testWorker}, Env: env, Timeout: Duration(5 * time.Second),
+		TTL: Duration(time.Minute), StartTimeout: Duration(5 * time.Second), MaxBodySize: DefaultMaxBodySize}
+}
+
+// get acquires the version and sends GET path to it.
+func get(t *testing.T, p *Pool, name, dir string, m Manifest, path string) (echo, error) {
+	t.Helper()
+	l, err := p.Acquire(context.Background(), name, "1.0.0", dir, m)
+	if err != nil {
+		return echo{}, err
+	}
+	defer l.Release()
+	resp, err := http.Get("http://" + l.Addr() + path)
+	if err != nil {
+		return echo{}, err
+	}
+	defer resp.Body.Close()
+	var e echo
+	return e, json.NewDecoder(resp.Body).Decode(&e)
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPoolStartsOnceWithACleanEnvironment(t *testing.T) {
+	t.Setenv("RUNTIME_ROOT_KEY", "must-not-leak-0123456789")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "also-not")
+	p, logs := newPool(t, 4)
+	dir := t.TempDir()
+	m := manifest(map[string]string{"GREETING": "hi", "PORT": "1"})
+	const n = 100
+	pids := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := get(t, p, "app", dir, m, "/")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			pids <- e.PID
+		}()
+	}
+	wg.Wait()
+	close(pids)
+	seen := map[int]bool{}
+	for pid := range pids {
+		seen[pid] = true
+	}
+	if len(seen) != 1 || p.Running() != 1 {
+		t.Fatalf("%d processes served 100 concurrent first requests (running %d), want 1", len(seen), p.Running())
+	}
+	e, _ := get(t, p, "app", dir, m, "/")
+	env := strings.Join(e.Env, "\n")
+	for _, want := range []string{"GREETING=hi", "HOST=127.0.0.1", "HOME=" + dir, "PATH="} {
+		if !strings.Contains(env, want) {
+			t.Errorf("worker environment lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "must-not-leak") || strings.Contains(env, "RUNTIME_") || strings.Contains(env, "also-not") || strings.Contains(env, "PORT=1\n") {
+		t.Errorf("worker environment leaks:\n%s", env)
+	}
+	if e.Dir != dir {
+		t.Errorf("worker runs in %s, want %s", e.Dir, dir)
+	}
+	if len(logs.FilterMessageSnippet("testworker listening").All()) != 1 {
+		t.Errorf("the worker's stdout was not logged once: %v", logs.All())
+	}
+}
+
+func TestPoolRestartsACrashWithBackoff(t *testing.T) {
+	p, _ := newPool(t, 4)
+	dir := t.TempDir()
+	m := manifest(nil)
+	first, err := get(t, p, "app", dir, m, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get(t, p, "app", dir, m, "/crash")
+	eventually(t, "the pool to notice the crash", func() bool { return !alive(first.PID) && p.Running() == 0 })
+	_, err = get(t, p, "app", dir, m, "/")
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || ue.RetryAfter <= 0 {
+		t.Fatalf("right after a crash: %v, want unavailable with a retry delay", err)
+	}
+	time.Sleep(ue.RetryAfter + 50*time.Millisecond)
+	second, err := get(t, p, "app", dir, m, "/")
+	if err != nil || second.PID == first.PID {
+		t.Fatalf("after the back-off: pid %d (was %d), %v", second.PID, first.PID, err)
+	}
+}
+
+func TestPoolStopsIdleProcesses(t *testing.T) {
+	p, _ := newPool(t, 4)
+	m := manifest(nil)
+	m.TTL = Duration(time.Second)
+	e, err := get(t, p, "app", t.TempDir(), m, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the idle stop", func() bool { return p.Running() == 0 && !alive(e.PID) })
+}
+
+func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
+	p, _ := newPool(t, 2)
+	m := manifest(nil)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	var pids []int
+	for i, d := range dirs {
+		e, err := get(t, p, fmt.Sprint("app", i), d, m, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, e.PID)
+		time.Sleep(10 * time.Millisecond)
+	}
+	eventually(t, "the least recently used process to stop", func() bool { return !alive(pids[0]) })
+	if !alive(pids[1]) || !alive(pids[2]) || p.Running() != 2 {
+		t.Fatalf("running %d; pids alive: %v %v", p.Running(), alive(pids[1]), alive(pids[2]))
+	}
+}
+
+func TestPoolRecyclesAfterMaxRequests(t *testing.T) {
+	p, _ := newPool(t, 4)
+	dir := t.TempDir()
+	m := manifest(nil)
+	m.MaxRequests = 3
+	var pids []int
+	for range 7 {
+		e, err := get(t, p, "app", dir, m, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, e.PID)
+	}
+	if pids[0] != pids[2] || pids[2] == pids[3] || pids[3] != pids[5] || pids[5] == pids[6] {
+		t.Fatalf("pids %v: want a new process every 3 requests", pids)
+	}
+	// The recycled processes are stopped, not left running.
+	eventually(t, "recycled processes to exit", func() bool { return !alive(pids[0]) && !alive(pids[3]) })
+	if p.Running() != 1 {
+		t.Fatalf("running %d, want 1", p.Running())
+	}
+}
+
+func TestPoolStopUnitDrainsFirst(t *testing.T) {
+	p, _ := newPool(t, 4)
+	dir := t.TempDir()
+	m := manifest(nil)
+	l, err := p.Acquire(context.Background(), "app", "1.0.0", dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := l.PID()
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + l.Addr() + "/sleep?d=500ms")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	p.StopUnit("app", "")
+	if err := <-done; err != nil {
+		t.Fatalf("the in-flight request failed: %v", err)
+	}
+	if !alive(pid) {
+		t.Fatal("the process stopped before its request was released")
+	}
+	l.Release()
+	eventually(t, "the drained process to stop", func() bool { return !alive(pid) })
+	e, err := get(t, p, "app", dir, m, "/")
+	if err != nil || e.PID == pid {
+		t.Fatalf("after StopUnit: %v, pid %d", err, e.PID)
+	}
+}
+
+func TestPoolStartFailures(t *testing.T) {
+	p, _ := newPool(t, 4)
+	m := manifest(map[string]string{"EXIT_AT_START": "1"})
+	_, err := get(t, p, "app", t.TempDir(), m, "/")
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "exited before listening") {
+		t.Fatalf("exit at start: %v", err)
+	}
+	slow := manifest(map[string]string{"START_DELAY": "3s"})
+	slow.StartTimeout = Duration(300 * time.Millisecond)
+	_, err = get(t, p, "slow", t.TempDir(), slow, "/")
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "startTimeout") {
+		t.Fatalf("slow start: %v", err)
+	}
+	missing := Manifest{Entrypoint: "../escape", StartTimeout: Duration(time.Second)}
+	if _, err := get(t, p, "esc", t.TempDir(), missing, "/"); err == nil || !strings.Contains(err.Error(), "inside the worker") {
+		t.Fatalf("escaping entrypoint: %v", err)
+	}
+	if p.Running() != 0 {
+		t.Fatalf("failed starts left %d processes", p.Running())
+	}
+}
+
+func TestPoolCloseStopsEverything(t *testing.T) {
+	p, _ := newPool(t, 4)
+	var pids []int
+	for i := range 3 {
+		e, err := get(t, p, fmt.Sprint("app", i), t.TempDir(), manifest(nil), "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, e.PID)
+	}
+	p.Close()
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Fatalf("process %d survived Close", pid)
+		}
+	}
+	if _, err := p.Acquire(context.Background(), "app", "1.0.0", t.TempDir(), manifest(nil)); !errors.Is(err, ErrPoolClosed) {
+		t.Fatalf("Acquire after Close = %v", err)
+	}
+}
