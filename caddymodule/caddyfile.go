@@ -35,6 +35,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_upload_size <size>
 //		max_unpacked_size <size>
 //		max_archive_entries <count>
+//		pool_size       <count>
 //		key_store       local|sync
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -76,15 +77,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.MaxUnpackedSize = size
 			}
 			continue
-		case "max_archive_entries":
+		case "max_archive_entries", "pool_size":
 			if len(args) != 1 {
-				return d.Errf("max_archive_entries takes one number")
+				return d.Errf("%s takes one number", name)
 			}
 			n, err := config.ParseCount(args[0])
 			if err != nil {
-				return d.Errf("max_archive_entries %q: %v", args[0], err)
+				return d.Errf("%s %q: %v", name, args[0], err)
 			}
-			h.MaxArchiveEntries = n
+			if name == "pool_size" {
+				h.PoolSize = n
+			} else {
+				h.MaxArchiveEntries = n
+			}
 			continue
 		case "api_prefix":
 			target = &h.APIPrefix

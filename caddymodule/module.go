@@ -89,6 +89,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		SessionTTL: settings.SessionTTL,
 		Workers:    h.state.workers,
 		Plugins:    h.state.plugins,
+		Pool:       h.state.workerPool,
 	})
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/caddy-runtime/runtime/config"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
+	workerspkg "github.com/caddy-runtime/runtime/workers"
 )
 
 // states holds the long-lived runtime state, keyed by the settings it depends on, so a config
@@ -25,7 +26,7 @@ var states = caddy.NewUsagePool()
 // stateKey identifies the state a handler needs; handlers with equal keys share one state.
 func stateKey(s config.Settings) string {
 	return strings.Join([]string{
-		fmt.Sprintf("limits=%d/%d/%d", s.MaxUploadSize, s.MaxUnpackedSize, s.MaxArchiveEntries),
+		fmt.Sprintf("limits=%d/%d/%d pool=%d", s.MaxUploadSize, s.MaxUnpackedSize, s.MaxArchiveEntries, s.PoolSize),
 		"workers=" + strings.Join(s.WorkerDirs, "\x00"),
 		"plugins=" + strings.Join(s.PluginDirs, "\x00"),
 		"state=" + s.StateDir,
@@ -51,6 +52,7 @@ type state struct {
 	keys      atomic.Pointer[keystore.Store]
 	workers   *packages.Catalog
 	plugins   *packages.Catalog
+	pool      atomic.Pointer[workerspkg.Pool]
 }
 
 func newState(s config.Settings, logger *zap.Logger) *state {
@@ -109,8 +111,21 @@ func (s *state) open() error {
 		return err
 	}
 	s.keys.Store(store)
+	pool := workerspkg.NewPool(workerspkg.PoolOptions{
+		Size: s.settings.PoolSize, Logger: s.logger.Named("workers"), Path: os.Getenv("PATH"),
+	})
+	// A version's process goes when the version is disabled, replaced, removed or edited.
+	s.workers.Subscribe(func(ch packages.Change) {
+		if ch.Op != "enabled" {
+			pool.StopUnit(ch.Name, ch.Version)
+		}
+	})
+	s.pool.Store(pool)
 	return nil
 }
+
+// workerPool returns the process pool once the state has started.
+func (s *state) workerPool() *workerspkg.Pool { return s.pool.Load() }
 
 // keyStoreFile is the key store's file name inside state_dir.
 const keyStoreFile = "api-keys.db"
@@ -168,6 +183,9 @@ func (s *state) ready() error {
 func (s *state) Destruct() error {
 	if s.phase.Swap(phaseStopped) == phaseStopped {
 		return nil
+	}
+	if pool := s.pool.Swap(nil); pool != nil {
+		pool.Close()
 	}
 	s.workers.Close()
 	s.plugins.Close()

@@ -35,6 +35,8 @@ type Values struct {
 	MaxUnpackedSize int64 `json:"max_unpacked_size,omitempty"`
 	// MaxArchiveEntries bounds the entries of an archive.
 	MaxArchiveEntries int `json:"max_archive_entries,omitempty"`
+	// PoolSize caps the worker processes running at once.
+	PoolSize int `json:"pool_size,omitempty"`
 	// KeyStore is the key store mode: "local" or "sync".
 	KeyStore string `json:"key_store,omitempty"`
 }
@@ -50,6 +52,7 @@ type Settings struct {
 	MaxUploadSize     int64
 	MaxUnpackedSize   int64
 	MaxArchiveEntries int
+	PoolSize          int
 	KeyStore          string
 }
 
@@ -70,6 +73,7 @@ var Definitions = []Definition{
 	{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB"},
 	{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE", "1GiB"},
 	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000"},
+	{"pool_size", "RUNTIME_POOL_SIZE", "16"},
 	{"key_store", "RUNTIME_AUTH_DB_MODE", "local"},
 }
 
@@ -148,6 +152,9 @@ func Resolve(v Values, getenv func(string) string) (Settings, error) {
 		return s, err
 	}
 	if s.MaxArchiveEntries, err = r.count("max_archive_entries", v.MaxArchiveEntries); err != nil {
+		return s, err
+	}
+	if s.PoolSize, err = r.count("pool_size", v.PoolSize); err != nil {
 		return s, err
 	}
 	raw, fromEnv = r.pick("key_store", v.KeyStore)

@@ -104,6 +104,7 @@ func TestResolveDefaults(t *testing.T) {
 		MaxUploadSize:     100 << 20,
 		MaxUnpackedSize:   1 << 30,
 		MaxArchiveEntries: 20000,
+		PoolSize:          16,
 		KeyStore:          "local",
 	}
 	if !reflect.DeepEqual(s, want) {
@@ -123,6 +124,7 @@ func TestResolvePrecedence(t *testing.T) {
 		"RUNTIME_MAX_UPLOAD_SIZE":     "5MiB",
 		"RUNTIME_MAX_UNPACKED_SIZE":   "50MiB",
 		"RUNTIME_MAX_ARCHIVE_ENTRIES": "300",
+		"RUNTIME_POOL_SIZE":           "3",
 		"RUNTIME_AUTH_DB_MODE":        "LOCAL",
 	})
 	fromEnv, err := Resolve(Values{}, env)
@@ -130,17 +132,17 @@ func TestResolvePrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEnv := Settings{"/_/api", []string{"/env/.w", "/env/w"}, []string{"/env/p"}, "/env/state",
-		"env-root-key-0123456789", 2 * time.Hour, 5 << 20, 50 << 20, 300, "local"}
+		"env-root-key-0123456789", 2 * time.Hour, 5 << 20, 50 << 20, 300, 3, "local"}
 	if !reflect.DeepEqual(fromEnv, wantEnv) {
 		t.Fatalf("from environment =\n%+v\nwant\n%+v", fromEnv, wantEnv)
 	}
-	written := Values{"/x", []string{"/w/a", "/w/b"}, []string{"/p/a"}, "/s", "written-root-key-0123456789", "7d", 42, 4242, 7, "local"}
+	written := Values{"/x", []string{"/w/a", "/w/b"}, []string{"/p/a"}, "/s", "written-root-key-0123456789", "7d", 42, 4242, 7, 9, "local"}
 	got, err := Resolve(written, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Settings{"/x/api", []string{"/w/a", "/w/b"}, []string{"/p/a"}, "/s",
-		"written-root-key-0123456789", 7 * 24 * time.Hour, 42, 4242, 7, "local"}
+		"written-root-key-0123456789", 7 * 24 * time.Hour, 42, 4242, 7, 9, "local"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("written =\n%+v\nwant\n%+v", got, want)
 	}
@@ -167,6 +169,7 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"unpacked size", Values{}, map[string]string{"RUNTIME_MAX_UNPACKED_SIZE": "0"}, []string{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE"}, ""},
 		{"entries", Values{}, map[string]string{"RUNTIME_MAX_ARCHIVE_ENTRIES": "many"}, []string{"max_archive_entries", "whole number"}, ""},
 		{"negative entries", Values{MaxArchiveEntries: -4}, nil, []string{"max_archive_entries", "positive"}, ""},
+		{"pool size", Values{}, map[string]string{"RUNTIME_POOL_SIZE": "0"}, []string{"pool_size", "RUNTIME_POOL_SIZE"}, ""},
 		{"empty worker dir", Values{}, map[string]string{"RUNTIME_WORKER_DIRS": "/a::/b"}, []string{"worker_dirs", "empty folder"}, ""},
 		{"duplicate worker dir", Values{WorkerDirs: []string{"/a", "/a/"}}, nil, []string{"worker_dirs", "twice"}, ""},
 		{"plugin dir shared", Values{WorkerDirs: []string{"/a"}, PluginDirs: []string{"/a"}}, nil, []string{"plugin_dirs", "also in worker_dirs"}, ""},

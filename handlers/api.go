@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/workers"
 )
 
 // DiscoveryPath is where clients find the API path and the runtime version.
@@ -39,12 +40,15 @@ type Options struct {
 	SessionTTL time.Duration
 	// Workers and Plugins are the unit catalogs; nil disables their routes' work (503).
 	Workers, Plugins *packages.Catalog
+	// Pool returns the process pool of process workers, nil until the runtime has started.
+	Pool func() *workers.Pool
 }
 
 // API serves the management API and the discovery document.
 type API struct {
 	opts     Options
-	rootHash []byte // SHA-256 of the root key, nil without one
+	proxy    *http.Transport // to worker processes
+	rootHash []byte          // SHA-256 of the root key, nil without one
 	auditLog *zap.Logger
 	mux      *http.ServeMux
 	handler  http.Handler
@@ -64,7 +68,10 @@ func New(opts Options) (*API, error) {
 	if opts.Keys == nil {
 		opts.Keys = func() (*keystore.Store, error) { return nil, errors.New("no key store is configured") }
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit")}
+	if opts.Pool == nil {
+		opts.Pool = func() *workers.Pool { return nil }
+	}
+	a := &API{opts: opts, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit"), proxy: newWorkerTransport()}
 	if opts.RootKey != "" {
 		sum := sha256.Sum256([]byte(opts.RootKey))
 		a.rootHash = sum[:]

@@ -75,5 +75,5 @@ func (a *API) serveWorker(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	return Errorf(http.StatusNotImplemented, CodeWorkerMisconfigured, "process workers are not served yet")
+	return a.serveProcess(w, r, t, m, name)
 }
