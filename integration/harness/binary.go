@@ -55,10 +55,47 @@ func Binary(tb testing.TB) string {
 	return binPath
 }
 
+var (
+	workerOnce sync.Once
+	workerPath string
+	workerErr  error
+)
+
+// TestWorker returns the path of the test worker (integration/testworker), built once per
+// test process: an HTTP server on $HOST:$PORT that reports what it received.
+func TestWorker(tb testing.TB) string {
+	tb.Helper()
+	workerOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			workerErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "runtime-testworker-")
+		if err != nil {
+			workerErr = err
+			return
+		}
+		workerPath = filepath.Join(dir, "testworker")
+		cmd := exec.Command("go", "build", "-o", workerPath, "./integration/testworker")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			workerErr = fmt.Errorf("building the test worker: %v\n%s", err, out)
+		}
+	})
+	if workerErr != nil {
+		tb.Fatal(workerErr)
+	}
+	return workerPath
+}
+
 // Cleanup removes a binary built by Binary; call it from TestMain after the tests.
 func Cleanup() {
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
+	}
+	if workerPath != "" {
+		_ = os.RemoveAll(filepath.Dir(workerPath))
 	}
 }
 
