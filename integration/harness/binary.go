@@ -14,12 +14,45 @@ import (
 	"testing"
 )
 
+// built is a program built once per test process.
+type built struct {
+	pkg  string // package path inside the module, e.g. ./cmd/runtime
+	once sync.Once
+	path string
+	err  error
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildDir  string
+	runtimeBinary = &built{pkg: "./cmd/runtime"}
+	testWorker    = &built{pkg: "./integration/testworker"}
 )
+
+// get builds the program on first use and returns its path.
+func (b *built) get(tb testing.TB) string {
+	tb.Helper()
+	b.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			b.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "runtime-test-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, filepath.Base(b.pkg))
+		cmd := exec.Command("go", "build", "-o", b.path, b.pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building %s: %v\n%s", b.pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
+}
 
 // Binary returns the path of the runtime binary: $RUNTIME_BINARY when set (make test builds
 // it once for every package), else a binary built from this checkout once per test process.
@@ -32,70 +65,22 @@ func Binary(tb testing.TB) string {
 		}
 		return abs
 	}
-	buildOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		if buildDir, err = os.MkdirTemp("", "runtime-bin-"); err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(buildDir, "runtime")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/runtime")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building the runtime: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatal(buildErr)
-	}
-	return binPath
+	return runtimeBinary.get(tb)
 }
-
-var (
-	workerOnce sync.Once
-	workerPath string
-	workerErr  error
-)
 
 // TestWorker returns the path of the test worker (integration/testworker), built once per
 // test process: an HTTP server on $HOST:$PORT that reports what it received.
 func TestWorker(tb testing.TB) string {
 	tb.Helper()
-	workerOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			workerErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "runtime-testworker-")
-		if err != nil {
-			workerErr = err
-			return
-		}
-		workerPath = filepath.Join(dir, "testworker")
-		cmd := exec.Command("go", "build", "-o", workerPath, "./integration/testworker")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			workerErr = fmt.Errorf("building the test worker: %v\n%s", err, out)
-		}
-	})
-	if workerErr != nil {
-		tb.Fatal(workerErr)
-	}
-	return workerPath
+	return testWorker.get(tb)
 }
 
-// Cleanup removes a binary built by Binary; call it from TestMain after the tests.
+// Cleanup removes the programs built here; call it from TestMain after the tests.
 func Cleanup() {
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	if workerPath != "" {
-		_ = os.RemoveAll(filepath.Dir(workerPath))
+	for _, b := range []*built{runtimeBinary, testWorker} {
+		if b.path != "" {
+			_ = os.RemoveAll(filepath.Dir(b.path))
+		}
 	}
 }
 
