@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,21 +16,13 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
 )
 
-var testWorker string // path of the built test worker
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "testworker-")
-	if err != nil {
-		panic(err)
-	}
-	testWorker = filepath.Join(dir, "testworker")
-	if out, err := exec.Command("go", "build", "-o", testWorker, "github.com/caddy-runtime/runtime/integration/testworker").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("building the test worker: %v\n%s", err, out))
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	harness.Cleanup()
 	os.Exit(code)
 }
 
@@ -52,8 +42,8 @@ func newPool(t *testing.T, size int) (*Pool, *observer.ObservedLogs) {
 	return p, logs
 }
 
-func manifest(env map[string]string) Manifest {
-	return Manifest{Command: []string{testWorker}, Env: env, Timeout: Duration(5 * time.Second),
+func manifest(t *testing.T, env map[string]string) Manifest {
+	return Manifest{Command: []string{harness.TestWorker(t)}, Env: env, Timeout: Duration(5 * time.Second),
 		TTL: Duration(time.Minute), StartTimeout: Duration(5 * time.Second), MaxBodySize: DefaultMaxBodySize}
 }
 
@@ -92,7 +82,7 @@ func TestPoolStartsOnceWithACleanEnvironment(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "also-not")
 	p, logs := newPool(t, 4)
 	dir := t.TempDir()
-	m := manifest(map[string]string{"GREETING": "hi", "PORT": "1"})
+	m := manifest(t, map[string]string{"GREETING": "hi", "PORT": "1"})
 	const n = 100
 	pids := make(chan int, n)
 	var wg sync.WaitGroup
@@ -138,7 +128,7 @@ func TestPoolStartsOnceWithACleanEnvironment(t *testing.T) {
 func TestPoolRestartsACrashWithBackoff(t *testing.T) {
 	p, _ := newPool(t, 4)
 	dir := t.TempDir()
-	m := manifest(nil)
+	m := manifest(t, nil)
 	first, err := get(t, p, "app", dir, m, "/")
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +149,7 @@ func TestPoolRestartsACrashWithBackoff(t *testing.T) {
 
 func TestPoolStopsIdleProcesses(t *testing.T) {
 	p, _ := newPool(t, 4)
-	m := manifest(nil)
+	m := manifest(t, nil)
 	m.TTL = Duration(time.Second)
 	e, err := get(t, p, "app", t.TempDir(), m, "/")
 	if err != nil {
@@ -170,7 +160,7 @@ func TestPoolStopsIdleProcesses(t *testing.T) {
 
 func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
 	p, _ := newPool(t, 2)
-	m := manifest(nil)
+	m := manifest(t, nil)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	var pids []int
 	for i, d := range dirs {
@@ -190,7 +180,7 @@ func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
 func TestPoolRecyclesAfterMaxRequests(t *testing.T) {
 	p, _ := newPool(t, 4)
 	dir := t.TempDir()
-	m := manifest(nil)
+	m := manifest(t, nil)
 	m.MaxRequests = 3
 	var pids []int
 	for range 7 {
@@ -213,7 +203,7 @@ func TestPoolRecyclesAfterMaxRequests(t *testing.T) {
 func TestPoolStopUnitDrainsFirst(t *testing.T) {
 	p, _ := newPool(t, 4)
 	dir := t.TempDir()
-	m := manifest(nil)
+	m := manifest(t, nil)
 	l, err := p.Acquire(context.Background(), "app", "1.0.0", dir, m)
 	if err != nil {
 		t.Fatal(err)
@@ -245,13 +235,13 @@ func TestPoolStopUnitDrainsFirst(t *testing.T) {
 
 func TestPoolStartFailures(t *testing.T) {
 	p, _ := newPool(t, 4)
-	m := manifest(map[string]string{"EXIT_AT_START": "1"})
+	m := manifest(t, map[string]string{"EXIT_AT_START": "1"})
 	_, err := get(t, p, "app", t.TempDir(), m, "/")
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "exited before listening") {
 		t.Fatalf("exit at start: %v", err)
 	}
-	slow := manifest(map[string]string{"START_DELAY": "3s"})
+	slow := manifest(t, map[string]string{"START_DELAY": "3s"})
 	slow.StartTimeout = Duration(300 * time.Millisecond)
 	_, err = get(t, p, "slow", t.TempDir(), slow, "/")
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "startTimeout") {
@@ -270,7 +260,7 @@ func TestPoolCloseStopsEverything(t *testing.T) {
 	p, _ := newPool(t, 4)
 	var pids []int
 	for i := range 3 {
-		e, err := get(t, p, fmt.Sprint("app", i), t.TempDir(), manifest(nil), "/")
+		e, err := get(t, p, fmt.Sprint("app", i), t.TempDir(), manifest(t, nil), "/")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +272,7 @@ func TestPoolCloseStopsEverything(t *testing.T) {
 			t.Fatalf("process %d survived Close", pid)
 		}
 	}
-	if _, err := p.Acquire(context.Background(), "app", "1.0.0", t.TempDir(), manifest(nil)); !errors.Is(err, ErrPoolClosed) {
+	if _, err := p.Acquire(context.Background(), "app", "1.0.0", t.TempDir(), manifest(t, nil)); !errors.Is(err, ErrPoolClosed) {
 		t.Fatalf("Acquire after Close = %v", err)
 	}
 }
