@@ -1,0 +1,1 @@
+document.getElementById('where').textContent = location.pathname;
