@@ -45,7 +45,7 @@ clean:
 
 ## bench: benchmark the real binary (authenticated vs public request throughput) into bench/RESULTS.md
 BENCHTIME   ?= 3s
-BENCHROUNDS ?= 7
+BENCHROUNDS ?= 5
 .PHONY: bench
 bench: build
 	go build -o bin/bench-report ./bench/cmd/report

@@ -57,16 +57,7 @@ func BenchmarkAPI(b *testing.B) {
 		b.Fatalf("GET %s = %s", session, resp)
 	}
 
-	conns := parallelism * runtime.GOMAXPROCS(0)
-	client := &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			MaxIdleConns:        conns,
-			MaxIdleConnsPerHost: conns,
-			IdleConnTimeout:     time.Minute,
-			DisableCompression:  true,
-		},
-	}
+	client, conns := newClient()
 	defer client.CloseIdleConnections()
 
 	publicReq, err := newRequest(s.URL+health, nil)
@@ -94,7 +85,21 @@ func BenchmarkAPI(b *testing.B) {
 }
 
 // rounds is how many times each request is measured, alternating; run with -count=1.
-var rounds = flag.Int("rounds", 5, "rounds of public-health then auth-session")
+var rounds = flag.Int("rounds", 5, "rounds of each compared pair of benchmarks")
+
+// newClient returns a keep-alive client with a connection for each load goroutine.
+func newClient() (*http.Client, int) {
+	conns := parallelism * runtime.GOMAXPROCS(0)
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
+			IdleConnTimeout:     time.Minute,
+			DisableCompression:  true,
+		},
+	}, conns
+}
 
 // newRequest returns a GET request for url with header.
 func newRequest(url string, header http.Header) (*http.Request, error) {

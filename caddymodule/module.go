@@ -90,6 +90,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Workers:    h.state.workers,
 		Plugins:    h.state.plugins,
 		Pool:       h.state.workerPool,
+		Versions:   h.state.versions,
 	})
 	return err
 }

@@ -53,14 +53,16 @@ type state struct {
 	workers   *packages.Catalog
 	plugins   *packages.Catalog
 	pool      atomic.Pointer[workerspkg.Pool]
+	versions  *workerspkg.Versions
 }
 
 func newState(s config.Settings, logger *zap.Logger) *state {
 	limits := packages.Limits{Upload: s.MaxUploadSize, Unpacked: s.MaxUnpackedSize, Entries: s.MaxArchiveEntries}
 	return &state{
 		settings: s, logger: logger,
-		workers: packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
-		plugins: packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
+		workers:  packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
+		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
+		versions: workerspkg.NewVersions(),
 	}
 }
 
@@ -189,6 +191,7 @@ func (s *state) Destruct() error {
 	}
 	s.workers.Close()
 	s.plugins.Close()
+	s.versions.Close()
 	var err error
 	if store := s.keys.Swap(nil); store != nil {
 		err = store.Close()

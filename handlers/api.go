@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
 	"path"
 	"strings"
 	"time"
@@ -42,18 +43,21 @@ type Options struct {
 	Workers, Plugins *packages.Catalog
 	// Pool returns the process pool of process workers, nil until the runtime has started.
 	Pool func() *workers.Pool
+	// Versions caches what serving a worker version needs; nil gives a cache of the API's own.
+	Versions *workers.Versions
 }
 
 // API serves the management API and the discovery document.
 type API struct {
-	opts     Options
-	proxy    *http.Transport // to worker processes
-	rootHash []byte          // SHA-256 of the root key, nil without one
-	auditLog *zap.Logger
-	mux      *http.ServeMux
-	handler  http.Handler
-	doc      asset // the OpenAPI document, encoded once
-	docs     docsUI
+	opts        Options
+	versions    *workers.Versions
+	workerProxy *httputil.ReverseProxy
+	rootHash    []byte // SHA-256 of the root key, nil without one
+	auditLog    *zap.Logger
+	mux         *http.ServeMux
+	handler     http.Handler
+	doc         asset // the OpenAPI document, encoded once
+	docs        docsUI
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -71,7 +75,11 @@ func New(opts Options) (*API, error) {
 	if opts.Pool == nil {
 		opts.Pool = func() *workers.Pool { return nil }
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit"), proxy: newWorkerTransport()}
+	if opts.Versions == nil {
+		opts.Versions = workers.NewVersions()
+	}
+	a := &API{opts: opts, versions: opts.Versions, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit")}
+	a.workerProxy = a.newWorkerProxy()
 	if opts.RootKey != "" {
 		sum := sha256.Sum256([]byte(opts.RootKey))
 		a.rootHash = sum[:]

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -64,21 +66,41 @@ func (a *API) serveProcess(w http.ResponseWriter, r *http.Request, t workers.Tar
 	}
 	defer lease.Release()
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	requestID := RequestID(r.Context())
-	rp := &httputil.ReverseProxy{
-		Transport: a.proxy,
+	target := &proxyTarget{addr: lease.Addr(), base: t.Base, rest: t.Rest, name: name, limit: limit,
+		timeout: time.Duration(m.Timeout), requestID: RequestID(r.Context()), ctx: ctx}
+	a.workerProxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
+	return nil
+}
+
+// proxyTarget is what the shared proxy needs to know about one request.
+type proxyTarget struct {
+	addr, base, rest, name, requestID string
+	limit                             int64
+	timeout                           time.Duration
+	ctx                               context.Context // carries the worker's timeout
+}
+
+type proxyTargetKey struct{}
+
+// newWorkerProxy returns the reverse proxy to worker processes, shared by all requests; each
+// request's target travels in its context.
+func (a *API) newWorkerProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Transport:  newWorkerTransport(),
+		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(&url.URL{Scheme: "http", Host: lease.Addr()})
-			pr.Out.URL.Path, pr.Out.URL.RawPath = t.Rest, ""
+			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
+			pr.SetURL(&url.URL{Scheme: "http", Host: t.addr})
+			pr.Out.URL.Path, pr.Out.URL.RawPath = t.rest, ""
 			if pr.Out.URL.Path == "" {
 				pr.Out.URL.Path = "/"
 			}
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.SetXForwarded()
 			h := pr.Out.Header
-			h.Set("X-Forwarded-Prefix", t.Base)
-			h.Set("X-Base", t.Base)
-			h.Set(RequestIDHeader, requestID)
+			h.Set("X-Forwarded-Prefix", t.base)
+			h.Set("X-Base", t.base)
+			h.Set(RequestIDHeader, t.requestID)
 			a.stripCredentials(h)
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -86,24 +108,31 @@ func (a *API) serveProcess(w http.ResponseWriter, r *http.Request, t workers.Tar
 			resp.Header.Del(RequestIDHeader)
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			t := r.Context().Value(proxyTargetKey{}).(*proxyTarget)
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				WriteError(w, bodyTooLarge(name, limit))
-			case errors.Is(ctx.Err(), context.DeadlineExceeded):
-				WriteError(w, Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", name, time.Duration(m.Timeout)))
+				WriteError(w, bodyTooLarge(t.name, t.limit))
+			case errors.Is(t.ctx.Err(), context.DeadlineExceeded):
+				WriteError(w, Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout))
 			case errors.Is(err, context.Canceled):
 				// The client went away; nobody reads an answer.
 			default:
-				a.opts.Logger.Warn("worker request failed", zap.String("worker", name), zap.String("request_id", requestID), zap.Error(err))
-				WriteError(w, Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", name, err))
+				a.opts.Logger.Warn("worker request failed", zap.String("worker", t.name), zap.String("request_id", t.requestID), zap.Error(err))
+				WriteError(w, Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err))
 			}
 		},
 	}
-	rp.ServeHTTP(w, r.WithContext(ctx))
-	return nil
 }
+
+// bufferPool recycles the proxy's copy buffers instead of allocating one per response.
+type bufferPool struct{}
+
+var proxyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *proxyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { proxyBuffers.Put(&b) }
 
 func bodyTooLarge(name string, limit int64) *Error {
 	return Errorf(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the request body is larger than worker %q accepts (maxBodySize %d bytes)", name, limit)
@@ -121,6 +150,9 @@ func (a *API) stripCredentials(h http.Header) {
 		}
 	}
 	cookies := h.Values("Cookie")
+	if !slices.ContainsFunc(cookies, func(c string) bool { return strings.Contains(c, SessionCookie) }) {
+		return
+	}
 	h.Del("Cookie")
 	for _, line := range cookies {
 		var kept []string

@@ -51,10 +51,11 @@ func (a *API) serveWorker(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	m, err := workers.ReadManifest(t.Version.Metadata)
+	served, err := a.versions.Get(t.Version)
 	if err != nil {
 		return Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %s@%s: %v", name, t.Version.Version, err)
 	}
+	m := served.Manifest
 	if t.Rest == "" && m.Entrypoint != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		target := r.URL.EscapedPath() + "/"
 		if r.URL.RawQuery != "" {
@@ -69,7 +70,7 @@ func (a *API) serveWorker(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Allow", "GET, HEAD")
 			return Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "worker %q serves files: only GET and HEAD", name)
 		}
-		err := workers.ServeStatic(w, r, t, m)
+		err := workers.ServeStatic(w, r, t, m, served.Root)
 		if errors.Is(err, workers.ErrFileNotFound) {
 			return Errorf(http.StatusNotFound, CodeNotFound, "worker %q has no file at %s", name, t.Rest)
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -88,8 +89,10 @@ type Catalog struct {
 	dirs   []Dir
 	limits Limits
 
-	locks sync.Map // unit name → *sync.Mutex
-	cache scanCache
+	locks  sync.Map // unit name → *sync.Mutex
+	cache  scanCache
+	snap   atomic.Pointer[snapshot]
+	snapMu sync.Mutex // one rebuild at a time
 
 	// retireDelay keeps a replaced or removed tree readable, renamed aside, before deleting
 	// it, so readers that opened it before the change finish on a complete tree.
@@ -334,7 +337,94 @@ func (c *Catalog) Changed(ch Change) { c.changed(ch) }
 // changed drops cached scans and tells subscribers.
 func (c *Catalog) changed(ch Change) {
 	c.cache.invalidate()
+	c.snap.Store(nil)
 	c.notify(ch)
+}
+
+// SnapshotTTL is how long Find trusts a snapshot before checking the disk again; changes the
+// runtime makes drop the snapshot at once.
+const SnapshotTTL = time.Second
+
+// snapshot is the units as of a scan, by name, with the modification times of the folders a
+// new unit would appear in.
+type snapshot struct {
+	at     time.Time
+	units  map[string]Unit
+	mtimes map[string]time.Time // catalog and scope folders → mtime at the scan
+}
+
+// Find returns the unit called name for serving, from a snapshot: no disk access for a known
+// name within SnapshotTTL. For an unknown name it looks only at the times of the folders such a
+// unit would be in, so a unit written by hand is found at once while a flood of unknown names
+// costs a few stat calls, not a rescan.
+func (c *Catalog) Find(name string) (Unit, bool) {
+	s := c.snap.Load()
+	if s == nil || time.Since(s.at) > SnapshotTTL {
+		s = c.rebuild(s)
+	}
+	if u, ok := s.units[name]; ok {
+		return u, true
+	}
+	if !s.stale(c.dirs, name) {
+		return Unit{}, false
+	}
+	s = c.rebuild(s)
+	u, ok := s.units[name]
+	return u, ok
+}
+
+// rebuild scans again, unless another caller already replaced old.
+func (c *Catalog) rebuild(old *snapshot) *snapshot {
+	c.snapMu.Lock()
+	defer c.snapMu.Unlock()
+	if cur := c.snap.Load(); cur != nil && cur != old {
+		return cur
+	}
+	s := &snapshot{at: time.Now(), units: map[string]Unit{}, mtimes: map[string]time.Time{}}
+	// Folder times first: a change during the scan then shows as stale later, never missed.
+	for _, d := range c.dirs {
+		s.mtimes[d.Path] = modTime(d.Path)
+	}
+	units, err := c.List()
+	if err != nil {
+		return s
+	}
+	for _, u := range units {
+		s.units[u.Name] = u
+		if scope, _ := SplitName(u.Name); scope != "" {
+			p := filepath.Join(u.Dir.Path, scope)
+			if _, ok := s.mtimes[p]; !ok {
+				s.mtimes[p] = modTime(p)
+			}
+		}
+	}
+	c.snap.Store(s)
+	return s
+}
+
+// stale reports whether a folder where name would appear changed since the scan.
+func (s *snapshot) stale(dirs []Dir, name string) bool {
+	scope, _ := SplitName(name)
+	for _, d := range dirs {
+		if !modTime(d.Path).Equal(s.mtimes[d.Path]) {
+			return true
+		}
+		if scope != "" {
+			p := filepath.Join(d.Path, scope)
+			if recorded, ok := s.mtimes[p]; ok && !modTime(p).Equal(recorded) || !ok && !modTime(p).IsZero() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func modTime(p string) time.Time {
+	info, err := os.Stat(p)
+	if err != nil {
+		return time.Time{}
+	}
+	return info.ModTime()
 }
 
 // CleanTemp removes what interrupted uploads left in the writable folders.

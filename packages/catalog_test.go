@@ -446,3 +446,58 @@ func TestCleanTemp(t *testing.T) {
 		t.Fatal("CleanTemp touched a built-in folder")
 	}
 }
+
+func TestFind(t *testing.T) {
+	c, base := newCatalog(t, WorkerLayout)
+	writeTree(t, base, map[string]string{"uploads/app/1.0.0/manifest.yaml": "name: app\nversion: 1.0.0\n"})
+	u, ok := c.Find("app")
+	if !ok || len(u.Versions) != 1 {
+		t.Fatalf("Find(app) = %+v, %v", u, ok)
+	}
+	serial := u.Versions[0].Metadata.Serial()
+
+	// A unit written by hand is found at once, scoped ones too.
+	writeTree(t, base, map[string]string{
+		"uploads/fresh/1.0.0/manifest.yaml": "name: fresh\n",
+		"more/@t/tool/1.0.0/manifest.yaml":  "name: '@t/tool'\n",
+	})
+	if _, ok := c.Find("fresh"); !ok {
+		t.Fatal("a unit written by hand is not found")
+	}
+	if _, ok := c.Find("@t/tool"); !ok {
+		t.Fatal("a scoped unit written by hand is not found")
+	}
+	writeTree(t, base, map[string]string{"more/@t/other/1.0.0/manifest.yaml": "name: '@t/other'\n"})
+	if _, ok := c.Find("@t/other"); !ok {
+		t.Fatal("a unit added to an existing scope is not found")
+	}
+	// Unknown names cost no rescan while nothing changed.
+	before := c.snap.Load()
+	for range 50 {
+		if _, ok := c.Find("ghost"); ok {
+			t.Fatal("found a ghost")
+		}
+	}
+	if c.snap.Load() != before {
+		t.Fatal("unknown names rebuilt the snapshot")
+	}
+	// A change the runtime makes shows at once.
+	if err := c.SetEnabled("app", "1.0.0", false); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := c.Find("app"); u.Versions[0].Enabled || u.Versions[0].Metadata.Serial() == serial {
+		t.Fatalf("after disable: %+v", u.Versions[0])
+	}
+	// A hand edit of a known unit shows within SnapshotTTL.
+	p := filepath.Join(base, "uploads", "app", "1.0.0", "manifest.yaml")
+	os.WriteFile(p, []byte("name: app\nversion: 1.0.0\nenabled: true\n"), 0o644)
+	future := time.Now().Add(time.Hour)
+	os.Chtimes(p, future, future)
+	if u, _ := c.Find("app"); u.Versions[0].Enabled {
+		t.Log("the hand edit showed before SnapshotTTL (allowed)")
+	}
+	time.Sleep(SnapshotTTL + 100*time.Millisecond)
+	if u, _ := c.Find("app"); !u.Versions[0].Enabled {
+		t.Fatal("the hand edit did not show after SnapshotTTL")
+	}
+}

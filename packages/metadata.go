@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync/atomic"
 
 	"gopkg.in/yaml.v3"
 )
@@ -32,7 +33,15 @@ type Metadata struct {
 	Manifest string
 	// doc is the parsed manifest, kept so later readers can decode their own keys.
 	doc *yaml.Node
+	// serial tells reads apart: every read gets a new one.
+	serial uint64
 }
+
+// Serial identifies this read of the metadata: a later read of the same package, after a
+// change, has another serial, so a cache of what was derived from it knows to drop it.
+func (m Metadata) Serial() uint64 { return m.serial }
+
+var metadataReads atomic.Uint64
 
 // Decode decodes the manifest's keys into v (a struct with yaml tags); without a manifest it
 // leaves v unchanged.
@@ -59,7 +68,7 @@ var ErrNoMetadata = errors.New("no package metadata")
 // ReadMetadata reads the metadata of the package in folder dir of root: manifest.yaml or
 // manifest.yml, and package.json, with the manifest's values winning.
 func ReadMetadata(root *os.Root, dir string) (Metadata, error) {
-	md := Metadata{Enabled: true}
+	md := Metadata{Enabled: true, serial: metadataReads.Add(1)}
 	var fromJSON struct {
 		Name    *string `json:"name"`
 		Version *string `json:"version"`

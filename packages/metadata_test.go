@@ -62,7 +62,10 @@ func TestReadMetadata(t *testing.T) {
 				}
 				return
 			}
-			md.doc = nil
+			if md.serial == 0 {
+				t.Error("the read has no serial")
+			}
+			md.doc, md.serial = nil, 0
 			if err != nil || md != tt.want {
 				t.Fatalf("ReadMetadata = %+v, %v; want %+v", md, err, tt.want)
 			}

@@ -37,8 +37,8 @@ func Resolve(c *packages.Catalog, urlPath string) (Target, string, error) {
 	if !ok {
 		return Target{}, name, ErrNotWorkerPath
 	}
-	u, err := c.Lookup(name)
-	if err != nil {
+	u, ok := c.Find(name)
+	if !ok {
 		return Target{}, name, ErrNoSuchWorker
 	}
 	v, err := choose(u, pin)

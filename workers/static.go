@@ -23,15 +23,10 @@ var ErrFileNotFound = errors.New("no such file")
 // maxEntrypoint bounds an entrypoint read into memory to inject the base.
 const maxEntrypoint = 8 << 20
 
-// ServeStatic serves a Files or SPA worker from its version folder through an os.Root, so no
-// path or link leaves it. An SPA answers unknown paths and folders with its entrypoint; a
-// files worker answers a folder with its index.html, else ErrFileNotFound.
-func ServeStatic(w http.ResponseWriter, r *http.Request, t Target, m Manifest) error {
-	root, err := os.OpenRoot(t.Version.Path)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
+// ServeStatic serves a Files or SPA worker from its version folder through root, an os.Root
+// of it, so no path or link leaves it. An SPA answers unknown paths and folders with its
+// entrypoint; a files worker answers a folder with its index.html, else ErrFileNotFound.
+func ServeStatic(w http.ResponseWriter, r *http.Request, t Target, m Manifest, root *os.Root) error {
 	rel := strings.TrimPrefix(path.Clean("/"+t.Rest), "/")
 	spa := m.Kind() == SPA
 	if rel != "" {

@@ -36,6 +36,7 @@ type check struct {
 	metric string // the metric compared, e.g. "req/s", "ns/op", "ms/list"
 	target float64
 	atMost bool // the value must not exceed the target (else: must reach it)
+	info   bool // measured only: no target
 	what   string
 }
 
@@ -53,6 +54,23 @@ var checks = []check{
 		what: "installing a 2 000-file `.tgz` of about 10 MB (incompressible content) through the worker catalog " +
 			"(spool, SHA-256, checked extraction, atomic rename) against `tar -xzf` of the same file into a fresh " +
 			"folder on the same disk.",
+	},
+	{
+		title: "static worker / `file_server` throughput", a: "BenchmarkServing/static-worker", b: "BenchmarkServing/file-server",
+		metric: "req/s", target: 0.9,
+		what: "`GET /site/`, a static worker's index file, against `file_server` on the same file " +
+			"(`handle_path /fs/*` in front of the runtime), on one runtime process.",
+	},
+	{
+		title: "process worker / `reverse_proxy` throughput", a: "BenchmarkServing/process-worker", b: "BenchmarkServing/reverse-proxy",
+		metric: "req/s", target: 0.9,
+		what: "a request through the runtime's process pool to the test worker against `reverse_proxy` straight to " +
+			"another instance of the same program (`handle_path /rp/*`), on one runtime process.",
+	},
+	{
+		title: "process worker cold start to first byte (ms)", a: "BenchmarkColdStart", metric: "ms/start", info: true,
+		what: "the first request to a process worker whose process is not running: start, readiness, proxying, " +
+			"until the answer's first byte (stopping it between rounds is not timed).",
 	},
 	{
 		title: "listing 1 000 workers × 3 versions (ms)", a: "BenchmarkListWorkers", metric: "ms/list", target: 20, atMost: true,
@@ -235,6 +253,10 @@ func write(w io.Writer, res *results, m facts, benchtime string) {
 	p("|---|---:|---:|---|")
 	for _, c := range checks {
 		v := c.value(res)
+		if c.info {
+			p("| %s | %.3f | — | measured |", c.title, v)
+			continue
+		}
 		verdict, op := "PASS", "≥"
 		if !c.passes(v) {
 			verdict = "FAIL"

@@ -18,6 +18,11 @@ BenchmarkInstall/runtime-2           	       10	  200000000 ns/op
 BenchmarkInstall/tar-xzf-2           	       10	  150000000 ns/op
 BenchmarkInstall/runtime#01-2        	       10	  210000000 ns/op
 BenchmarkInstall/tar-xzf#01-2        	       10	  100000000 ns/op
+BenchmarkServing/static-worker-2     	   10000	    100000 ns/op	     10000 req/s
+BenchmarkServing/file-server-2       	   10000	    100000 ns/op	     10500 req/s
+BenchmarkServing/process-worker-2    	   10000	    100000 ns/op	      8000 req/s
+BenchmarkServing/reverse-proxy-2     	   10000	    100000 ns/op	     10000 req/s
+BenchmarkColdStart-2                 	      48	  24398436 ns/op	        22.68 ms/start
 BenchmarkListWorkers-2               	     400	    8500000 ns/op	         8.5 ms/list
 PASS
 ok  	github.com/caddy-runtime/runtime/bench	4.501s
@@ -29,7 +34,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 11 || len(res.order) != 5 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 16 || len(res.order) != 10 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -43,6 +48,9 @@ func TestReport(t *testing.T) {
 		// per-round ratios 1.333 and 2.1: median 1.717
 		"| worker install / `tar -xzf` time | 1.717 | ≤ 1.50 | **FAIL** |",
 		"| listing 1 000 workers × 3 versions (ms) | 8.500 | ≤ 20.00 | **PASS** |",
+		"| static worker / `file_server` throughput | 0.952 | ≥ 0.90 | **PASS** |",
+		"| process worker / `reverse_proxy` throughput | 0.800 | ≥ 0.90 | **FAIL** |",
+		"| process worker cold start to first byte (ms) | 22.680 | — | measured |",
 		"| ListWorkers | 1 | 8500000 | 8.5 ms/list |",
 	} {
 		if !strings.Contains(b.String(), want) {

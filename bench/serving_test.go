@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
+)
+
+// BenchmarkServing compares, on one runtime process, a static worker's index file with Caddy's
+// own file_server on the same file, and a process worker with Caddy's reverse_proxy straight
+// to another instance of the same program; the pairs alternate round by round.
+func BenchmarkServing(b *testing.B) {
+	backend := startBackend(b)
+	site := `	handle_path /fs/* {
+		root * ./data/apps/site/1.0.0
+		file_server
+	}
+	handle_path /rp/* {
+		reverse_proxy ` + backend + `
+	}`
+	s := harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Global: accessLog, Site: site})
+	writeWorker(b, s, "site", "name: site\nversion: 1.0.0\nentrypoint: index.html\n",
+		map[string]string{"index.html": "<!doctype html><html><head><title>bench</title></head><body>" + strings.Repeat("<p>static content</p>", 100) + "</body></html>"})
+	writeWorker(b, s, "proc", fmt.Sprintf("name: proc\nversion: 1.0.0\ncommand: [%q]\n", harness.TestWorker(b)), nil)
+
+	client, conns := newClient()
+	defer client.CloseIdleConnections()
+	reqs := map[string]*http.Request{}
+	for name, path := range map[string]string{
+		"static-worker": "/site/", "file-server": "/fs/", "process-worker": "/proc/sleep?d=0", "reverse-proxy": "/rp/sleep?d=0",
+	} {
+		req, err := newRequest(s.URL+path, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs[name] = req
+	}
+	// Both sides of each pair answer the same bytes.
+	for _, pair := range [][2]string{{"static-worker", "file-server"}, {"process-worker", "reverse-proxy"}} {
+		a, c := fetch(b, client, reqs[pair[0]]), fetch(b, client, reqs[pair[1]])
+		if a != c {
+			b.Fatalf("%s answers %q, %s answers %q", pair[0], a, pair[1], c)
+		}
+	}
+	for _, req := range reqs {
+		if err := load(client, req, conns, warmUp); err != nil {
+			b.Fatalf("warming up: %v", err)
+		}
+	}
+	for range *rounds {
+		for _, name := range []string{"static-worker", "file-server", "process-worker", "reverse-proxy"} {
+			b.Run(name, func(b *testing.B) { benchGet(b, client, reqs[name]) })
+		}
+	}
+}
+
+// BenchmarkColdStart times the first byte of a process worker's first request, starting the
+// process each time (disabling and enabling the version stops it; that is not timed).
+func BenchmarkColdStart(b *testing.B) {
+	s := harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Global: accessLog})
+	writeWorker(b, s, "cold", fmt.Sprintf("name: cold\nversion: 1.0.0\ncommand: [%q]\n", harness.TestWorker(b)), nil)
+	client, _ := newClient()
+	defer client.CloseIdleConnections()
+	toggle := func(verb string) {
+		if resp := s.Do("POST", s.API+"/workers/_/cold/1.0.0/"+verb, harness.WithKey(rootKey)); resp.Status != 200 {
+			b.Fatalf("%s: %s", verb, resp)
+		}
+	}
+	var total time.Duration
+	for range b.N {
+		b.StopTimer()
+		toggle("disable")
+		toggle("enable")
+		req, _ := http.NewRequest("GET", s.URL+"/cold/sleep?d=0", nil)
+		b.StartTimer()
+		start := time.Now()
+		resp, err := client.Do(req) // returns at the first byte of the answer
+		total += time.Since(start)
+		b.StopTimer()
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("cold request: %v %v", err, resp)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/start")
+}
+
+// startBackend runs the test worker on a free port for reverse_proxy, until the benchmark ends.
+func startBackend(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(harness.TestWorker(b))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOST=127.0.0.1", "PORT=" + strconv.Itoa(port)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the backend did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// writeWorker writes a worker version on disk.
+func writeWorker(b *testing.B, s *harness.Server, name, manifest string, files map[string]string) {
+	dir := filepath.Join(s.DataDir, "apps", name, "1.0.0")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	all := map[string]string{"manifest.yaml": manifest}
+	for f, content := range files {
+		all[f] = content
+	}
+	for f, content := range all {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// fetch answers the body of one request.
+func fetch(b *testing.B, client *http.Client, req *http.Request) string {
+	resp, err := client.Do(req.Clone(req.Context()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		b.Fatalf("GET %s = %d %s", req.URL.Path, resp.StatusCode, body)
+	}
+	return string(body)
+}
