@@ -3,6 +3,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -28,11 +29,13 @@ func init() {
 type Handler struct {
 	config.Values
 
-	settings config.Settings
-	api      *handlers.API
-	state    *state
-	stateKey string // set while the state is held, so Cleanup releases it exactly once
-	logger   *zap.Logger
+	settings    config.Settings
+	api         *handlers.API
+	plugins     *pluginHost
+	unsubscribe func()
+	state       *state
+	stateKey    string // set while the state is held, so Cleanup releases it exactly once
+	logger      *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -77,7 +80,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.state, h.stateKey = val.(*state), key
-	appModule.(*App).track(h.state, settings.RootKey != "")
+	h.plugins = newPluginHost(ctx, h.state.plugins, settings.APIPrefix, h.logger.Named("plugins"))
+	h.unsubscribe = h.state.plugins.Subscribe(h.plugins.onChange)
+	appModule.(*App).track(h.state, settings.RootKey != "", h.plugins)
 
 	h.api, err = handlers.New(handlers.Options{
 		Prefix:     settings.APIPrefix,
@@ -91,6 +96,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Plugins:    h.state.plugins,
 		Pool:       h.state.workerPool,
 		Versions:   h.state.versions,
+		PluginHost: h.plugins,
 	})
 	return err
 }
@@ -103,22 +109,58 @@ func replaceAll(repl *caddy.Replacer, in []string) []string {
 	return out
 }
 
-// ServeHTTP serves the API and discovery paths, and workers at every other path; every
-// response carries X-Request-Id. Other handlers compose with it through matchers (a path
-// matcher on the runtime directive, or handle blocks).
+// ServeHTTP serves the API and discovery paths; every other request goes through the plugins'
+// onRequest hooks (unless it carries a valid header credential) and then to the plugin whose
+// base is its first path segment, else to a worker. Every response carries X-Request-Id.
+// Other handlers compose with it through matchers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	r = handlers.EnsureRequestID(w, r)
 	if h.api.Owns(r.URL.Path) {
 		h.api.ServeHTTP(w, r)
 		return nil
 	}
-	h.api.ServeWorker(w, r)
+	t := h.plugins.acquire()
+	if t == nil {
+		h.api.ServeWorker(w, r)
+		return nil
+	}
+	defer t.release()
+	dispatch := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		if routes, ok := t.bases[first]; ok {
+			return routes.ServeHTTP(w, r)
+		}
+		h.api.ServeWorker(w, r)
+		return nil
+	})
+	var err error
+	if len(t.hooks) > 0 && !h.api.SkipsHooks(r) {
+		err = t.runHooks(w, r, 0, dispatch, h.logger)
+	} else {
+		err = dispatch.ServeHTTP(w, r)
+	}
+	var he *hookError
+	switch {
+	case errors.As(err, &he):
+		h.logger.Warn("onRequest hook failed", zap.String("plugin", he.plugin), zap.String("request_id", handlers.RequestID(r.Context())), zap.Error(he.err))
+		handlers.WriteError(w, handlers.Errorf(http.StatusServiceUnavailable, "PLUGIN_ONREQUEST_FAILED",
+			"plugin %s could not handle the request before it was served; try again later", he.plugin))
+	case err != nil:
+		handlers.WriteError(w, pluginError(err))
+	}
 	return nil
 }
 
 // Cleanup releases the shared state; it runs after a failed Provision too, and releases at
 // most once.
 func (h *Handler) Cleanup() error {
+	if h.unsubscribe != nil {
+		h.unsubscribe()
+		h.unsubscribe = nil
+	}
+	if h.plugins != nil {
+		h.plugins.close()
+	}
 	if h.stateKey == "" {
 		return nil
 	}

@@ -118,7 +118,8 @@ func (s *state) open() error {
 	})
 	// A version's process goes when the version is disabled, replaced, removed or edited.
 	s.workers.Subscribe(func(ch packages.Change) {
-		if ch.Op != "enabled" {
+		switch ch.Op {
+		case "installed", "removed", "disabled", "files":
 			pool.StopUnit(ch.Name, ch.Version)
 		}
 	})
@@ -208,6 +209,8 @@ type App struct {
 	mu sync.Mutex
 	// states maps each state the config uses to whether any handler using it has a root key.
 	states map[*state]bool
+	// hosts are the handlers' plugin hosts, loaded when the config starts.
+	hosts []*pluginHost
 }
 
 // CaddyModule returns the Caddy module information.
@@ -215,13 +218,14 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: appID, New: func() caddy.Module { return new(App) }}
 }
 
-func (a *App) track(s *state, hasRootKey bool) {
+func (a *App) track(s *state, hasRootKey bool, host *pluginHost) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.states == nil {
 		a.states = map[*state]bool{}
 	}
 	a.states[s] = a.states[s] || hasRootKey
+	a.hosts = append(a.hosts, host)
 }
 
 // Start starts every state the config's handlers use, and creates the bootstrap key where no
@@ -238,6 +242,9 @@ func (a *App) Start() error {
 				return err
 			}
 		}
+	}
+	for _, host := range a.hosts {
+		host.reload()
 	}
 	return nil
 }

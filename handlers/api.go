@@ -45,6 +45,8 @@ type Options struct {
 	Pool func() *workers.Pool
 	// Versions caches what serving a worker version needs; nil gives a cache of the API's own.
 	Versions *workers.Versions
+	// PluginHost is the handler's live plugin table; nil until the runtime serves plugins.
+	PluginHost PluginHost
 }
 
 // API serves the management API and the discovery document.

@@ -178,6 +178,18 @@ func withoutDefaultPort(scheme, hostport string) string {
 	return hostport
 }
 
+// SkipsHooks reports whether a request carries a valid header credential (X-API-Key or
+// Authorization: Bearer, the root key included), which exempts it from plugin onRequest hooks.
+// A cookie session does not, so browser traffic keeps going through them.
+func (a *API) SkipsHooks(r *http.Request) bool {
+	cred := credentialOf(r)
+	if !cred.fromHead || cred.key == "" {
+		return false
+	}
+	_, err := a.resolve(r.Context(), cred.key)
+	return err == nil
+}
+
 // authorizeUnit refuses a restricted key access to a unit outside its namespaces; routes call
 // it with the worker or plugin name they act on.
 func authorizeUnit(p keystore.Principal, unit string) error {

@@ -2,6 +2,9 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
+
+	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
@@ -22,7 +25,54 @@ type PluginUploaded struct {
 	Success bool `json:"success"`
 	Data    struct {
 		Plugin InstalledUnit `json:"plugin"`
+		// ReloadRequired is always true: an upload installs, a reload loads.
+		ReloadRequired bool   `json:"reloadRequired" doc:"true: the plugin is installed, not loaded; POST plugins/reload loads it"`
+		Message        string `json:"message"`
 	} `json:"data"`
+}
+
+// PluginMenu is a navigation entry a plugin adds to the cpanel.
+type PluginMenu struct {
+	Title string `json:"title"`
+	Icon  string `json:"icon"`
+	Path  string `json:"path"`
+}
+
+// LoadedPlugin is a plugin the runtime has loaded, as listed.
+type LoadedPlugin struct {
+	Base                 string       `json:"base,omitempty" doc:"the URL base path of its routes; absent when it has none"`
+	Dependencies         []string     `json:"dependencies"`
+	Menus                []PluginMenu `json:"menus"`
+	Name                 string       `json:"name"`
+	OptionalDependencies []string     `json:"optionalDependencies"`
+	Version              string       `json:"version"`
+}
+
+// PluginFailure is a plugin left out of the load, with why.
+type PluginFailure struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+// PluginVersion names a loaded plugin.
+type PluginVersion struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// PluginReload is the body of POST plugins/reload.
+type PluginReload struct {
+	OK      bool            `json:"ok"`
+	Plugins []PluginVersion `json:"plugins" doc:"the plugins loaded, in load order"`
+	Failed  []PluginFailure `json:"failed" doc:"the plugins left out: invalid manifest, missing, disabled or failed dependency, cycle, or failed to provision"`
+}
+
+// PluginHost is the live plugin table of this API's handler.
+type PluginHost interface {
+	// Loaded returns the loaded plugins, in load order, and the ones left out.
+	Loaded() ([]LoadedPlugin, []PluginFailure)
+	// Reload rescans the plugin folders and swaps in a new table, on every handler.
+	Reload()
 }
 
 // PluginToggled is the body of a plugin enable or disable.
@@ -67,15 +117,31 @@ func (a *API) pluginRoutes() []route {
 			method: "POST", path: "/plugins/upload", id: "uploadPlugin", tag: "plugins", permission: keystore.PluginsInstall,
 			summary: "Upload a plugin",
 			description: "Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. " +
-				"The response carries the manifest version.",
+				"The response carries the manifest version. Installing does not load: POST plugins/reload does.",
 			request: &request{contentType: "multipart/form-data", body: UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed", body: PluginUploaded{}}},
 				uploadErrors("plugin")...),
 			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Plugins }, "plugin.upload", func(in InstalledUnit) any {
 				var body PluginUploaded
-				body.Success, body.Data.Plugin = true, in
+				body.Success, body.Data.Plugin, body.Data.ReloadRequired = true, in, true
+				body.Data.Message = "installed; POST " + a.opts.Prefix + "/plugins/reload to load it"
 				return body
 			}),
+		},
+		{
+			method: "GET", path: "/plugins/loaded", id: "listLoadedPlugins", tag: "plugins", permission: keystore.PluginsRead,
+			summary:     "List the loaded plugins",
+			description: "The runtime's plugin registry: the plugins loaded, in load order (dependencies first), filtered to the key's namespaces.",
+			responses:   []response{{status: http.StatusOK, description: "The loaded plugins", body: []LoadedPlugin{}}},
+			handle:      a.listLoadedPlugins,
+		},
+		{
+			method: "POST", path: "/plugins/reload", id: "reloadPlugins", tag: "plugins", permission: keystore.PluginsInstall,
+			summary: "Reload the plugins",
+			description: "Rescans the plugin folders and swaps in the new route table without a restart; requests in flight " +
+				"finish on the old one. Plugins that cannot load are listed under failed; the others go live.",
+			responses: []response{{status: http.StatusOK, description: "Reloaded", body: PluginReload{}}},
+			handle:    a.reloadPlugins,
 		},
 		toggle(true),
 		toggle(false),
@@ -146,4 +212,48 @@ func (a *API) deletePlugin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return a.act(w, r, "plugin.delete", name, func() error { return c.Remove(name) }, Success{Success: true})
+}
+
+// pluginHost returns the plugin table, or 503 while the runtime is starting.
+func (a *API) pluginHost() (PluginHost, error) {
+	if a.opts.PluginHost == nil {
+		return nil, Errorf(http.StatusServiceUnavailable, CodeNotReady, "the runtime is starting")
+	}
+	return a.opts.PluginHost, nil
+}
+
+func (a *API) listLoadedPlugins(w http.ResponseWriter, r *http.Request) error {
+	host, err := a.pluginHost()
+	if err != nil {
+		return err
+	}
+	loaded, _ := host.Loaded()
+	p := principalOf(r.Context())
+	loaded = slices.DeleteFunc(loaded, func(l LoadedPlugin) bool { return !p.CanAccess(l.Name) })
+	writeJSON(w, http.StatusOK, loaded)
+	return nil
+}
+
+func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
+	host, err := a.pluginHost()
+	if err != nil {
+		return err
+	}
+	host.Reload()
+	loaded, failed := host.Loaded()
+	p := principalOf(r.Context())
+	out := PluginReload{OK: true, Plugins: []PluginVersion{}, Failed: []PluginFailure{}}
+	for _, l := range loaded {
+		if p.CanAccess(l.Name) {
+			out.Plugins = append(out.Plugins, PluginVersion{Name: l.Name, Version: l.Version})
+		}
+	}
+	for _, f := range failed {
+		if p.CanAccess(f.Name) {
+			out.Failed = append(out.Failed, f)
+		}
+	}
+	a.audit(r, "plugin.reload", "", "success", &p, zap.Int("loaded", len(out.Plugins)), zap.Int("failed", len(out.Failed)))
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,7 +103,8 @@ type Catalog struct {
 	closeOnce   sync.Once
 
 	subMu       sync.Mutex
-	subscribers []func(Change)
+	subscribers map[int]func(Change)
+	nextSub     int
 }
 
 // NewCatalog returns a catalog over dirs, in order; folders whose name starts with "." are
@@ -156,16 +158,35 @@ func (c *Catalog) Limits() Limits { return c.limits }
 // Layout returns the catalog's layout.
 func (c *Catalog) Layout() Layout { return c.layout }
 
-// Subscribe registers fn to be called after every change the catalog makes.
-func (c *Catalog) Subscribe(fn func(Change)) {
+// Subscribe registers fn to be called, in the changing goroutine, after every change the
+// catalog makes, in order of subscription; the returned function ends the subscription.
+func (c *Catalog) Subscribe(fn func(Change)) (unsubscribe func()) {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
-	c.subscribers = append(c.subscribers, fn)
+	if c.subscribers == nil {
+		c.subscribers = map[int]func(Change){}
+	}
+	id := c.nextSub
+	c.nextSub++
+	c.subscribers[id] = fn
+	return func() {
+		c.subMu.Lock()
+		defer c.subMu.Unlock()
+		delete(c.subscribers, id)
+	}
 }
 
 func (c *Catalog) notify(ch Change) {
 	c.subMu.Lock()
-	subs := append([]func(Change){}, c.subscribers...)
+	ids := make([]int, 0, len(c.subscribers))
+	for id := range c.subscribers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	subs := make([]func(Change), len(ids))
+	for i, id := range ids {
+		subs[i] = c.subscribers[id]
+	}
 	c.subMu.Unlock()
 	for _, fn := range subs {
 		fn(ch)

@@ -1,0 +1,293 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/handlers"
+	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/plugins"
+)
+
+// pluginHost serves the plugins for one handler: it compiles the load plan into a table of
+// Caddy routes (by base) and request hooks, each table in its own child caddy.Context, and
+// swaps tables atomically; an old table is cleaned up once its last request is done.
+type pluginHost struct {
+	base     caddy.Context // a fresh child of the handler's context, parent of every table
+	catalog  *packages.Catalog
+	reserved []string
+	logger   *zap.Logger
+
+	mu    sync.Mutex // one reload at a time
+	table atomic.Pointer[pluginTable]
+}
+
+// pluginTable is one compiled generation of the plugins.
+type pluginTable struct {
+	cancel  context.CancelFunc // cleans up the table's modules
+	loaded  []plugins.Plugin
+	failed  []plugins.Failure
+	bases   map[string]caddyhttp.Handler // first path segment → the plugin's routes
+	hooks   []hook
+	refs    atomic.Int64
+	closed  atomic.Bool
+	cleanup sync.Once
+}
+
+// hook is one plugin's onRequest handlers.
+type hook struct {
+	plugin   string
+	handler  caddyhttp.Handler
+	failOpen bool
+}
+
+func newPluginHost(ctx caddy.Context, catalog *packages.Catalog, apiPrefix string, logger *zap.Logger) *pluginHost {
+	// A fresh context of our own: canceling a child of Caddy's own context would also run
+	// the cleanup functions registered on that context.
+	base, _ := caddy.NewContext(ctx)
+	first := strings.SplitN(strings.TrimPrefix(apiPrefix, "/"), "/", 2)[0]
+	return &pluginHost{base: base, catalog: catalog, reserved: []string{first, "cpanel", ".well-known"}, logger: logger}
+}
+
+// onChange reloads after the plugin changes that take effect at once; an upload waits for an
+// explicit reload.
+func (h *pluginHost) onChange(ch packages.Change) {
+	switch ch.Op {
+	case "enabled", "disabled", "removed", reloadOp:
+		h.reload()
+	}
+}
+
+// reloadOp is the change that asks every host to reload.
+const reloadOp = "reload"
+
+// reload rebuilds the table from the plugins on disk and swaps it in.
+func (h *pluginHost) reload() *pluginTable {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	units, err := h.catalog.List()
+	if err != nil {
+		h.logger.Error("listing plugins", zap.Error(err))
+	}
+	t := h.build(plugins.MakePlan(units, h.reserved))
+	if old := h.table.Swap(t); old != nil {
+		old.retire()
+	}
+	names := make([]string, len(t.loaded))
+	for i, p := range t.loaded {
+		names[i] = p.Name
+	}
+	h.logger.Info("plugins loaded", zap.Strings("loaded", names), zap.Int("failed", len(t.failed)))
+	for _, f := range t.failed {
+		h.logger.Warn("plugin not loaded", zap.String("plugin", f.Name), zap.String("error", f.Error))
+	}
+	return t
+}
+
+// build compiles a plan; a plugin that fails to provision is reported, and so is every plugin
+// that requires it, while the others go live.
+func (h *pluginHost) build(plan plugins.Plan) *pluginTable {
+	ctx, cancel := caddy.NewContext(h.base)
+	t := &pluginTable{cancel: cancel, failed: plan.Failed, bases: map[string]caddyhttp.Handler{}}
+	for _, p := range plan.Load {
+		if dep := slices.IndexFunc(p.Manifest.Dependencies, func(d string) bool {
+			return slices.ContainsFunc(t.failed, func(f plugins.Failure) bool { return f.Name == d })
+		}); dep >= 0 {
+			t.failed = append(t.failed, plugins.Failure{Name: p.Name, Error: fmt.Sprintf("requires %s, which is not loaded", p.Manifest.Dependencies[dep])})
+			continue
+		}
+		if err := t.add(ctx, p); err != nil {
+			t.failed = append(t.failed, plugins.Failure{Name: p.Name, Error: err.Error()})
+			continue
+		}
+		t.loaded = append(t.loaded, p)
+	}
+	return t
+}
+
+// add compiles one plugin's routes and hooks into the table.
+func (t *pluginTable) add(ctx caddy.Context, p plugins.Plugin) error {
+	var routes caddyhttp.RouteList
+	for i, raw := range p.Manifest.Routes {
+		var r caddyhttp.Route
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("routes[%d]: %v", i, err)
+		}
+		routes = append(routes, r)
+	}
+	var hookRoute caddyhttp.RouteList
+	if len(p.Manifest.OnRequest) > 0 {
+		hookRoute = caddyhttp.RouteList{{HandlersRaw: p.Manifest.OnRequest}}
+	}
+	for _, rl := range []caddyhttp.RouteList{routes, hookRoute} {
+		if err := rl.Provision(ctx); err != nil {
+			return fmt.Errorf("provisioning: %v", err)
+		}
+	}
+	if len(routes) > 0 {
+		base, dir, name := p.Manifest.Base, p.Dir, p.Name
+		chain := routes.Compile(caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			handlers.WriteError(w, handlers.Errorf(http.StatusNotFound, handlers.CodeNotFound, "plugin %s has no route for %s", name, r.URL.Path))
+			return nil
+		}))
+		t.bases[base[1:]] = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			// Routes are written relative to the base, and file_server's root defaults to the
+			// plugin's folder.
+			caddyhttp.SetVar(r.Context(), "root", dir)
+			r.URL.Path = strings.TrimPrefix(r.URL.Path, base)
+			r.URL.RawPath = ""
+			if r.URL.Path == "" {
+				r.URL.Path = "/"
+			}
+			return chain.ServeHTTP(w, r)
+		})
+	}
+	if hookRoute != nil {
+		t.hooks = append(t.hooks, hook{plugin: p.Name, handler: hookRoute.Compile(continueHooks), failOpen: p.Manifest.OnRequestFailOpen})
+	}
+	return nil
+}
+
+// acquire returns the live table for one request, or nil; release it when the request ends.
+func (h *pluginHost) acquire() *pluginTable {
+	for {
+		t := h.table.Load()
+		if t == nil {
+			return nil
+		}
+		t.refs.Add(1)
+		if !t.closed.Load() {
+			return t
+		}
+		t.release() // swapped out meanwhile: take the new one
+	}
+}
+
+func (t *pluginTable) release() {
+	if t.refs.Add(-1) == 0 && t.closed.Load() {
+		t.cleanup.Do(t.cancel)
+	}
+}
+
+// retire closes the table to new requests; its modules are cleaned up after the last one.
+func (t *pluginTable) retire() {
+	t.closed.Store(true)
+	if t.refs.Load() == 0 {
+		t.cleanup.Do(t.cancel)
+	}
+}
+
+// close retires the live table, for the handler's Cleanup.
+func (h *pluginHost) close() {
+	if t := h.table.Swap(nil); t != nil {
+		t.retire()
+	}
+}
+
+type hookNextKey struct{}
+
+// continueHooks ends a hook's handler chain: it goes on with what comes after that hook.
+var continueHooks = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+	return r.Context().Value(hookNextKey{}).(caddyhttp.Handler).ServeHTTP(w, r)
+})
+
+// hookError is an error a hook itself returned, as opposed to one from what it wraps.
+type hookError struct {
+	plugin string
+	err    error
+}
+
+func (e *hookError) Error() string { return fmt.Sprintf("plugin %s: onRequest: %v", e.plugin, e.err) }
+
+// runHooks runs the hooks from i in load order, then final. A hook that answers ends the
+// request there; one that fails ends it with 503, unless its plugin chose to fail open.
+func (t *pluginTable) runHooks(w http.ResponseWriter, r *http.Request, i int, final caddyhttp.Handler, logger *zap.Logger) error {
+	if i == len(t.hooks) {
+		return final.ServeHTTP(w, r)
+	}
+	h := t.hooks[i]
+	passed := false
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		passed = true
+		return t.runHooks(w, r, i+1, final, logger)
+	})
+	err := h.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), hookNextKey{}, caddyhttp.Handler(next))))
+	if err == nil || passed {
+		return err
+	}
+	if h.failOpen {
+		logger.Warn("onRequest hook failed; going on (fail open)", zap.String("plugin", h.plugin), zap.Error(err))
+		return t.runHooks(w, r, i+1, final, logger)
+	}
+	return &hookError{plugin: h.plugin, err: err}
+}
+
+// loadedRecords returns the spec's loaded-plugin records, in load order.
+func (t *pluginTable) loadedRecords() []handlers.LoadedPlugin {
+	out := make([]handlers.LoadedPlugin, 0, len(t.loaded))
+	for _, p := range t.loaded {
+		m := p.Manifest
+		out = append(out, handlers.LoadedPlugin{
+			Base: m.Base, Dependencies: nonNil(m.Dependencies), Menus: menus(m.Menus),
+			Name: p.Name, OptionalDependencies: nonNil(m.OptionalDependencies), Version: p.Version,
+		})
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func menus(ms []plugins.Menu) []handlers.PluginMenu {
+	out := make([]handlers.PluginMenu, len(ms))
+	for i, m := range ms {
+		out[i] = handlers.PluginMenu{Title: m.Title, Icon: m.Icon, Path: m.Path}
+	}
+	return out
+}
+
+// pluginError turns an error from a plugin's handlers into the envelope's status.
+func pluginError(err error) *handlers.Error {
+	var he caddyhttp.HandlerError
+	status := http.StatusInternalServerError
+	if errors.As(err, &he) && he.StatusCode != 0 {
+		status = he.StatusCode
+	}
+	return handlers.Errorf(status, "PLUGIN_ERROR", "%v", err)
+}
+
+// Loaded returns the live table's loaded plugins and failures.
+func (h *pluginHost) Loaded() ([]handlers.LoadedPlugin, []handlers.PluginFailure) {
+	t := h.table.Load()
+	if t == nil {
+		return []handlers.LoadedPlugin{}, []handlers.PluginFailure{}
+	}
+	failed := make([]handlers.PluginFailure, len(t.failed))
+	for i, f := range t.failed {
+		failed[i] = handlers.PluginFailure{Name: f.Name, Error: f.Error}
+	}
+	return t.loadedRecords(), failed
+}
+
+// Reload asks every host sharing the plugin folders to reload, this one included, and
+// returns once they have.
+func (h *pluginHost) Reload() {
+	h.catalog.Changed(packages.Change{Op: reloadOp})
+}
+
+var _ handlers.PluginHost = (*pluginHost)(nil)
