@@ -573,7 +573,7 @@ func TestEveryManagementRouteNeedsACredential(t *testing.T) {
 
 // TestBootstrapKey checks the first-run key: created without a root key, never with one.
 func TestBootstrapKey(t *testing.T) {
-	s := harness.Start(t, harness.Config{})
+	s := harness.Start(t, harness.Config{HTTP2: true}) // HTTP/2: it requests right after a reload
 	path := filepath.Join(s.DataDir, "state", "bootstrap-key")
 	info, err := os.Stat(path)
 	if err != nil || info.Mode().Perm() != 0o600 {
@@ -595,7 +595,7 @@ func TestBootstrapKey(t *testing.T) {
 		t.Fatal("the logs contain the bootstrap secret")
 	}
 	// With keys present, a reload creates no second bootstrap key.
-	if err := s.Reload(harness.Config{}); err != nil {
+	if err := s.Reload(harness.Config{HTTP2: true}); err != nil {
 		t.Fatal(err)
 	}
 	var list struct{ Keys []keystore.KeyRecord }

@@ -78,12 +78,15 @@ func uploadOK(t *testing.T, s *harness.Server, surface, filename string, data []
 	resp := s.Upload(s.API+"/"+surface+"/upload", filename, data, harness.WithKey(key))
 	var body struct {
 		Success bool
-		Data    map[string]installed
+		Data    struct{ Worker, Plugin installed }
 	}
 	if resp.Status != 200 || resp.JSON(&body) != nil || !body.Success {
 		t.Fatalf("upload %s = %s", filename, resp)
 	}
-	return body.Data[strings.TrimSuffix(surface, "s")]
+	if surface == "plugins" {
+		return body.Data.Plugin
+	}
+	return body.Data.Worker
 }
 
 func writeFiles(t *testing.T, base string, files map[string]string) {
