@@ -59,7 +59,7 @@ func TestExamples(t *testing.T) {
 	if hello["message"] != "Hello from a process worker" || hello["path"] != "/anything" || hello["base"] != "/hello-process" || hello["requestId"] != "ex-1" {
 		t.Fatalf("process example answered %v", hello)
 	}
-	if len(s.LogEntries("worker started")) != 1 {
+	if s.LogCount("worker started", 1) != 1 {
 		t.Fatal("the process example's start was not logged")
 	}
 }

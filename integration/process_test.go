@@ -121,8 +121,8 @@ func TestProcessWorkerProxying(t *testing.T) {
 			t.Errorf("the worker's environment holds %q:\n%s", secret, env)
 		}
 	}
-	if len(s.LogEntries("worker started")) != 1 {
-		t.Errorf("worker start logged %d times, want once", len(s.LogEntries("worker started")))
+	if n := s.LogCount("worker started", 1); n != 1 {
+		t.Errorf("worker start logged %d times, want once", n)
 	}
 }
 
@@ -152,8 +152,8 @@ func TestProcessWorkerStartsOnce(t *testing.T) {
 	for pid := range pids {
 		seen[pid] = true
 	}
-	if len(seen) != 1 || len(s.LogEntries("worker started")) != 1 {
-		t.Fatalf("%d processes (%d starts logged) for 100 concurrent first requests", len(seen), len(s.LogEntries("worker started")))
+	if n := s.LogCount("worker started", 1); len(seen) != 1 || n != 1 {
+		t.Fatalf("%d processes (%d starts logged) for 100 concurrent first requests", len(seen), n)
 	}
 }
 
@@ -185,7 +185,7 @@ func TestProcessWorkerLifecycle(t *testing.T) {
 	if next == first {
 		t.Fatal("the crashed process answered")
 	}
-	if len(s.LogEntries("worker crashed; it restarts on a later request")) != 1 || len(s.LogEntries("crashing as asked")) != 1 {
+	if s.LogCount("worker crashed; it restarts on a later request", 1) != 1 || s.LogCount("crashing as asked", 1) != 1 {
 		t.Error("the crash and the worker's stderr were not logged")
 	}
 
@@ -262,7 +262,7 @@ func TestProcessWorkerSurvivesReload(t *testing.T) {
 	if after := echoOf(t, s.Get("/steady/")).PID; after != before {
 		t.Fatalf("pid %d after reloads, was %d", after, before)
 	}
-	if n := len(s.LogEntries("worker started")); n != 1 {
+	if n := s.LogCount("worker started", 1); n != 1 {
 		t.Fatalf("%d worker starts across reloads", n)
 	}
 	// And all processes stop when Caddy exits.

@@ -284,6 +284,20 @@ func (s *Server) LogEntries(msg string) []map[string]any {
 	return out
 }
 
+// LogCount waits up to two seconds for at least atLeast entries with message msg (the log
+// arrives through a pipe, a moment after the response it belongs to) and returns how many
+// there are.
+func (s *Server) LogCount(msg string, atLeast int) int {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		n := len(s.LogEntries(msg))
+		if n >= atLeast || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // WaitLog waits until an entry with message msg is logged and returns it.
 func (s *Server) WaitLog(msg string, timeout time.Duration) (map[string]any, error) {
 	deadline := time.Now().Add(timeout)
