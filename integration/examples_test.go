@@ -62,4 +62,32 @@ func TestExamples(t *testing.T) {
 	if s.LogCount("worker started", 1) != 1 {
 		t.Fatal("the process example's start was not logged")
 	}
+
+	// The example plugins: upload, reload, and see their routes, menu and hook.
+	for _, name := range []string{"hello-plugin", "header-plugin"} {
+		archive := filepath.Join(work, name+".tgz")
+		run("..", "tar", "-czf", archive, "-C", "examples/"+name, ".")
+		data, err := os.ReadFile(archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uploadOK(t, s, "plugins", name+".tgz", data, rootKey)
+	}
+	if out := reload(t, s); len(out.Plugins) != 2 || len(out.Failed) != 0 {
+		t.Fatalf("reloading the example plugins = %+v", out)
+	}
+	greeting := s.Get("/hello-plugin/api/greeting")
+	if greeting.Status != 200 || body(greeting) != `{"greeting":"Hello from a plugin"}` || greeting.Header.Get("X-Powered-By") != "the runtime" {
+		t.Fatalf("plugin route = %s (X-Powered-By %q)", greeting, greeting.Header.Get("X-Powered-By"))
+	}
+	if page := s.Get("/hello-plugin/"); page.Status != 200 || !strings.Contains(body(page), "served by Caddy's file_server") {
+		t.Fatalf("plugin page = %s", page)
+	}
+	if page := s.Get("/hello-static/", harness.WithKey(rootKey)); page.Header.Get("X-Powered-By") != "" {
+		t.Fatal("a request with a header key went through the hook")
+	}
+	l := loaded(t, s, rootKey)
+	if len(l) != 2 || l[1].Name != "hello-plugin" || len(l[1].Menus) != 1 || l[1].Menus[0].Path != "/hello-plugin/" {
+		t.Fatalf("loaded example plugins = %+v", l)
+	}
 }
