@@ -135,7 +135,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	})
 	var err error
 	if len(t.hooks) > 0 && !h.api.SkipsHooks(r) {
-		err = t.runHooks(w, r, 0, dispatch, h.logger)
+		err = t.runHooks(w, r, dispatch, h.logger)
 	} else {
 		err = dispatch.ServeHTTP(w, r)
 	}

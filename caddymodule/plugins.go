@@ -154,7 +154,8 @@ func (t *pluginTable) add(ctx caddy.Context, p plugins.Plugin) error {
 		})
 	}
 	if hookRoute != nil {
-		t.hooks = append(t.hooks, hook{plugin: p.Name, handler: hookRoute.Compile(continueHooks), failOpen: p.Manifest.OnRequestFailOpen})
+		next := hookNext{i: len(t.hooks)}
+		t.hooks = append(t.hooks, hook{plugin: p.Name, handler: hookRoute.Compile(next), failOpen: p.Manifest.OnRequestFailOpen})
 	}
 	return nil
 }
@@ -195,12 +196,25 @@ func (h *pluginHost) close() {
 	}
 }
 
-type hookNextKey struct{}
+// hookRun is one request's pass through the hooks; it lives in the request's context, so the
+// hooks' handler chains, compiled once, can go on to the next hook.
+type hookRun struct {
+	t      *pluginTable
+	final  caddyhttp.Handler
+	passed []bool // passed[i]: hook i handed the request on
+	logger *zap.Logger
+}
 
-// continueHooks ends a hook's handler chain: it goes on with what comes after that hook.
-var continueHooks = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-	return r.Context().Value(hookNextKey{}).(caddyhttp.Handler).ServeHTTP(w, r)
-})
+type hookRunKey struct{}
+
+// hookNext ends hook i's handler chain: the hook handed the request on, so the next one runs.
+type hookNext struct{ i int }
+
+func (n hookNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	run := r.Context().Value(hookRunKey{}).(*hookRun)
+	run.passed[n.i] = true
+	return run.from(w, r, n.i+1)
+}
 
 // hookError is an error a hook itself returned, as opposed to one from what it wraps.
 type hookError struct {
@@ -210,27 +224,26 @@ type hookError struct {
 
 func (e *hookError) Error() string { return fmt.Sprintf("plugin %s: onRequest: %v", e.plugin, e.err) }
 
-// runHooks runs the hooks from i in load order, then final. A hook that answers ends the
-// request there; one that fails ends it with 503, unless its plugin chose to fail open.
-func (t *pluginTable) runHooks(w http.ResponseWriter, r *http.Request, i int, final caddyhttp.Handler, logger *zap.Logger) error {
-	if i == len(t.hooks) {
-		return final.ServeHTTP(w, r)
+// runHooks runs the hooks in load order, then final. A hook that answers ends the request
+// there; one that fails ends it with a hookError, unless its plugin chose to fail open.
+func (t *pluginTable) runHooks(w http.ResponseWriter, r *http.Request, final caddyhttp.Handler, logger *zap.Logger) error {
+	run := &hookRun{t: t, final: final, passed: make([]bool, len(t.hooks)), logger: logger}
+	return run.from(w, r.WithContext(context.WithValue(r.Context(), hookRunKey{}, run)), 0)
+}
+
+func (run *hookRun) from(w http.ResponseWriter, r *http.Request, i int) error {
+	for ; i < len(run.t.hooks); i++ {
+		h := run.t.hooks[i]
+		err := h.handler.ServeHTTP(w, r)
+		if err == nil || run.passed[i] {
+			return err // answered by the hook, or by what came after it
+		}
+		if !h.failOpen {
+			return &hookError{plugin: h.plugin, err: err}
+		}
+		run.logger.Warn("onRequest hook failed; going on (fail open)", zap.String("plugin", h.plugin), zap.Error(err))
 	}
-	h := t.hooks[i]
-	passed := false
-	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		passed = true
-		return t.runHooks(w, r, i+1, final, logger)
-	})
-	err := h.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), hookNextKey{}, caddyhttp.Handler(next))))
-	if err == nil || passed {
-		return err
-	}
-	if h.failOpen {
-		logger.Warn("onRequest hook failed; going on (fail open)", zap.String("plugin", h.plugin), zap.Error(err))
-		return t.runHooks(w, r, i+1, final, logger)
-	}
-	return &hookError{plugin: h.plugin, err: err}
+	return run.final.ServeHTTP(w, r)
 }
 
 // loadedRecords returns the spec's loaded-plugin records, in load order.

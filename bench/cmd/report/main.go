@@ -73,6 +73,17 @@ var checks = []check{
 			"until the answer's first byte (stopping it between rounds is not timed).",
 	},
 	{
+		title: "plugin reload with 50 plugins (ms)", a: "BenchmarkPluginReload", metric: "ms/reload", target: 100, atMost: true,
+		what: "`POST /api/plugins/reload` with 50 plugins (routes under their own base, a dependency chain, every fifth " +
+			"with a hook), timed from the client: rescan, plan, provisioning the new table in a child Caddy context, the swap.",
+	},
+	{
+		title: "5 pass-through hooks / no hooks throughput", a: "BenchmarkHooks/five-hooks", b: "BenchmarkHooks/no-hooks",
+		metric: "req/s", target: 0.90,
+		what: "a static worker's page on a runtime with five `onRequest` hooks that pass the request on (a `vars` " +
+			"handler each) against an identical runtime without plugins; a throughput ratio ≥ 0.90 is an overhead under 10%.",
+	},
+	{
 		title: "listing 1 000 workers × 3 versions (ms)", a: "BenchmarkListWorkers", metric: "ms/list", target: 20, atMost: true,
 		what: "`GET /api/workers` through the real handler (routing, auth, discovery, JSON) with the cache warm; " +
 			"every listing still checks the disk for changes made by hand.",
