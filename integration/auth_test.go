@@ -353,17 +353,10 @@ func TestKeyLifecycle(t *testing.T) {
 
 	// lastUsedAt appears after use, written in the background.
 	sessionOf(t, s, harness.WithKey(k.Secret))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	harness.Eventually(t, "lastUsedAt to be recorded", 5*time.Second, func() bool {
 		s.Get(s.API+"/keys", harness.WithKey(rootKey)).JSON(&list)
-		if list.Keys[0].LastUsedAt >= got.CreatedAt {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("lastUsedAt was not recorded")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return list.Keys[0].LastUsedAt >= got.CreatedAt
+	})
 
 	// Validation errors.
 	for _, tt := range []struct {

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -173,51 +171,27 @@ func TestConventions(t *testing.T) {
 func TestReloadUnderLoad(t *testing.T) {
 	cfg := harness.Config{HTTP2: true}
 	s := harness.Start(t, cfg)
-	stop := make(chan struct{})
-	var sent, failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	paths := []string{"/api/health", "/api/health/ready", "/.well-known/runtime", "/api/health/live"}
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := s.Send("GET", paths[(i+n)%len(paths)])
-				sent.Add(1)
-				if err == nil && resp.Status != 200 {
-					err = fmt.Errorf("status %s", resp)
-				}
-				if err == nil && resp.Proto != "HTTP/2.0" {
-					err = fmt.Errorf("answered over %s, want HTTP/2.0", resp.Proto)
-				}
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
+	load := harness.Hammer(t, 8, func(i, n int) error {
+		resp, err := s.Send("GET", paths[(i+n)%len(paths)])
+		switch {
+		case err != nil:
+			return err
+		case resp.Status != 200:
+			return fmt.Errorf("status %s", resp)
+		case resp.Proto != "HTTP/2.0":
+			return fmt.Errorf("answered over %s, want HTTP/2.0", resp.Proto)
+		}
+		return nil
+	})
 	for i := range 20 {
 		if err := s.Reload(cfg); err != nil {
-			close(stop)
-			wg.Wait()
 			t.Fatalf("reload %d: %v", i, err)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
-	if failed.Load() > 0 {
-		t.Fatalf("%d of %d requests failed during reloads; first: %v", failed.Load(), sent.Load(), firstErr.Load())
-	}
-	if sent.Load() < 100 {
-		t.Fatalf("only %d requests were sent during the reloads", sent.Load())
+	if err := load.Stop(100); err != nil {
+		t.Fatalf("during 20 reloads: %v", err)
 	}
 	if n := len(s.LogEntries("runtime state started")); n != 1 {
 		t.Fatalf("runtime state started %d times, want once across 20 reloads", n)
@@ -225,7 +199,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if n := len(s.LogEntries("runtime state released")); n != 0 {
 		t.Fatalf("runtime state released %d times during reloads", n)
 	}
-	t.Logf("%d requests, 0 failed, across 20 reloads", sent.Load())
+	t.Logf("%d requests, 0 failed, across 20 reloads", load.Sent())
 }
 
 // TestReadinessDuringShutdown checks that readiness answers 503 while Caddy drains on exit,

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -238,60 +237,37 @@ func TestPluginReloadUnderLoad(t *testing.T) {
 	plugin(t, s, "gen", "base: /gen\n"+respond("generation 0"), nil)
 	reload(t, s)
 	var generation atomic.Int64
-	stop := make(chan struct{})
-	var sent, failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				path := "/gen/"
-				if (i+n)%2 == 1 {
-					path = "/site/"
-				}
-				before := generation.Load()
-				resp, err := s.Send("GET", path)
-				after := generation.Load()
-				sent.Add(1)
-				switch {
-				case err != nil:
-				case resp.Status != 200:
-					err = fmt.Errorf("%s: %s", path, resp)
-				case path == "/gen/":
-					var g int64
-					if _, serr := fmt.Sscanf(body(resp), "generation %d", &g); serr != nil || g < before-1 || g > after {
-						err = fmt.Errorf("answer %q outside generations %d..%d", body(resp), before-1, after)
-					}
-				case !strings.Contains(body(resp), "site 1.0.0"):
-					err = fmt.Errorf("worker answered %s", resp)
-				}
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
+	load := harness.Hammer(t, 8, func(i, n int) error {
+		path := "/gen/"
+		if (i+n)%2 == 1 {
+			path = "/site/"
+		}
+		before := generation.Load()
+		resp, err := s.Send("GET", path)
+		after := generation.Load()
+		switch {
+		case err != nil:
+			return err
+		case resp.Status != 200:
+			return fmt.Errorf("%s: %s", path, resp)
+		case path == "/gen/":
+			var g int64
+			if _, serr := fmt.Sscanf(body(resp), "generation %d", &g); serr != nil || g < before-1 || g > after {
+				return fmt.Errorf("answer %q outside generations %d..%d", body(resp), before-1, after)
 			}
-		}()
-	}
+		case !strings.Contains(body(resp), "site 1.0.0"):
+			return fmt.Errorf("worker answered %s", resp)
+		}
+		return nil
+	})
 	for gen := int64(1); gen <= 50; gen++ {
 		plugin(t, s, "gen", "base: /gen\n"+respond(fmt.Sprintf("generation %d", gen)), nil)
 		generation.Store(gen)
 		reload(t, s)
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
-	if failed.Load() > 0 {
-		t.Fatalf("%d of %d requests failed during 50 reloads; first: %v", failed.Load(), sent.Load(), firstErr.Load())
+	if err := load.Stop(200); err != nil {
+		t.Fatalf("during 50 reloads: %v", err)
 	}
-	if sent.Load() < 200 {
-		t.Fatalf("only %d requests during the reloads", sent.Load())
-	}
-	t.Logf("%d requests, 0 failed, across 50 plugin reloads", sent.Load())
+	t.Logf("%d requests, 0 failed, across 50 plugin reloads", load.Sent())
 }

@@ -54,17 +54,6 @@ func echoOf(t *testing.T, resp *harness.Response) echoBody {
 
 func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestProcessWorkerProxying checks the request a worker receives and its environment.
 func TestProcessWorkerProxying(t *testing.T) {
 	s := harness.Start(t, harness.Config{Env: map[string]string{
@@ -166,9 +155,9 @@ func TestProcessWorkerLifecycle(t *testing.T) {
 
 	// A crash answers with the envelope, then the worker comes back.
 	s.Get("/app/crash")
-	waitFor(t, "the crashed process to go", func() bool { return !pidAlive(first) })
+	harness.Eventually(t, "the crashed process to go", 15*time.Second, func() bool { return !pidAlive(first) })
 	var next int
-	waitFor(t, "a restarted process", func() bool {
+	harness.Eventually(t, "a restarted process", 15*time.Second, func() bool {
 		resp, err := s.Send("GET", "/app/")
 		if err != nil {
 			return false
@@ -191,21 +180,21 @@ func TestProcessWorkerLifecycle(t *testing.T) {
 
 	// Disabling the version drains and stops its process; the older version takes over.
 	s.Do("POST", s.API+"/workers/_/app/1.0.0/disable", harness.WithKey(rootKey))
-	waitFor(t, "the disabled version's process to stop", func() bool { return !pidAlive(next) })
+	harness.Eventually(t, "the disabled version's process to stop", 15*time.Second, func() bool { return !pidAlive(next) })
 	older := echoOf(t, s.Get("/app/")).PID
 	// Replacing the running version stops its process too.
 	data, _ := os.ReadFile(harness.TestWorker(t))
 	uploadOK(t, s, "workers", "app.tgz", harness.TarGz(t,
 		harness.File{Name: "manifest.yaml", Body: "name: app\nversion: 0.9.0\nentrypoint: server\n"},
 		harness.File{Name: "server", Body: string(data), Mode: 0o755}), rootKey)
-	waitFor(t, "the replaced version's process to stop", func() bool { return !pidAlive(older) })
+	harness.Eventually(t, "the replaced version's process to stop", 15*time.Second, func() bool { return !pidAlive(older) })
 	if pid := echoOf(t, s.Get("/app/")).PID; pid == older {
 		t.Fatal("the replaced version kept its process")
 	}
 	// Deleting the worker stops its processes.
 	last := echoOf(t, s.Get("/app/")).PID
 	s.Do("DELETE", s.API+"/workers/_/app", harness.WithKey(rootKey))
-	waitFor(t, "the deleted worker's process to stop", func() bool { return !pidAlive(last) })
+	harness.Eventually(t, "the deleted worker's process to stop", 15*time.Second, func() bool { return !pidAlive(last) })
 }
 
 // TestProcessWorkerLimits checks maxBodySize, timeout, idle stop and the pool cap.
@@ -231,7 +220,7 @@ func TestProcessWorkerLimits(t *testing.T) {
 	}
 	// Idle past its ttl, the process stops.
 	pid := echoOf(t, s.Get("/small/")).PID
-	waitFor(t, "the idle process to stop", func() bool { return !pidAlive(pid) })
+	harness.Eventually(t, "the idle process to stop", 15*time.Second, func() bool { return !pidAlive(pid) })
 	// The pool holds 2 processes: a third stops the least recently used.
 	processWorker(t, s, "a", "1.0.0", "")
 	processWorker(t, s, "b", "1.0.0", "")
@@ -240,7 +229,7 @@ func TestProcessWorkerLimits(t *testing.T) {
 	pb := echoOf(t, s.Get("/b/")).PID
 	echoOf(t, s.Get("/a/"))
 	pc := echoOf(t, s.Get("/c/")).PID
-	waitFor(t, "the least recently used process (b) to stop", func() bool { return !pidAlive(pb) })
+	harness.Eventually(t, "the least recently used process (b) to stop", 15*time.Second, func() bool { return !pidAlive(pb) })
 	if !pidAlive(pa) || !pidAlive(pc) {
 		t.Fatal("the pool stopped a recently used process")
 	}

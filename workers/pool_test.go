@@ -66,17 +66,6 @@ func get(t *testing.T, p *Pool, name, dir string, m Manifest, path string) (echo
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestPoolStartsOnceWithACleanEnvironment(t *testing.T) {
 	t.Setenv("RUNTIME_ROOT_KEY", "must-not-leak-0123456789")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "also-not")
@@ -134,7 +123,7 @@ func TestPoolRestartsACrashWithBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	get(t, p, "app", dir, m, "/crash")
-	eventually(t, "the pool to notice the crash", func() bool { return !alive(first.PID) && p.Running() == 0 })
+	harness.Eventually(t, "the pool to notice the crash", 10*time.Second, func() bool { return !alive(first.PID) && p.Running() == 0 })
 	_, err = get(t, p, "app", dir, m, "/")
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || ue.RetryAfter <= 0 {
@@ -155,7 +144,7 @@ func TestPoolStopsIdleProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the idle stop", func() bool { return p.Running() == 0 && !alive(e.PID) })
+	harness.Eventually(t, "the idle stop", 10*time.Second, func() bool { return p.Running() == 0 && !alive(e.PID) })
 }
 
 func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
@@ -171,7 +160,7 @@ func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
 		pids = append(pids, e.PID)
 		time.Sleep(10 * time.Millisecond)
 	}
-	eventually(t, "the least recently used process to stop", func() bool { return !alive(pids[0]) })
+	harness.Eventually(t, "the least recently used process to stop", 10*time.Second, func() bool { return !alive(pids[0]) })
 	if !alive(pids[1]) || !alive(pids[2]) || p.Running() != 2 {
 		t.Fatalf("running %d; pids alive: %v %v", p.Running(), alive(pids[1]), alive(pids[2]))
 	}
@@ -194,7 +183,7 @@ func TestPoolRecyclesAfterMaxRequests(t *testing.T) {
 		t.Fatalf("pids %v: want a new process every 3 requests", pids)
 	}
 	// The recycled processes are stopped, not left running.
-	eventually(t, "recycled processes to exit", func() bool { return !alive(pids[0]) && !alive(pids[3]) })
+	harness.Eventually(t, "recycled processes to exit", 10*time.Second, func() bool { return !alive(pids[0]) && !alive(pids[3]) })
 	if p.Running() != 1 {
 		t.Fatalf("running %d, want 1", p.Running())
 	}
@@ -226,7 +215,7 @@ func TestPoolStopUnitDrainsFirst(t *testing.T) {
 		t.Fatal("the process stopped before its request was released")
 	}
 	l.Release()
-	eventually(t, "the drained process to stop", func() bool { return !alive(pid) })
+	harness.Eventually(t, "the drained process to stop", 10*time.Second, func() bool { return !alive(pid) })
 	e, err := get(t, p, "app", dir, m, "/")
 	if err != nil || e.PID == pid {
 		t.Fatalf("after StopUnit: %v, pid %d", err, e.PID)

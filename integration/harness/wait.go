@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Eventually polls cond until it holds, failing tb when it does not within timeout.
+func Eventually(tb testing.TB, what string, timeout time.Duration, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Load is a set of clients sending requests in a loop until Stop.
+type Load struct {
+	stop         chan struct{}
+	stopOnce     sync.Once
+	wg           sync.WaitGroup
+	sent, failed atomic.Int64
+	first        atomic.Value
+}
+
+// Hammer starts clients goroutines, each calling request(client, n) for its n-th request until
+// Stop (at the latest when tb ends); a non-nil error counts as a failed request.
+func Hammer(tb testing.TB, clients int, request func(client, n int) error) *Load {
+	l := &Load{stop: make(chan struct{})}
+	tb.Cleanup(l.halt)
+	for i := range clients {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				err := request(i, n)
+				l.sent.Add(1)
+				if err != nil {
+					l.failed.Add(1)
+					l.first.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+// Stop ends the load and waits for the clients; it returns an error naming the first failure
+// when any request failed, or when fewer than minSent were sent.
+func (l *Load) Stop(minSent int64) error {
+	l.halt()
+	if n := l.failed.Load(); n > 0 {
+		return fmt.Errorf("%d of %d requests failed; first: %v", n, l.sent.Load(), l.first.Load())
+	}
+	if n := l.sent.Load(); n < minSent {
+		return fmt.Errorf("only %d requests were sent, want at least %d", n, minSent)
+	}
+	return nil
+}
+
+func (l *Load) halt() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	l.wg.Wait()
+}
+
+// Sent is how many requests were sent.
+func (l *Load) Sent() int64 { return l.sent.Load() }
