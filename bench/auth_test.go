@@ -41,9 +41,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// BenchmarkAPI compares an authenticated request with a public one on one runtime process:
-// GET /api/admin/session with an API key in X-API-Key against GET /api/health. The product
-// target is that the authenticated request reaches at least 80% of the public one's req/s.
+// BenchmarkAPI compares authenticated requests with a public one on one runtime process:
+// GET /api/admin/session with an API key in X-API-Key, and with a cpanel session cookie,
+// against GET /api/health. The product target is that each authenticated request reaches at
+// least 80% of the public one's req/s.
 func BenchmarkAPI(b *testing.B) {
 	s := harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Global: accessLog})
 	key := s.CreateKey(rootKey, map[string]any{"name": "bench", "role": "viewer"})
@@ -55,6 +56,15 @@ func BenchmarkAPI(b *testing.B) {
 	}
 	if resp := s.Get(session, harness.WithKey(key.Secret)); resp.Status != http.StatusOK {
 		b.Fatalf("GET %s = %s", session, resp)
+	}
+	login := s.Do("POST", session, harness.WithOrigin(""), harness.WithJSON(map[string]string{"key": key.Secret}))
+	cookies := (&http.Response{Header: login.Header}).Cookies()
+	if login.Status != http.StatusOK || len(cookies) != 1 {
+		b.Fatalf("POST %s = %s", session, login)
+	}
+	cookie := cookies[0].Name + "=" + cookies[0].Value
+	if resp := s.Get(session, harness.WithHeader("Cookie", cookie)); resp.Status != http.StatusOK {
+		b.Fatalf("GET %s with the session cookie = %s", session, resp)
 	}
 
 	client, conns := newClient()
@@ -68,19 +78,24 @@ func BenchmarkAPI(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Warm both requests up (connections, heap, the key cache), so that the first
+	cookieReq, err := newRequest(s.URL+session, http.Header{"Cookie": {cookie}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Warm the requests up (connections, heap, the key and session caches), so that the first
 	// sub-benchmark does not pay for a cold process.
-	for _, req := range []*http.Request{publicReq, authReq} {
+	for _, req := range []*http.Request{publicReq, authReq, cookieReq} {
 		if err := load(client, req, conns, warmUp); err != nil {
 			b.Fatalf("warming up: %v", err)
 		}
 	}
 
-	// The two requests alternate round by round, so a slow spell of the shared machine falls on
-	// both rather than on whichever ran last; the report pairs them up by round.
+	// The requests alternate round by round, so a slow spell of the shared machine falls on
+	// all rather than on whichever ran last; the report pairs them up by round.
 	for range *rounds {
 		b.Run("public-health", func(b *testing.B) { benchGet(b, client, publicReq) })
 		b.Run("auth-session", func(b *testing.B) { benchGet(b, client, authReq) })
+		b.Run("cookie-session", func(b *testing.B) { benchGet(b, client, cookieReq) })
 	}
 }
 

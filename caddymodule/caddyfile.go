@@ -1,31 +1,79 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/rewrite"
 
 	"github.com/caddy-runtime/runtime/config"
 )
 
 func init() {
-	httpcaddyfile.RegisterHandlerDirective("runtime", parseCaddyfile)
-	// Before respond, so a catch-all "respond" or "file_server" in the same site serves what
-	// the runtime passes on.
+	httpcaddyfile.RegisterDirective("runtime", parseDirective)
+	// Before respond, so a site block needs no order. The runtime answers every request it
+	// gets and never calls the next handler: a "respond" or "file_server" in the same site
+	// serves only what a matcher on runtime leaves out.
 	httpcaddyfile.RegisterDirectiveOrder("runtime", httpcaddyfile.Before, "respond")
 }
 
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+// parseDirective builds the runtime's route. A path matcher of the form /x/* (inline, or in a
+// named matcher) mounts the runtime at /x: the route strips /x in front of the handler, as
+// handle_path does, so the runtime serves its API, discovery, cpanel and workers below /x.
+// Any other matcher only selects the requests the runtime answers.
+func parseDirective(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {
+	if !h.Next() {
+		return nil, h.ArgErr()
+	}
+	matchers, err := h.ExtractMatcherSet()
+	if err != nil {
+		return nil, err
+	}
 	m := new(Handler)
-	err := m.UnmarshalCaddyfile(h.Dispenser)
-	return m, err
+	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	values := h.NewRoute(matchers, m)
+	at, err := mountAt(matchers)
+	if err != nil || at == "" || len(values) != 1 {
+		return values, err
+	}
+	route := values[0].Value.(caddyhttp.Route)
+	strip := caddyconfig.JSONModuleObject(rewrite.Rewrite{StripPathPrefix: at}, "handler", "rewrite", nil)
+	route.HandlersRaw = append([]json.RawMessage{strip}, route.HandlersRaw...)
+	values[0].Value = route
+	return values, nil
+}
+
+// mountAt returns /x when the matcher set has a path matcher with the one pattern /x/*, else
+// "". Other matchers in the set (host, method, …) only select requests.
+func mountAt(matchers caddy.ModuleMap) (string, error) {
+	raw, ok := matchers["path"]
+	if !ok {
+		return "", nil
+	}
+	var paths caddyhttp.MatchPath
+	if err := json.Unmarshal(raw, &paths); err != nil {
+		return "", err
+	}
+	if len(paths) != 1 {
+		return "", nil
+	}
+	at, ok := strings.CutSuffix(paths[0], "/*")
+	if !ok || at == "" || strings.Contains(at, "*") {
+		return "", nil
+	}
+	return at, nil
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
 //
-//	runtime [<matcher>] {
+//	runtime [<matcher>] {   # a path matcher /x/* mounts the runtime at /x
 //		api_prefix      <path>
 //		worker_dirs     <dir...>
 //		plugin_dirs     <dir...>
@@ -37,12 +85,34 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_archive_entries <count>
 //		pool_size       <count>
 //		key_store       local|sync
+//		serve           all|api|cpanel|workers...
+//		workers_url     <url>
+//		process_workers on|off|<@namespace...>
+//		worker_user     <user>
+//		worker_group    <group>
+//		worker_read_dirs <dir...>
+//		scratch_dir     <dir>
+//		worker_memory   <size>
+//		worker_processes <count>
+//		worker_cpu      <cores>
+//		worker_log_rate <lines per second>
+//		plugin_handlers <module...>
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if d.NextArg() {
 		return d.Errf("runtime takes no arguments, only a block of settings")
 	}
+	lists := map[string]*[]string{
+		"worker_dirs": &h.WorkerDirs, "plugin_dirs": &h.PluginDirs, "worker_read_dirs": &h.WorkerReadDirs,
+		"serve": &h.Serve, "process_workers": &h.ProcessWorkers, "plugin_handlers": &h.PluginHandlers,
+	}
+	sizes := map[string]*int64{"max_upload_size": &h.MaxUploadSize, "max_unpacked_size": &h.MaxUnpackedSize, "worker_memory": &h.WorkerMemory}
+	counts := map[string]*int{"max_archive_entries": &h.MaxArchiveEntries, "pool_size": &h.PoolSize,
+		"worker_processes": &h.WorkerProcesses, "worker_log_rate": &h.WorkerLogRate}
+	strs := map[string]*string{"api_prefix": &h.APIPrefix, "state_dir": &h.StateDir, "root_key": &h.RootKey,
+		"session_ttl": &h.SessionTTL, "key_store": &h.KeyStore, "workers_url": &h.WorkersURL, "worker_user": &h.WorkerUser,
+		"worker_group": &h.WorkerGroup, "scratch_dir": &h.ScratchDir, "worker_cpu": &h.WorkerCPU}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		name := d.Val()
@@ -51,19 +121,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		seen[name] = true
 		args := d.RemainingArgs()
-		var target *string
-		switch name {
-		case "worker_dirs", "plugin_dirs":
+		switch {
+		case lists[name] != nil:
 			if len(args) == 0 {
-				return d.Errf("%s needs at least one folder", name)
+				return d.Errf("%s needs at least one value", name)
 			}
-			if name == "worker_dirs" {
-				h.WorkerDirs = args
-			} else {
-				h.PluginDirs = args
-			}
-			continue
-		case "max_upload_size", "max_unpacked_size":
+			*lists[name] = args
+		case sizes[name] != nil:
 			if len(args) != 1 {
 				return d.Errf("%s takes one size, e.g. 100MiB", name)
 			}
@@ -71,13 +135,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return d.Errf("%s %q: %v", name, args[0], err)
 			}
-			if name == "max_upload_size" {
-				h.MaxUploadSize = size
-			} else {
-				h.MaxUnpackedSize = size
-			}
-			continue
-		case "max_archive_entries", "pool_size":
+			*sizes[name] = size
+		case counts[name] != nil:
 			if len(args) != 1 {
 				return d.Errf("%s takes one number", name)
 			}
@@ -85,29 +144,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return d.Errf("%s %q: %v", name, args[0], err)
 			}
-			if name == "pool_size" {
-				h.PoolSize = n
-			} else {
-				h.MaxArchiveEntries = n
+			*counts[name] = n
+		case strs[name] != nil:
+			if len(args) != 1 {
+				return d.Errf("%s takes exactly one value", name)
 			}
-			continue
-		case "api_prefix":
-			target = &h.APIPrefix
-		case "state_dir":
-			target = &h.StateDir
-		case "root_key":
-			target = &h.RootKey
-		case "session_ttl":
-			target = &h.SessionTTL
-		case "key_store":
-			target = &h.KeyStore
+			*strs[name] = args[0]
 		default:
 			return d.Errf("unknown runtime setting %q; known settings: %s", name, knownSettings())
 		}
-		if len(args) != 1 {
-			return d.Errf("%s takes exactly one value", name)
-		}
-		*target = args[0]
 	}
 	return h.checkWritten(d)
 }
@@ -116,13 +161,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // reported with their file and line; values holding placeholders are checked at provisioning.
 func (h *Handler) checkWritten(d *caddyfile.Dispenser) error {
 	v := h.Values
-	for _, field := range []*string{&v.APIPrefix, &v.StateDir, &v.RootKey, &v.SessionTTL, &v.KeyStore} {
+	for _, field := range v.StringFields() {
 		if strings.Contains(*field, "{") {
 			*field = ""
 		}
 	}
-	if hasPlaceholder(v.WorkerDirs) || hasPlaceholder(v.PluginDirs) {
-		v.WorkerDirs, v.PluginDirs = nil, nil
+	for _, list := range v.ListFields() {
+		if hasPlaceholder(*list) {
+			*list = nil
+		}
 	}
 	if _, err := config.Resolve(v, func(string) string { return "" }); err != nil {
 		return d.Errf("%v", err)

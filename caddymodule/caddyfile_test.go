@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,9 +74,9 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"set twice", "runtime {\n\tstate_dir a\n\tstate_dir b\n}", []string{"state_dir is set twice"}},
 		{"missing value", "runtime {\n\tstate_dir\n}", []string{"state_dir takes exactly one value"}},
 		{"two values", "runtime {\n\tsession_ttl 1h 2h\n}", []string{"session_ttl takes exactly one value"}},
-		{"no dirs", "runtime {\n\tworker_dirs\n}", []string{"worker_dirs needs at least one folder"}},
+		{"no dirs", "runtime {\n\tworker_dirs\n}", []string{"worker_dirs needs at least one value"}},
 		{"bad size", "runtime {\n\tmax_upload_size huge\n}", []string{"max_upload_size", "100MiB"}},
-		{"bad prefix", "runtime {\n\tapi_prefix /a//b\n}", []string{"invalid api_prefix", "RUNTIME_API_PREFIX", "double slash"}},
+		{"bad prefix", "runtime {\n\tapi_prefix /a//b\n}", []string{"invalid api_prefix", "double slash"}},
 		{"bare ttl", "runtime {\n\tsession_ttl 3600\n}", []string{"invalid session_ttl", "bare number"}},
 		{"long ttl", "runtime {\n\tsession_ttl 401d\n}", []string{"invalid session_ttl", "400d"}},
 		{"sync store", "runtime {\n\tkey_store sync\n}", []string{"invalid key_store", "not available", "use local"}},
@@ -96,6 +97,37 @@ func TestCaddyfileErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), "Caddyfile:") {
 				t.Errorf("error %q does not name the file and line", err)
 			}
+			// Every value here is written in the Caddyfile, so no environment variable is named.
+			if strings.Contains(err.Error(), "RUNTIME_") {
+				t.Errorf("error %q names an environment variable for a value written in the Caddyfile", err)
+			}
 		})
+	}
+}
+
+// TestDocumentedCaddyfilesAreFormatted adapts Caddyfile.example and the README's caddyfile
+// blocks and refuses any warning, so `caddy run` on them prints no "not formatted" warning.
+func TestDocumentedCaddyfilesAreFormatted(t *testing.T) {
+	example, err := os.ReadFile("../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string][]byte{"Caddyfile.example": example}
+	for i, block := range strings.Split(string(readme), "```caddyfile\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		sources[fmt.Sprintf("README.md caddyfile block %d", i+1)] = []byte(block)
+	}
+	for name, src := range sources {
+		_, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(src, map[string]any{"filename": name})
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		for _, w := range warnings {
+			t.Errorf("%s: %s", name, w.String())
+		}
 	}
 }

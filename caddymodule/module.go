@@ -14,16 +14,29 @@ import (
 
 	"github.com/caddy-runtime/runtime/config"
 	"github.com/caddy-runtime/runtime/handlers"
+	"github.com/caddy-runtime/runtime/mount"
+	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/plugins"
 	"github.com/caddy-runtime/runtime/version"
+	"github.com/caddy-runtime/runtime/workers"
 )
 
 func init() {
 	caddy.RegisterModule(Handler{})
 	caddy.RegisterModule(new(App))
+	caddy.CustomVersion = customVersion(caddy.CustomVersion)
 }
 
-// Handler is the http.handlers.runtime module: it serves the management API and the discovery
-// document, and hands every other request to the next handler.
+// customVersion returns the text `caddy version` prints in front of Caddy's own version
+// (Caddy owns that command): the runtime's version, then what a packager set, if anything.
+// It prints as "runtime v1.2.3, Caddy v2.11.9 h1:…".
+func customVersion(packaged string) string {
+	return strings.TrimSpace("runtime " + version.String() + ", Caddy " + packaged)
+}
+
+// Handler is the http.handlers.runtime module: it serves the management API with the
+// discovery document, the cpanel, and workers with plugin routes, or those of them its serve
+// setting names.
 //
 // Each setting left unset falls back to its RUNTIME_* environment variable, then a default.
 type Handler struct {
@@ -53,16 +66,20 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	values := h.Values
 	repl := caddy.NewReplacer()
-	for _, field := range []*string{&values.APIPrefix, &values.StateDir, &values.RootKey, &values.SessionTTL, &values.KeyStore} {
+	for _, field := range values.StringFields() {
 		*field = repl.ReplaceKnown(*field, "")
 	}
-	values.WorkerDirs = replaceAll(repl, values.WorkerDirs)
-	values.PluginDirs = replaceAll(repl, values.PluginDirs)
+	for _, list := range values.ListFields() {
+		*list = replaceAll(repl, *list)
+	}
 	settings, err := config.Resolve(values, os.Getenv)
 	if err != nil {
 		return err
 	}
 	h.settings = settings
+	if w := config.RootKeyWarning(settings.RootKey); w != "" {
+		h.logger.Warn(w)
+	}
 	if h.RootKey != "" && !strings.Contains(h.RootKey, "{") {
 		h.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; " +
 			"use {env.RUNTIME_ROOT_KEY} instead")
@@ -80,25 +97,36 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.state, h.stateKey = val.(*state), key
-	h.plugins = newPluginHost(ctx, h.state.plugins, settings.APIPrefix, h.logger.Named("plugins"))
+	workerPolicy, pluginPolicy := policies(settings)
+	h.plugins = newPluginHost(ctx, h.state.plugins, h.state.workers, pluginPolicy, h.logger.Named("plugins"))
 	h.unsubscribe = h.state.plugins.Subscribe(h.plugins.onChange)
-	appModule.(*App).track(h.state, settings.RootKey != "", h.plugins)
+	appModule.(*App).track(h.state, settings.RootKey != "", h.plugins, settings.Serve.SharesOrigin())
 
 	h.api, err = handlers.New(handlers.Options{
-		Prefix:     settings.APIPrefix,
-		Version:    version.String(),
-		Logger:     h.logger,
-		Ready:      h.state.ready,
-		RootKey:    settings.RootKey,
-		Keys:       h.state.keyStore,
-		SessionTTL: settings.SessionTTL,
-		Workers:    h.state.workers,
-		Plugins:    h.state.plugins,
-		Pool:       h.state.workerPool,
-		Versions:   h.state.versions,
-		PluginHost: h.plugins,
+		Prefix:       settings.APIPrefix,
+		Version:      version.String(),
+		WorkersURL:   settings.WorkersURL,
+		Logger:       h.logger,
+		Ready:        h.state.ready,
+		RootKey:      settings.RootKey,
+		Keys:         h.state.keyStore,
+		SessionTTL:   settings.SessionTTL,
+		Workers:      h.state.workers,
+		Plugins:      h.state.plugins,
+		Pool:         h.state.workerPool,
+		Versions:     h.state.versions,
+		PluginHost:   h.plugins,
+		WorkerPolicy: workerPolicy,
+		PluginPolicy: pluginPolicy,
 	})
 	return err
+}
+
+// policies are what uploaded workers and plugins may do under settings.
+func policies(s config.Settings) (workers.Policy, plugins.Policy) {
+	reserved := packages.ReservedNames(s.APIPrefix)
+	return workers.Policy{ProcessWorkers: s.ProcessWorkers, Reserved: reserved},
+		plugins.Policy{Handlers: s.PluginHandlers, Reserved: reserved}
 }
 
 func replaceAll(repl *caddy.Replacer, in []string) []string {
@@ -109,20 +137,80 @@ func replaceAll(repl *caddy.Replacer, in []string) []string {
 	return out
 }
 
-// ServeHTTP serves the API and discovery paths; every other request goes through the plugins'
-// onRequest hooks (unless it carries a valid header credential) and then to the plugin whose
-// base is its first path segment, else to a worker. Every response carries X-Request-Id.
-// Other handlers compose with it through matchers.
+// ServeHTTP serves the surfaces of the site block: the API and discovery paths, the cpanel
+// path, and every other request as a unit request (see serveUnits). A surface the block does
+// not serve answers 404 saying where it is. Every response carries X-Request-Id, and Caddy's
+// access log line of the request carries it as request_id with the principal and the unit. Other
+// handlers compose with it through matchers; when one in front stripped a path prefix, the
+// request carries it as the mount path for the URLs the runtime builds.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	r = handlers.EnsureRequestID(w, r)
-	if h.api.Owns(r.URL.Path) {
-		h.api.ServeHTTP(w, r)
-		return nil
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		r = r.WithContext(handlers.WithLogFields(r.Context(), extra.Set))
 	}
+	r = handlers.EnsureRequestID(w, r, func() string { return requestUUID(r) })
+	if p := mountPath(r); p != "" {
+		r = r.WithContext(mount.With(r.Context(), p))
+	}
+	serve := h.settings.Serve
+	switch {
+	case h.api.Owns(r.URL.Path):
+		if !serve.API {
+			handlers.WriteError(w, notServed("the API is not served on this host; use the API's own host"))
+			return nil
+		}
+		h.api.ServeHTTP(w, r)
+	case handlers.IsCPanel(r.URL.Path):
+		if !serve.CPanel {
+			handlers.WriteError(w, notServed("the cpanel is not served on this host; use the cpanel's own host"))
+			return nil
+		}
+		h.api.ServeCPanel(w, r)
+	case !serve.Workers:
+		if h.settings.WorkersURL != "" {
+			handlers.WriteError(w, notServed("workers are not served on this host; they are served at %s", h.settings.WorkersURL))
+			return nil
+		}
+		handlers.WriteError(w, notServed("workers are not served on this host"))
+	default:
+		handlers.GuardUnitResponse(w, func(w http.ResponseWriter) { h.serveUnits(w, r) })
+	}
+	return nil
+}
+
+// requestUUID is Caddy's {http.request.uuid} of r, which also puts it on the access log line
+// as "uuid"; "" outside a Caddy server.
+func requestUUID(r *http.Request) string {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return ""
+	}
+	id, _ := repl.GetString("http.request.uuid")
+	return id
+}
+
+// mountPath is the path prefix that a handler in front of the runtime stripped (handle_path,
+// uri strip_prefix, or the runtime directive's own path matcher): the original request path
+// minus the path the runtime sees.
+func mountPath(r *http.Request) string {
+	orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
+	if !ok || orig.URL == nil || orig.URL.Path == r.URL.Path {
+		return ""
+	}
+	return mount.Stripped(orig.URL.EscapedPath(), r.URL.EscapedPath())
+}
+
+func notServed(format string, args ...any) *handlers.Error {
+	return handlers.Errorf(http.StatusNotFound, handlers.CodeNotFound, format, args...)
+}
+
+// serveUnits serves a request with what was uploaded: it goes through the plugins' onRequest
+// hooks (unless it carries a valid header credential) and then to the plugin whose base is its
+// first path segment, else to a worker.
+func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
 	t := h.plugins.acquire()
 	if t == nil {
 		h.api.ServeWorker(w, r)
-		return nil
+		return
 	}
 	defer t.release()
 	dispatch := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
@@ -148,7 +236,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	case err != nil:
 		handlers.WriteError(w, pluginError(err))
 	}
-	return nil
 }
 
 // Cleanup releases the shared state; it runs after a failed Provision too, and releases at

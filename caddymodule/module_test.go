@@ -13,7 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-runtime/runtime/config"
-	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/testkit"
+	"github.com/caddy-runtime/runtime/version"
 )
 
 // siteConfig returns a Caddy JSON config with one server on port whose routes are the given
@@ -104,7 +105,7 @@ func get(t *testing.T, port int, host, path string) (int, string) {
 func TestValidateHasNoSideEffects(t *testing.T) {
 	root := t.TempDir()
 	var cfg caddy.Config
-	if err := json.Unmarshal(siteConfig(t, harness.FreePort(t), dirsIn(root)), &cfg); err != nil {
+	if err := json.Unmarshal(siteConfig(t, testkit.FreePort(t), dirsIn(root)), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := caddy.Validate(&cfg); err != nil {
@@ -125,7 +126,7 @@ func TestFailedConfigReleasesState(t *testing.T) {
 	good := dirsIn(root)
 	bad := with(dirsIn(root), "session_ttl", "99")
 	var cfg caddy.Config
-	if err := json.Unmarshal(siteConfig(t, harness.FreePort(t), good, bad), &cfg); err != nil {
+	if err := json.Unmarshal(siteConfig(t, testkit.FreePort(t), good, bad), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	err := caddy.Validate(&cfg)
@@ -141,7 +142,7 @@ func TestFailedConfigReleasesState(t *testing.T) {
 // state (even with another API prefix); one with another state folder replaces it; stopping
 // releases everything exactly once.
 func TestStateSurvivesReload(t *testing.T) {
-	port := harness.FreePort(t)
+	port := testkit.FreePort(t)
 	root := t.TempDir()
 	a := dirsIn(root)
 	if err := caddy.Load(siteConfig(t, port, a, with(a, "api_prefix", "/_")), true); err != nil {
@@ -210,6 +211,47 @@ func TestStateSurvivesReload(t *testing.T) {
 	}
 }
 
+// TestSplitSurfaces runs the API and cpanel on one site and workers on another: both share one
+// state (serve and workers_url are not part of its key), and each answers a surface it does not
+// serve with a 404 saying where that surface is.
+func TestSplitSurfaces(t *testing.T) {
+	port := testkit.FreePort(t)
+	root := t.TempDir()
+	admin := with(with(dirsIn(root), "serve", []string{"api", "cpanel"}), "workers_url", "http://apps.test:8080")
+	apps := with(dirsIn(root), "serve", []string{"workers"})
+	if keyOf(t, admin) != keyOf(t, apps) {
+		t.Fatal("serve or workers_url changes the state key")
+	}
+	if err := caddy.Load(siteConfig(t, port, admin, apps), true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+	if held := heldStates(); len(held) != 1 {
+		t.Fatalf("held states = %d, want one shared by both sites", len(held))
+	}
+	tests := []struct {
+		host, path string
+		status     int
+		body       string // a part of the body
+	}{
+		{"site0.test", "/.well-known/runtime", 200, `"workers":"http://apps.test:8080"`},
+		{"site0.test", "/api/health/ready", 200, `"ready"`},
+		{"site0.test", "/cpanel/", 404, "no cpanel is installed"},
+		{"site0.test", "/hello/", 404, "workers are not served on this host; they are served at http://apps.test:8080"},
+		{"site0.test", "/", 404, "served at http://apps.test:8080"},
+		{"site1.test", "/.well-known/runtime", 404, "the API is not served on this host"},
+		{"site1.test", "/api/health", 404, "the API is not served on this host"},
+		{"site1.test", "/api/keys", 404, "the API is not served on this host"},
+		{"site1.test", "/cpanel/", 404, "the cpanel is not served on this host"},
+		{"site1.test", "/hello/", 404, "WORKER_NOT_FOUND"},
+	}
+	for _, tt := range tests {
+		if code, body := get(t, port, tt.host, tt.path); code != tt.status || !strings.Contains(body, tt.body) {
+			t.Errorf("%s%s = %d %s, want %d with %s", tt.host, tt.path, code, body, tt.status, tt.body)
+		}
+	}
+}
+
 func TestCleanupReleasesOnce(t *testing.T) {
 	key := "cleanup-test"
 	s := newState(config.Settings{}, caddy.Log())
@@ -242,7 +284,8 @@ func TestCleanupReleasesOnce(t *testing.T) {
 }
 
 func TestReadyPhases(t *testing.T) {
-	s := newState(config.Settings{StateDir: filepath.Join(t.TempDir(), "s")}, caddy.Log())
+	dir := t.TempDir()
+	s := newState(config.Settings{StateDir: filepath.Join(dir, "s"), ScratchDir: filepath.Join(dir, "scratch")}, caddy.Log())
 	if err := s.ready(); err != errStarting {
 		t.Fatalf("ready before start = %v, want %v", err, errStarting)
 	}
@@ -272,5 +315,17 @@ func TestStartFailureIsReported(t *testing.T) {
 	}
 	if s.ready() == nil {
 		t.Fatal("a state that failed to start reports ready")
+	}
+}
+
+func TestVersionNamesTheRuntime(t *testing.T) {
+	// A test binary records no dependencies, so Caddy's own version is missing here;
+	// TestVersionCommand in integration/ checks the real binary.
+	_, full := caddy.Version()
+	if want := "runtime " + version.String() + ", Caddy"; !strings.HasPrefix(full, want) {
+		t.Fatalf("caddy.Version() full = %q, want it to start with %q", full, want)
+	}
+	if got, want := customVersion("v2.11.9-debian"), "runtime "+version.String()+", Caddy v2.11.9-debian"; got != want {
+		t.Fatalf("customVersion kept the packager's version as %q, want %q", got, want)
 	}
 }

@@ -24,10 +24,11 @@ import (
 // Caddy routes (by base) and request hooks, each table in its own child caddy.Context, and
 // swaps tables atomically; an old table is cleaned up once its last request is done.
 type pluginHost struct {
-	base     caddy.Context // a fresh child of the handler's context, parent of every table
-	catalog  *packages.Catalog
-	reserved []string
-	logger   *zap.Logger
+	base    caddy.Context // a fresh child of the handler's context, parent of every table
+	catalog *packages.Catalog
+	workers *packages.Catalog // a plugin's base may not hide one of them
+	policy  plugins.Policy
+	logger  *zap.Logger
 
 	mu    sync.Mutex // one reload at a time
 	table atomic.Pointer[pluginTable]
@@ -52,25 +53,24 @@ type hook struct {
 	failOpen bool
 }
 
-func newPluginHost(ctx caddy.Context, catalog *packages.Catalog, apiPrefix string, logger *zap.Logger) *pluginHost {
+func newPluginHost(ctx caddy.Context, catalog, workers *packages.Catalog, policy plugins.Policy, logger *zap.Logger) *pluginHost {
 	// A fresh context of our own: canceling a child of Caddy's own context would also run
 	// the cleanup functions registered on that context.
 	base, _ := caddy.NewContext(ctx)
-	first := strings.SplitN(strings.TrimPrefix(apiPrefix, "/"), "/", 2)[0]
-	return &pluginHost{base: base, catalog: catalog, reserved: []string{first, "cpanel", ".well-known"}, logger: logger}
+	return &pluginHost{base: base, catalog: catalog, workers: workers, policy: policy, logger: logger}
 }
 
 // onChange reloads after the plugin changes that take effect at once; an upload waits for an
 // explicit reload.
 func (h *pluginHost) onChange(ch packages.Change) {
 	switch ch.Op {
-	case "enabled", "disabled", "removed", reloadOp:
+	case packages.OpEnabled, packages.OpDisabled, packages.OpRemoved, reloadOp:
 		h.reload()
 	}
 }
 
 // reloadOp is the change that asks every host to reload.
-const reloadOp = "reload"
+const reloadOp packages.Op = "reload"
 
 // reload rebuilds the table from the plugins on disk and swaps it in.
 func (h *pluginHost) reload() *pluginTable {
@@ -80,7 +80,13 @@ func (h *pluginHost) reload() *pluginTable {
 	if err != nil {
 		h.logger.Error("listing plugins", zap.Error(err))
 	}
-	t := h.build(plugins.MakePlan(units, h.reserved))
+	workers, err := h.workers.List()
+	if err != nil {
+		// Without the workers no base can be checked against them: load nothing.
+		h.logger.Error("listing workers; no plugin is loaded", zap.Error(err))
+		units = nil
+	}
+	t := h.build(plugins.MakePlan(units, h.policy, packages.Names(workers)))
 	if old := h.table.Swap(t); old != nil {
 		old.retire()
 	}
@@ -104,11 +110,11 @@ func (h *pluginHost) build(plan plugins.Plan) *pluginTable {
 		if dep := slices.IndexFunc(p.Manifest.Dependencies, func(d string) bool {
 			return slices.ContainsFunc(t.failed, func(f plugins.Failure) bool { return f.Name == d })
 		}); dep >= 0 {
-			t.failed = append(t.failed, plugins.Failure{Name: p.Name, Error: fmt.Sprintf("requires %s, which is not loaded", p.Manifest.Dependencies[dep])})
+			t.failed = append(t.failed, plugins.Failure{Name: p.Name, Reason: plugins.Unmet, Error: fmt.Sprintf("requires %s, which is not loaded", p.Manifest.Dependencies[dep])})
 			continue
 		}
 		if err := t.add(ctx, p); err != nil {
-			t.failed = append(t.failed, plugins.Failure{Name: p.Name, Error: err.Error()})
+			t.failed = append(t.failed, plugins.Failure{Name: p.Name, Reason: plugins.NotProvisioned, Error: err.Error()})
 			continue
 		}
 		t.loaded = append(t.loaded, p)
@@ -145,6 +151,7 @@ func (t *pluginTable) add(ctx caddy.Context, p plugins.Plugin) error {
 			// Routes are written relative to the base, and file_server's root defaults to the
 			// plugin's folder.
 			caddyhttp.SetVar(r.Context(), "root", dir)
+			handlers.LogField(r.Context(), zap.String("plugin", name))
 			r.URL.Path = strings.TrimPrefix(r.URL.Path, base)
 			r.URL.RawPath = ""
 			if r.URL.Path == "" {

@@ -4,18 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/config"
+	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/sandbox"
 	workerspkg "github.com/caddy-runtime/runtime/workers"
 )
 
@@ -23,7 +28,18 @@ import (
 // reload with the same settings reuses it instead of rebuilding it.
 var states = caddy.NewUsagePool()
 
-// stateKey identifies the state a handler needs; handlers with equal keys share one state.
+// stateSettings are the settings the state depends on, in the order of config.Definitions: a
+// reload that changes one of them starts a new state, which stops the running process workers
+// (the next request starts them again); every other setting applies from the next request.
+// The README's Reloads section lists them.
+var stateSettings = []string{
+	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
+	"pool_size", "key_store", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
+	"worker_memory", "worker_processes", "worker_cpu", "worker_log_rate",
+}
+
+// stateKey identifies the state a handler needs (the values of stateSettings); handlers with
+// equal keys share one state.
 func stateKey(s config.Settings) string {
 	return strings.Join([]string{
 		fmt.Sprintf("limits=%d/%d/%d pool=%d", s.MaxUploadSize, s.MaxUnpackedSize, s.MaxArchiveEntries, s.PoolSize),
@@ -31,6 +47,8 @@ func stateKey(s config.Settings) string {
 		"plugins=" + strings.Join(s.PluginDirs, "\x00"),
 		"state=" + s.StateDir,
 		"keystore=" + s.KeyStore,
+		fmt.Sprintf("sandbox=%s:%s/%q/%s/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir,
+			s.WorkerMemory, s.WorkerProcesses, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 	}, "\n")
 }
 
@@ -103,6 +121,16 @@ func (s *state) open() error {
 	if err := os.MkdirAll(s.settings.StateDir, 0o700); err != nil {
 		return fmt.Errorf("creating state_dir: %v", err)
 	}
+	if err := s.tightenState(); err != nil {
+		return err
+	}
+	// Workers may pass through (to their own folder, which only they may open) but not list it.
+	if err := os.MkdirAll(s.settings.ScratchDir, 0o711); err != nil {
+		return fmt.Errorf("creating scratch_dir: %v", err)
+	}
+	if err := os.Chmod(s.settings.ScratchDir, 0o711); err != nil {
+		return fmt.Errorf("scratch_dir: %v", err)
+	}
 	for _, c := range []*packages.Catalog{s.workers, s.plugins} {
 		if err := c.CleanTemp(); err != nil {
 			return fmt.Errorf("cleaning up after an interrupted upload: %v", err)
@@ -113,18 +141,102 @@ func (s *state) open() error {
 		return err
 	}
 	s.keys.Store(store)
-	pool := workerspkg.NewPool(workerspkg.PoolOptions{
+	why, err := store.RemoveStaleBootstrap(context.Background())
+	if err != nil {
+		return fmt.Errorf("checking the bootstrap key: %v", err)
+	}
+	if why != "" {
+		s.logger.Warn(handlers.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
+	}
+	sb, err := s.sandbox()
+	if err != nil {
+		return err
+	}
+	pool, err := workerspkg.NewPool(workerspkg.PoolOptions{
 		Size: s.settings.PoolSize, Logger: s.logger.Named("workers"), Path: os.Getenv("PATH"),
+		Sandbox: sb, ScratchDir: s.settings.ScratchDir, Allowed: s.settings.ProcessWorkers.Allows,
+		LogRate: s.settings.WorkerLogRate,
 	})
+	if err != nil {
+		return err
+	}
 	// A version's process goes when the version is disabled, replaced, removed or edited.
 	s.workers.Subscribe(func(ch packages.Change) {
 		switch ch.Op {
-		case "installed", "removed", "disabled", "files":
+		case packages.OpInstalled, packages.OpRemoved, packages.OpDisabled, packages.OpFiles:
 			pool.StopUnit(ch.Name, ch.Version)
 		}
 	})
 	s.pool.Store(pool)
 	return nil
+}
+
+// tightenState makes state_dir owner-only (0700) and the files directly in it 0600, logging
+// each change: it holds the key store and the bootstrap key. Links and folders in it are left
+// alone. Windows keeps no such modes.
+func (s *state) tightenState() error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	dir := s.settings.StateDir
+	tighten := func(path string, mode fs.FileMode, was fs.FileMode) error {
+		if was == mode {
+			return nil
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			return fmt.Errorf("state_dir: %s has mode %#o and cannot be made %#o: %v; fix its owner or mode", path, was, mode, err)
+		}
+		s.logger.Warn("tightened the permissions of runtime state, which holds the key store and the bootstrap key",
+			zap.String("path", path), zap.String("was", fmt.Sprintf("%#o", was)), zap.String("now", fmt.Sprintf("%#o", mode)))
+		return nil
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state_dir: %v", err)
+	}
+	if err := tighten(dir, 0o700, info.Mode().Perm()); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("state_dir: %v", err)
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return fmt.Errorf("state_dir: %v", err)
+		}
+		if err := tighten(filepath.Join(dir, e.Name()), 0o600, info.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sandbox prepares the confinement of process workers and logs which layers are in force.
+func (s *state) sandbox() (*sandbox.Sandbox, error) {
+	st := s.settings
+	sb, err := sandbox.New(sandbox.Options{
+		User: st.WorkerUser, Group: st.WorkerGroup, ReadDirs: st.WorkerReadDirs,
+		Caps:    sandbox.Limits{Memory: st.WorkerMemory, Processes: st.WorkerProcesses, CPU: st.WorkerCPU},
+		Private: append(append([]string{st.StateDir, st.ScratchDir}, st.WorkerDirs...), st.PluginDirs...),
+	})
+	if err != nil {
+		return nil, err
+	}
+	layers := sb.Layers()
+	s.logger.Info("process worker sandbox",
+		zap.String("layers", layers.String()), zap.String("worker_user", layers.User),
+		zap.String("process_workers", st.ProcessWorkers.String()))
+	if st.ProcessWorkers.All || len(st.ProcessWorkers.List) > 0 {
+		for _, w := range layers.Warnings {
+			s.logger.Warn("process worker sandbox: " + w)
+		}
+	}
+	return sb, nil
 }
 
 // workerPool returns the process pool once the state has started.
@@ -151,13 +263,13 @@ func (s *state) ensureBootstrap() error {
 	if err != nil {
 		return err
 	}
-	created, err := store.EnsureBootstrap(context.Background(), s.settings.StateDir)
+	created, err := store.EnsureBootstrap(context.Background())
 	if err != nil {
 		return fmt.Errorf("creating the bootstrap key: %v", err)
 	}
 	if created != nil {
 		s.logger.Warn("no root key and no API key: created the bootstrap admin key; read it from the file, create your own keys, then revoke it",
-			zap.String("file", filepath.Join(s.settings.StateDir, keystore.BootstrapFile)),
+			zap.String("file", store.BootstrapPath()),
 			zap.String("key_prefix", created.KeyPrefix))
 	}
 	return nil
@@ -211,6 +323,23 @@ type App struct {
 	states map[*state]bool
 	// hosts are the handlers' plugin hosts, loaded when the config starts.
 	hosts []*pluginHost
+	// sharesOrigin is set when a handler serves workers beside the API or the cpanel.
+	sharesOrigin bool
+	// admin is the address of Caddy's admin endpoint, "" when it is off.
+	admin  string
+	logger *zap.Logger
+	ctx    caddy.Context
+}
+
+// warnedAdmin is the admin address last warned about, so a reload does not repeat it.
+var warnedAdmin atomic.Value
+
+// Provision notes where Caddy's admin endpoint listens.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.admin = adminListen(ctx)
+	a.logger = ctx.Logger()
+	a.ctx = ctx
+	return nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -218,7 +347,7 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: appID, New: func() caddy.Module { return new(App) }}
 }
 
-func (a *App) track(s *state, hasRootKey bool, host *pluginHost) {
+func (a *App) track(s *state, hasRootKey bool, host *pluginHost, sharesOrigin bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.states == nil {
@@ -226,7 +355,24 @@ func (a *App) track(s *state, hasRootKey bool, host *pluginHost) {
 	}
 	a.states[s] = a.states[s] || hasRootKey
 	a.hosts = append(a.hosts, host)
+	a.sharesOrigin = a.sharesOrigin || sharesOrigin
 }
+
+// sharedOriginWarned makes the shared-origin warning once per process, not once per reload.
+var sharedOriginWarned atomic.Bool
+
+// warnSharedOrigin explains, once, why workers beside the API or the cpanel are a risk.
+func warnSharedOrigin(logger *zap.Logger) {
+	if sharedOriginWarned.CompareAndSwap(false, true) {
+		logger.Warn(sharedOriginWarning)
+	}
+}
+
+// sharedOriginWarning is the start-up warning of a site block serving workers together with
+// the API or the cpanel.
+const sharedOriginWarning = "workers are served on the same origin as the API or the cpanel: a worker's page runs there " +
+	"and can call the API as the admin signed in to the cpanel in that browser; serve workers on their own host: " +
+	"a site block with serve api cpanel and workers_url, and another with serve workers (see the README, Workers on their own origin)"
 
 // Start starts every state the config's handlers use, and creates the bootstrap key where no
 // handler has a root key.
@@ -243,10 +389,53 @@ func (a *App) Start() error {
 			}
 		}
 	}
+	if a.sharesOrigin {
+		warnSharedOrigin(a.logger)
+	}
 	for _, host := range a.hosts {
 		host.reload()
 	}
+	a.warnAdmin()
+	a.warnAccessLog()
 	return nil
+}
+
+// warnedAccessLog is set once the access-log warning is out, so reloads do not repeat it.
+var warnedAccessLog atomic.Bool
+
+// warnAccessLog warns when a server logs its requests: Caddy's access log records request
+// headers, and X-API-Key carries a key in clear (Caddy redacts only Authorization and
+// cookies, and logs a copy of the request the runtime cannot touch).
+func (a *App) warnAccessLog() {
+	app, err := a.ctx.AppIfConfigured("http")
+	httpApp, ok := app.(*caddyhttp.App)
+	if err != nil || !ok {
+		return
+	}
+	for name, srv := range httpApp.Servers {
+		if srv.Logs != nil && !warnedAccessLog.Swap(true) {
+			a.logger.Warn("Caddy's access log records request headers, X-API-Key included, where API keys are sent in clear; "+
+				"filter the header out of the log (see the README, Access log) or have clients send keys as Authorization: Bearer, "+
+				"which Caddy redacts", zap.String("server", name))
+			return
+		}
+	}
+}
+
+// warnAdmin warns when process workers may run and Caddy's admin endpoint is on TCP, where a
+// worker can connect and load a config of its own.
+func (a *App) warnAdmin() {
+	workers := false
+	for s := range a.states {
+		workers = workers || s.settings.ProcessWorkers.All || len(s.settings.ProcessWorkers.List) > 0
+	}
+	if !workers || !adminOnTCP(a.admin) || warnedAdmin.Swap(a.admin) == a.admin {
+		return
+	}
+	a.logger.Warn("Caddy's admin endpoint listens on TCP, where process workers can reach it and replace the whole "+
+		"configuration; put it on a unix socket in a folder only the runtime's account can open "+
+		"(global option: admin unix//run/runtime/admin.sock), or turn it off",
+		zap.String("admin", a.admin))
 }
 
 // Stop does nothing: states outlive a config and are released by their last handler.
@@ -254,6 +443,7 @@ func (a *App) Stop() error { return nil }
 
 // Interface guards
 var (
-	_ caddy.App        = (*App)(nil)
-	_ caddy.Destructor = (*state)(nil)
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
+	_ caddy.Destructor  = (*state)(nil)
 )

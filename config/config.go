@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Values holds the settings as written in the Caddyfile or the JSON config. An empty field is
@@ -39,6 +41,33 @@ type Values struct {
 	PoolSize int `json:"pool_size,omitempty"`
 	// KeyStore is the key store mode: "local" or "sync".
 	KeyStore string `json:"key_store,omitempty"`
+
+	// Serve lists the surfaces this handler serves: "api" (with discovery and the docs),
+	// "cpanel" and "workers" (workers, plugin routes and hooks), or "all".
+	Serve []string `json:"serve,omitempty"`
+	// WorkersURL is the workers' base URL when they are served on another origin, e.g.
+	// "https://apps.example.com"; discovery reports it.
+	WorkersURL string `json:"workers_url,omitempty"`
+	// ProcessWorkers allows process workers: "on", "off", or the namespaces allowed to run
+	// them ("@team", "@other").
+	ProcessWorkers []string `json:"process_workers,omitempty"`
+	// WorkerUser and WorkerGroup run process workers under another account.
+	WorkerUser  string `json:"worker_user,omitempty"`
+	WorkerGroup string `json:"worker_group,omitempty"`
+	// WorkerReadDirs are extra folders process workers may read, e.g. a language runtime.
+	WorkerReadDirs []string `json:"worker_read_dirs,omitempty"`
+	// ScratchDir holds each process worker's writable scratch folder (its TMPDIR).
+	ScratchDir string `json:"scratch_dir,omitempty"`
+	// WorkerMemory caps a process worker's memory, in bytes.
+	WorkerMemory int64 `json:"worker_memory,omitempty"`
+	// WorkerProcesses caps the processes (and threads) of one process worker.
+	WorkerProcesses int `json:"worker_processes,omitempty"`
+	// WorkerCPU caps a process worker's CPU, in cores, e.g. "0.5" or "2".
+	WorkerCPU string `json:"worker_cpu,omitempty"`
+	// WorkerLogRate caps the output lines per second logged for one process worker.
+	WorkerLogRate int `json:"worker_log_rate,omitempty"`
+	// PluginHandlers lists the handler modules plugin routes may use.
+	PluginHandlers []string `json:"plugin_handlers,omitempty"`
 }
 
 // Settings are the effective settings of a runtime instance.
@@ -54,6 +83,19 @@ type Settings struct {
 	MaxArchiveEntries int
 	PoolSize          int
 	KeyStore          string
+
+	Serve           Surfaces
+	WorkersURL      string // "" when workers share the API's origin
+	ProcessWorkers  Namespaces
+	WorkerUser      string
+	WorkerGroup     string
+	WorkerReadDirs  []string
+	ScratchDir      string
+	WorkerMemory    int64
+	WorkerProcesses int
+	WorkerCPU       float64 // cores
+	WorkerLogRate   int     // lines per second
+	PluginHandlers  []string
 }
 
 // Definition describes one setting: its Caddyfile subdirective (also its JSON key), its
@@ -75,6 +117,18 @@ var Definitions = []Definition{
 	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000"},
 	{"pool_size", "RUNTIME_POOL_SIZE", "16"},
 	{"key_store", "RUNTIME_AUTH_DB_MODE", "local"},
+	{"serve", "RUNTIME_SERVE", "all"},
+	{"workers_url", "RUNTIME_WORKERS_URL", ""},
+	{"process_workers", "RUNTIME_PROCESS_WORKERS", "on"},
+	{"worker_user", "RUNTIME_WORKER_USER", ""},
+	{"worker_group", "RUNTIME_WORKER_GROUP", ""},
+	{"worker_read_dirs", "RUNTIME_WORKER_READ_DIRS", ""},
+	{"scratch_dir", "RUNTIME_SCRATCH_DIR", "./data/scratch"},
+	{"worker_memory", "RUNTIME_WORKER_MEMORY", "512MiB"},
+	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64"},
+	{"worker_cpu", "RUNTIME_WORKER_CPU", "1"},
+	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100"},
+	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode"},
 }
 
 // Lookup returns the definition of the named setting.
@@ -87,8 +141,9 @@ func Lookup(name string) Definition {
 	panic("config: unknown setting " + name)
 }
 
-// Error reports an invalid setting, naming it, its environment variable and where the value
-// came from.
+// Error reports an invalid setting, naming it, and its environment variable when the value
+// came from there: a value written in the Caddyfile or the JSON config is reported by the
+// setting's name alone, so nobody goes looking for a variable that is not set.
 type Error struct {
 	Setting Definition
 	FromEnv bool
@@ -104,8 +159,6 @@ func (e *Error) Error() string {
 	}
 	if e.FromEnv {
 		fmt.Fprintf(&b, " (from environment variable %s)", e.Setting.Env)
-	} else {
-		fmt.Fprintf(&b, " (environment variable %s)", e.Setting.Env)
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Reason)
@@ -160,6 +213,9 @@ func Resolve(v Values, getenv func(string) string) (Settings, error) {
 	raw, fromEnv = r.pick("key_store", v.KeyStore)
 	if s.KeyStore, err = checkKeyStore(raw); err != nil {
 		return s, r.fail("key_store", fromEnv, raw, err)
+	}
+	if err := r.isolation(v, &s); err != nil {
+		return s, err
 	}
 	return s, nil
 }
@@ -304,7 +360,7 @@ func NormalizeAPIPrefix(p string) (string, error) {
 			return "", fmt.Errorf("empty path segment (double slash)")
 		case seg == "." || seg == "..":
 			return "", fmt.Errorf("path segment %q is not allowed", seg)
-		case i == 0 && (seg == ".well-known" || seg == "cpanel"):
+		case i == 0 && (seg == packages.WellKnownSegment || seg == packages.CPanelSegment):
 			return "", fmt.Errorf("%q is reserved and cannot start the API path", seg)
 		}
 		for _, c := range seg {
@@ -320,22 +376,46 @@ func isPathChar(c rune) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.~", c)
 }
 
-// MinRootKeyLength is the shortest root key accepted.
-const MinRootKeyLength = 16
+// Root key strength: keys shorter than MinRootKeyLength or with fewer than
+// MinRootKeyDistinct different characters are refused; keys shorter than GoodRootKeyLength
+// are warned about.
+const (
+	MinRootKeyLength   = 16
+	MinRootKeyDistinct = 12
+	GoodRootKeyLength  = 32
+)
+
+// generateRootKey tells how to make a good root key.
+const generateRootKey = "generate one with: openssl rand -base64 32"
 
 func checkRootKey(k string) error {
 	if k == "" {
 		return nil
 	}
 	if len(k) < MinRootKeyLength {
-		return fmt.Errorf("must be at least %d characters long", MinRootKeyLength)
+		return fmt.Errorf("must be at least %d characters long; %s", MinRootKeyLength, generateRootKey)
 	}
+	distinct := map[rune]bool{}
 	for _, c := range k {
 		if c <= ' ' || c > '~' {
-			return fmt.Errorf("must consist of visible ASCII characters only (no spaces or control characters)")
+			return fmt.Errorf("must consist of visible ASCII characters only (no spaces or control characters); %s", generateRootKey)
 		}
+		distinct[c] = true
+	}
+	if len(distinct) < MinRootKeyDistinct {
+		return fmt.Errorf("has only %d distinct characters, at least %d are needed: it is too easy to guess; %s",
+			len(distinct), MinRootKeyDistinct, generateRootKey)
 	}
 	return nil
+}
+
+// RootKeyWarning returns why an accepted root key is weak, or "" when it is not.
+func RootKeyWarning(k string) string {
+	if k == "" || len(k) >= GoodRootKeyLength {
+		return ""
+	}
+	return fmt.Sprintf("root_key is %d characters long; use at least %d random characters: %s",
+		len(k), GoodRootKeyLength, generateRootKey)
 }
 
 func checkKeyStore(mode string) (string, error) {

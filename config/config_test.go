@@ -107,6 +107,7 @@ func TestResolveDefaults(t *testing.T) {
 		PoolSize:          16,
 		KeyStore:          "local",
 	}
+	isolationDefaults(&want, wd)
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("Resolve defaults =\n%+v\nwant\n%+v", s, want)
 	}
@@ -131,20 +132,75 @@ func TestResolvePrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantEnv := Settings{"/_/api", []string{"/env/.w", "/env/w"}, []string{"/env/p"}, "/env/state",
-		"env-root-key-0123456789", 2 * time.Hour, 5 << 20, 50 << 20, 300, 3, "local"}
+	wantEnv := Settings{APIPrefix: "/_/api", WorkerDirs: []string{"/env/.w", "/env/w"}, PluginDirs: []string{"/env/p"}, StateDir: "/env/state",
+		RootKey: "env-root-key-0123456789", SessionTTL: 2 * time.Hour, MaxUploadSize: 5 << 20, MaxUnpackedSize: 50 << 20,
+		MaxArchiveEntries: 300, PoolSize: 3, KeyStore: "local"}
+	wd, _ := os.Getwd()
+	isolationDefaults(&wantEnv, wd)
 	if !reflect.DeepEqual(fromEnv, wantEnv) {
 		t.Fatalf("from environment =\n%+v\nwant\n%+v", fromEnv, wantEnv)
 	}
-	written := Values{"/x", []string{"/w/a", "/w/b"}, []string{"/p/a"}, "/s", "written-root-key-0123456789", "7d", 42, 4242, 7, 9, "local"}
+	written := Values{APIPrefix: "/x", WorkerDirs: []string{"/w/a", "/w/b"}, PluginDirs: []string{"/p/a"}, StateDir: "/s",
+		RootKey: "written-root-key-0123456789", SessionTTL: "7d", MaxUploadSize: 42, MaxUnpackedSize: 4242,
+		MaxArchiveEntries: 7, PoolSize: 9, KeyStore: "local"}
 	got, err := Resolve(written, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{"/x/api", []string{"/w/a", "/w/b"}, []string{"/p/a"}, "/s",
-		"written-root-key-0123456789", 7 * 24 * time.Hour, 42, 4242, 7, 9, "local"}
+	want := Settings{APIPrefix: "/x/api", WorkerDirs: []string{"/w/a", "/w/b"}, PluginDirs: []string{"/p/a"}, StateDir: "/s",
+		RootKey: "written-root-key-0123456789", SessionTTL: 7 * 24 * time.Hour, MaxUploadSize: 42, MaxUnpackedSize: 4242,
+		MaxArchiveEntries: 7, PoolSize: 9, KeyStore: "local"}
+	isolationDefaults(&want, wd)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("written =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// isolationDefaults fills in the default isolation settings.
+func isolationDefaults(s *Settings, wd string) {
+	s.Serve = Surfaces{API: true, CPanel: true, Workers: true}
+	s.ProcessWorkers = Namespaces{All: true}
+	s.ScratchDir = filepath.Join(wd, "data/scratch")
+	s.WorkerMemory = 512 << 20
+	s.WorkerProcesses = 64
+	s.WorkerCPU = 1
+	s.WorkerLogRate = 100
+	s.PluginHandlers = []string{"file_server", "static_response", "headers", "rewrite", "vars", "encode"}
+}
+
+func TestResolveIsolation(t *testing.T) {
+	tests := []struct {
+		name   string
+		values Values
+		env    map[string]string
+		check  func(Settings) bool
+	}{
+		{"serve split", Values{Serve: []string{"api", "cpanel"}}, nil, func(s Settings) bool { return s.Serve == Surfaces{API: true, CPanel: true} && !s.Serve.SharesOrigin() }},
+		{"serve from env", Values{}, map[string]string{"RUNTIME_SERVE": "workers"}, func(s Settings) bool { return s.Serve == Surfaces{Workers: true} && !s.Serve.SharesOrigin() }},
+		{"shared origin", Values{}, nil, func(s Settings) bool { return s.Serve.All() && s.Serve.SharesOrigin() }},
+		{"workers url", Values{WorkersURL: "https://apps.example.com/"}, nil, func(s Settings) bool { return s.WorkersURL == "https://apps.example.com" }},
+		{"process workers off", Values{ProcessWorkers: []string{"off"}}, nil, func(s Settings) bool { return !s.ProcessWorkers.Allows("@team/x") && !s.ProcessWorkers.Allows("x") }},
+		{"process workers for a namespace", Values{}, map[string]string{"RUNTIME_PROCESS_WORKERS": "@team,@ops"}, func(s Settings) bool {
+			return s.ProcessWorkers.Allows("@team/x") && s.ProcessWorkers.Allows("@ops/y") && !s.ProcessWorkers.Allows("@other/x") && !s.ProcessWorkers.Allows("x")
+		}},
+		{"cpu", Values{WorkerCPU: "0.5"}, nil, func(s Settings) bool { return s.WorkerCPU == 0.5 }},
+		{"read dirs from env", Values{}, map[string]string{"RUNTIME_WORKER_READ_DIRS": "/opt/node:/opt/py"}, func(s Settings) bool {
+			return reflect.DeepEqual(s.WorkerReadDirs, []string{"/opt/node", "/opt/py"})
+		}},
+		{"plugin handlers", Values{}, map[string]string{"RUNTIME_PLUGIN_HANDLERS": "file_server reverse_proxy"}, func(s Settings) bool {
+			return reflect.DeepEqual(s.PluginHandlers, []string{"file_server", "reverse_proxy"})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Resolve(tt.values, envMap(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(s) {
+				t.Fatalf("Resolve() = %+v", s)
+			}
+		})
 	}
 }
 
@@ -156,24 +212,34 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		want   []string
 		absent string
 	}{
-		{"prefix", Values{APIPrefix: "/a b"}, nil, []string{"api_prefix", "RUNTIME_API_PREFIX", "not allowed"}, ""},
+		{"prefix", Values{APIPrefix: "/a b"}, nil, []string{"api_prefix", "not allowed"}, "RUNTIME_API_PREFIX"},
 		{"prefix from env", Values{}, map[string]string{"RUNTIME_API_PREFIX": "/cpanel"}, []string{"api_prefix", "from environment variable RUNTIME_API_PREFIX", "reserved"}, ""},
-		{"ttl bare number", Values{SessionTTL: "3600"}, nil, []string{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "bare number"}, ""},
+		{"ttl bare number", Values{SessionTTL: "3600"}, nil, []string{"session_ttl", "bare number"}, "RUNTIME_CPANEL_SESSION_TTL"},
 		{"ttl too long from env", Values{}, map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "500d"}, []string{"session_ttl", "from environment", "400d"}, ""},
-		{"key store sync", Values{KeyStore: "sync"}, nil, []string{"key_store", "RUNTIME_AUTH_DB_MODE", "not available", "use local"}, ""},
-		{"key store unknown", Values{}, map[string]string{"RUNTIME_AUTH_DB_MODE": "remote"}, []string{"key_store", "local or sync"}, ""},
-		{"short root key is not echoed", Values{RootKey: "short-secret"}, nil, []string{"root_key", "at least 16"}, "short-secret"},
+		{"key store sync", Values{KeyStore: "sync"}, nil, []string{"key_store", "not available", "use local"}, "RUNTIME_AUTH_DB_MODE"},
+		{"key store unknown", Values{}, map[string]string{"RUNTIME_AUTH_DB_MODE": "remote"}, []string{"key_store", "from environment variable RUNTIME_AUTH_DB_MODE", "local or sync"}, ""},
+		{"short root key is not echoed", Values{RootKey: "short-secret"}, nil, []string{"root_key", "at least 16", "openssl rand -base64 32"}, "short-secret"},
+		{"root key of one character", Values{RootKey: "aaaaaaaaaaaaaaaa"}, nil, []string{"root_key", "only 1 distinct", "at least 12", "openssl rand -base64 32"}, "aaaa"},
+		{"root key of 11 characters", Values{}, map[string]string{"RUNTIME_ROOT_KEY": "abcabcabcabcdefghijk"}, []string{"root_key", "only 11 distinct", "openssl rand -base64 32"}, "abcabc"},
 		{"root key with space", Values{}, map[string]string{"RUNTIME_ROOT_KEY": "has a space in it 123"}, []string{"root_key", "visible ASCII"}, "has a space"},
-		{"upload size", Values{}, map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "lots"}, []string{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB"}, ""},
-		{"negative upload size", Values{MaxUploadSize: -1}, nil, []string{"max_upload_size", "positive"}, ""},
+		{"upload size", Values{}, map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "lots"}, []string{"max_upload_size", "from environment variable RUNTIME_MAX_UPLOAD_SIZE", "100MiB"}, ""},
+		{"negative upload size", Values{MaxUploadSize: -1}, nil, []string{"max_upload_size", "positive"}, "environment"},
 		{"unpacked size", Values{}, map[string]string{"RUNTIME_MAX_UNPACKED_SIZE": "0"}, []string{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE"}, ""},
 		{"entries", Values{}, map[string]string{"RUNTIME_MAX_ARCHIVE_ENTRIES": "many"}, []string{"max_archive_entries", "whole number"}, ""},
 		{"negative entries", Values{MaxArchiveEntries: -4}, nil, []string{"max_archive_entries", "positive"}, ""},
 		{"pool size", Values{}, map[string]string{"RUNTIME_POOL_SIZE": "0"}, []string{"pool_size", "RUNTIME_POOL_SIZE"}, ""},
 		{"empty worker dir", Values{}, map[string]string{"RUNTIME_WORKER_DIRS": "/a::/b"}, []string{"worker_dirs", "empty folder"}, ""},
 		{"duplicate worker dir", Values{WorkerDirs: []string{"/a", "/a/"}}, nil, []string{"worker_dirs", "twice"}, ""},
-		{"plugin dir shared", Values{WorkerDirs: []string{"/a"}, PluginDirs: []string{"/a"}}, nil, []string{"plugin_dirs", "also in worker_dirs"}, ""},
+		{"plugin dir shared", Values{WorkerDirs: []string{"/a"}, PluginDirs: []string{"/a"}}, nil, []string{"plugin_dirs", "also in worker_dirs"}, "environment"},
 		{"state dir shared", Values{PluginDirs: []string{"/a"}, StateDir: "/a"}, nil, []string{"state_dir", "also in plugin_dirs"}, ""},
+		{"unknown surface", Values{Serve: []string{"apps"}}, nil, []string{"serve", "unknown surface"}, "RUNTIME_SERVE"},
+		{"workers url", Values{}, map[string]string{"RUNTIME_WORKERS_URL": "apps.example.com"}, []string{"workers_url", "absolute"}, ""},
+		{"process workers", Values{ProcessWorkers: []string{"team"}}, nil, []string{"process_workers", "namespace"}, ""},
+		{"group alone", Values{WorkerGroup: "nogroup"}, nil, []string{"worker_group", "worker_user"}, ""},
+		{"scratch in state", Values{StateDir: "/s", ScratchDir: "/s/tmp"}, nil, []string{"scratch_dir", "overlap"}, ""},
+		{"scratch holds workers", Values{WorkerDirs: []string{"/x/apps"}, ScratchDir: "/x"}, nil, []string{"scratch_dir", "overlap"}, ""},
+		{"cpu", Values{}, map[string]string{"RUNTIME_WORKER_CPU": "fast"}, []string{"worker_cpu", "cores"}, ""},
+		{"memory", Values{}, map[string]string{"RUNTIME_WORKER_MEMORY": "0"}, []string{"worker_memory"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +257,23 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 				t.Errorf("error %q reveals %q", err, tt.absent)
 			}
 		})
+	}
+}
+
+func TestRootKeyWarning(t *testing.T) {
+	for key, warn := range map[string]bool{
+		"":                                 false,
+		"abcdefghijkl0123":                 true,
+		"abcdefghijkl0123456789ABCDEFGHI":  true,
+		"abcdefghijkl0123456789ABCDEFGHIJ": false,
+	} {
+		if _, err := Resolve(Values{RootKey: key}, envMap(nil)); err != nil {
+			t.Fatalf("root key %q refused: %v", key, err)
+		}
+		got := RootKeyWarning(key)
+		if warn != (got != "") || warn && (!strings.Contains(got, "openssl rand -base64 32") || strings.Contains(got, key)) {
+			t.Errorf("RootKeyWarning(%d characters) = %q", len(key), got)
+		}
 	}
 }
 

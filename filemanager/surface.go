@@ -38,6 +38,7 @@ type Surface struct {
 	layout   packages.Layout
 	roots    []root
 	onChange func(packages.Change)
+	admit    Admit // nil: metadata writes are not admitted
 }
 
 // root is one catalog folder as the file manager shows it.
@@ -296,7 +297,7 @@ func (s *Surface) resolveRead(g Guard, vpath string) (Location, error) {
 // changed tells the catalog that a unit's files changed.
 func (s *Surface) changed(loc Location) {
 	if s.onChange != nil && loc.Unit != "" {
-		s.onChange(packages.Change{Op: "files", Name: loc.Unit, Version: loc.Version})
+		s.onChange(packages.Change{Op: packages.OpFiles, Name: loc.Unit, Version: loc.Version})
 	}
 }
 

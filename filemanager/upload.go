@@ -82,7 +82,7 @@ func (s *Surface) Upload(g Guard, destDir string, files []UploadFile, limits pac
 		res.Files += st.Files
 		res.Bytes += st.Bytes
 	}
-	if err := s.merge(v.top, stage, v.base, orDot(dst.Inner), dst.Path); err != nil {
+	if err := s.merge(dst, v, stage, staged); err != nil {
 		return UploadResult{}, err
 	}
 	s.changed(dst)
@@ -126,17 +126,55 @@ func conflictIn(name string, err error) error {
 	return err
 }
 
-// merge moves the staged tree (stage inside top) into the folder dest of base. Conflicts are
-// found before anything moves; then new entries are renamed into place, folders that exist
-// on both sides are merged and files or links on the destination side replaced.
-func (s *Surface) merge(top *os.Root, stage string, base *os.Root, dest, destPath string) error {
-	if err := checkMerge(top, stage, base, dest, destPath); err != nil {
+// merge moves the staged tree (the folder stage of v.top, opened as staged) into the folder
+// dst of the writable folder v.base. Conflicts are found and metadata files written at the
+// top of the writable folder admitted before anything moves; then new entries are renamed into
+// place, folders that exist on both sides are merged and files or links on the destination
+// side replaced.
+func (s *Surface) merge(dst Location, v view, stage string, staged *os.Root) error {
+	dest := orDot(dst.Inner)
+	if err := checkMerge(v.top, stage, v.base, dest, dst.Path); err != nil {
 		return err
 	}
-	if err := base.MkdirAll(dest, 0o755); err != nil {
-		return fsError(destPath, err)
+	entries, err := readDir(staged, ".")
+	if err != nil {
+		return err
 	}
-	return moveTree(top, stage, base, dest, destPath)
+	edit := metaEdit{}
+	var names []string
+	for _, e := range entries {
+		edit[e.Name()] = func() ([]byte, error) { return packages.ReadMetadataFile(staged, e.Name()) }
+		names = append(names, e.Name())
+	}
+	defer s.lockMeta(names...)()
+	var admitted map[string][]byte
+	if info, err := v.base.Stat(dest); err == nil && info.IsDir() {
+		d, err := openDir(v.base, dest, dst.Path)
+		if err != nil {
+			return err
+		}
+		admitted, err = s.admitIn(dst, v, d, edit)
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := v.base.MkdirAll(dest, 0o755); err != nil {
+		return fsError(dst.Path, err)
+	}
+	// Staging is private, so an admitted file lands as it was admitted. A metadata file that
+	// reaches the top of the writable folder unadmitted came by a link made meanwhile.
+	top, err := v.base.Stat(".")
+	if err != nil {
+		return err
+	}
+	guard := func(d *dir, name string) error {
+		if _, ok := admitted[name]; s.admit != nil && isMetadata(name) && !ok && os.SameFile(top, d.info) {
+			return forbidden("%s would land at the top of %s through a link created meanwhile; try again", name, dst.Unit)
+		}
+		return nil
+	}
+	return moveTree(v.top, stage, v.base, dest, dst.Path, guard)
 }
 
 // checkMerge refuses a merge that would put a file where a folder is or the reverse.
@@ -167,21 +205,34 @@ func checkMerge(top *os.Root, src string, base *os.Root, dest, destPath string) 
 }
 
 // moveTree renames the entries of src into dest, descending into folders present on both
-// sides.
-func moveTree(top *os.Root, src string, base *os.Root, dest, destPath string) error {
+// sides; guard may refuse an entry about to land in a folder.
+func moveTree(top *os.Root, src string, base *os.Root, dest, destPath string, guard func(d *dir, name string) error) error {
 	entries, err := readDir(top, src)
 	if err != nil {
 		return err
 	}
+	from, err := openDir(top, src, destPath)
+	if err != nil {
+		return err
+	}
+	defer from.Close()
+	to, err := openDir(base, dest, destPath)
+	if err != nil {
+		return err
+	}
+	defer to.Close()
 	for _, e := range entries {
 		d, dp := path.Join(dest, e.Name()), join(destPath, e.Name())
 		if info, err := base.Lstat(d); err == nil && e.IsDir() && info.IsDir() {
-			if err := moveTree(top, path.Join(src, e.Name()), base, d, dp); err != nil {
+			if err := moveTree(top, path.Join(src, e.Name()), base, d, dp, guard); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := renameBetween(top, path.Join(src, e.Name()), base, dest, destPath); err != nil {
+		if err := guard(to, e.Name()); err != nil {
+			return err
+		}
+		if err := renameAt(from.file, e.Name(), to.file, e.Name()); err != nil {
 			return fsError(dp, err)
 		}
 	}

@@ -3,10 +3,10 @@ package filemanager
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
-	"syscall"
+
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // openWrite resolves vpath for a write and opens its confined view; the caller closes it.
@@ -45,10 +45,16 @@ func (s *Surface) Delete(g Guard, vpath string) (Location, error) {
 		return loc, err
 	}
 	defer v.Close()
-	if _, err := v.base.Lstat(loc.Inner); err != nil {
-		return loc, fsError(loc.Path, err)
+	d, name, err := openParent(v, loc)
+	if err != nil {
+		return loc, err
 	}
-	if err := v.base.RemoveAll(loc.Inner); err != nil {
+	defer d.Close()
+	defer s.lockMeta(name)()
+	if _, err := s.admitIn(loc, v, d, metaEdit{name: nil}); err != nil {
+		return loc, err
+	}
+	if err := d.root.RemoveAll(name); err != nil {
 		return loc, fsError(loc.Path, err)
 	}
 	s.changed(loc)
@@ -70,16 +76,25 @@ func (s *Surface) Rename(g Guard, vpath, newName string) (Location, error) {
 	if err != nil {
 		return loc, err
 	}
-	if _, err := v.base.Lstat(loc.Inner); err != nil {
-		return loc, fsError(loc.Path, err)
+	d, name, err := openParent(v, loc)
+	if err != nil {
+		return loc, err
 	}
+	defer d.Close()
 	if dest.Inner == loc.Inner {
 		return dest, nil
 	}
-	if _, err := v.base.Lstat(dest.Inner); err == nil {
+	if _, err := d.root.Lstat(newName); err == nil {
 		return loc, exists("%s already exists", dest.Path)
 	}
-	if err := v.base.Rename(loc.Inner, dest.Inner); err != nil {
+	defer s.lockMeta(name, newName)()
+	admitted, err := s.admitIn(loc, v, d, metaEdit{name: nil, newName: func() ([]byte, error) {
+		return packages.ReadMetadataFile(d.root, name)
+	}})
+	if err != nil {
+		return loc, err
+	}
+	if err := replace(d, name, d, newName, admitted); err != nil {
 		return loc, fsError(loc.Path, err)
 	}
 	s.changed(loc)
@@ -119,13 +134,28 @@ func (s *Surface) Move(g Guard, vpath, destDir string) (Location, error) {
 		return src, err
 	}
 	defer dv.Close()
-	if _, err := sv.base.Lstat(src.Inner); err != nil {
-		return src, fsError(src.Path, err)
+	sd, _, err := openParent(sv, src)
+	if err != nil {
+		return src, err
 	}
-	if _, err := dv.base.Lstat(moved.Inner); err == nil {
+	defer sd.Close()
+	dd, err := openDir(dv.base, dst.Inner, dst.Path)
+	if err != nil {
+		return src, err
+	}
+	defer dd.Close()
+	if _, err := dd.root.Lstat(name); err == nil {
 		return src, exists("%s already exists", moved.Path)
 	}
-	if err := renameBetween(sv.base, src.Inner, dv.base, orDot(dst.Inner), dst.Path); err != nil {
+	defer s.lockMeta(name)()
+	if _, err := s.admitIn(src, sv, sd, metaEdit{name: nil}); err != nil {
+		return src, err
+	}
+	admitted, err := s.admitIn(dst, dv, dd, metaEdit{name: func() ([]byte, error) { return packages.ReadMetadataFile(sd.root, name) }})
+	if err != nil {
+		return src, err
+	}
+	if err := replace(sd, name, dd, name, admitted); err != nil {
 		return src, fsError(src.Path, err)
 	}
 	s.changed(src)
@@ -135,37 +165,33 @@ func (s *Surface) Move(g Guard, vpath, destDir string) (Location, error) {
 	return moved, nil
 }
 
-// renameBetween moves the entry rel of one root into the folder dir of another root (or the
-// same), keeping its base name. Both folders are opened through their roots and the entry is
-// renamed between the two descriptors, so neither side can leave its root; the entry itself
-// (a link included) is moved, not followed.
-func renameBetween(from *os.Root, rel string, to *os.Root, dir, dirPath string) error {
-	srcDir, err := from.Open(path.Dir(rel))
+// openParent opens the folder holding the entry loc names, inside the writable folder v, and
+// checks that the entry exists; it returns the folder and the entry's name.
+func openParent(v view, loc Location) (*dir, string, error) {
+	d, err := openDir(v.base, path.Dir(loc.Inner), loc.Path)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	defer srcDir.Close()
-	dstDir, err := to.Open(dir)
-	if err != nil {
-		return fsError(dirPath, err)
+	name := path.Base(loc.Inner)
+	if _, err := d.root.Lstat(name); err != nil {
+		d.Close()
+		return nil, "", fsError(loc.Path, err)
 	}
-	defer dstDir.Close()
-	if info, err := dstDir.Stat(); err != nil {
-		return err
-	} else if !info.IsDir() {
-		return notADirectory("%s is a file, not a folder", dirPath)
-	}
-	name := path.Base(rel)
-	return renameAt(srcDir, name, dstDir, name)
+	return d, name, nil
 }
 
-// renameAt renames oldName in the folder oldDir to newName in the folder newDir.
-func renameAt(oldDir *os.File, oldName string, newDir *os.File, newName string) error {
-	err := syscall.Renameat(int(oldDir.Fd()), oldName, int(newDir.Fd()), newName)
-	if err != nil {
-		return &os.LinkError{Op: "renameat", Old: oldName, New: newName, Err: err}
+// replace moves the entry oldName of from to newName in to. A metadata file admitted with its
+// content is written from that content and the entry removed, so what lands is what was
+// admitted even if the file changed meanwhile; anything else is renamed, acting on the entry
+// itself (a link is moved, not followed).
+func replace(from *dir, oldName string, to *dir, newName string, admitted map[string][]byte) error {
+	if body, ok := admitted[newName]; ok {
+		if err := packages.WriteFileAtomic(to.root, newName, body); err != nil {
+			return err
+		}
+		return from.root.Remove(oldName)
 	}
-	return nil
+	return renameAt(from.file, oldName, to.file, newName)
 }
 
 // CheckDestination checks that the folder destDir can receive moved entries: it passes the

@@ -11,17 +11,21 @@ import (
 	"net/http/httputil"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/mount"
+	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/plugins"
 	"github.com/caddy-runtime/runtime/workers"
 )
 
 // DiscoveryPath is where clients find the API path and the runtime version.
-const DiscoveryPath = "/.well-known/runtime"
+const DiscoveryPath = "/" + packages.WellKnownSegment + "/runtime"
 
 // Options configure an API.
 type Options struct {
@@ -29,7 +33,10 @@ type Options struct {
 	Prefix string
 	// Version is the runtime version reported by discovery, health and the OpenAPI document.
 	Version string
-	// Logger receives the access log and errors.
+	// WorkersURL is the workers' base URL when they are served on another origin, for
+	// discovery; "" when they share the API's.
+	WorkersURL string
+	// Logger receives errors and the audit log.
 	Logger *zap.Logger
 	// Ready reports why the runtime cannot take traffic yet (starting, shutting down), or nil.
 	Ready func() error
@@ -47,6 +54,11 @@ type Options struct {
 	Versions *workers.Versions
 	// PluginHost is the handler's live plugin table; nil until the runtime serves plugins.
 	PluginHost PluginHost
+	// WorkerPolicy and PluginPolicy are what uploaded workers and plugins may do; every
+	// upload, enable and file manager write of a manifest is admitted by them. The zero
+	// values allow no process workers and no plugin handlers.
+	WorkerPolicy workers.Policy
+	PluginPolicy plugins.Policy
 }
 
 // API serves the management API and the discovery document.
@@ -58,8 +70,10 @@ type API struct {
 	auditLog    *zap.Logger
 	mux         *http.ServeMux
 	handler     http.Handler
+	spec        openapi.Document
 	doc         asset // the OpenAPI document, encoded once
 	docs        docsUI
+	mounted     atomic.Pointer[mountedDocs]
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -94,17 +108,21 @@ func New(opts Options) (*API, error) {
 	for _, rt := range table {
 		a.mux.Handle(rt.method+" "+a.fullPath(rt.path), a.endpoint(rt))
 	}
-	doc, err := json.Marshal(a.document(table))
+	a.spec = a.document(table)
+	doc, err := json.Marshal(a.spec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
 	}
 	a.doc = newAsset(doc, "application/json")
-	a.handler = WithRequestID(withAccessLog(opts.Logger, http.HandlerFunc(a.dispatch)))
+	a.handler = WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))
 	return a, nil
 }
 
 // Prefix returns the API path.
 func (a *API) Prefix() string { return a.opts.Prefix }
+
+// apiPath returns the API path as the client of r sees it, below the runtime's mount path.
+func (a *API) apiPath(r *http.Request) string { return mount.Path(r.Context()) + a.opts.Prefix }
 
 // Owns reports whether the API answers requests for urlPath.
 func (a *API) Owns(urlPath string) bool {
@@ -120,7 +138,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // fullPath places an API-relative route path under the prefix; discovery stays at the root.
 func (a *API) fullPath(p string) string {
-	if strings.HasPrefix(p, "/.well-known/") {
+	if strings.HasPrefix(p, "/"+packages.WellKnownSegment+"/") {
 		return p
 	}
 	return a.opts.Prefix + p
@@ -172,7 +190,7 @@ func (a *API) routeMiss(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteError(w, Errorf(http.StatusNotFound, CodeNotFound,
-		"no API route at %s; see %s/openapi.json for the routes", r.URL.Path, a.opts.Prefix))
+		"no API route at %s; see %s/openapi.json for the routes", r.URL.Path, a.apiPath(r)))
 }
 
 // headerProbe captures the status and headers that ServeMux's own 404/405 handler writes.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/openapi/openapitest"
 )
 
@@ -115,6 +117,55 @@ func TestOwns(t *testing.T) {
 	}
 }
 
+func TestDiscoveryReportsWorkers(t *testing.T) {
+	a, v := testAPI(t, Options{WorkersURL: "https://apps.example.com"})
+	resp := serve(t, a, v, httptest.NewRequest("GET", "/.well-known/runtime", nil))
+	if body := bodyOf(t, resp); body != `{"api":"/api","version":"v1.2.3","workers":"https://apps.example.com"}`+"\n" {
+		t.Fatalf("discovery = %s", body)
+	}
+}
+
+// TestBelowAMount checks the URLs the API builds when a handler in front stripped a mount
+// path: discovery names the API below it and the OpenAPI document names it as its server.
+func TestBelowAMount(t *testing.T) {
+	a, v := testAPI(t, Options{Prefix: "/_/api", WorkersURL: "https://apps.example.com/hp"})
+	at := func(mountPath, target string) *http.Request {
+		r := httptest.NewRequest("GET", target, nil)
+		return r.WithContext(mount.With(r.Context(), mountPath))
+	}
+	resp := serve(t, a, v, at("/hp", "/.well-known/runtime"))
+	if body := bodyOf(t, resp); body != `{"api":"/hp/_/api","version":"v1.2.3","workers":"https://apps.example.com/hp"}`+"\n" {
+		t.Errorf("discovery = %s", body)
+	}
+	for _, mountPath := range []string{"/hp", "/x", "/hp", ""} {
+		var doc struct{ Servers []struct{ URL string } }
+		resp := serve(t, a, v, at(mountPath, "/_/api/openapi.json"))
+		if err := json.Unmarshal([]byte(bodyOf(t, resp)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case mountPath == "" && len(doc.Servers) != 0:
+			t.Errorf("at the root, servers = %v, want none", doc.Servers)
+		case mountPath != "" && (len(doc.Servers) != 1 || doc.Servers[0].URL != mountPath):
+			t.Errorf("at %s, servers = %v", mountPath, doc.Servers)
+		}
+		page := bodyOf(t, serve(t, a, v, at(mountPath, "/_/api/docs")))
+		if !strings.Contains(page, `data-spec="`+mountPath+`/_/api/openapi.json"`) {
+			t.Errorf("at %q, the docs page loads another document: %s", mountPath, page)
+		}
+	}
+}
+
+func TestIsCPanel(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/cpanel": true, "/cpanel/": true, "/cpanel/keys": true, "/cpanelx": false, "/app/cpanel/": false, "/": false,
+	} {
+		if got := IsCPanel(path); got != want {
+			t.Errorf("IsCPanel(%q) = %v, want %v", path, got, want)
+		}
+	}
+}
+
 func TestReadiness(t *testing.T) {
 	notReady := errors.New("the runtime is starting")
 	a, v := testAPI(t, Options{Ready: func() error { return notReady }})
@@ -165,7 +216,7 @@ func TestRequestID(t *testing.T) {
 
 func TestPanicIsLoggedAndAnswered(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
-	h := WithRequestID(withAccessLog(zap.New(core), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := WithRequestID(withRecover(zap.New(core), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("boom")
 	})))
 	rec := httptest.NewRecorder()
@@ -185,14 +236,10 @@ func TestPanicIsLoggedAndAnswered(t *testing.T) {
 	if len(panics) != 1 || !strings.Contains(panics[0].ContextMap()["stack"].(string), "handlers.TestPanicIsLoggedAndAnswered") {
 		t.Fatalf("panic log lines = %+v, want one with the stack", panics)
 	}
-	access := logs.FilterMessage("api request").All()
-	if len(access) != 1 || access[0].ContextMap()["status"] != int64(500) || access[0].Level != zapcore.ErrorLevel {
-		t.Fatalf("access log lines = %+v, want one 500 at error level", access)
-	}
 }
 
 func TestAbortPanicPropagates(t *testing.T) {
-	h := withAccessLog(zap.NewNop(), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := withRecover(zap.NewNop(), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic(http.ErrAbortHandler)
 	}))
 	defer func() {
@@ -203,19 +250,64 @@ func TestAbortPanicPropagates(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 }
 
-func TestAccessLogLine(t *testing.T) {
-	core, logs := observer.New(zapcore.InfoLevel)
-	a, v := testAPI(t, Options{Logger: zap.New(core)})
-	req := httptest.NewRequest("GET", "/api/health", nil)
-	req.Header.Set(RequestIDHeader, "log-me")
-	serve(t, a, v, req)
-	lines := logs.FilterMessage("api request").All()
-	if len(lines) != 1 {
-		t.Fatalf("got %d access lines, want 1", len(lines))
+// TestAccessLogFields checks what the API puts on the host's access log line of a request:
+// its id, and who it runs as once authenticated; never the key itself. The runtime writes
+// no access log of its own.
+func TestAccessLogFields(t *testing.T) {
+	const root = "a-root-key-for-this-test"
+	core, logs := observer.New(zapcore.DebugLevel)
+	a, v := testAPI(t, Options{RootKey: root, Logger: zap.New(core)})
+	tests := []struct {
+		name, path, key string
+		want            map[string]any
+	}{
+		{"public route", "/api/health", "", map[string]any{"request_id": "log-me"}},
+		{"root key", "/api/admin/session", root,
+			map[string]any{"request_id": "log-me", "key_id": int64(0), "key_prefix": "root"}},
+		{"unknown key", "/api/admin/session", "not-a-key", map[string]any{"request_id": "log-me"}},
 	}
-	f := lines[0].ContextMap()
-	if f["request_id"] != "log-me" || f["method"] != "GET" || f["path"] != "/api/health" || f["status"] != int64(200) || f["duration"] == nil {
-		t.Fatalf("access line fields = %v", f)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := map[string]any{}
+			req := httptest.NewRequest("GET", tt.path, nil)
+			req = req.WithContext(WithLogFields(req.Context(), func(f zap.Field) {
+				enc := zapcore.NewMapObjectEncoder()
+				f.AddTo(enc)
+				got[f.Key] = enc.Fields[f.Key]
+			}))
+			req.Header.Set(RequestIDHeader, "log-me")
+			if tt.key != "" {
+				req.Header.Set(APIKeyHeader, tt.key)
+			}
+			serve(t, a, v, req)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("access log fields = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if n := logs.Len(); n != 0 {
+		t.Errorf("the API logged %d lines of its own, want none: %v", n, logs.All())
+	}
+}
+
+// TestRequestIDFromHost checks that a request without a usable id gets the host's (Caddy's
+// {http.request.uuid}), and that a well-formed incoming one wins over it.
+func TestRequestIDFromHost(t *testing.T) {
+	for _, tt := range []struct{ sent, want string }{
+		{"", "host-id"},
+		{"bad id <x>", "host-id"},
+		{"client-id", "client-id"},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/", nil)
+		if tt.sent != "" {
+			req.Header.Set(RequestIDHeader, tt.sent)
+		}
+		r := EnsureRequestID(rec, req, func() string { return "host-id" })
+		if RequestID(r.Context()) != tt.want || rec.Header().Get(RequestIDHeader) != tt.want || r.Header.Get(RequestIDHeader) != tt.want {
+			t.Errorf("sent %q: id %q, response %q, request header %q, want %q", tt.sent,
+				RequestID(r.Context()), rec.Header().Get(RequestIDHeader), r.Header.Get(RequestIDHeader), tt.want)
+		}
 	}
 }
 

@@ -30,10 +30,10 @@ const (
 	CodeCSRFRejected     = "CSRF_REJECTED"
 )
 
-// credential is the key a request presents and the channel it came by.
+// credential is the key or session token a request presents and the channel it came by.
 type credential struct {
 	key      string
-	fromHead bool // X-API-Key or Authorization: Bearer
+	fromHead bool // X-API-Key or Authorization: Bearer; else the cookie
 	present  bool
 }
 
@@ -53,7 +53,19 @@ func credentialOf(r *http.Request) credential {
 	return credential{}
 }
 
-type principalKey struct{}
+// cookieCredential returns the session cookie's decoded value, or "".
+func cookieCredential(r *http.Request) string {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return ""
+	}
+	return decodeCookieValue(c.Value)
+}
+
+type (
+	principalKey struct{}
+	sessionKey   struct{}
+)
 
 // principalOf returns the principal an authenticated route runs as.
 func principalOf(ctx context.Context) keystore.Principal {
@@ -61,8 +73,15 @@ func principalOf(ctx context.Context) keystore.Principal {
 	return p
 }
 
+// sessionOf returns the session an authenticated route runs in, if its credential is one.
+func sessionOf(ctx context.Context) (keystore.SessionRecord, bool) {
+	s, ok := ctx.Value(sessionKey{}).(keystore.SessionRecord)
+	return s, ok
+}
+
 // authorize runs the pipeline in front of a route: CSRF on mutating methods, then (unless the
-// route is public) the credential, the root key, the store and the route's permission.
+// route is public) the credential, where a cookie must come from the runtime's own pages, the
+// root key, the store and the route's permission.
 func (a *API) authorize(rt route, r *http.Request) (*http.Request, error) {
 	cred := credentialOf(r)
 	if mutating(r.Method) {
@@ -73,28 +92,70 @@ func (a *API) authorize(rt route, r *http.Request) (*http.Request, error) {
 	if rt.public {
 		return r, nil
 	}
-	p, err := a.authenticate(r.Context(), cred)
+	if cred.present && !cred.fromHead {
+		if err := checkFetchSite(r); err != nil {
+			return r, err
+		}
+	}
+	p, sess, err := a.authenticate(r.Context(), cred)
 	if err != nil {
 		return r, err
 	}
+	logPrincipal(r.Context(), p)
 	if rt.permission != "" && !p.Has(rt.permission) {
 		return r, Errorf(http.StatusForbidden, CodePermissionDenied,
 			"this key lacks permission %s; ask an admin for a key that holds it", rt.permission)
 	}
-	return r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), nil
+	ctx := context.WithValue(r.Context(), principalKey{}, p)
+	if sess != nil {
+		ctx = context.WithValue(ctx, sessionKey{}, *sess)
+	}
+	return r.WithContext(ctx), nil
 }
 
-// authenticate resolves a credential to its principal.
-func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Principal, error) {
+// logPrincipal puts who a request runs as on its access log line: the key's id and prefix,
+// id 0 and prefix "root" for the root key. Never the secret.
+func logPrincipal(ctx context.Context, p keystore.Principal) {
+	LogField(ctx, zap.Int64("key_id", p.ID))
+	LogField(ctx, zap.String("key_prefix", p.KeyPrefix))
+}
+
+// authenticate resolves a credential to its principal, and its session when it is one.
+func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Principal, *keystore.SessionRecord, error) {
 	if !cred.present {
-		return keystore.Principal{}, Errorf(http.StatusUnauthorized, CodeAuthRequired,
+		return keystore.Principal{}, nil, Errorf(http.StatusUnauthorized, CodeAuthRequired,
 			"an API key is required: send it in X-API-Key or Authorization: Bearer, or log in with POST %s/admin/session", a.opts.Prefix)
 	}
-	p, err := a.resolve(ctx, cred.key)
-	if errors.Is(err, keystore.ErrInvalidKey) {
-		return p, Errorf(http.StatusUnauthorized, CodeAuthRequired, "the API key is unknown, revoked or expired")
+	p, sess, err := a.resolveCredential(ctx, cred)
+	switch {
+	case errors.Is(err, keystore.ErrInvalidKey) && cred.fromHead:
+		return p, nil, Errorf(http.StatusUnauthorized, CodeAuthRequired, "the API key is unknown, revoked or expired")
+	case errors.Is(err, keystore.ErrInvalidKey):
+		return p, nil, Errorf(http.StatusUnauthorized, CodeAuthRequired,
+			"the session has ended or expired, or its key was revoked; log in again with POST %s/admin/session", a.opts.Prefix)
 	}
-	return p, err
+	return p, sess, err
+}
+
+// resolveCredential turns a credential into its principal: a cookie is looked up as a
+// session token first, then (as older clients store the key itself) as a key. Unknown
+// credentials give keystore.ErrInvalidKey.
+func (a *API) resolveCredential(ctx context.Context, cred credential) (keystore.Principal, *keystore.SessionRecord, error) {
+	if !cred.fromHead && strings.HasPrefix(cred.key, keystore.SessionPrefix) {
+		store, err := a.keyStore()
+		if err != nil {
+			return keystore.Principal{}, nil, err
+		}
+		p, sess, err := store.VerifySession(ctx, cred.key, a.opts.RootKey)
+		if err == nil {
+			return p, &sess, nil
+		}
+		if !errors.Is(err, keystore.ErrInvalidSession) {
+			return p, nil, err
+		}
+	}
+	p, err := a.resolve(ctx, cred.key)
+	return p, nil, err
 }
 
 // resolve turns a key into its principal: the root key first, in constant time, then the
@@ -158,6 +219,21 @@ func (a *API) checkCSRF(r *http.Request, cred credential) error {
 	return nil
 }
 
+// checkFetchSite refuses a cookie session on a request that a browser marks as coming from
+// anywhere but a page of the API's own origin: a worker page on another host of the same
+// site, another site, or a URL typed in. Browsers set Sec-Fetch-Site themselves and pages
+// cannot forge it; clients that send none (curl, scripts) are not browsers riding a session.
+func checkFetchSite(r *http.Request) error {
+	for _, site := range r.Header.Values("Sec-Fetch-Site") {
+		if site != "same-origin" {
+			return Errorf(http.StatusForbidden, CodeCSRFRejected,
+				"the session cookie is accepted only from pages of this origin, and the browser says this request comes from elsewhere (Sec-Fetch-Site: %s); "+
+					"use the cpanel, or send a key in X-API-Key or Authorization: Bearer", site)
+		}
+	}
+	return nil
+}
+
 // sameHost compares an origin's host[:port] with the Host header, treating the scheme's
 // default port as absent.
 func sameHost(scheme, originHost, host string) bool {
@@ -210,7 +286,7 @@ func (a *API) audit(r *http.Request, action, target, outcome string, actor *keys
 	}
 	if actor != nil {
 		fields = append(fields, zap.Dict("actor",
-			zap.Int64("id", actor.ID), zap.String("name", actor.Name), zap.String("keyPrefix", actor.KeyPrefix)))
+			zap.Int64("id", actor.ID), zap.String("name", actor.Name), zap.String("key_prefix", actor.KeyPrefix)))
 	}
 	a.auditLog.Info("audit", append(fields, extra...)...)
 }

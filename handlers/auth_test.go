@@ -155,3 +155,54 @@ func TestKeyRoutesWhileStarting(t *testing.T) {
 		t.Fatalf("session with the root key while starting = %d", resp.StatusCode)
 	}
 }
+
+// TestSessionCookieFromAnotherSite checks that a cookie session is refused when the browser
+// says the request comes from a page of another origin, on every method, while header
+// credentials and requests without Sec-Fetch-Site (non-browser clients, old browsers) pass.
+func TestSessionCookieFromAnotherSite(t *testing.T) {
+	const root = "a-root-key-for-this-test"
+	a, v := testAPI(t, Options{RootKey: root})
+	tests := []struct {
+		name      string
+		method    string
+		fetchSite []string
+		cookie    bool
+		want      int
+	}{
+		{"cookie, same-origin", "GET", []string{"same-origin"}, true, 200},
+		{"cookie, no Sec-Fetch-Site", "GET", nil, true, 200},
+		{"cookie, same-site", "GET", []string{"same-site"}, true, 403},
+		{"cookie, cross-site", "GET", []string{"cross-site"}, true, 403},
+		{"cookie, none (typed in the address bar)", "GET", []string{"none"}, true, 403},
+		{"cookie, Same-Origin in capitals", "GET", []string{"Same-Origin"}, true, 403},
+		{"cookie, one header foreign", "GET", []string{"same-origin", "cross-site"}, true, 403},
+		{"cookie, cross-site POST with a matching Origin", "POST", []string{"cross-site"}, true, 403},
+		{"cookie, same-origin POST", "POST", []string{"same-origin"}, true, 201},
+		{"header key, cross-site", "GET", []string{"cross-site"}, false, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path, body := "/api/admin/session", ""
+			if tt.method == "POST" {
+				path, body = "/api/keys", `{"name":"k"}`
+			}
+			req := httptest.NewRequest(tt.method, path, strings.NewReader(body))
+			req.Header.Set("Origin", "http://"+req.Host)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header["Sec-Fetch-Site"] = tt.fetchSite
+			if tt.cookie {
+				req.AddCookie(&http.Cookie{Name: SessionCookie, Value: encodeCookieValue(root)})
+			} else {
+				req.Header.Set(APIKeyHeader, root)
+			}
+			resp := serve(t, a, v, req)
+			got := bodyOf(t, resp)
+			if tt.want == 403 && (resp.StatusCode != 403 || !strings.Contains(got, CodeCSRFRejected) || !strings.Contains(got, "Sec-Fetch-Site")) {
+				t.Fatalf("= %d %s, want 403 %s naming Sec-Fetch-Site", resp.StatusCode, got, CodeCSRFRejected)
+			}
+			if tt.want != 403 && resp.StatusCode == 403 {
+				t.Fatalf("= %d %s, want it let through", resp.StatusCode, got)
+			}
+		})
+	}
+}

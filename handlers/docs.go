@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"path"
 	"time"
 
+	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/openapi"
 )
 
@@ -51,16 +53,23 @@ func (f asset) serve(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
 }
 
-func newDocsUI(prefix string) (docsUI, error) {
-	tmpl, err := template.ParseFS(docsFiles, "docsui/index.html")
-	if err != nil {
-		return docsUI{}, fmt.Errorf("docs page: %v", err)
-	}
+var docsPageTemplate = template.Must(template.ParseFS(docsFiles, "docsui/index.html"))
+
+// docsPage renders the reference page for the API at apiPath.
+func docsPage(apiPath string) (asset, error) {
 	var page bytes.Buffer
-	if err := tmpl.Execute(&page, struct{ Assets, Spec string }{prefix + "/docs", prefix + "/openapi.json"}); err != nil {
-		return docsUI{}, fmt.Errorf("docs page: %v", err)
+	if err := docsPageTemplate.Execute(&page, struct{ Assets, Spec string }{apiPath + "/docs", apiPath + "/openapi.json"}); err != nil {
+		return asset{}, fmt.Errorf("docs page: %v", err)
 	}
-	ui := docsUI{page: newAsset(page.Bytes(), "text/html; charset=utf-8"), assets: map[string]asset{}}
+	return newAsset(page.Bytes(), "text/html; charset=utf-8"), nil
+}
+
+func newDocsUI(prefix string) (docsUI, error) {
+	page, err := docsPage(prefix)
+	if err != nil {
+		return docsUI{}, err
+	}
+	ui := docsUI{page: page, assets: map[string]asset{}}
 	entries, err := fs.ReadDir(docsFiles, "docsui")
 	if err != nil {
 		return docsUI{}, err
@@ -96,7 +105,11 @@ func (a *API) docsRoutes() []route {
 				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
 			},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
-				a.doc.serve(w, r)
+				docs, err := a.docsAt(mount.Path(r.Context()))
+				if err != nil {
+					return err
+				}
+				docs.doc.serve(w, r)
 				return nil
 			},
 		},
@@ -109,9 +122,13 @@ func (a *API) docsRoutes() []route {
 				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
 			},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
+				docs, err := a.docsAt(mount.Path(r.Context()))
+				if err != nil {
+					return err
+				}
 				w.Header().Set("Content-Security-Policy", docsCSP)
 				w.Header().Set("Referrer-Policy", "no-referrer")
-				a.docs.page.serve(w, r)
+				docs.page.serve(w, r)
 				return nil
 			},
 		},
@@ -126,6 +143,38 @@ func (a *API) docsRoutes() []route {
 			handle: a.serveDocsAsset,
 		},
 	}
+}
+
+// mountedDocs are the OpenAPI document and the docs page of the API for one mount path; both
+// name the path, the document as its server URL.
+type mountedDocs struct {
+	at        string
+	doc, page asset
+}
+
+// docsAt returns the OpenAPI document and the docs page for a runtime mounted at at. Those
+// of the root are built once; a runtime is mounted at one path in practice, so the last
+// other one is kept.
+func (a *API) docsAt(at string) (*mountedDocs, error) {
+	if at == "" {
+		return &mountedDocs{doc: a.doc, page: a.docs.page}, nil
+	}
+	if m := a.mounted.Load(); m != nil && m.at == at {
+		return m, nil
+	}
+	spec := a.spec
+	spec.Servers = []openapi.Server{{URL: at, Description: "the runtime's mount path; API paths are below it"}}
+	doc, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
+	}
+	page, err := docsPage(at + a.opts.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	m := &mountedDocs{at: at, doc: newAsset(doc, "application/json"), page: page}
+	a.mounted.Store(m)
+	return m, nil
 }
 
 func (a *API) serveDocsAsset(w http.ResponseWriter, r *http.Request) error {

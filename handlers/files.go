@@ -12,352 +12,21 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/filemanager"
-	"github.com/caddy-runtime/runtime/keystore"
-	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
-// FileEntry is one file, folder or link in a file manager listing.
-type FileEntry struct {
-	Name        string `json:"name"`
-	Path        string `json:"path" doc:"virtual path: <root folder name>/<path inside it>"`
-	IsDirectory bool   `json:"isDirectory"`
-	IsSymlink   bool   `json:"isSymlink,omitempty" doc:"a symbolic link; isDirectory and size describe its target when the target lies inside the unit, and are false and 0 otherwise. Links are never followed outside their unit"`
-	Size        int64  `json:"size" doc:"bytes of a file; 0 for folders"`
-	UpdatedAt   int64  `json:"updatedAt" doc:"modification time, Unix seconds"`
-	Visibility  string `json:"visibility" enum:"built-in,uploaded" doc:"the source of the root the entry lies in: built-in roots (name starting with '.') are read-only"`
-}
-
-// FileListing is the content of a folder.
-type FileListing struct {
-	Path     string      `json:"path" doc:"the listed folder; \"\" for the list of roots"`
-	Writable bool        `json:"writable" doc:"whether the path policy lets files be created in this folder (the key's permissions aside): inside a version folder for workers, inside a plugin folder for plugins, never in a built-in root"`
-	Entries  []FileEntry `json:"entries" doc:"folders first, then by name"`
-}
-
-// FileListResponse is the body of GET …/files/list.
-type FileListResponse struct {
-	Success bool        `json:"success"`
-	Data    FileListing `json:"data"`
-}
-
-// FilePathRequest names one file or folder.
-type FilePathRequest struct {
-	Path string `json:"path" doc:"virtual path: <root folder name>/<path inside it>"`
-}
-
-// FileRenameRequest renames a file or folder in place.
-type FileRenameRequest struct {
-	Path    string `json:"path"`
-	NewName string `json:"newName" doc:"a single name, without '/'"`
-}
-
-// FileMoveRequest moves a file or folder into another folder of the same root.
-type FileMoveRequest struct {
-	Path     string `json:"path"`
-	DestPath string `json:"destPath" doc:"the destination folder"`
-}
-
-// FileBatchRequest names several files or folders.
-type FileBatchRequest struct {
-	Paths []string `json:"paths"`
-}
-
-// FileMoveBatchRequest moves several files or folders into one folder.
-type FileMoveBatchRequest struct {
-	Paths    []string `json:"paths"`
-	DestPath string   `json:"destPath" doc:"the destination folder"`
-}
-
-// FileBatchResponse is the body of a batch: the paths that failed, with why.
-type FileBatchResponse struct {
-	Success bool     `json:"success"`
-	Errors  []string `json:"errors,omitempty" doc:"one \"<path>: <why>\" per path that was not done; the others were"`
-}
-
-// FileRefreshRequest is the optional body of POST …/files/refresh.
-type FileRefreshRequest struct {
-	Path string `json:"path,omitempty"`
-}
-
-// FilePathResult names where a file or folder is after a change.
-type FilePathResult struct {
-	Path string `json:"path" doc:"the virtual path of the created, renamed or moved entry"`
-}
-
-// FilePathResponse is the body of mkdir, rename and move.
-type FilePathResponse struct {
-	Success bool           `json:"success"`
-	Data    FilePathResult `json:"data"`
-}
-
-// FileUploadForm documents the multipart form of POST …/files/upload.
-type FileUploadForm struct {
-	Path  string   `json:"path" doc:"the destination folder; created when missing"`
-	Files []string `json:"files[]" doc:"file parts (binary); a file whose name ends in .zip is extracted in place"`
-	Paths []string `json:"paths[],omitempty" doc:"for folder uploads: the relative path of each file, in the order of files[]; default the file name"`
-}
-
-// FileUploadResult describes a completed upload.
-type FileUploadResult struct {
-	Path  string `json:"path" doc:"the destination folder"`
-	Files int    `json:"files" doc:"files written, those extracted from zips included"`
-	Bytes int64  `json:"bytes" doc:"their total size"`
-}
-
-// FileUploadResponse is the body of POST …/files/upload.
-type FileUploadResponse struct {
-	Success bool             `json:"success"`
-	Data    FileUploadResult `json:"data"`
-}
-
-// fileSurface is one of the two file managers of the API.
-type fileSurface struct {
-	name                  string // path segment and operationId prefix: "workers" or "plugins"
-	noun                  string // "worker" or "plugin"
-	catalog               func(a *API) *packages.Catalog
-	read, install, remove string // permissions
-	layout                string // the writable part of the layout, for descriptions
-}
-
-var fileSurfaces = []fileSurface{
-	{
-		name: "workers", noun: "worker", catalog: func(a *API) *packages.Catalog { return a.opts.Workers },
-		read: keystore.WorkersRead, install: keystore.WorkersInstall, remove: keystore.WorkersRemove,
-		layout: "Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here.",
-	},
-	{
-		name: "plugins", noun: "plugin", catalog: func(a *API) *packages.Catalog { return a.opts.Plugins },
-		read: keystore.PluginsRead, install: keystore.PluginsInstall, remove: keystore.PluginsRemove,
-		layout: "Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}).",
-	},
-}
-
-// Limits of the file manager's requests.
-const (
-	maxFileBatch = 1000 // paths in one batch
-	// uploadFraming is what a multipart body may hold beyond its files: boundaries, part
-	// headers and the path fields.
-	uploadFraming = 1 << 20
-)
-
-// fileRoutes are the file manager's routes under workers/files and plugins/files.
-func (a *API) fileRoutes() []route {
-	var routes []route
-	for _, s := range fileSurfaces {
-		routes = append(routes, a.fileSurfaceRoutes(s)...)
-	}
-	return routes
-}
-
-// Descriptions of the error answers of file manager routes.
-const (
-	fileBadPath      = "A malformed path: '..', absolute, backslash or NUL (PATH_TRAVERSAL), a link leading outside its unit (PATH_TRAVERSAL), an empty element (BAD_REQUEST), a file where a folder is needed (NOT_A_DIRECTORY)"
-	fileBadBody      = "; a malformed body (BAD_REQUEST)"
-	fileReadDenied   = "The path lies in a namespace outside the key's (NAMESPACE_DENIED) or goes through a linked unit folder (PATH_FORBIDDEN)"
-	fileWriteDenied  = "The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN)"
-	fileNotFound     = "No such file, folder or root (FILE_NOT_FOUND)"
-	fileExists       = "The target already exists, or a file meets a folder (FILE_EXISTS)"
-	fileBodyTooLarge = "Body over 64 KiB (PAYLOAD_TOO_LARGE)"
-)
-
-// fileSurfaceRoutes are the routes of one surface.
-func (a *API) fileSurfaceRoutes(s fileSurface) []route {
-	base := "/" + s.name + "/files/"
-	id := func(op string) string { return s.name + "Files" + op }
-	tag := s.name
-	pathParam := func(required bool, doc string) []openapi.Parameter {
-		return []openapi.Parameter{{Name: "path", In: "query", Required: required, Description: doc, Schema: &openapi.Schema{Type: "string"}}}
-	}
-	jsonBody := func(v any) *request { return &request{contentType: "application/json", body: v} }
-	binary := map[string]*openapi.Schema{
-		"application/octet-stream": {Type: "string", Format: "binary", Description: "a file"},
-		"application/zip":          {Type: "string", Format: "binary", Description: "a folder, or several paths, as a zip"},
-	}
-	zipOnly := map[string]*openapi.Schema{"application/zip": binary["application/zip"]}
-	desc := func(text string) string {
-		return text + " Paths are virtual: <root folder name>/<path inside it>, where the roots are the " + s.noun +
-			" folders (" + s.noun + "_dirs). " + s.layout + " Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces."
-	}
-	return []route{
-		{
-			method: "GET", path: base + "list", id: id("List"), tag: tag, permission: s.read,
-			summary:     "List a " + s.noun + " folder",
-			description: desc("Lists a folder; path \"\" (or none) lists the roots, built-in ones included (visibility built-in). A restricted key sees only the @scope folders of its namespaces in a root."),
-			params:      pathParam(false, "the folder; \"\" for the roots"),
-			responses: []response{
-				{status: http.StatusOK, description: "The folder's entries", body: FileListResponse{}},
-				errorResponse(http.StatusBadRequest, fileBadPath),
-				errorResponse(http.StatusForbidden, fileReadDenied),
-				errorResponse(http.StatusNotFound, fileNotFound),
-			},
-			handle: a.fileList(s),
-		},
-		{
-			method: "POST", path: base + "mkdir", id: id("Mkdir"), tag: tag, permission: s.install,
-			summary:     "Create a folder in a " + s.noun,
-			description: desc("Creates the folder with its missing parents."),
-			request:     jsonBody(FilePathRequest{}),
-			responses: []response{
-				{status: http.StatusOK, description: "Created", body: FilePathResponse{}},
-				errorResponse(http.StatusBadRequest, fileBadPath+fileBadBody),
-				errorResponse(http.StatusForbidden, fileWriteDenied),
-				errorResponse(http.StatusNotFound, "The version or plugin folder does not exist (FILE_NOT_FOUND)"),
-				errorResponse(http.StatusConflict, fileExists),
-				errorResponse(http.StatusRequestEntityTooLarge, fileBodyTooLarge),
-			},
-			handle: a.fileMkdir(s),
-		},
-		{
-			method: "DELETE", path: base + "delete", id: id("Delete"), tag: tag, permission: s.remove,
-			summary:     "Delete a file or folder of a " + s.noun,
-			description: desc("Removes a file, a link (never its target) or a folder with its content."),
-			request:     jsonBody(FilePathRequest{}),
-			responses: []response{
-				{status: http.StatusOK, description: "Deleted", body: Success{}},
-				errorResponse(http.StatusBadRequest, fileBadPath+fileBadBody),
-				errorResponse(http.StatusForbidden, fileWriteDenied),
-				errorResponse(http.StatusNotFound, fileNotFound),
-				errorResponse(http.StatusRequestEntityTooLarge, fileBodyTooLarge),
-			},
-			handle: a.fileDelete(s),
-		},
-		{
-			method: "POST", path: base + "rename", id: id("Rename"), tag: tag, permission: s.install,
-			summary:     "Rename a file or folder of a " + s.noun,
-			description: desc("Renames in place; newName is a single name."),
-			request:     jsonBody(FileRenameRequest{}),
-			responses: []response{
-				{status: http.StatusOK, description: "Renamed; data.path is the new path", body: FilePathResponse{}},
-				errorResponse(http.StatusBadRequest, fileBadPath+"; a newName that is not a single name"+fileBadBody),
-				errorResponse(http.StatusForbidden, fileWriteDenied),
-				errorResponse(http.StatusNotFound, fileNotFound),
-				errorResponse(http.StatusConflict, fileExists),
-				errorResponse(http.StatusRequestEntityTooLarge, fileBodyTooLarge),
-			},
-			handle: a.fileRename(s),
-		},
-		{
-			method: "POST", path: base + "move", id: id("Move"), tag: tag, permission: s.install,
-			summary:     "Move a file or folder of a " + s.noun,
-			description: desc("Moves path into the folder destPath, within one root; both paths obey the policy and the namespaces."),
-			request:     jsonBody(FileMoveRequest{}),
-			responses: []response{
-				{status: http.StatusOK, description: "Moved; data.path is the new path", body: FilePathResponse{}},
-				errorResponse(http.StatusBadRequest, fileBadPath+"; a move across roots or into itself"+fileBadBody),
-				errorResponse(http.StatusForbidden, fileWriteDenied),
-				errorResponse(http.StatusNotFound, fileNotFound),
-				errorResponse(http.StatusConflict, fileExists),
-				errorResponse(http.StatusRequestEntityTooLarge, fileBodyTooLarge),
-			},
-			handle: a.fileMove(s),
-		},
-		{
-			method: "POST", path: base + "upload", id: id("Upload"), tag: tag, permission: s.install,
-			summary: "Upload files into a " + s.noun,
-			description: desc("Writes the files[] parts into the folder path (created when missing), each at its paths[] entry or its file name; " +
-				"existing files are replaced and folders merged. A .zip file is extracted in place, with the defences and limits of package uploads. " +
-				"All of it is staged first, so a refused upload changes nothing."),
-			request: &request{contentType: "multipart/form-data", body: FileUploadForm{}},
-			responses: []response{
-				{status: http.StatusOK, description: "Written", body: FileUploadResponse{}},
-				errorResponse(http.StatusBadRequest, fileBadPath+"; a zip entry leaving its folder (PATH_TRAVERSAL); a corrupt zip (INVALID_ARCHIVE); a malformed form (BAD_REQUEST)"),
-				errorResponse(http.StatusForbidden, fileWriteDenied),
-				errorResponse(http.StatusNotFound, "The version or plugin folder does not exist (FILE_NOT_FOUND)"),
-				errorResponse(http.StatusConflict, fileExists),
-				errorResponse(http.StatusRequestEntityTooLarge, "Over a limit (PAYLOAD_TOO_LARGE), named in the message: max_upload_size for the files, max_unpacked_size and max_archive_entries for each zip, max_archive_entries for the number of files"),
-			},
-			handle: a.fileUpload(s),
-		},
-		{
-			method: "GET", path: base + "refresh", id: id("Refresh"), tag: tag, permission: s.read,
-			summary:     "Refresh a " + s.noun + " folder",
-			description: desc("Listings are read from disk every time, so nothing is cached; this checks the path and answers success, for clients that call it."),
-			params:      pathParam(false, "the folder; optional"),
-			responses: []response{
-				{status: http.StatusOK, description: "Nothing to drop", body: Success{}},
-				errorResponse(http.StatusBadRequest, fileBadPath),
-				errorResponse(http.StatusForbidden, fileReadDenied),
-				errorResponse(http.StatusNotFound, fileNotFound),
-			},
-			handle: a.fileRefresh(s),
-		},
-		{
-			method: "POST", path: base + "refresh", id: id("RefreshPost"), tag: tag, permission: s.read,
-			summary:     "Refresh a " + s.noun + " folder",
-			description: desc("As GET; the body {path?} may be empty."),
-			request:     jsonBody(FileRefreshRequest{}),
-			responses: []response{
-				{status: http.StatusOK, description: "Nothing to drop", body: Success{}},
-				errorResponse(http.StatusBadRequest, fileBadPath+fileBadBody),
-				errorResponse(http.StatusForbidden, fileReadDenied),
-				errorResponse(http.StatusNotFound, fileNotFound),
-				errorResponse(http.StatusRequestEntityTooLarge, fileBodyTooLarge),
-			},
-			handle: a.fileRefresh(s),
-		},
-		{
-			method: "GET", path: base + "download", id: id("Download"), tag: tag, permission: s.read,
-			summary:     "Download a file or folder of a " + s.noun,
-			description: desc("A file as an attachment (application/octet-stream), or a folder as a zip holding the folder. Links are kept as links when their target lies inside the unit and left out otherwise."),
-			params:      pathParam(true, "the file or folder"),
-			responses: []response{
-				{status: http.StatusOK, description: "The file, or the folder as a zip", content: binary},
-				errorResponse(http.StatusBadRequest, fileBadPath+"; path \"\" or a special file (BAD_REQUEST)"),
-				errorResponse(http.StatusForbidden, fileReadDenied),
-				errorResponse(http.StatusNotFound, fileNotFound),
-			},
-			handle: a.fileDownload(s),
-		},
-		{
-			method: "POST", path: base + "delete-batch", id: id("DeleteBatch"), tag: tag, permission: s.remove,
-			summary:     "Delete several files or folders of a " + s.noun,
-			description: desc(fmt.Sprintf("Deletes each path as DELETE delete would; the paths that fail are listed in errors and the others are deleted. At most %d paths.", maxFileBatch)),
-			request:     jsonBody(FileBatchRequest{}),
-			responses: []response{
-				{status: http.StatusOK, description: "Done, with the paths that failed", body: FileBatchResponse{}},
-				errorResponse(http.StatusBadRequest, "No paths, or too many (BAD_REQUEST)"+fileBadBody),
-				errorResponse(http.StatusRequestEntityTooLarge, fileBodyTooLarge),
-			},
-			handle: a.fileDeleteBatch(s),
-		},
-		{
-			method: "POST", path: base + "move-batch", id: id("MoveBatch"), tag: tag, permission: s.install,
-			summary:     "Move several files or folders of a " + s.noun,
-			description: desc(fmt.Sprintf("Moves each path into destPath as move would; the paths that fail are listed in errors and the others are moved. At most %d paths.", maxFileBatch)),
-			request:     jsonBody(FileMoveBatchRequest{}),
-			responses: []response{
-				{status: http.StatusOK, description: "Done, with the paths that failed", body: FileBatchResponse{}},
-				errorResponse(http.StatusBadRequest, "No paths, or too many (BAD_REQUEST); "+fileBadPath+" in destPath"+fileBadBody),
-				errorResponse(http.StatusForbidden, "destPath: "+fileWriteDenied),
-				errorResponse(http.StatusNotFound, "destPath: "+fileNotFound),
-				errorResponse(http.StatusRequestEntityTooLarge, fileBodyTooLarge),
-			},
-			handle: a.fileMoveBatch(s),
-		},
-		{
-			method: "GET", path: base + "download-batch", id: id("DownloadBatch"), tag: tag, permission: s.read,
-			summary:     "Download several files or folders of a " + s.noun + " as a zip",
-			description: desc("A zip of the paths that can be read, each under its base name (\"name (2)\" when two share one); the others are left out."),
-			params: []openapi.Parameter{{Name: "paths", In: "query", Required: true, Schema: &openapi.Schema{Type: "string"},
-				Description: fmt.Sprintf("comma-separated paths (the parameter may also be repeated); at most %d", maxFileBatch)}},
-			responses: []response{
-				{status: http.StatusOK, description: "The zip", content: zipOnly},
-				errorResponse(http.StatusBadRequest, "No paths, or too many (BAD_REQUEST)"),
-				errorResponse(http.StatusNotFound, "None of the paths can be read (FILE_NOT_FOUND); the message says why for each"),
-			},
-			handle: a.fileDownloadBatch(s),
-		},
-	}
-}
-
-// fileManager returns a surface's file manager, or 503 while its catalog is missing.
-func (a *API) fileManager(s fileSurface) (*filemanager.Surface, error) {
+// fileManager returns a surface's file manager for a request, or 503 while its catalog is
+// missing. A write that leaves a unit's metadata changed is admitted with the caller's key,
+// as an upload of that metadata would be.
+func (a *API) fileManager(s fileSurface, r *http.Request) (*filemanager.Surface, error) {
 	c, err := catalog(s.catalog(a))
 	if err != nil {
 		return nil, err
 	}
-	return filemanager.ForCatalog(c), nil
+	p := principalOf(r.Context())
+	return filemanager.ForCatalog(c).WithAdmit(func(_ string, md packages.Metadata) error {
+		return a.admit(p, c, md)
+	}), nil
 }
 
 // fileGuard checks every path of a request against the caller's namespaces.
@@ -392,7 +61,7 @@ func (a *API) auditFile(r *http.Request, s fileSurface, op, target string, err e
 
 func (a *API) fileList(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
+		fm, err := a.fileManager(s, r)
 		if err != nil {
 			return err
 		}
@@ -423,18 +92,18 @@ type auditedRequest interface {
 func (r FilePathRequest) audited() (string, []zap.Field) { return r.Path, nil }
 
 func (r FileRenameRequest) audited() (string, []zap.Field) {
-	return r.Path, []zap.Field{zap.String("newName", r.NewName)}
+	return r.Path, []zap.Field{zap.String("new_name", r.NewName)}
 }
 
 func (r FileMoveRequest) audited() (string, []zap.Field) {
-	return r.Path, []zap.Field{zap.String("destPath", r.DestPath)}
+	return r.Path, []zap.Field{zap.String("dest_path", r.DestPath)}
 }
 
 // fileWrite runs one file manager change from a JSON request: decode it, make the change,
 // audit it as op, and answer with the body the change returns.
 func fileWrite[R auditedRequest](a *API, s fileSurface, op string, change func(*filemanager.Surface, filemanager.Guard, R) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
+		fm, err := a.fileManager(s, r)
 		if err != nil {
 			return err
 		}
@@ -488,7 +157,7 @@ func (a *API) fileMove(s fileSurface) handlerFunc {
 
 func (a *API) fileRefresh(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
+		fm, err := a.fileManager(s, r)
 		if err != nil {
 			return err
 		}
@@ -521,7 +190,7 @@ func checkBatch(paths []string) error {
 
 func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
+		fm, err := a.fileManager(s, r)
 		if err != nil {
 			return err
 		}
@@ -549,7 +218,7 @@ func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 
 func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
+		fm, err := a.fileManager(s, r)
 		if err != nil {
 			return err
 		}
@@ -563,7 +232,7 @@ func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 		g := fileGuard(r)
 		// A destination that cannot take anything fails the whole batch at once.
 		if err := fm.CheckDestination(g, req.DestPath); err != nil {
-			a.auditFile(r, s, "move-batch", strings.Join(req.Paths, ", "), err, zap.String("destPath", req.DestPath))
+			a.auditFile(r, s, "move-batch", strings.Join(req.Paths, ", "), err, zap.String("dest_path", req.DestPath))
 			return packageError(err)
 		}
 		out := FileBatchResponse{Success: true}
@@ -575,7 +244,7 @@ func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 			}
 		}
 		a.auditFile(r, s, "move-batch", strings.Join(req.Paths, ", "), firstErr,
-			zap.String("destPath", req.DestPath), zap.Int("failed", len(out.Errors)))
+			zap.String("dest_path", req.DestPath), zap.Int("failed", len(out.Errors)))
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
@@ -592,7 +261,7 @@ func cmpErr(kept, err error) error {
 
 func (a *API) fileDownload(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
+		fm, err := a.fileManager(s, r)
 		if err != nil {
 			return err
 		}
@@ -607,7 +276,7 @@ func (a *API) fileDownload(s fileSurface) handlerFunc {
 
 func (a *API) fileDownloadBatch(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
+		fm, err := a.fileManager(s, r)
 		if err != nil {
 			return err
 		}
@@ -687,13 +356,14 @@ func (l *lazyHeaderWriter) Write(p []byte) (int, error) {
 // form is complete, because paths[] may follow the files it names.
 func (a *API) fileUpload(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		fm, err := a.fileManager(s)
+		fm, err := a.fileManager(s, r)
 		if err != nil {
 			return err
 		}
 		limits := s.catalog(a).Limits()
-		if limits.Upload > 0 {
-			r.Body = http.MaxBytesReader(w, r.Body, limits.Upload+uploadFraming)
+		up, err := readMultipart(w, r, limits.Upload, CodeBadRequest, "send multipart/form-data with the fields path, files[] and optionally paths[]")
+		if err != nil {
+			return err
 		}
 		spool, err := os.CreateTemp("", "runtime-files-*")
 		if err != nil {
@@ -701,7 +371,7 @@ func (a *API) fileUpload(s fileSurface) handlerFunc {
 		}
 		defer os.Remove(spool.Name())
 		defer spool.Close()
-		form, err := readUploadForm(r, spool, limits)
+		form, err := readUploadForm(up, spool, limits)
 		if err != nil {
 			return packageError(err)
 		}
@@ -723,33 +393,29 @@ type uploadForm struct {
 
 // readUploadForm reads the parts of an upload: path, files[] (spooled into spool) and
 // paths[]. Refusals are *packages.Error or *Error values.
-func readUploadForm(r *http.Request, spool *os.File, limits packages.Limits) (uploadForm, error) {
+func readUploadForm(up *multipartUpload, spool *os.File, limits packages.Limits) (uploadForm, error) {
 	var form uploadForm
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return form, Errorf(http.StatusBadRequest, CodeBadRequest, "send multipart/form-data with the fields path, files[] and optionally paths[]")
-	}
 	var names []string
 	var offset int64
 	seenPath := false
 	for {
-		part, err := mr.NextPart()
+		part, err := up.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return form, uploadReadError(err, limits)
+			return form, err
 		}
 		switch field := part.FormName(); field {
 		case "path":
 			if form.dest, err = formValue(part, field); err != nil {
-				return form, uploadReadError(err, limits)
+				return form, up.readError(err)
 			}
 			seenPath = true
 		case "paths[]", "paths":
 			v, err := formValue(part, field)
 			if err != nil {
-				return form, uploadReadError(err, limits)
+				return form, up.readError(err)
 			}
 			names = append(names, v)
 		case "files[]", "files", "file":
@@ -766,7 +432,7 @@ func readUploadForm(r *http.Request, spool *os.File, limits packages.Limits) (up
 			}
 			n, err := io.Copy(spool, src)
 			if err != nil {
-				return form, uploadReadError(err, limits)
+				return form, up.readError(err)
 			}
 			if limits.Upload > 0 && offset+n > limits.Upload {
 				return form, packages.UploadTooLarge(limits.Upload)
@@ -804,17 +470,4 @@ func formValue(part io.Reader, field string) (string, error) {
 		return "", Errorf(http.StatusBadRequest, CodeBadRequest, "field %s is longer than 4096 bytes", field)
 	}
 	return string(b), nil
-}
-
-// uploadReadError reports a failure reading the form: over the body limit, or malformed.
-func uploadReadError(err error, limits packages.Limits) error {
-	var tooLarge *http.MaxBytesError
-	var apiErr *Error
-	switch {
-	case errors.As(err, &apiErr):
-		return err
-	case errors.As(err, &tooLarge):
-		return packages.UploadTooLarge(limits.Upload)
-	}
-	return Errorf(http.StatusBadRequest, CodeBadRequest, "the multipart form is malformed: %v", err)
 }

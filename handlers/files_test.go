@@ -294,6 +294,16 @@ func TestFileUpload(t *testing.T) {
 	}
 }
 
+// uploadOf starts reading req as a file manager upload of at most limit bytes.
+func uploadOf(t *testing.T, req *http.Request, limit int64) *multipartUpload {
+	t.Helper()
+	up, err := readMultipart(httptest.NewRecorder(), req, limit, CodeBadRequest, "send a form")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up
+}
+
 // TestReadUploadFormLimits checks the upload size and file count limits on the form itself.
 func TestReadUploadFormLimits(t *testing.T) {
 	limits := packages.Limits{Upload: 10, Unpacked: 100, Entries: 2}
@@ -313,7 +323,7 @@ func TestReadUploadFormLimits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = readUploadForm(req, spool, limits)
+		_, err = readUploadForm(uploadOf(t, req, limits.Upload), spool, limits)
 		spool.Close()
 		var pe *packages.Error
 		if !errors.As(err, &pe) || pe.Kind != packages.TooLarge || !strings.Contains(pe.Message, tt.setting) {
@@ -325,7 +335,7 @@ func TestReadUploadFormLimits(t *testing.T) {
 	req.Header.Set("Content-Type", ct)
 	spool, _ := os.CreateTemp(t.TempDir(), "spool")
 	defer spool.Close()
-	form, err := readUploadForm(req, spool, limits)
+	form, err := readUploadForm(uploadOf(t, req, limits.Upload), spool, limits)
 	if err != nil || len(form.files) != 2 || form.dest != "p" {
 		t.Fatalf("a form at the limits = %+v, %v", form, err)
 	}

@@ -11,8 +11,9 @@ type Health struct {
 
 // Discovery is the discovery document at /.well-known/runtime.
 type Discovery struct {
-	API     string `json:"api" doc:"the API path in effect, e.g. /api or /_/api"`
+	API     string `json:"api" doc:"the API path in effect as the client sees it, e.g. /api, /_/api, or /hp/api when the runtime is mounted at /hp"`
 	Version string `json:"version" doc:"runtime version"`
+	Workers string `json:"workers,omitempty" doc:"the workers' base URL when they are served on another origin, e.g. https://apps.example.com (a worker is at <workers>/<name>/), as configured in workers_url; absent when they share this origin"`
 }
 
 func (a *API) healthRoutes() []route {
@@ -25,11 +26,11 @@ func (a *API) healthRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: DiscoveryPath, id: "discover", tag: "discovery", public: true,
-			summary:     "Discover the API path and runtime version",
-			description: "Clients read `api` to find the API path, which moves under a configured prefix.",
-			responses:   []response{{status: http.StatusOK, description: "The API path and version", body: Discovery{}}},
+			summary:     "Discover the API path, the runtime version and where workers are served",
+			description: "Clients read `api` to find the API path, which moves under a configured prefix, and `workers` to build links to workers when they are served on their own origin.",
+			responses:   []response{{status: http.StatusOK, description: "The API path and version, and the workers' base URL", body: Discovery{}}},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
-				writeJSON(w, http.StatusOK, Discovery{API: a.opts.Prefix, Version: a.opts.Version})
+				writeJSON(w, http.StatusOK, Discovery{API: a.apiPath(r), Version: a.opts.Version, Workers: a.opts.WorkersURL})
 				return nil
 			},
 		},

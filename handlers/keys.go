@@ -1,10 +1,13 @@
 package handlers
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,7 +20,7 @@ const (
 	CodeKeyNotFound          = "API_KEY_NOT_FOUND"
 	CodeSelfRevokeForbidden  = "SELF_REVOKE_FORBIDDEN"
 	CodePrivilegeEscalation  = "PRIVILEGE_ESCALATION"
-	keyValidationDescription = "Invalid request (BAD_REQUEST, MISSING_KEY_NAME, INVALID_KEY_ROLE, MISSING_PERMISSIONS, INVALID_PERMISSION, INVALID_NAMESPACE, INVALID_EXPIRATION)"
+	keyValidationDescription = "Invalid request (BAD_REQUEST, MISSING_KEY_NAME, INVALID_KEY_NAME, INVALID_KEY_ROLE, MISSING_PERMISSIONS, INVALID_PERMISSION, INVALID_NAMESPACE, INVALID_EXPIRATION)"
 )
 
 // KeyList is the body of GET keys.
@@ -89,12 +92,12 @@ func (a *API) keyRoutes() []route {
 		{
 			method: "POST", path: "/keys", id: "createKey", tag: "keys", permission: keystore.KeysCreate,
 			summary:     "Create an API key",
-			description: "The secret is returned once. A key cannot create a key holding a permission or namespace it lacks.",
+			description: "The secret is returned once. A key cannot create a key holding a permission or namespace it lacks, nor one that expires after itself.",
 			request:     &request{contentType: "application/json", body: CreateKeyRequest{}},
 			responses: []response{
 				{status: http.StatusOK, description: "Created", body: CreateKeyResponse{}},
 				errorResponse(http.StatusBadRequest, keyValidationDescription),
-				errorResponse(http.StatusForbidden, "The new key would exceed the creator's rights (PRIVILEGE_ESCALATION)"),
+				errorResponse(http.StatusForbidden, "The new key would exceed the creator's rights or outlive it (PRIVILEGE_ESCALATION)"),
 				errorResponse(http.StatusRequestEntityTooLarge, "Body over 64 KiB (PAYLOAD_TOO_LARGE)"),
 			},
 			handle: a.createKey,
@@ -102,11 +105,12 @@ func (a *API) keyRoutes() []route {
 		{
 			method: "DELETE", path: "/keys/{id}", id: "revokeKey", tag: "keys", permission: keystore.KeysRevoke,
 			summary:     "Revoke an API key",
-			description: "Takes effect on the next request. A key cannot revoke itself.",
+			description: "Takes effect on the next request, and ends the key's sessions. A key cannot revoke itself, nor a key holding a permission or namespace it lacks.",
 			responses: []response{
 				{status: http.StatusOK, description: "Revoked", body: Success{}},
 				errorResponse(http.StatusBadRequest, "The id is not a key id (BAD_REQUEST)"),
-				errorResponse(http.StatusForbidden, "The key is the caller's own (SELF_REVOKE_FORBIDDEN) or reaches outside the caller's namespaces (NAMESPACE_DENIED)"),
+				errorResponse(http.StatusForbidden, "The key is the caller's own (SELF_REVOKE_FORBIDDEN), reaches outside the caller's namespaces (NAMESPACE_DENIED) "+
+					"or holds a permission the caller lacks (PRIVILEGE_ESCALATION)"),
 				errorResponse(http.StatusNotFound, "No active key with this id (API_KEY_NOT_FOUND)"),
 			},
 			handle: a.revokeKey,
@@ -153,12 +157,9 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return inputError(err)
 	}
-	if missing := slices.DeleteFunc(slices.Clone(rec.Permissions), p.Has); len(missing) > 0 || !p.Covers(rec.Namespaces) {
+	if err := checkRank(p, rec, now); err != nil {
 		a.audit(r, "key.create", rec.Name, "denied", &p)
-		if len(missing) > 0 {
-			return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant permissions it lacks: %v", missing)
-		}
-		return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant namespaces outside its own (%v)", p.Namespaces)
+		return err
 	}
 	created, err := store.Create(r.Context(), nk)
 	if err != nil {
@@ -170,14 +171,23 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
+// storeAndID returns the key store and the route's {id}, a positive integer naming a what.
+func (a *API) storeAndID(r *http.Request, what string) (*keystore.Store, int64, error) {
 	store, err := a.keyStore()
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "%q is not a key id; ids are positive integers", r.PathValue("id"))
+		return nil, 0, Errorf(http.StatusBadRequest, CodeBadRequest, "%q is not a %s id; ids are positive integers", r.PathValue("id"), what)
+	}
+	return store, id, nil
+}
+
+func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	store, id, err := a.storeAndID(r, "key")
+	if err != nil {
+		return err
 	}
 	p := principalOf(r.Context())
 	target := strconv.FormatInt(id, 10)
@@ -196,15 +206,65 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 		a.audit(r, "key.revoke", target, "denied", &p)
 		return Errorf(http.StatusForbidden, CodeNamespaceDenied, "key %d reaches namespaces outside this key's (%v)", id, p.Namespaces)
 	}
+	if missing := lacking(p, rec.Permissions); len(missing) > 0 {
+		a.audit(r, "key.revoke", target, "denied", &p)
+		return Errorf(http.StatusForbidden, CodePrivilegeEscalation,
+			"key %d holds permissions this key lacks (%s); only a key holding all of its permissions, or the root key, may revoke it",
+			id, strings.Join(missing, ", "))
+	}
 	if err := store.Revoke(r.Context(), id); errors.Is(err, keystore.ErrNotFound) {
 		return Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
 	} else if err != nil {
 		return err
 	}
 	a.audit(r, "key.revoke", target, "success", &p, keyField(rec))
+	a.removeStaleBootstrap(r.Context(), store)
 	writeJSON(w, http.StatusOK, Success{Success: true})
 	return nil
 }
+
+// lacking returns the permissions in perms that p does not hold.
+func lacking(p keystore.Principal, perms []string) []string {
+	return slices.DeleteFunc(slices.Clone(perms), p.Has)
+}
+
+// checkRank refuses a new key that would exceed its creator p: a permission or a namespace p
+// lacks, or a life beyond p's own expiry.
+func checkRank(p keystore.Principal, rec keystore.KeyRecord, now time.Time) error {
+	if missing := lacking(p, rec.Permissions); len(missing) > 0 {
+		return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant permissions it lacks: %v", missing)
+	}
+	if !p.Covers(rec.Namespaces) {
+		return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant namespaces outside its own (%v)", p.Namespaces)
+	}
+	if p.IsRoot || p.ExpiresAt == 0 || rec.ExpiresAt != 0 && rec.ExpiresAt <= p.ExpiresAt {
+		return nil
+	}
+	choose := fmt.Sprintf("choose an expiresIn of at most %dd", (p.ExpiresAt-now.Unix())/86400)
+	if p.ExpiresAt-now.Unix() < 86400 {
+		choose = "a key expiring within a day cannot create keys"
+	}
+	return Errorf(http.StatusForbidden, CodePrivilegeEscalation,
+		"the new key would outlive its creator, which expires at %s; %s, or create the key with a longer-lived key",
+		time.Unix(p.ExpiresAt, 0).UTC().Format(time.RFC3339), choose)
+}
+
+// removeStaleBootstrap deletes the bootstrap key's file once its key no longer works, so no
+// dead secret lingers on disk.
+func (a *API) removeStaleBootstrap(ctx context.Context, store *keystore.Store) {
+	why, err := store.RemoveStaleBootstrap(ctx)
+	if err != nil {
+		a.opts.Logger.Error("checking the bootstrap key file", zap.String("file", store.BootstrapPath()), zap.Error(err))
+		return
+	}
+	if why != "" {
+		a.opts.Logger.Info(BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
+	}
+}
+
+// BootstrapRemovedMessage is the log line of a bootstrap key file deleted because its key
+// no longer works.
+const BootstrapRemovedMessage = "the bootstrap key no longer works: deleted its file"
 
 // keyStore returns the store, or 503 while the runtime is starting.
 func (a *API) keyStore() (*keystore.Store, error) {
@@ -217,7 +277,7 @@ func (a *API) keyStore() (*keystore.Store, error) {
 
 // keyField describes the key an audited action touched.
 func keyField(k keystore.KeyRecord) zap.Field {
-	return zap.Dict("key", zap.Int64("id", k.ID), zap.String("name", k.Name), zap.String("keyPrefix", k.KeyPrefix),
+	return zap.Dict("key", zap.Int64("id", k.ID), zap.String("name", k.Name), zap.String("key_prefix", k.KeyPrefix),
 		zap.String("role", k.Role), zap.Strings("namespaces", k.Namespaces))
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"runtime/debug"
-	"time"
 
 	"go.uber.org/zap"
 )
@@ -14,7 +13,10 @@ import (
 // RequestIDHeader carries the correlation id of a request and its response.
 const RequestIDHeader = "X-Request-Id"
 
-type requestIDKey struct{}
+type (
+	requestIDKey struct{}
+	logFieldsKey struct{}
+)
 
 // RequestID returns the correlation id of the request being served, or "".
 func RequestID(ctx context.Context) string {
@@ -22,26 +24,50 @@ func RequestID(ctx context.Context) string {
 	return id
 }
 
+// WithLogFields returns ctx carrying set, which puts a field on the request's access log
+// line, replacing one of the same key. The host server fills it (in Caddy, with the
+// request's ExtraLogFields), so one line per request says who asked and what served it; the
+// runtime writes no access log of its own.
+func WithLogFields(ctx context.Context, set func(zap.Field)) context.Context {
+	return context.WithValue(ctx, logFieldsKey{}, set)
+}
+
+// LogField puts field on the access log line of the request of ctx, if it has one.
+func LogField(ctx context.Context, field zap.Field) {
+	if set, ok := ctx.Value(logFieldsKey{}).(func(zap.Field)); ok {
+		set(field)
+	}
+}
+
 // WithRequestID echoes a well-formed incoming X-Request-Id, or generates one, on the request
 // (header and context) and the response, before anything else can answer.
 func WithRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, EnsureRequestID(w, r))
+		next.ServeHTTP(w, EnsureRequestID(w, r, nil))
 	})
 }
 
-// EnsureRequestID gives the request a correlation id, unless an outer layer already did, and
-// sets it on the response; it returns the request carrying the id in its context.
-func EnsureRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
+// EnsureRequestID gives the request a correlation id, unless an outer layer already did, sets
+// it on the response and the access log line, and returns the request carrying it in its
+// context. A well-formed incoming X-Request-Id is kept; otherwise the id is newID's (in Caddy,
+// the request's {http.request.uuid}), or a random one when newID is nil or gives "".
+func EnsureRequestID(w http.ResponseWriter, r *http.Request, newID func() string) *http.Request {
 	if RequestID(r.Context()) != "" {
 		return r
 	}
 	id := r.Header.Get(RequestIDHeader)
 	if !validRequestID(id) {
-		id = rand.Text()
+		id = ""
+		if newID != nil {
+			id = newID()
+		}
+		if id == "" {
+			id = rand.Text()
+		}
 		r.Header.Set(RequestIDHeader, id)
 	}
 	w.Header().Set(RequestIDHeader, id)
+	LogField(r.Context(), zap.String("request_id", id))
 	return r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 }
 
@@ -61,11 +87,10 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// statusWriter records the status and size of a response.
+// statusWriter records whether a response has started.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
-	bytes  int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -79,46 +104,31 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
+	return w.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// withAccessLog logs one line per request, and turns a panic into a logged 500 envelope.
-func withAccessLog(logger *zap.Logger, next http.Handler) http.Handler {
+// withRecover turns a panic into a logged 500 envelope, unless the response had started.
+func withRecover(logger *zap.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
-			if v := recover(); v != nil {
-				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-					panic(v)
-				}
-				logger.Error("panic serving API request",
-					zap.String("request_id", RequestID(r.Context())),
-					zap.Any("panic", v),
-					zap.ByteString("stack", debug.Stack()))
-				if sw.status == 0 {
-					WriteError(sw, Errorf(http.StatusInternalServerError, CodeInternal,
-						"internal error; report request id %s to the operator", RequestID(r.Context())))
-				}
+			v := recover()
+			if v == nil {
+				return
 			}
-			fields := []zap.Field{
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+				panic(v)
+			}
+			logger.Error("panic serving API request",
 				zap.String("request_id", RequestID(r.Context())),
-				zap.String("method", r.Method),
-				zap.String("path", r.URL.Path),
-				zap.Int("status", sw.status),
-				zap.Duration("duration", time.Since(start)),
-				zap.Int64("bytes", sw.bytes),
-				zap.String("remote", r.RemoteAddr),
-			}
-			if sw.status >= 500 {
-				logger.Error("api request", fields...)
-			} else {
-				logger.Info("api request", fields...)
+				zap.Any("panic", v),
+				zap.ByteString("stack", debug.Stack()))
+			if sw.status == 0 {
+				WriteError(sw, Errorf(http.StatusInternalServerError, CodeInternal,
+					"internal error; report request id %s to the operator", RequestID(r.Context())))
 			}
 		}()
 		next.ServeHTTP(sw, r)

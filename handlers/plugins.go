@@ -97,11 +97,10 @@ func (a *API) pluginRoutes() []route {
 			permission:  keystore.PluginsInstall,
 			summary:     map[bool]string{true: "Enable a plugin", false: "Disable a plugin"}[enabled],
 			description: "Flips enabled in the plugin's manifest, keeping comments. {name} is URL-encoded (@ as %40, / as %2F).",
-			responses: []response{
+			responses: append([]response{
 				{status: http.StatusOK, description: "The plugin's new state", body: PluginToggled{}},
-				badName, namespace,
 				errorResponse(http.StatusNotFound, "No such plugin (PLUGIN_NOT_FOUND), or it has no manifest to edit (PLUGIN_MANIFEST_NOT_FOUND)"),
-			},
+			}, toggleErrors("plugin", enabled, badName, namespace)...),
 			handle: func(w http.ResponseWriter, r *http.Request) error { return a.togglePlugin(w, r, enabled) },
 		}
 	}
@@ -198,7 +197,7 @@ func (a *API) togglePlugin(w http.ResponseWriter, r *http.Request, enabled bool)
 		return err
 	}
 	return a.act(w, r, map[bool]string{true: "plugin.enable", false: "plugin.disable"}[enabled], name,
-		func() error { return c.SetEnabled(name, "", enabled) },
+		func() error { return a.setEnabled(r, c, name, "", enabled) },
 		PluginToggled{Success: true, Data: PluginToggle{Name: name, Enabled: enabled}})
 }
 

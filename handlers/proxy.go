@@ -59,6 +59,8 @@ func (a *API) serveProcess(w http.ResponseWriter, r *http.Request, t workers.Tar
 		return Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "%s", unavailable.Reason)
 	case errors.Is(err, context.DeadlineExceeded):
 		return Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not start within its timeout %s", name, time.Duration(m.Timeout))
+	case errors.Is(err, workers.ErrNotAllowed):
+		return Errorf(http.StatusForbidden, "PROCESS_WORKERS_DISABLED", "worker %q is a process worker, and %v", name, err)
 	case errors.Is(err, workers.ErrPoolClosed):
 		return Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
 	case err != nil:
@@ -106,6 +108,11 @@ func (a *API) newWorkerProxy() *httputil.ReverseProxy {
 		ModifyResponse: func(resp *http.Response) error {
 			// The response already carries the runtime's id; the proxy would add the worker's.
 			resp.Header.Del(RequestIDHeader)
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				// A protocol switch writes its header on the hijacked connection, past the
+				// writer that guards the session cookie everywhere else.
+				DropSessionCookie(resp.Header)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

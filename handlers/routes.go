@@ -72,7 +72,7 @@ func (a *API) document(table []route) openapi.Document {
 		Tags: []openapi.Tag{
 			{Name: "discovery", Description: "Finding the API"},
 			{Name: "health", Description: "Health, readiness and liveness probes"},
-			{Name: "session", Description: "Browser sessions: exchange a key for a cookie"},
+			{Name: "session", Description: "Browser sessions: exchange a key for a session cookie, list and end sessions"},
 			{Name: "keys", Description: "API keys, their roles, permissions and namespaces"},
 			{Name: "workers", Description: "Workers (apps): upload, list, enable, disable, remove"},
 			{Name: "plugins", Description: "Plugins: upload, list, enable, disable, remove"},
@@ -144,7 +144,8 @@ func withPipelineResponses(rt route) []response {
 	}
 	if !rt.public {
 		all = append(all,
-			errorResponse(http.StatusUnauthorized, "No credential, or an unknown, revoked or expired key (AUTH_REQUIRED)"),
+			errorResponse(http.StatusForbidden, "Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED)"),
+			errorResponse(http.StatusUnauthorized, "No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED)"),
 			errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY)"))
 	}
 	if rt.permission != "" {

@@ -7,6 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/mount"
+	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/workers"
 )
 
@@ -16,6 +18,20 @@ const (
 	CodeWorkerVersionNotFound = "WORKER_VERSION_NOT_FOUND"
 	CodeWorkerMisconfigured   = "WORKER_MISCONFIGURED"
 )
+
+// CPanelPath is where the cpanel is served.
+const CPanelPath = "/" + packages.CPanelSegment
+
+// IsCPanel reports whether urlPath is the cpanel's.
+func IsCPanel(urlPath string) bool {
+	return urlPath == CPanelPath || strings.HasPrefix(urlPath, CPanelPath+"/")
+}
+
+// ServeCPanel serves a request for the cpanel, which has no pages yet: its path is kept from
+// workers and plugins.
+func (a *API) ServeCPanel(w http.ResponseWriter, r *http.Request) {
+	WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no cpanel is installed at %s%s/", mount.Path(r.Context()), CPanelPath))
+}
 
 // ServeWorker serves a request outside the API: a worker version, or an error envelope.
 func (a *API) ServeWorker(w http.ResponseWriter, r *http.Request) {
@@ -35,13 +51,16 @@ func (a *API) serveWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); first == "cpanel" {
-		return Errorf(http.StatusNotFound, CodeNotFound, "no cpanel is installed at /cpanel/")
+	first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if packages.IsReserved(first, a.opts.WorkerPolicy.Reserved) {
+		// A worker put there by hand is not served either.
+		return Errorf(http.StatusNotFound, CodeNotFound, "/%s/ is reserved by the runtime; no worker is served there", first)
 	}
+	at := mount.Path(r.Context())
 	t, name, err := workers.Resolve(c, r.URL.Path)
 	switch {
 	case errors.Is(err, workers.ErrNotWorkerPath):
-		return Errorf(http.StatusNotFound, CodeNotFound, "nothing is served at %s; workers are served at /<name>/ and /@scope/<name>/", r.URL.Path)
+		return Errorf(http.StatusNotFound, CodeNotFound, "nothing is served at %s%s; workers are served at %s/<name>/ and %s/@scope/<name>/", at, r.URL.Path, at, at)
 	case errors.Is(err, workers.ErrNoSuchWorker):
 		return Errorf(http.StatusNotFound, CodeWorkerNotFound, "no worker named %q", name)
 	case errors.Is(err, workers.ErrNoEnabledVersion):
@@ -51,13 +70,16 @@ func (a *API) serveWorker(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
+	LogField(r.Context(), zap.String("worker", name))
 	served, err := a.versions.Get(t.Version)
 	if err != nil {
 		return Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %s@%s: %v", name, t.Version.Version, err)
 	}
+	// The worker's base as the client sees it, for the redirect, <base href> and X-Base.
+	t.Base = at + t.Base
 	m := served.Manifest
 	if t.Rest == "" && m.Entrypoint != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		target := r.URL.EscapedPath() + "/"
+		target := at + r.URL.EscapedPath() + "/"
 		if r.URL.RawQuery != "" {
 			target += "?" + r.URL.RawQuery
 		}

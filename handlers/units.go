@@ -2,13 +2,15 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/plugins"
+	"github.com/caddy-runtime/runtime/workers"
 )
 
 // Error codes of uploads.
@@ -35,82 +37,135 @@ type InstalledUnit struct {
 func uploadErrors(noun string) []response {
 	upper := strings.ToUpper(noun)
 	return []response{
-		errorResponse(http.StatusBadRequest, "NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME, INVALID_PACKAGE_VERSION, INVALID_MANIFEST or NO_"+upper+"_DIRS"),
-		errorResponse(http.StatusForbidden, "The package's scope is outside the key's namespaces (NAMESPACE_DENIED)"),
-		errorResponse(http.StatusConflict, "A folder earlier in the list already provides this name ("+upper+"_CONFLICT)"),
+		errorResponse(http.StatusBadRequest, "NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST or NO_"+upper+"_DIRS"),
+		errorResponse(http.StatusForbidden, admissionForbidden[noun]),
+		errorResponse(http.StatusConflict, admissionConflict[noun]),
 		errorResponse(http.StatusRequestEntityTooLarge, "Over max_upload_size, max_unpacked_size or max_archive_entries (PAYLOAD_TOO_LARGE, naming the limit)"),
 	}
 }
 
-// install reads the multipart field "file" of an upload and installs it in c; the package
-// must lie within the caller's namespaces and must not take a reserved name.
+// Descriptions of admission refusals, by unit kind.
+var (
+	admissionForbidden = map[string]string{
+		"worker": "The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED)",
+		"plugin": "The package's scope is outside the key's namespaces, or the plugin needs a key with every namespace (hooks, handlers beyond the defaults) or has a base outside its scope's name (NAMESPACE_DENIED); " +
+			"its routes or hooks use a handler, matcher, file root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED)",
+	}
+	admissionConflict = map[string]string{
+		"worker": "A folder earlier in the list already provides this name, or an enabled plugin's base would hide the worker (WORKER_CONFLICT)",
+		"plugin": "A folder earlier in the list already provides this name, or the base would hide an installed worker or another plugin's base (PLUGIN_CONFLICT)",
+	}
+)
+
+// install reads the multipart field "file" of an upload and installs it in c; the package is
+// admitted with the caller's key first (admit). The archive itself is bounded exactly by the
+// catalog.
 func (a *API) install(w http.ResponseWriter, r *http.Request, c *packages.Catalog) (packages.Installed, error) {
 	p := principalOf(r.Context())
-	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mediaType != "multipart/form-data" {
-		return packages.Installed{}, Errorf(http.StatusBadRequest, CodeNoFileProvided,
-			"send the archive as multipart/form-data in the field file (curl -F file=@app.tgz)")
-	}
-	// Room for the multipart framing around the archive; the archive itself is bounded exactly
-	// by the catalog.
-	limit := c.Limits().Upload
-	r.Body = http.MaxBytesReader(w, r.Body, limit+1<<20)
-	mr, err := r.MultipartReader()
+	up, err := readMultipart(w, r, c.Limits().Upload, CodeNoFileProvided,
+		"send the archive as multipart/form-data in the field file (curl -F file=@app.tgz)")
 	if err != nil {
-		return packages.Installed{}, Errorf(http.StatusBadRequest, CodeNoFileProvided, "the multipart body is malformed: %v", err)
+		return packages.Installed{}, err
 	}
 	for {
-		part, err := mr.NextPart()
+		part, err := up.next()
 		if err == io.EOF {
 			return packages.Installed{}, Errorf(http.StatusBadRequest, CodeNoFileProvided, "no file in the upload; send it in the multipart field file")
 		}
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return packages.Installed{}, packageError(packages.UploadTooLarge(limit))
-		}
 		if err != nil {
-			return packages.Installed{}, Errorf(http.StatusBadRequest, CodeNoFileProvided, "the multipart body is malformed: %v", err)
+			return packages.Installed{}, packageError(err)
 		}
 		if part.FormName() != "file" || part.FileName() == "" {
 			part.Close()
 			continue
 		}
-		installed, err := c.Install(part.FileName(), bodyReader{part, limit}, func(md packages.Metadata) error {
-			if err := authorizeUnit(p, md.Name); err != nil {
-				return err
-			}
-			return a.checkReserved(md.Name)
+		installed, err := c.Install(part.FileName(), up.body(part), func(md packages.Metadata) error {
+			return a.admit(p, c, md)
 		})
 		part.Close()
 		return installed, packageError(err)
 	}
 }
 
-// bodyReader turns the request body's size error into the upload limit's error.
-type bodyReader struct {
-	r     io.Reader
-	limit int64
-}
-
-func (b bodyReader) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		err = packages.UploadTooLarge(b.limit)
+// admit decides whether the key p may install or enable the worker version or plugin md
+// describes in c, or leave it so by a file manager write: the name must be valid and within
+// the key's namespaces, and the unit must pass its kind's admission (workers.Admit,
+// plugins.Admit), against the units installed now.
+func (a *API) admit(p keystore.Principal, c *packages.Catalog, md packages.Metadata) error {
+	if err := packages.ValidateName(md.Name); err != nil {
+		return packageError(err)
 	}
-	return n, err
+	if err := packages.ValidateVersion(md.Version); err != nil {
+		return packageError(err)
+	}
+	if err := authorizeUnit(p, md.Name); err != nil {
+		return err
+	}
+	installed, err := a.installed()
+	if err != nil {
+		return err
+	}
+	bases := plugins.Bases(installed[packages.PluginLayout.Noun])
+	if c.Layout().Versioned {
+		err = workers.Admit(md, a.opts.WorkerPolicy, bases)
+	} else {
+		world := plugins.World{Workers: packages.Names(installed[packages.WorkerLayout.Noun]), Bases: bases}
+		err = plugins.Admit(md, a.opts.PluginPolicy, p.Unrestricted(), world)
+	}
+	return packageError(err)
 }
 
-// checkReserved refuses names whose path would collide with the runtime's own: the API
-// path's first segment, the cpanel and discovery.
-func (a *API) checkReserved(name string) error {
-	first := strings.SplitN(strings.TrimPrefix(a.opts.Prefix, "/"), "/", 2)[0]
-	for _, reserved := range []string{first, "cpanel", ".well-known"} {
-		if name == reserved {
-			return Errorf(http.StatusBadRequest, packages.CodeInvalidName, "%q is reserved by the runtime (/%s/ is its own path); choose another name", name, name)
+// installed lists the installed units of both kinds, by noun, for admissions to compare with.
+func (a *API) installed() (map[string][]packages.Unit, error) {
+	out := map[string][]packages.Unit{}
+	for _, c := range []*packages.Catalog{a.opts.Workers, a.opts.Plugins} {
+		if c == nil {
+			continue
+		}
+		units, err := c.List()
+		if err != nil {
+			return nil, fmt.Errorf("listing the installed %ss: %v", c.Layout().Noun, err)
+		}
+		out[c.Layout().Noun] = units
+	}
+	return out, nil
+}
+
+// setEnabled enables or disables a unit (a worker version: version set); enabling admits it
+// with the caller's key first, as an upload would be.
+func (a *API) setEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) error {
+	if enabled {
+		if err := a.admitEnable(r, c, name, version); err != nil {
+			return err
 		}
 	}
-	return nil
+	return c.SetEnabled(name, version, enabled)
+}
+
+// toggleErrors documents the refusals of an enable or disable besides not found: a disable
+// is refused only outside the key's namespaces, an enable also by admission.
+func toggleErrors(noun string, enabled bool, badName, namespace response) []response {
+	if !enabled {
+		return []response{badName, namespace}
+	}
+	badName.description += "; a manifest that is invalid or takes a reserved name (INVALID_MANIFEST, INVALID_PACKAGE_NAME)"
+	return []response{badName, errorResponse(http.StatusForbidden, admissionForbidden[noun]), errorResponse(http.StatusConflict, admissionConflict[noun])}
+}
+
+// admitEnable admits the unit (version) about to be enabled, as it is on disk.
+func (a *API) admitEnable(r *http.Request, c *packages.Catalog, name, version string) error {
+	u, err := c.Lookup(name)
+	if err != nil {
+		return packageError(err)
+	}
+	v := u.Versions[0]
+	if version != "" {
+		var ok bool
+		if v, ok = u.Find(version); !ok {
+			return nil // SetEnabled answers the missing version
+		}
+	}
+	return a.admit(principalOf(r.Context()), c, v.Metadata)
 }
 
 // packageError maps a packages error to its HTTP status.

@@ -50,10 +50,10 @@ func (a *API) workerRoutes() []route {
 			summary:    map[bool]string{true: "Serve a worker version again", false: "Stop serving a worker version"}[enabled],
 			description: "Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping " +
 				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart.",
-			responses: []response{
+			responses: append([]response{
 				{status: http.StatusOK, description: "The version's new state", body: WorkerToggled{}},
-				badName, namespace, notFound,
-			},
+				notFound,
+			}, toggleErrors("worker", enabled, badName, namespace)...),
 			handle: func(w http.ResponseWriter, r *http.Request) error { return a.toggleWorker(w, r, enabled) },
 		}
 	}
@@ -147,7 +147,7 @@ func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool)
 		return err
 	}
 	return a.act(w, r, map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled], name+"@"+version,
-		func() error { return c.SetEnabled(name, version, enabled) },
+		func() error { return a.setEnabled(r, c, name, version, enabled) },
 		WorkerToggled{Success: true, Data: WorkerToggle{Name: name, Version: version, Enabled: enabled}})
 }
 

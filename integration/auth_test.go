@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,7 @@ func login(t *testing.T, s *harness.Server, key string, opts ...harness.Option) 
 
 // TestCredentialChannels checks each channel, the order between them, and the root principal.
 func TestCredentialChannels(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	viewer := s.CreateKey(rootKey, map[string]any{"name": "viewer", "role": "viewer"})
 	editor := s.CreateKey(rootKey, map[string]any{"name": "editor"})
@@ -119,6 +121,7 @@ func TestCredentialChannels(t *testing.T) {
 
 // TestSessionCookie checks login, the cookie's attributes and round trip, and logout.
 func TestSessionCookie(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_CPANEL_SESSION_TTL": "2h"}})
 
 	resp := login(t, s, rootKey)
@@ -129,13 +132,18 @@ func TestSessionCookie(t *testing.T) {
 	if err := resp.JSON(&body); err != nil || !body.Authenticated || !body.Principal.IsRoot {
 		t.Fatalf("login body = %s", resp)
 	}
+	// The cookie holds an opaque token, never the key.
 	set := resp.Header.Get("Set-Cookie")
-	if want := "runtime_api_key=" + rootKeyCookie + "; Max-Age=7200; Path=/; HttpOnly; SameSite=Strict"; set != want {
-		t.Fatalf("Set-Cookie = %q\nwant        %q", set, want)
+	if !regexp.MustCompile(`^runtime_api_key=rts_[A-Za-z0-9_-]{43}; Max-Age=7200; Path=/; HttpOnly; SameSite=Strict$`).MatchString(set) {
+		t.Fatalf("Set-Cookie = %q, want a session token with Max-Age=7200; Path=/; HttpOnly; SameSite=Strict", set)
 	}
 	// The browser sends the value back as it got it.
 	if status, p := sessionOf(t, s, harness.WithHeader("Cookie", "runtime_api_key="+cookieFrom(t, resp))); status != 200 || !p.IsRoot {
 		t.Fatalf("session from the root cookie = %d %+v", status, p)
+	}
+	// A cookie holding a key itself, percent-encoded as older clients write it, still works.
+	if status, p := sessionOf(t, s, harness.WithHeader("Cookie", "runtime_api_key="+rootKeyCookie)); status != 200 || !p.IsRoot {
+		t.Fatalf("session from a key-valued root cookie = %d %+v", status, p)
 	}
 	// A value that does not percent-decode is used as sent.
 	raw := s.CreateKey(rootKey, map[string]any{"name": "raw"})
@@ -153,17 +161,25 @@ func TestSessionCookie(t *testing.T) {
 	// Login with a generated key, use the cookie, log out.
 	k := s.CreateKey(rootKey, map[string]any{"name": "browser", "role": "viewer"})
 	resp = login(t, s, k.Secret)
-	if resp.Status != 200 || cookieFrom(t, resp) != k.Secret {
-		t.Fatalf("login with a key = %s", resp)
+	token := cookieFrom(t, resp)
+	if resp.Status != 200 || !strings.HasPrefix(token, "rts_") || strings.Contains(string(resp.Body), k.Secret) {
+		t.Fatalf("login with a key = %s, cookie %q", resp, token)
+	}
+	if status, p := sessionOf(t, s, harness.WithCookie("runtime_api_key", token)); status != 200 || p.Name != "browser" {
+		t.Fatalf("session from the cookie = %d %+v", status, p)
 	}
 	for range 2 { // idempotent
-		out := s.Do("DELETE", s.API+"/admin/session", harness.WithOrigin(""), harness.WithCookie("runtime_api_key", k.Secret))
+		out := s.Do("DELETE", s.API+"/admin/session", harness.WithOrigin(""), harness.WithCookie("runtime_api_key", token))
 		if out.Status != 204 || len(out.Body) != 0 {
 			t.Fatalf("logout = %s", out)
 		}
 		if got := out.Header.Get("Set-Cookie"); got != "runtime_api_key=; Max-Age=0; Path=/; SameSite=Strict" {
 			t.Fatalf("logout Set-Cookie = %q", got)
 		}
+	}
+	// Logout ended the session on the server: a copy of the old cookie is worthless.
+	if status, _ := sessionOf(t, s, harness.WithCookie("runtime_api_key", token)); status != 401 {
+		t.Fatalf("the cookie still works after logout (%d)", status)
 	}
 	if got := s.Do("DELETE", s.API+"/admin/session", harness.WithOrigin(""), harness.WithHeader("X-Forwarded-Proto", "https")).Header.Get("Set-Cookie"); !strings.Contains(got, "; Secure") {
 		t.Errorf("logout over https Set-Cookie = %q", got)
@@ -172,6 +188,7 @@ func TestSessionCookie(t *testing.T) {
 
 // TestLoginErrors checks every status of POST admin/session.
 func TestLoginErrors(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	k := s.CreateKey(rootKey, map[string]any{"name": "gone"})
 	s.Do("DELETE", fmt.Sprintf("%s/keys/%d", s.API, k.ID), harness.WithKey(rootKey))
@@ -208,6 +225,7 @@ func TestLoginErrors(t *testing.T) {
 
 // TestCSRF checks the Origin rule on mutating API requests and its two exemptions.
 func TestCSRF(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	admin := s.CreateKey(rootKey, map[string]any{"name": "admin", "role": "admin"})
 	self := "http://" + strings.TrimPrefix(s.URL, "http://")
@@ -262,6 +280,7 @@ func TestCSRF(t *testing.T) {
 
 // TestRoles checks each role's allowed and refused calls on the key routes.
 func TestRoles(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	keys := map[string]harness.Key{}
 	for _, role := range []string{"admin", "editor", "viewer"} {
@@ -274,8 +293,9 @@ func TestRoles(t *testing.T) {
 		method, path string
 		body         map[string]any
 	}
+	// A target the revoker may revoke: it holds no permission the revoker lacks.
 	target := func() string {
-		return fmt.Sprintf("%s/keys/%d", s.API, s.CreateKey(rootKey, map[string]any{"name": "target"}).ID)
+		return fmt.Sprintf("%s/keys/%d", s.API, s.CreateKey(rootKey, map[string]any{"name": "target", "role": "custom", "permissions": []string{"keys:revoke"}}).ID)
 	}
 	calls := map[string]func() call{
 		"list":    func() call { return call{"GET", s.API + "/keys", nil} },
@@ -316,6 +336,7 @@ func TestRoles(t *testing.T) {
 
 // TestKeyLifecycle covers listing, meta, creation rules and revocation.
 func TestKeyLifecycle(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	var meta struct {
 		Roles, Permissions, ExpiresIn []string
@@ -441,6 +462,7 @@ func TestKeyLifecycle(t *testing.T) {
 
 // TestExpiredKeys checks that an expired key is listed with expiresAt and never accepted.
 func TestExpiredKeys(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	k := s.CreateKey(rootKey, map[string]any{"name": "old", "expiresIn": "30d"})
 	db, err := sql.Open("libsql", "file:"+filepath.Join(s.DataDir, "state", "api-keys.db")+"?_pragma=busy_timeout(5000)")
@@ -467,6 +489,7 @@ func TestExpiredKeys(t *testing.T) {
 
 // TestPrivilegeEscalation checks that no key can create a key with more rights than its own.
 func TestPrivilegeEscalation(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	creator := s.CreateKey(rootKey, map[string]any{"name": "creator", "role": "custom", "permissions": []string{"keys:create", "keys:read", "workers:read"}})
 	team := s.CreateKey(rootKey, map[string]any{"name": "team", "role": "admin", "namespaces": []string{"@team", "@ops"}})
@@ -504,6 +527,7 @@ func TestPrivilegeEscalation(t *testing.T) {
 
 // TestNamespaceRestrictedKeys checks listing and revocation by a namespace-restricted key.
 func TestNamespaceRestrictedKeys(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	team := s.CreateKey(rootKey, map[string]any{"name": "team-admin", "role": "admin", "namespaces": []string{"@team", "@ops"}})
 	teamKey := s.CreateKey(rootKey, map[string]any{"name": "team-only", "namespaces": []string{"@team"}})
@@ -543,6 +567,7 @@ func TestNamespaceRestrictedKeys(t *testing.T) {
 // TestEveryManagementRouteNeedsACredential walks the OpenAPI document: every operation that is
 // not public answers 401 without a credential.
 func TestEveryManagementRouteNeedsACredential(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	doc := s.Validator.Document()
 	checked := 0
@@ -566,6 +591,7 @@ func TestEveryManagementRouteNeedsACredential(t *testing.T) {
 
 // TestBootstrapKey checks the first-run key: created without a root key, never with one.
 func TestBootstrapKey(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{HTTP2: true}) // HTTP/2: it requests right after a reload
 	path := filepath.Join(s.DataDir, "state", "bootstrap-key")
 	info, err := os.Stat(path)
@@ -611,6 +637,7 @@ func TestBootstrapKey(t *testing.T) {
 // TestAuditLog checks one audit line per key creation, revocation, login and logout, naming
 // the actor and never a secret.
 func TestAuditLog(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	admin := s.CreateKey(rootKey, map[string]any{"name": "auditor", "role": "admin"})
 	k := s.CreateKey(admin.Secret, map[string]any{"name": "audited"})
@@ -629,11 +656,12 @@ func TestAuditLog(t *testing.T) {
 		{"session.logout", "success", "auditor", ""},
 	}
 	var entries []map[string]any
-	deadline := time.Now().Add(5 * time.Second)
-	for len(entries) < len(want) && time.Now().Before(deadline) {
-		entries = s.LogEntries("audit")
-		time.Sleep(20 * time.Millisecond)
-	}
+	harness.EventuallyNil(t, 5*time.Second, func() error {
+		if entries = s.LogEntries("audit"); len(entries) < len(want) {
+			return fmt.Errorf("%d audit lines, want %d: %v", len(entries), len(want), entries)
+		}
+		return nil
+	})
 	if len(entries) != len(want) {
 		t.Fatalf("%d audit lines, want %d: %v", len(entries), len(want), entries)
 	}
@@ -645,7 +673,7 @@ func TestAuditLog(t *testing.T) {
 			w.requestID != "" && e["request_id"] != w.requestID {
 			t.Errorf("audit line %d = %v, want %+v", i, e, w)
 		}
-		if w.actor == "auditor" && (actor["keyPrefix"] != admin.KeyPrefix || actor["id"] != float64(admin.ID)) {
+		if w.actor == "auditor" && (actor["key_prefix"] != admin.KeyPrefix || actor["id"] != float64(admin.ID)) {
 			t.Errorf("audit actor = %v", actor)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 // TestExamples packages the example workers as examples/README.md says, uploads them and
 // checks how they are served.
 func TestExamples(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	work := t.TempDir()
 	run := func(dir string, args ...string) {

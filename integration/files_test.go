@@ -210,6 +210,7 @@ func wantStatus(t *testing.T, what string, resp *harness.Response, status int, c
 
 // TestFilesList lists roots, roots' contents and folders on both surfaces.
 func TestFilesList(t *testing.T) {
+	t.Parallel()
 	s := startFiles(t, nil)
 
 	roots := s.list("workers", "", rootKey)
@@ -263,6 +264,7 @@ func TestFilesList(t *testing.T) {
 
 // TestFilesOperations runs every sub-route's happy path on both surfaces and checks the disk.
 func TestFilesOperations(t *testing.T) {
+	t.Parallel()
 	s := startFiles(t, nil)
 	for _, sf := range []struct{ surface, unit, other string }{
 		{"workers", "apps/app/1.0.0", "apps/app/2.0.0"},
@@ -405,6 +407,7 @@ func TestFilesOperations(t *testing.T) {
 // TestFilesPolicies checks the path policy of each surface and the read-only built-in roots:
 // every refused write answers its code and changes nothing.
 func TestFilesPolicies(t *testing.T) {
+	t.Parallel()
 	s := startFiles(t, nil)
 	type req struct {
 		method, surface, route string
@@ -496,6 +499,7 @@ func TestFilesPolicies(t *testing.T) {
 // TestFilesNamespaces runs a key restricted to @team against every route, as source and as
 // destination.
 func TestFilesNamespaces(t *testing.T) {
+	t.Parallel()
 	s := startFiles(t, nil)
 	team := s.CreateKey(rootKey, map[string]any{"name": "team", "role": "admin", "namespaces": []string{"@team"}}).Secret
 
@@ -593,6 +597,7 @@ func TestFilesNamespaces(t *testing.T) {
 // TestFilesTraversal tries to leave the roots: '..' in every form, absolute paths, odd bytes,
 // hostile archives and links planted on disk. Nothing outside a unit may be read or written.
 func TestFilesTraversal(t *testing.T) {
+	t.Parallel()
 	s := startFiles(t, nil)
 	outside := filepath.Join(s.Dir, "outside")
 	s.plant(outside, "apps/app/1.0.0/abs")                                // absolute, out of every root
@@ -716,6 +721,7 @@ func TestFilesTraversal(t *testing.T) {
 // file manager uploads: each answers 413 naming its setting, and a refused upload writes
 // nothing.
 func TestFilesUploadLimits(t *testing.T) {
+	t.Parallel()
 	s := startFiles(t, map[string]string{
 		"RUNTIME_MAX_UPLOAD_SIZE":     "64KiB",
 		"RUNTIME_MAX_UNPACKED_SIZE":   "128KiB",
@@ -762,6 +768,7 @@ func TestFilesUploadLimits(t *testing.T) {
 // TestFilesDeleteRoute proves that DELETE …/workers/files/delete reaches the file manager and
 // is never taken for DELETE workers/{scope}/{name}: workers named files and delete survive.
 func TestFilesDeleteRoute(t *testing.T) {
+	t.Parallel()
 	s := startFiles(t, nil)
 	writeFiles(t, s.DataDir, map[string]string{
 		"apps/files/1.0.0/manifest.yaml":  "name: files\nversion: 1.0.0\n",
@@ -805,6 +812,7 @@ func TestFilesDeleteRoute(t *testing.T) {
 
 // TestFilesPermissions checks each route's permission with keys that lack it, and CSRF.
 func TestFilesPermissions(t *testing.T) {
+	t.Parallel()
 	s := startFiles(t, nil)
 	viewer := s.CreateKey(rootKey, map[string]any{"name": "viewer", "role": "viewer"}).Secret
 	installer := s.CreateKey(rootKey, map[string]any{"name": "installer", "role": "custom", "permissions": []string{"workers:read", "workers:install", "plugins:read", "plugins:install"}}).Secret

@@ -19,9 +19,31 @@ type health struct {
 	Version string `json:"version"`
 }
 
+// TestVersionCommand checks that `runtime version`, Caddy's command, names the runtime's
+// version, the one discovery reports, before Caddy's.
+func TestVersionCommand(t *testing.T) {
+	t.Parallel()
+	out, err := harness.RunCommand(t, t.TempDir(), nil, "version")
+	if err != nil {
+		t.Fatalf("runtime version: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`^runtime (\S+), Caddy v2\.\d+\.\d+\S* `).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("runtime version printed %q, want \"runtime <version>, Caddy v2.…\"", out)
+	}
+	s := harness.Start(t, harness.Config{})
+	if m[1] != s.Version {
+		t.Errorf("runtime version names %q, discovery %q", m[1], s.Version)
+	}
+	if want := os.Getenv("RUNTIME_EXPECT_VERSION"); want != "" && m[1] != want {
+		t.Errorf("runtime version names %q, want the build's %q", m[1], want)
+	}
+}
+
 // TestDiscoveryAndHealth checks the four public endpoints exactly as the spec shows them, with
 // one version across all four.
 func TestDiscoveryAndHealth(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{})
 	disc := s.Get("/.well-known/runtime")
 	var d map[string]any
@@ -54,6 +76,7 @@ func TestDiscoveryAndHealth(t *testing.T) {
 // TestAPIPrefix checks that RUNTIME_API_PREFIX moves everything under <prefix>/api and that
 // /api is then not the API; and that the Caddyfile beats the environment.
 func TestAPIPrefix(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cfg     harness.Config
@@ -101,9 +124,10 @@ func TestAPIPrefix(t *testing.T) {
 	}
 }
 
-// TestConventions checks the error envelope, 405 with Allow, trailing slashes, request ids
-// and the access log.
+// TestConventions checks the error envelope, 405 with Allow, trailing slashes and request
+// ids.
 func TestConventions(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{})
 
 	resp := s.Get("/api/does/not/exist")
@@ -137,27 +161,94 @@ func TestConventions(t *testing.T) {
 		t.Errorf("malformed X-Request-Id was echoed as %q", got)
 	}
 
-	entry, err := s.WaitLog("api request", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	if n := len(s.LogEntries("api request")); n != 0 {
+		t.Errorf("the runtime wrote %d access log lines of its own; Caddy's access log is the one", n)
 	}
-	var found bool
-	for _, e := range s.LogEntries("api request") {
-		if e["request_id"] == "trace-42" {
-			found = true
-			entry = e
+}
+
+// accessLog is the site's Caddy access log as the README shows it: JSON on stderr, without
+// the X-API-Key header (Caddy redacts only Authorization and cookies by itself).
+const accessLog = `log {
+	output stderr
+	format filter {
+		wrap json
+		fields {
+			request>headers>X-Api-Key delete
 		}
 	}
-	if !found {
-		t.Fatal("no access log line carries request id trace-42")
+}`
+
+// TestCaddyAccessLog checks that Caddy's access log line of a request carries the request id
+// that its response shows, the key it was authenticated with and the unit that served it, and
+// no secret.
+func TestCaddyAccessLog(t *testing.T) {
+	s := harness.Start(t, harness.Config{Site: accessLog, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	if !strings.Contains(s.Logs(), "Caddy's access log records request headers, X-API-Key included") {
+		t.Error("an access log that can record X-API-Key gave no warning at start")
 	}
-	for _, field := range []string{"request_id", "method", "path", "status", "duration"} {
-		if _, ok := entry[field]; !ok {
-			t.Errorf("access log line %v lacks %s", entry, field)
+	k := s.CreateKey(rootKey, map[string]any{"name": "logged", "role": "viewer"})
+	spa(t, s, "site", "1.0.0", "")
+	plugin(t, s, "greet", "version: 0.1.0\nbase: /greet\n"+respond("hi"), nil)
+	reload(t, s)
+	line := func(id string) map[string]any {
+		t.Helper()
+		var found map[string]any
+		harness.Eventually(t, "the access log line of request "+id, 5*time.Second, func() bool {
+			for _, e := range s.LogEntries("handled request") {
+				if e["request_id"] == id {
+					found = e
+					return true
+				}
+			}
+			return false
+		})
+		return found
+	}
+	tests := []struct {
+		name, path string
+		opts       []harness.Option
+		sentID     string         // X-Request-Id sent, kept when well-formed
+		want       map[string]any // fields of the log line besides request_id
+	}{
+		{"key in X-API-Key", s.API + "/admin/session", []harness.Option{harness.WithKey(k.Secret)}, "",
+			map[string]any{"key_id": float64(k.ID), "key_prefix": k.KeyPrefix, "status": float64(200)}},
+		{"key as a bearer token", s.API + "/admin/session", []harness.Option{harness.WithBearer(k.Secret)}, "",
+			map[string]any{"key_id": float64(k.ID), "key_prefix": k.KeyPrefix}},
+		{"root key, incoming id", s.API + "/workers", []harness.Option{harness.WithKey(rootKey)}, "trace-42",
+			map[string]any{"key_id": float64(0), "key_prefix": "root"}},
+		{"refused key", s.API + "/admin/session", []harness.Option{harness.WithKey(k.Secret + "x")}, "",
+			map[string]any{"key_id": nil, "key_prefix": nil, "status": float64(401)}},
+		{"worker", "/site/", nil, "", map[string]any{"worker": "site", "key_id": nil}},
+		{"plugin", "/greet/", nil, "", map[string]any{"plugin": "greet", "worker": nil}},
+		{"malformed incoming id", "/api/health", nil, "bad id <x>", map[string]any{"status": float64(200)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := tt.opts
+			if tt.sentID != "" {
+				opts = append(opts, harness.WithHeader("X-Request-Id", tt.sentID))
+			}
+			resp := s.Get(tt.path, opts...)
+			id := resp.Header.Get("X-Request-Id")
+			if id == "" || tt.sentID == "trace-42" && id != tt.sentID {
+				t.Fatalf("X-Request-Id = %q, sent %q", id, tt.sentID)
+			}
+			e := line(id)
+			for field, want := range tt.want {
+				if e[field] != want {
+					t.Errorf("%s = %v, want %v in %v", field, e[field], want, e)
+				}
+			}
+			// A generated id is Caddy's own {http.request.uuid}, which Caddy logs as uuid.
+			if id != tt.sentID && e["uuid"] != id {
+				t.Errorf("generated request id %q is not Caddy's uuid %v", id, e["uuid"])
+			}
+		})
+	}
+	for _, secret := range []string{rootKey, k.Secret} {
+		if strings.Contains(s.Logs(), secret) {
+			t.Errorf("the logs contain a secret (%s…)", secret[:6])
 		}
-	}
-	if entry["method"] != "GET" || entry["path"] != "/api/health" || entry["status"] != float64(200) {
-		t.Errorf("access log line = %v", entry)
 	}
 }
 
@@ -169,6 +260,7 @@ func TestConventions(t *testing.T) {
 // requests it reads after Shutdown began and Linux resets the old SO_REUSEPORT socket's
 // queue. That happens for any Caddy handler, not only this one; HTTP/2's GOAWAY avoids it.
 func TestReloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	cfg := harness.Config{HTTP2: true}
 	s := harness.Start(t, cfg)
 	paths := []string{"/api/health", "/api/health/ready", "/.well-known/runtime", "/api/health/live"}
@@ -188,7 +280,8 @@ func TestReloadUnderLoad(t *testing.T) {
 		if err := s.Reload(cfg); err != nil {
 			t.Fatalf("reload %d: %v", i, err)
 		}
-		time.Sleep(25 * time.Millisecond)
+		sent := load.Sent()
+		harness.Eventually(t, "requests after the reload", 10*time.Second, func() bool { return load.Sent() > sent+8 })
 	}
 	if err := load.Stop(100); err != nil {
 		t.Fatalf("during 20 reloads: %v", err)
@@ -205,26 +298,24 @@ func TestReloadUnderLoad(t *testing.T) {
 // TestReadinessDuringShutdown checks that readiness answers 503 while Caddy drains on exit,
 // and liveness still answers.
 func TestReadinessDuringShutdown(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{Global: "\tshutdown_delay 3s"})
 	if err := s.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	var ready *harness.Response
+	harness.EventuallyNil(t, 2*time.Second, func() error {
 		resp, err := s.Send("GET", "/api/health/ready")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Status == 503 {
-			if resp.ErrorCode() != "NOT_READY" || !strings.Contains(string(resp.Body), "shutting down") {
-				t.Fatalf("ready while shutting down = %s", resp)
-			}
-			break
+		if ready = resp; resp.Status != 503 {
+			return fmt.Errorf("ready answers %s after SIGTERM", resp)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ready still %s after SIGTERM", resp)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if ready.ErrorCode() != "NOT_READY" || !strings.Contains(string(ready.Body), "shutting down") {
+		t.Fatalf("ready while shutting down = %s", ready)
 	}
 	if resp := s.Get("/api/health/live"); resp.Status != 200 {
 		t.Errorf("live while shutting down = %s", resp)
@@ -241,6 +332,7 @@ func TestReadinessDuringShutdown(t *testing.T) {
 
 // TestFirstStartCreatesFolders checks the default data layout under the working directory.
 func TestFirstStartCreatesFolders(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{})
 	for dir, mode := range map[string]os.FileMode{"apps": 0o755, "plugins": 0o755, "state": 0o700} {
 		info, err := os.Stat(filepath.Join(s.DataDir, dir))
@@ -259,6 +351,7 @@ func TestFirstStartCreatesFolders(t *testing.T) {
 // whether it comes from the Caddyfile or the environment, and that a good config validates
 // without touching the disk.
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		runtime string
@@ -319,13 +412,12 @@ func TestValidate(t *testing.T) {
 
 // TestStartRefusesBadSettings checks that a bad setting stops start-up with a message naming it.
 func TestStartRefusesBadSettings(t *testing.T) {
+	t.Parallel()
 	s, err := harness.Launch(t, harness.Config{Env: map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "90"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.Exited():
-	case <-time.After(30 * time.Second):
+	if !s.WaitExit(30 * time.Second) {
 		t.Fatal("the runtime started with session_ttl 90")
 	}
 	for _, want := range []string{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "bare number"} {
@@ -340,6 +432,7 @@ func TestStartRefusesBadSettings(t *testing.T) {
 
 // TestDocsWorkOffline checks that the docs page loads only assets the binary serves itself.
 func TestDocsWorkOffline(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_API_PREFIX": "/_"}})
 	page := s.Get("/_/api/docs")
 	if page.Status != 200 || !strings.HasPrefix(page.Header.Get("Content-Type"), "text/html") {
@@ -381,6 +474,7 @@ func TestDocsWorkOffline(t *testing.T) {
 }
 
 func TestOpenAPIDocumentIsValid(t *testing.T) {
+	t.Parallel()
 	// harness.Start loads the document with a real OpenAPI 3.1 validator and fails if it is
 	// invalid; here we also check it declares 3.1 and documents the error envelope.
 	s := harness.Start(t, harness.Config{})

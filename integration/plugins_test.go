@@ -71,8 +71,8 @@ func loadedNames(t *testing.T, s *harness.Server) string {
 
 // TestPluginRoutesGoLive checks upload then reload, enable, disable and delete.
 func TestPluginRoutesGoLive(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
-	spa(t, s, "hello", "1.0.0", "") // a worker of the same name: the plugin's base wins
 	archive := harness.TarGz(t, harness.File{Name: "manifest.yaml", Body: "name: hello\nversion: 0.1.0\nbase: /hello\n" +
 		"menus:\n  - {title: Hello, icon: wave, path: /hello/}\n" + respond("hello from a plugin") +
 		"  - match: [{path: [/files/*]}]\n    handle: [{handler: file_server}]\n"},
@@ -81,8 +81,8 @@ func TestPluginRoutesGoLive(t *testing.T) {
 	if resp.Status != 200 || !strings.Contains(string(resp.Body), `"reloadRequired":true`) {
 		t.Fatalf("upload = %s", resp)
 	}
-	// Installed, not loaded: the worker still answers.
-	if got := s.Get("/hello/"); !strings.Contains(body(got), "hello 1.0.0") {
+	// Installed, not loaded: nothing answers yet.
+	if got := s.Get("/hello/"); got.Status != 404 {
 		t.Fatalf("before reload = %s", got)
 	}
 	out := reload(t, s)
@@ -101,7 +101,7 @@ func TestPluginRoutesGoLive(t *testing.T) {
 	}
 	// Disable, enable and delete take effect at once.
 	s.Do("POST", s.API+"/plugins/hello/disable", harness.WithKey(rootKey))
-	if got := s.Get("/hello/"); !strings.Contains(body(got), "hello 1.0.0") || loadedNames(t, s) != "" {
+	if got := s.Get("/hello/"); got.Status != 404 || loadedNames(t, s) != "" {
 		t.Fatalf("after disable = %s", got)
 	}
 	s.Do("POST", s.API+"/plugins/hello/enable", harness.WithKey(rootKey))
@@ -109,7 +109,7 @@ func TestPluginRoutesGoLive(t *testing.T) {
 		t.Fatalf("after enable = %s", got)
 	}
 	s.Do("DELETE", s.API+"/plugins/hello", harness.WithKey(rootKey))
-	if got := s.Get("/hello/"); !strings.Contains(body(got), "hello 1.0.0") || loadedNames(t, s) != "" {
+	if got := s.Get("/hello/"); got.Status != 404 || loadedNames(t, s) != "" {
 		t.Fatalf("after delete = %s", got)
 	}
 }
@@ -117,6 +117,7 @@ func TestPluginRoutesGoLive(t *testing.T) {
 // TestPluginDependencies checks load order, missing and disabled dependencies, cycles and a
 // plugin that fails to provision while the others load.
 func TestPluginDependencies(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	plugin(t, s, "app", "dependencies: [auth]\noptionalDependencies: [metrics, absent]\n", nil)
 	plugin(t, s, "auth", "dependencies: [store]\n", nil)
@@ -127,7 +128,8 @@ func TestPluginDependencies(t *testing.T) {
 	plugin(t, s, "needs-off", "dependencies: [off]\n", nil)
 	plugin(t, s, "ping", "dependencies: [pong]\n", nil)
 	plugin(t, s, "pong", "dependencies: [ping]\n", nil)
-	plugin(t, s, "broken", "base: /broken\nroutes:\n  - handle: [{handler: no_such_module}]\n", nil)
+	// Allowed modules, but an invalid regular expression: it fails to provision.
+	plugin(t, s, "broken", "base: /broken\nroutes:\n  - handle: [{handler: rewrite, path_regexp: [{find: '(', replace: x}]}]\n", nil)
 	plugin(t, s, "needs-broken", "dependencies: [broken]\n", nil)
 	plugin(t, s, "bad-yaml", "base: [not, a, base]\n", nil)
 	plugin(t, s, "@team/ok", "base: /team-ok\n"+respond("team ok"), nil)
@@ -142,7 +144,7 @@ func TestPluginDependencies(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"orphan": "requires ghost, which is missing", "needs-off": "requires off, which is disabled",
-		"ping": "dependency cycle", "pong": "dependency cycle", "broken": "no_such_module",
+		"ping": "dependency cycle", "pong": "dependency cycle", "broken": "provisioning",
 		"needs-broken": "requires broken", "bad-yaml": "invalid manifest",
 	} {
 		if !strings.Contains(failed[name], want) {
@@ -169,7 +171,10 @@ func TestPluginDependencies(t *testing.T) {
 
 // TestPluginHooks checks which requests go through onRequest hooks and how failures end.
 func TestPluginHooks(t *testing.T) {
-	s := startWithRoot(t)
+	t.Parallel()
+	// The error handler, for a failing hook, is not among the default plugin handlers.
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
+		Runtime: "plugin_handlers file_server static_response headers rewrite vars encode error"})
 	spa(t, s, "site", "1.0.0", "")
 	key := s.CreateKey(rootKey, map[string]any{"name": "client", "role": "viewer"})
 	plugin(t, s, "stamp", "onRequest:\n  - {handler: headers, response: {set: {X-Stamp: [\"1\"]}}}\n", nil)
@@ -232,6 +237,7 @@ func TestPluginHooks(t *testing.T) {
 // TestPluginReloadUnderLoad reloads 50 times while 8 clients request a plugin route and a
 // worker: no request fails and every plugin answer comes from the old or the new table.
 func TestPluginReloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	spa(t, s, "site", "1.0.0", "")
 	plugin(t, s, "gen", "base: /gen\n"+respond("generation 0"), nil)
@@ -264,7 +270,8 @@ func TestPluginReloadUnderLoad(t *testing.T) {
 		plugin(t, s, "gen", "base: /gen\n"+respond(fmt.Sprintf("generation %d", gen)), nil)
 		generation.Store(gen)
 		reload(t, s)
-		time.Sleep(5 * time.Millisecond)
+		sent := load.Sent()
+		harness.Eventually(t, "requests after the reload", 10*time.Second, func() bool { return load.Sent() > sent+8 })
 	}
 	if err := load.Stop(200); err != nil {
 		t.Fatalf("during 50 reloads: %v", err)

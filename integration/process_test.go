@@ -56,6 +56,7 @@ func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 // TestProcessWorkerProxying checks the request a worker receives and its environment.
 func TestProcessWorkerProxying(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{
 		"RUNTIME_ROOT_KEY": rootKey, "AWS_SECRET_ACCESS_KEY": "leak-me-not", "RUNTIME_STATE_DIR": "./data/state",
 	}})
@@ -117,6 +118,7 @@ func TestProcessWorkerProxying(t *testing.T) {
 
 // TestProcessWorkerStartsOnce sends 100 concurrent first requests.
 func TestProcessWorkerStartsOnce(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	processWorker(t, s, "busy", "1.0.0", "")
 	var wg sync.WaitGroup
@@ -148,6 +150,7 @@ func TestProcessWorkerStartsOnce(t *testing.T) {
 
 // TestProcessWorkerLifecycle covers crash and restart, disable and replace.
 func TestProcessWorkerLifecycle(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	processWorker(t, s, "app", "1.0.0", "")
 	processWorker(t, s, "app", "0.9.0", "")
@@ -199,6 +202,7 @@ func TestProcessWorkerLifecycle(t *testing.T) {
 
 // TestProcessWorkerLimits checks maxBodySize, timeout, idle stop and the pool cap.
 func TestProcessWorkerLimits(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_POOL_SIZE": "2"}})
 	processWorker(t, s, "small", "1.0.0", "maxBodySize: 1KiB\ntimeout: 1s\nttl: 2s\n")
 	big := make([]byte, 4096)
@@ -239,6 +243,7 @@ func TestProcessWorkerLimits(t *testing.T) {
 // HTTP/2, so a request right after a reload is never the one Caddy drops over HTTP/1.1 (see
 // TestReloadUnderLoad).
 func TestProcessWorkerSurvivesReload(t *testing.T) {
+	t.Parallel()
 	cfg := harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, HTTP2: true}
 	s := harness.Start(t, cfg)
 	processWorker(t, s, "steady", "1.0.0", "")

@@ -28,6 +28,7 @@ func body(resp *harness.Response) string { return string(resp.Body) }
 
 // TestServingRules covers the spec's serving rules for static workers.
 func TestServingRules(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	spa(t, s, "app", "1.0.0", "")
 	spa(t, s, "app", "1.1.0", "")
@@ -111,6 +112,7 @@ func TestServingRules(t *testing.T) {
 
 // TestStaticWorkers covers SPA fallback, base injection, caching headers and plain files.
 func TestStaticWorkers(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	spa(t, s, "shop", "1.0.0", "injectBase: true\n")
 	files := filepath.Join(s.DataDir, "apps", "docs", "1.0.0")
@@ -164,6 +166,7 @@ func TestStaticWorkers(t *testing.T) {
 
 // TestStaticTraversal tries to read outside the version folder.
 func TestStaticTraversal(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	dir := spa(t, s, "app", "1.0.0", "")
 	spa(t, s, "app", "0.9.0", "")

@@ -117,6 +117,7 @@ func snapshot(t *testing.T, dir string) map[string]string {
 
 // TestWorkerLifecycle walks the worker rows of the spec's state table.
 func TestWorkerLifecycle(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	in := uploadOK(t, s, "workers", "app.tgz", harness.TarGz(t, pkg("# my app\nname: app\nversion: 1.0.0 # first\nentrypoint: index.html\n", harness.File{Name: "index.html", Body: "<p>v1"})...), rootKey)
 	want := installed{Name: "app", Version: "1.0.0", InstalledAt: filepath.Join(s.DataDir, "apps", "app", "1.0.0"), Files: 2, Bytes: int64(len("# my app\nname: app\nversion: 1.0.0 # first\nentrypoint: index.html\n") + 5)}
@@ -204,6 +205,7 @@ func TestWorkerLifecycle(t *testing.T) {
 
 // TestBuiltInUnits checks the built-in/uploaded rules for workers and plugins.
 func TestBuiltInUnits(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	writeFiles(t, s.DataDir, map[string]string{
 		".apps/core/1.0.0/manifest.yaml":      "name: core\nversion: 1.0.0\n",
@@ -257,6 +259,7 @@ func TestBuiltInUnits(t *testing.T) {
 
 // TestPluginLifecycle walks the plugin rows of the spec's state table.
 func TestPluginLifecycle(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	in := uploadOK(t, s, "plugins", "hello.tgz", harness.TarGz(t, pkg("# Hello plugin\nname: '@team/hello'\nversion: 0.2.0 # semver\nbase: /hello\n")...), rootKey)
 	if in.Version != "0.2.0" || in.InstalledAt != filepath.Join(s.DataDir, "plugins", "@team", "hello") {
@@ -305,6 +308,7 @@ func TestPluginLifecycle(t *testing.T) {
 
 // TestUploadErrors covers the upload error codes and limits.
 func TestUploadErrors(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{
 		"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_MAX_UPLOAD_SIZE": "64KiB",
 		"RUNTIME_MAX_UNPACKED_SIZE": "256KiB", "RUNTIME_MAX_ARCHIVE_ENTRIES": "50",
@@ -359,13 +363,17 @@ func TestUploadErrors(t *testing.T) {
 	if w := workers(t, s, rootKey); len(w) != 0 {
 		t.Fatalf("refused uploads left workers: %v", w)
 	}
-	time.Sleep(2500 * time.Millisecond) // retired temporary folders go after 2 s
-	if entries, _ := os.ReadDir(filepath.Join(s.DataDir, "apps")); len(entries) != 0 {
-		t.Fatalf("refused uploads left %v in apps", entries)
-	}
+	// Retired temporary folders go after the runtime's retire delay.
+	harness.EventuallyNil(t, 10*time.Second, func() error {
+		if entries, _ := os.ReadDir(filepath.Join(s.DataDir, "apps")); len(entries) != 0 {
+			return fmt.Errorf("refused uploads left %v in apps", entries)
+		}
+		return nil
+	})
 }
 
 func TestNoWorkerDirs(t *testing.T) {
+	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{
 		"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_WORKER_DIRS": "./data/.apps", "RUNTIME_PLUGIN_DIRS": "./data/.plugins",
 	}})
@@ -380,6 +388,7 @@ func TestNoWorkerDirs(t *testing.T) {
 // TestTraversalTricks sends each trick and checks that nothing was written outside the
 // install root.
 func TestTraversalTricks(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	writeFiles(t, s.DataDir, map[string]string{"apps/victim/1.0.0/manifest.yaml": "name: victim\nversion: 1.0.0\n"})
 	before := snapshot(t, s.Dir)
@@ -414,17 +423,25 @@ func TestTraversalTricks(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(2500 * time.Millisecond)
-	after := snapshot(t, s.Dir)
-	for p, v := range after {
-		if before[p] != v && !strings.HasPrefix(p, filepath.Join(s.Dir, "caddy")) && !strings.HasPrefix(p, filepath.Join(s.DataDir, "state")) {
-			t.Errorf("%s changed (%q → %q)", p, before[p], v)
+	// Retired temporary folders go after the runtime's retire delay; then nothing but Caddy's
+	// and the runtime's own state differs.
+	harness.EventuallyNil(t, 10*time.Second, func() error {
+		var changed []string
+		for p, v := range snapshot(t, s.Dir) {
+			if before[p] != v && !strings.HasPrefix(p, filepath.Join(s.Dir, "caddy")) && !strings.HasPrefix(p, filepath.Join(s.DataDir, "state")) {
+				changed = append(changed, fmt.Sprintf("%s (%q → %q)", p, before[p], v))
+			}
 		}
-	}
+		if len(changed) > 0 {
+			return fmt.Errorf("changed outside the install root: %s", strings.Join(changed, ", "))
+		}
+		return nil
+	})
 }
 
 // TestNamespaceRestrictedUnits runs a @team key against every worker and plugin route.
 func TestNamespaceRestrictedUnits(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	team := s.CreateKey(rootKey, map[string]any{"name": "team", "role": "admin", "namespaces": []string{"@team"}})
 	writeFiles(t, s.DataDir, map[string]string{
@@ -480,6 +497,7 @@ func TestNamespaceRestrictedUnits(t *testing.T) {
 
 // TestUnitPermissions checks the permission each route needs.
 func TestUnitPermissions(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	viewer := s.CreateKey(rootKey, map[string]any{"name": "v", "role": "viewer"})
 	installer := s.CreateKey(rootKey, map[string]any{"name": "i", "role": "custom", "permissions": []string{"workers:install", "plugins:install"}})
@@ -511,6 +529,7 @@ func TestUnitPermissions(t *testing.T) {
 // TestConcurrentUploads sends 20 uploads of one name and version at once: each answers 200
 // or a clean error, and the final tree is exactly one of the archives.
 func TestConcurrentUploads(t *testing.T) {
+	t.Parallel()
 	s := startWithRoot(t)
 	const n = 20
 	trees := make([]map[string]string, n)
@@ -575,6 +594,7 @@ func sortedKeys(m map[string]string) []string {
 
 // TestSystemTarArchive uploads an archive made by the system's tar, with its ./ root entry.
 func TestSystemTarArchive(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tar"); err != nil {
 		t.Skip("no tar on this machine")
 	}

@@ -2,8 +2,13 @@ package keystore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // BootstrapFile is the name of the file, in the state folder, that receives the bootstrap
@@ -11,9 +16,9 @@ import (
 const BootstrapFile = "bootstrap-key"
 
 // EnsureBootstrap creates an admin key named "bootstrap" when the store holds no active key,
-// and writes its secret to BootstrapFile inside dir (mode 0600). It returns the created key,
-// or nil when keys already exist.
-func (s *Store) EnsureBootstrap(ctx context.Context, dir string) (*Created, error) {
+// and writes its secret to BootstrapFile beside the store's file (mode 0600). It returns the
+// created key, or nil when keys already exist.
+func (s *Store) EnsureBootstrap(ctx context.Context) (*Created, error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	n, err := s.CountActive(ctx)
@@ -25,7 +30,7 @@ func (s *Store) EnsureBootstrap(ctx context.Context, dir string) (*Created, erro
 	}
 	// The file first: a key whose secret nobody can read would lock the operator out.
 	k, err := s.createLocked(ctx, NewKey{Name: "bootstrap", Role: RoleAdmin}, func(secret string) error {
-		return writeSecret(dir, secret)
+		return writeSecret(s.dir, secret)
 	})
 	if err != nil {
 		return nil, err
@@ -61,4 +66,62 @@ func writeSecret(dir, secret string) error {
 		return fmt.Errorf("writing %s: %v", BootstrapFile, err)
 	}
 	return nil
+}
+
+// BootstrapPath returns where the bootstrap key's secret is written.
+func (s *Store) BootstrapPath() string { return filepath.Join(s.dir, BootstrapFile) }
+
+// RemoveStaleBootstrap deletes BootstrapFile when the key it holds no longer works (revoked,
+// expired or unknown to the store), so no dead secret lingers on disk. It returns why it
+// deleted the file, or "" when there is none or its key still works.
+func (s *Store) RemoveStaleBootstrap(ctx context.Context) (string, error) {
+	root, err := os.OpenRoot(s.dir)
+	if err != nil {
+		return "", fmt.Errorf("opening state folder: %v", err)
+	}
+	defer root.Close()
+	f, err := root.Open(BootstrapFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %v", BootstrapFile, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	f.Close()
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %v", BootstrapFile, err)
+	}
+	why, err := s.deadReason(ctx, strings.TrimSpace(string(b)))
+	if why == "" || err != nil {
+		return "", err
+	}
+	if err := root.Remove(BootstrapFile); err != nil {
+		return "", fmt.Errorf("deleting %s: %v", BootstrapFile, err)
+	}
+	return why, nil
+}
+
+// deadReason says why key no longer authenticates ("revoked", "expired", "unknown to the key
+// store"), or "" when it does. Unlike Verify, it records no use.
+func (s *Store) deadReason(ctx context.Context, key string) (string, error) {
+	sum, ok := secretSum(key, KeyPrefix)
+	if !ok {
+		return "not a key", nil
+	}
+	var revoked, expires int64
+	var stored string
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(revoked_at, 0), COALESCE(expires_at, 0), key_hash
+		FROM api_keys WHERE key_hash = ?`, HashKey(key)).Scan(&revoked, &expires, &stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && !sameHash(stored, sum):
+		return "unknown to the key store", nil
+	case err != nil:
+		return "", err
+	case revoked != 0:
+		return "revoked", nil
+	case (KeyRecord{ExpiresAt: expires}).Expired(s.now()):
+		return "expired", nil
+	}
+	return "", nil
 }

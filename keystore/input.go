@@ -103,14 +103,19 @@ func NormalizePermissions(list []string) ([]string, error) {
 	return out, nil
 }
 
-// checkText validates a name or description: trimmed, bounded, printable.
-func checkText(field, s string, maxLen int) error {
+// checkText validates a name or description: valid UTF-8, bounded, printable. U+FFFD is
+// refused as well: it is what a JSON decoder makes of invalid UTF-8, and a name that lost its
+// characters that way would be stored unlike it was sent.
+func checkText(field, code, s string, maxLen int) error {
+	if !utf8.ValidString(s) || strings.ContainsRune(s, utf8.RuneError) {
+		return inputErr(code, "%s is not valid UTF-8 (or holds U+FFFD, the replacement for invalid bytes); send it as UTF-8 text", field)
+	}
 	if utf8.RuneCountInString(s) > maxLen {
-		return inputErr("BAD_REQUEST", "%s is longer than %d characters", field, maxLen)
+		return inputErr(code, "%s is longer than %d characters", field, maxLen)
 	}
 	for _, r := range s {
 		if !unicode.IsPrint(r) {
-			return inputErr("BAD_REQUEST", "%s contains a control character", field)
+			return inputErr(code, "%s contains a control or invisible formatting character (%U); use printable characters only", field, r)
 		}
 	}
 	return nil

@@ -17,6 +17,7 @@ type Principal struct {
 	Permissions []string `json:"permissions"`
 	Namespaces  []string `json:"namespaces" doc:"[\"*\"] for full access, else the @scope namespaces the key may see and manage"`
 	IsRoot      bool     `json:"isRoot" doc:"true only for the root key"`
+	ExpiresAt   int64    `json:"expiresAt,omitempty" doc:"Unix seconds; absent for keys that never expire"`
 }
 
 // Root is the synthetic principal of the root key.

@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
@@ -25,21 +26,39 @@ var migrations = []string{
 	 ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
 	 ALTER TABLE api_keys ADD COLUMN description TEXT;
 	 CREATE INDEX api_keys_active ON api_keys (revoked_at, expires_at)`,
+	// 3: server-side sessions (only the token's hash is stored; key_id 0 is the root key, whose
+	// sessions carry a fingerprint of the root key they began with), and the salt of that
+	// fingerprint.
+	`CREATE TABLE sessions (
+		id           INTEGER PRIMARY KEY AUTOINCREMENT,
+		token_hash   TEXT    NOT NULL UNIQUE,
+		key_id       INTEGER NOT NULL,
+		root_fp      TEXT    NOT NULL DEFAULT '',
+		created_at   INTEGER NOT NULL,
+		expires_at   INTEGER NOT NULL,
+		last_seen_at INTEGER NOT NULL,
+		user_agent   TEXT    NOT NULL DEFAULT ''
+	);
+	 CREATE INDEX sessions_key ON sessions (key_id);
+	 CREATE INDEX sessions_expiry ON sessions (expires_at);
+	 CREATE TABLE store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+	 INSERT INTO store_meta (name, value) VALUES ('root_salt', lower(hex(randomblob(16))))`,
 }
 
 // SchemaVersion is the schema version this package writes.
 var SchemaVersion = len(migrations)
 
 // migrate brings the database to SchemaVersion inside one write transaction, so concurrent
-// openers cannot both migrate.
-func (s *Store) migrate(ctx context.Context) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+// openers cannot both migrate. A database of something else is refused.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("starting migration: %v", err)
 	}
 	defer tx.Rollback()
+	if err := checkOurs(ctx, tx); err != nil {
+		return err
+	}
 	var version int
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
 		return fmt.Errorf("reading schema version: %v", err)
@@ -58,4 +77,26 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// querier runs a query; *sql.DB and *sql.Tx are queriers.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// checkOurs refuses a database that holds tables, or a schema version, but not the store's.
+func checkOurs(ctx context.Context, db querier) error {
+	var version, tables, keyTables int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return fmt.Errorf("reading schema version: %v", err)
+	}
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(CASE WHEN name = 'api_keys' THEN 1 END)
+		FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).Scan(&tables, &keyTables)
+	if err != nil {
+		return fmt.Errorf("reading the tables: %v", err)
+	}
+	if keyTables == 0 && (version > 0 || tables > 0) {
+		return errForeign
+	}
+	return nil
 }

@@ -15,9 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/tursodatabase/libsql-client-go/libsql" // the libsql driver
@@ -34,8 +36,10 @@ const (
 
 // Errors.
 var (
-	ErrInvalidKey = errors.New("unknown, revoked or expired API key")
-	ErrNotFound   = errors.New("no such API key")
+	ErrInvalidKey      = errors.New("unknown, revoked or expired API key")
+	ErrNotFound        = errors.New("no such API key")
+	ErrInvalidSession  = errors.New("unknown, ended or expired session")
+	ErrSessionNotFound = errors.New("no such session")
 )
 
 // KeyRecord is a stored key as listed, without its secret.
@@ -55,7 +59,7 @@ type KeyRecord struct {
 // Principal returns the principal the key resolves to.
 func (k KeyRecord) Principal() Principal {
 	return Principal{ID: k.ID, Name: k.Name, KeyPrefix: k.KeyPrefix, Role: k.Role,
-		Permissions: k.Permissions, Namespaces: k.Namespaces}
+		Permissions: k.Permissions, Namespaces: k.Namespaces, ExpiresAt: k.ExpiresAt}
 }
 
 // Expired reports whether the key has expired at now.
@@ -82,20 +86,87 @@ type Created struct {
 // Store is the key store.
 type Store struct {
 	db      *sql.DB
+	dir     string     // the folder of the store's file, which also holds BootstrapFile
 	writeMu sync.Mutex // one writer at a time; SQLite allows no more
 	now     func() time.Time
-	cache   verifyCache
-	usage   *usageRecorder
+	// gen counts the writes that end a credential: revocations and ended sessions. A cached
+	// verification carries the generation read before its rows were, and serves only while that
+	// generation is current, so a read that raced such a write is never served after it.
+	gen      atomic.Uint64
+	keys     verifyCache[KeyRecord]
+	sessions verifyCache[sessionEntry]
+	usage    *usageRecorder // keys' lastUsedAt
+	seen     *usageRecorder // sessions' lastSeenAt
+	rootSalt []byte
+	rootFPs  sync.Map   // SHA-256 of a root key → its fingerprint
+	rootMu   sync.Mutex // one derivation of a root fingerprint at a time
+	// listGen counts the writes to the keys' rows; listed is the last listing with the
+	// generation read before its rows were, served while that generation is current. The store
+	// is the only writer of its file, so no other change can make it stale.
+	listGen atomic.Uint64
+	listed  atomic.Pointer[listing]
+	// The reads of a verification and of the key listing, prepared once: parsing SQL would
+	// cost more than running it.
+	keyByHash, keyByID, sessionByHash, listKeys *sql.Stmt
 }
 
-// Open opens (creating if needed) the key store at path and migrates its schema.
+// Open opens the key store at path and migrates its schema. A new store is created only where
+// no file exists: an empty, damaged or foreign file is refused with an error naming it, since
+// starting on it would silently lose every key.
 func Open(ctx context.Context, path string) (*Store, error) {
-	// Create the file owner-only first: SQLite gives its -wal and -shm files the same mode.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening key store: %v", err)
+	if err := prepareFile(ctx, path); err != nil {
+		return nil, err
 	}
-	f.Close()
+	db, err := openDB(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now}
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("key store %s: %w", path, err)
+	}
+	var salt string
+	if err := db.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE name = 'root_salt'`).Scan(&salt); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("key store %s: reading its salt: %v", path, err)
+	}
+	if s.rootSalt, err = hex.DecodeString(salt); err != nil || len(s.rootSalt) == 0 {
+		db.Close()
+		return nil, fmt.Errorf("key store %s: its salt is damaged; restore the file from a backup", path)
+	}
+	if err := s.prepare(ctx); err != nil {
+		s.closeStatements()
+		db.Close()
+		return nil, fmt.Errorf("key store %s: %v", path, err)
+	}
+	s.usage = newUsageRecorder(db, &s.writeMu,
+		`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`, s.keysChanged)
+	s.seen = newUsageRecorder(db, &s.writeMu, `UPDATE sessions SET last_seen_at = ? WHERE id = ? AND last_seen_at < ?`, func() {})
+	return s, nil
+}
+
+// prepare prepares the statements of a verification and of the key listing.
+func (s *Store) prepare(ctx context.Context) error {
+	for _, st := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&s.keyByHash, `SELECT ` + keyColumns + `, key_hash FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL`},
+		{&s.keyByID, `SELECT ` + keyColumns + ` FROM api_keys WHERE id = ? AND revoked_at IS NULL`},
+		{&s.sessionByHash, `SELECT ` + sessionColumns + `, token_hash FROM sessions WHERE token_hash = ?`},
+		{&s.listKeys, `SELECT ` + keyColumns + ` FROM api_keys WHERE revoked_at IS NULL ORDER BY id`},
+	} {
+		var err error
+		if *st.stmt, err = s.db.PrepareContext(ctx, st.query); err != nil {
+			return fmt.Errorf("preparing %q: %v", st.query, err)
+		}
+	}
+	return nil
+}
+
+// openDB opens the SQLite file at path with the store's settings.
+func openDB(path string) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -110,23 +181,32 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	db.SetMaxOpenConns(8)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{db: db, now: time.Now}
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("key store %s: %w", path, err)
-	}
-	s.usage = newUsageRecorder(db, &s.writeMu)
-	return s, nil
+	return db, nil
 }
 
-// Close records pending key usage and closes the database.
+// Close records pending key and session usage, closes the prepared statements and closes the
+// database.
 func (s *Store) Close() error {
 	s.usage.stop()
-	return s.db.Close()
+	s.seen.stop()
+	return errors.Join(s.closeStatements(), s.db.Close())
 }
 
-// FlushUsage writes pending lastUsedAt updates now.
-func (s *Store) FlushUsage(ctx context.Context) error { return s.usage.flush(ctx) }
+// closeStatements closes the statements prepare made; those it did not make are nil.
+func (s *Store) closeStatements() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.keyByHash, s.keyByID, s.sessionByHash, s.listKeys} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FlushUsage writes pending lastUsedAt and lastSeenAt updates now.
+func (s *Store) FlushUsage(ctx context.Context) error {
+	return errors.Join(s.usage.flush(ctx), s.seen.flush(ctx))
+}
 
 // HashKey returns the hex SHA-256 of a key, the only form in which keys are stored.
 func HashKey(key string) string {
@@ -134,12 +214,28 @@ func HashKey(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func newSecret() (string, error) {
+// newSecret returns prefix followed by 32 random bytes in unpadded base64url.
+func newSecret(prefix string) (string, error) {
 	b := make([]byte, keyRandomBytes)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	return KeyPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// secretSum returns the SHA-256 of a presented secret, or false when it is not prefix followed
+// by 43 characters.
+func secretSum(secret, prefix string) ([sha256.Size]byte, bool) {
+	if len(secret) != keyLength || !strings.HasPrefix(secret, prefix) {
+		return [sha256.Size]byte{}, false
+	}
+	return sha256.Sum256([]byte(secret)), true
+}
+
+// sameHash compares a stored hex hash with a computed one in constant time.
+func sameHash(stored string, sum [sha256.Size]byte) bool {
+	b, err := hex.DecodeString(stored)
+	return err == nil && subtle.ConstantTimeCompare(b, sum[:]) == 1
 }
 
 // Create validates nk and stores a new key.
@@ -156,7 +252,7 @@ func (s *Store) createLocked(ctx context.Context, nk NewKey, persist func(secret
 	if err != nil {
 		return Created{}, err
 	}
-	secret, err := newSecret()
+	secret, err := newSecret(KeyPrefix)
 	if err != nil {
 		return Created{}, err
 	}
@@ -170,6 +266,7 @@ func (s *Store) createLocked(ctx context.Context, nk NewKey, persist func(secret
 	if rec.ID, err = insertKey(ctx, s.db, rec, HashKey(secret)); err != nil {
 		return Created{}, err
 	}
+	s.keysChanged()
 	return Created{KeyRecord: rec, Secret: secret}, nil
 }
 
@@ -206,10 +303,10 @@ func Normalize(nk NewKey, now time.Time) (KeyRecord, error) {
 	if rec.Name == "" {
 		return rec, inputErr("MISSING_KEY_NAME", "a key needs a name")
 	}
-	if err := checkText("name", rec.Name, MaxNameLength); err != nil {
+	if err := checkText("name", "INVALID_KEY_NAME", rec.Name, MaxNameLength); err != nil {
 		return rec, err
 	}
-	if err := checkText("description", rec.Description, MaxDescriptionLength); err != nil {
+	if err := checkText("description", "BAD_REQUEST", rec.Description, MaxDescriptionLength); err != nil {
 		return rec, err
 	}
 	if rec.Role == "" {
@@ -271,9 +368,33 @@ func scanKey(row scanner, extra ...any) (KeyRecord, error) {
 	return rec, nil
 }
 
-// List returns every key that is not revoked, expired ones included, by id.
+// listing is a cached List, as read at generation gen of Store.listGen.
+type listing struct {
+	gen  uint64
+	keys []KeyRecord
+}
+
+// keysChanged ends the cached listing; a write to the keys' rows calls it after its commit.
+func (s *Store) keysChanged() { s.listGen.Add(1) }
+
+// List returns every key that is not revoked, expired ones included, by id. The slice is the
+// caller's; the records' own slices are shared and must not be changed.
 func (s *Store) List(ctx context.Context) ([]KeyRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE revoked_at IS NULL ORDER BY id`)
+	gen := s.listGen.Load() // before the rows are read: see Store.listGen
+	if l := s.listed.Load(); l != nil && l.gen == gen {
+		return slices.Clone(l.keys), nil
+	}
+	keys, err := s.readKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.listed.Store(&listing{gen: gen, keys: keys})
+	return slices.Clone(keys), nil
+}
+
+// readKeys reads the keys List returns.
+func (s *Store) readKeys(ctx context.Context) ([]KeyRecord, error) {
+	rows, err := s.listKeys.QueryContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing keys: %v", err)
 	}
@@ -291,53 +412,65 @@ func (s *Store) List(ctx context.Context) ([]KeyRecord, error) {
 
 // Get returns the key with id unless it is revoked.
 func (s *Store) Get(ctx context.Context, id int64) (KeyRecord, error) {
-	rec, err := scanKey(s.db.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ? AND revoked_at IS NULL`, id))
+	rec, err := scanKey(s.keyByID.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return rec, ErrNotFound
 	}
 	return rec, err
 }
 
-// Revoke revokes the key with id. The row stays, but the key is never listed or accepted again.
+// Revoke revokes the key with id and ends its sessions. The row stays, but the key is never
+// listed or accepted again, from the next verification on.
 func (s *Store) Revoke(ctx context.Context, id int64) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	res, err := s.db.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, s.now().Unix(), id)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("revoking key %d: %v", id, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, s.now().Unix(), id)
 	if err != nil {
 		return fmt.Errorf("revoking key %d: %v", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
-	s.cache.forget(id)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE key_id = ?`, id); err != nil {
+		return fmt.Errorf("ending the sessions of key %d: %v", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("revoking key %d: %v", id, err)
+	}
+	s.keysChanged()
+	s.invalidate()
 	return nil
 }
 
 // Verify resolves a presented key to its principal, in constant time with respect to the
 // secret. Unknown, revoked and expired keys give ErrInvalidKey.
 func (s *Store) Verify(ctx context.Context, key string) (Principal, error) {
-	if len(key) != keyLength || !strings.HasPrefix(key, KeyPrefix) {
+	sum, ok := secretSum(key, KeyPrefix)
+	if !ok {
 		return Principal{}, ErrInvalidKey
 	}
-	sum := sha256.Sum256([]byte(key))
 	now := s.now()
-	rec, ok := s.cache.get(sum)
+	gen := s.gen.Load() // before the row is read: see Store.gen
+	rec, ok := s.keys.get(sum, gen)
 	if !ok {
 		var stored string
 		var err error
-		rec, err = scanKey(s.db.QueryRowContext(ctx,
-			`SELECT `+keyColumns+`, key_hash FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL`, hex.EncodeToString(sum[:])), &stored)
+		rec, err = scanKey(s.keyByHash.QueryRowContext(ctx, hex.EncodeToString(sum[:])), &stored)
 		if errors.Is(err, sql.ErrNoRows) {
 			return Principal{}, ErrInvalidKey
 		}
 		if err != nil {
 			return Principal{}, err
 		}
-		storedSum, err := hex.DecodeString(stored)
-		if err != nil || subtle.ConstantTimeCompare(storedSum, sum[:]) != 1 {
+		if !sameHash(stored, sum) {
 			return Principal{}, ErrInvalidKey
 		}
-		s.cache.put(sum, rec)
+		s.keys.put(sum, rec, gen)
 	}
 	if rec.Expired(now) {
 		return Principal{}, ErrInvalidKey
@@ -366,40 +499,4 @@ func nullInt(n int64) any {
 		return nil
 	}
 	return n
-}
-
-// verifyCache remembers verified keys by hash, so a request does not read the database; a
-// revocation forgets the key before the revoking request answers.
-type verifyCache struct {
-	mu      sync.RWMutex
-	entries map[[sha256.Size]byte]KeyRecord
-}
-
-// maxCached bounds the cache; past it, the cache starts over.
-const maxCached = 10000
-
-func (c *verifyCache) get(sum [sha256.Size]byte) (KeyRecord, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	rec, ok := c.entries[sum]
-	return rec, ok
-}
-
-func (c *verifyCache) put(sum [sha256.Size]byte, rec KeyRecord) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= maxCached {
-		c.entries = map[[sha256.Size]byte]KeyRecord{}
-	}
-	c.entries[sum] = rec
-}
-
-func (c *verifyCache) forget(id int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for sum, rec := range c.entries {
-		if rec.ID == id {
-			delete(c.entries, sum)
-		}
-	}
 }

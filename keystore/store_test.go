@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,7 +142,7 @@ func TestExpiry(t *testing.T) {
 	if _, err := s.Verify(ctx, k.Secret); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("expired key (cached) verified: %v", err)
 	}
-	s.cache = verifyCache{}
+	s.invalidate()
 	if _, err := s.Verify(ctx, k.Secret); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("expired key (uncached) verified: %v", err)
 	}
@@ -342,8 +343,13 @@ func TestCreateValidation(t *testing.T) {
 		code string
 	}{
 		{"missing name", NewKey{Name: "  "}, "MISSING_KEY_NAME"},
-		{"long name", NewKey{Name: strings.Repeat("n", 101)}, "BAD_REQUEST"},
-		{"control character", NewKey{Name: "a\x00b"}, "BAD_REQUEST"},
+		{"long name", NewKey{Name: strings.Repeat("n", 101)}, "INVALID_KEY_NAME"},
+		{"control character", NewKey{Name: "a\x00b"}, "INVALID_KEY_NAME"},
+		{"escape sequence", NewKey{Name: "a\x1b[31mred"}, "INVALID_KEY_NAME"},
+		{"invalid UTF-8", NewKey{Name: "caf\xe9"}, "INVALID_KEY_NAME"},
+		{"replacement character (invalid UTF-8 after JSON)", NewKey{Name: "caf\uFFFD"}, "INVALID_KEY_NAME"},
+		{"right-to-left override", NewKey{Name: "abc\u202Egpj.exe"}, "INVALID_KEY_NAME"},
+		{"description with a control character", NewKey{Name: "k", Description: "a\x07b"}, "BAD_REQUEST"},
 		{"unknown role", NewKey{Name: "k", Role: "owner"}, "INVALID_KEY_ROLE"},
 		{"custom without permissions", NewKey{Name: "k", Role: RoleCustom}, "MISSING_PERMISSIONS"},
 		{"unknown permission", NewKey{Name: "k", Role: RoleCustom, Permissions: []string{"workers:read", "apps:read"}}, "INVALID_PERMISSION"},
@@ -397,9 +403,9 @@ func TestParseExpiresIn(t *testing.T) {
 
 func TestEnsureBootstrap(t *testing.T) {
 	ctx := context.Background()
-	s, _, _ := newStore(t)
-	dir := t.TempDir()
-	k, err := s.EnsureBootstrap(ctx, dir)
+	s, _, path := newStore(t)
+	dir := filepath.Dir(path)
+	k, err := s.EnsureBootstrap(ctx)
 	if err != nil || k == nil {
 		t.Fatalf("EnsureBootstrap = %v, %v", k, err)
 	}
@@ -412,18 +418,18 @@ func TestEnsureBootstrap(t *testing.T) {
 	if err != nil || p.Name != "bootstrap" || p.Role != RoleAdmin {
 		t.Fatalf("bootstrap key verifies as %+v, %v", p, err)
 	}
-	if again, err := s.EnsureBootstrap(ctx, dir); err != nil || again != nil {
+	if again, err := s.EnsureBootstrap(ctx); err != nil || again != nil {
 		t.Fatalf("second EnsureBootstrap = %v, %v; want nothing created", again, err)
 	}
 }
 
 func TestBootstrapRefusesPlantedLink(t *testing.T) {
-	s, _, _ := newStore(t)
-	dir, outside := t.TempDir(), t.TempDir()
+	s, _, path := newStore(t)
+	dir, outside := filepath.Dir(path), t.TempDir()
 	if err := os.Symlink(filepath.Join(outside, "stolen"), filepath.Join(dir, BootstrapFile+".tmp")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.EnsureBootstrap(context.Background(), dir); err == nil {
+	if _, err := s.EnsureBootstrap(context.Background()); err == nil {
 		t.Fatal("bootstrap wrote through a link leaving the state folder")
 	}
 	if _, err := os.Stat(filepath.Join(outside, "stolen")); !os.IsNotExist(err) {
@@ -456,5 +462,60 @@ func TestPrincipalAccess(t *testing.T) {
 	}
 	if !Root().Has(KeysCreate) || (Principal{Permissions: []string{KeysRead}}).Has(KeysCreate) {
 		t.Error("Has is wrong")
+	}
+}
+
+// TestListFollowsWrites checks that the cached listing follows every write to the keys: a new
+// key, a first use once recorded, a revocation; and that a caller's changes to the slice it
+// got do not reach the next caller.
+func TestListFollowsWrites(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := newStore(t)
+	ids := func() (out []int64) {
+		list, err := s.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range list {
+			out = append(out, k.ID)
+		}
+		return out
+	}
+	a, err := s.Create(ctx, NewKey{Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(); !slices.Equal(got, []int64{a.ID}) {
+		t.Fatalf("after one create: %v", got)
+	}
+	b, err := s.Create(ctx, NewKey{Name: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(); !slices.Equal(got, []int64{a.ID, b.ID}) {
+		t.Fatalf("after a second create: %v", got)
+	}
+
+	if _, err := s.Verify(ctx, b.Secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, _ := s.List(ctx)
+	if len(list) != 2 || list[1].LastUsedAt != s.now().Unix() {
+		t.Fatalf("after a use: %+v", list)
+	}
+
+	list[0] = KeyRecord{ID: 999}
+	if got := ids(); !slices.Equal(got, []int64{a.ID, b.ID}) {
+		t.Fatalf("a caller's change reached the next listing: %v", got)
+	}
+
+	if err := s.Revoke(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(); !slices.Equal(got, []int64{b.ID}) {
+		t.Fatalf("after a revocation: %v", got)
 	}
 }

@@ -7,18 +7,22 @@ import (
 	"time"
 )
 
-// usageInterval is the shortest time between two lastUsedAt writes for one key.
+// usageInterval is the shortest time between two usage writes (a key's lastUsedAt, a
+// session's lastSeenAt) for one row.
 const usageInterval = time.Minute
 
-// usageRecorder writes lastUsedAt in the background, at most once per usageInterval per key,
-// so verifying a key never waits for a database write.
+// usageRecorder writes a usage time in the background, at most once per usageInterval per
+// row, so verifying a credential never waits for a database write.
 type usageRecorder struct {
 	db      *sql.DB
 	writeMu *sync.Mutex
+	update  string // the UPDATE statement, with parameters time, id, time
 
+	onWrite func()     // called after each batch of writes
+	flushMu sync.Mutex // one flush at a time, so a flush returns after any write under way
 	mu      sync.Mutex
-	written map[int64]int64 // key id → last lastUsedAt written (or read)
-	pending map[int64]int64 // key id → lastUsedAt to write
+	written map[int64]int64 // row id → last time written (or read)
+	pending map[int64]int64 // row id → time to write
 
 	wake chan struct{}
 	done chan struct{}
@@ -26,9 +30,11 @@ type usageRecorder struct {
 	once sync.Once
 }
 
-func newUsageRecorder(db *sql.DB, writeMu *sync.Mutex) *usageRecorder {
+// newUsageRecorder starts a recorder writing with update, whose parameters are the time, the
+// row id and the time again (so a write never moves the time back).
+func newUsageRecorder(db *sql.DB, writeMu *sync.Mutex, update string, written func()) *usageRecorder {
 	u := &usageRecorder{
-		db: db, writeMu: writeMu,
+		db: db, writeMu: writeMu, update: update, onWrite: written,
 		written: map[int64]int64{}, pending: map[int64]int64{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), quit: make(chan struct{}),
 	}
@@ -36,7 +42,7 @@ func newUsageRecorder(db *sql.DB, writeMu *sync.Mutex) *usageRecorder {
 	return u
 }
 
-// touch notes a use of key id at now; stored is the lastUsedAt the caller last saw.
+// touch notes a use of row id at now; stored is the time the caller last saw.
 func (u *usageRecorder) touch(id, stored int64, now time.Time) {
 	at := now.Unix()
 	u.mu.Lock()
@@ -72,6 +78,8 @@ func (u *usageRecorder) loop() {
 }
 
 func (u *usageRecorder) flush(ctx context.Context) error {
+	u.flushMu.Lock()
+	defer u.flushMu.Unlock()
 	u.mu.Lock()
 	batch := u.pending
 	u.pending = map[int64]int64{}
@@ -81,8 +89,9 @@ func (u *usageRecorder) flush(ctx context.Context) error {
 	}
 	u.writeMu.Lock()
 	defer u.writeMu.Unlock()
+	defer u.onWrite() // after the writes, failed ones included: some may have gone through
 	for id, at := range batch {
-		if _, err := u.db.ExecContext(ctx, `UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`, at, id, at); err != nil {
+		if _, err := u.db.ExecContext(ctx, u.update, at, id, at); err != nil {
 			return err
 		}
 	}

@@ -211,12 +211,15 @@ func (x *extractor) mkdir(name string) error {
 // file writes one regular file, counting the bytes actually read so a lying header or a
 // compression bomb cannot exceed the unpacked limit.
 func (x *extractor) file(name string, mode fs.FileMode, declared int64, r io.Reader) error {
+	if err := x.prepareParent(name); err != nil {
+		return err
+	}
+	if err := x.replace(name, false); err != nil {
+		return err
+	}
 	remaining := x.limits.Unpacked - x.stats.Bytes
 	if x.limits.Unpacked > 0 && declared > remaining {
 		return x.tooBig()
-	}
-	if err := x.prepareParent(name); err != nil {
-		return err
 	}
 	perm := fs.FileMode(0o644)
 	if mode&0o111 != 0 {
@@ -261,6 +264,28 @@ func (x *extractor) prepareParent(name string) error {
 	return nil
 }
 
+// replace takes a regular file already at name (an earlier entry, reached directly or through
+// a folder link) out of the stats, as the new entry takes its place; remove also deletes it,
+// for a link cannot be written over a file. A folder is never replaced: its files are counted.
+func (x *extractor) replace(name string, remove bool) error {
+	info, err := x.dest.Lstat(name)
+	switch {
+	case err != nil:
+		return nil
+	case info.IsDir():
+		return newErr(Invalid, CodeInvalidArchive, "%q appears in the archive both as a folder and as a file or link", name)
+	case info.Mode().IsRegular():
+		x.stats.Bytes -= info.Size()
+		x.stats.Files--
+	}
+	if remove {
+		if err := x.dest.Remove(name); err != nil {
+			return x.writeErr(name, err)
+		}
+	}
+	return nil
+}
+
 func (x *extractor) symlink(name, target string) error {
 	if target == "" || strings.ContainsRune(target, 0) {
 		return traversal("link %q has an empty or invalid target", name)
@@ -275,10 +300,8 @@ func (x *extractor) symlink(name, target string) error {
 	if err := x.prepareParent(name); err != nil {
 		return err
 	}
-	if _, err := x.dest.Lstat(name); err == nil {
-		if err := x.dest.RemoveAll(name); err != nil {
-			return x.writeErr(name, err)
-		}
+	if err := x.replace(name, true); err != nil {
+		return err
 	}
 	if err := x.dest.Symlink(target, name); err != nil {
 		return x.writeErr(name, err)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/testkit"
 )
 
 // extractInto extracts data into a fresh folder nested two levels inside a sandbox, and checks
@@ -58,20 +58,20 @@ func treeOf(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-func both(t *testing.T, files ...harness.File) map[Format][]byte {
-	return map[Format][]byte{TarGz: harness.TarGz(t, files...), Zip: harness.Zip(t, files...)}
+func both(t *testing.T, files ...testkit.File) map[Format][]byte {
+	return map[Format][]byte{TarGz: testkit.TarGz(t, files...), Zip: testkit.Zip(t, files...)}
 }
 
 func TestExtract(t *testing.T) {
 	for format, data := range both(t,
-		harness.File{Name: "./", Type: tar.TypeDir}, // GNU tar's root entry
-		harness.File{Name: "manifest.yaml", Body: "name: a\n"},
-		harness.File{Name: "assets/", Type: tar.TypeDir},
-		harness.File{Name: "assets/app.js", Body: "js"},
-		harness.File{Name: "./deep/er/x.txt", Body: "x"},
-		harness.File{Name: "run.sh", Body: "#!/bin/sh", Mode: 0o4755},
-		harness.File{Name: "current", Type: tar.TypeSymlink, Linkname: "assets"},
-		harness.File{Name: "assets/up", Type: tar.TypeSymlink, Linkname: "../manifest.yaml"},
+		testkit.File{Name: "./", Type: tar.TypeDir}, // GNU tar's root entry
+		testkit.File{Name: "manifest.yaml", Body: "name: a\n"},
+		testkit.File{Name: "assets/", Type: tar.TypeDir},
+		testkit.File{Name: "assets/app.js", Body: "js"},
+		testkit.File{Name: "./deep/er/x.txt", Body: "x"},
+		testkit.File{Name: "run.sh", Body: "#!/bin/sh", Mode: 0o4755},
+		testkit.File{Name: "current", Type: tar.TypeSymlink, Linkname: "assets"},
+		testkit.File{Name: "assets/up", Type: tar.TypeSymlink, Linkname: "../manifest.yaml"},
 	) {
 		dest, stats, err := extractInto(t, data, format, DefaultLimits)
 		if err != nil {
@@ -100,36 +100,36 @@ func TestExtract(t *testing.T) {
 func TestExtractRefusesTraversal(t *testing.T) {
 	tests := []struct {
 		name  string
-		files []harness.File
+		files []testkit.File
 		zip   bool // also as zip
 	}{
-		{"dot-dot", []harness.File{{Name: "../evil.txt", Body: "x"}}, true},
-		{"dot-dot inside", []harness.File{{Name: "a/../../evil.txt", Body: "x"}}, true},
-		{"harmless dot-dot", []harness.File{{Name: "a/../b.txt", Body: "x"}}, true},
-		{"absolute", []harness.File{{Name: "/tmp/evil.txt", Body: "x"}}, true},
-		{"drive letter", []harness.File{{Name: "C:/evil.txt", Body: "x"}}, true},
-		{"backslash", []harness.File{{Name: `..\evil.txt`, Body: "x"}}, true},
-		{"absolute link", []harness.File{{Name: "l", Type: tar.TypeSymlink, Linkname: "/etc/passwd"}}, true},
-		{"escaping link", []harness.File{{Name: "d/l", Type: tar.TypeSymlink, Linkname: "../../x"}}, true},
-		{"link chain escape", []harness.File{
+		{"dot-dot", []testkit.File{{Name: "../evil.txt", Body: "x"}}, true},
+		{"dot-dot inside", []testkit.File{{Name: "a/../../evil.txt", Body: "x"}}, true},
+		{"harmless dot-dot", []testkit.File{{Name: "a/../b.txt", Body: "x"}}, true},
+		{"absolute", []testkit.File{{Name: "/tmp/evil.txt", Body: "x"}}, true},
+		{"drive letter", []testkit.File{{Name: "C:/evil.txt", Body: "x"}}, true},
+		{"backslash", []testkit.File{{Name: `..\evil.txt`, Body: "x"}}, true},
+		{"absolute link", []testkit.File{{Name: "l", Type: tar.TypeSymlink, Linkname: "/etc/passwd"}}, true},
+		{"escaping link", []testkit.File{{Name: "d/l", Type: tar.TypeSymlink, Linkname: "../../x"}}, true},
+		{"link chain escape", []testkit.File{
 			{Name: "d", Type: tar.TypeSymlink, Linkname: "."},
 			{Name: "d/l", Type: tar.TypeSymlink, Linkname: "../x"},
 		}, true},
-		{"write through escaping link", []harness.File{
+		{"write through escaping link", []testkit.File{
 			{Name: "d", Type: tar.TypeSymlink, Linkname: "."},
 			{Name: "d/e", Type: tar.TypeSymlink, Linkname: "../.."},
 			{Name: "d/e/evil.txt", Body: "x"},
 		}, false},
-		{"hard link", []harness.File{{Name: "f", Body: "x"}, {Name: "h", Type: tar.TypeLink, Linkname: "f"}}, false},
-		{"hard link out", []harness.File{{Name: "h", Type: tar.TypeLink, Linkname: "../../etc/passwd"}}, false},
-		{"fifo", []harness.File{{Name: "p", Type: tar.TypeFifo}}, false},
-		{"char device", []harness.File{{Name: "null", Type: tar.TypeChar}}, false},
-		{"block device", []harness.File{{Name: "sda", Type: tar.TypeBlock}}, false},
+		{"hard link", []testkit.File{{Name: "f", Body: "x"}, {Name: "h", Type: tar.TypeLink, Linkname: "f"}}, false},
+		{"hard link out", []testkit.File{{Name: "h", Type: tar.TypeLink, Linkname: "../../etc/passwd"}}, false},
+		{"fifo", []testkit.File{{Name: "p", Type: tar.TypeFifo}}, false},
+		{"char device", []testkit.File{{Name: "null", Type: tar.TypeChar}}, false},
+		{"block device", []testkit.File{{Name: "sda", Type: tar.TypeBlock}}, false},
 	}
 	for _, tt := range tests {
-		formats := map[Format][]byte{TarGz: harness.TarGz(t, tt.files...)}
+		formats := map[Format][]byte{TarGz: testkit.TarGz(t, tt.files...)}
 		if tt.zip {
-			formats[Zip] = harness.Zip(t, tt.files...)
+			formats[Zip] = testkit.Zip(t, tt.files...)
 		}
 		for format, data := range formats {
 			t.Run(tt.name, func(t *testing.T) {
@@ -155,11 +155,11 @@ func TestExtractRefusesZipSpecialFiles(t *testing.T) {
 }
 
 func TestExtractLimits(t *testing.T) {
-	many := make([]harness.File, 30)
+	many := make([]testkit.File, 30)
 	for i := range many {
-		many[i] = harness.File{Name: strings.Repeat("f", i+1), Body: "x"}
+		many[i] = testkit.File{Name: strings.Repeat("f", i+1), Body: "x"}
 	}
-	big := []harness.File{{Name: "a", Body: strings.Repeat("a", 600)}, {Name: "b", Body: strings.Repeat("b", 600)}}
+	big := []testkit.File{{Name: "a", Body: strings.Repeat("a", 600)}, {Name: "b", Body: strings.Repeat("b", 600)}}
 	for format, data := range both(t, many...) {
 		_, _, err := extractInto(t, data, format, Limits{Unpacked: 1 << 20, Entries: 20})
 		if !IsCode(err, CodeTooLarge) || !strings.Contains(err.Error(), "20 entries") || !strings.Contains(err.Error(), EntriesSetting) {
@@ -178,9 +178,9 @@ func TestExtractLimits(t *testing.T) {
 // KiB, with a 5.5 MiB limit: extraction stops with at most the limit on disk.
 func TestCompressionBombStopsAtTheLimit(t *testing.T) {
 	zeros := strings.Repeat("\x00", 1<<20)
-	files := make([]harness.File, 64)
+	files := make([]testkit.File, 64)
 	for i := range files {
-		files[i] = harness.File{Name: fmt.Sprintf("z%02d", i), Body: zeros}
+		files[i] = testkit.File{Name: fmt.Sprintf("z%02d", i), Body: zeros}
 	}
 	const limit = 5<<20 + 1<<19
 	for format, data := range both(t, files...) {
@@ -223,7 +223,7 @@ func diskUsage(dir string) int64 {
 }
 
 func TestExtractCorrupt(t *testing.T) {
-	good := harness.TarGz(t, harness.File{Name: "a", Body: strings.Repeat("a", 5000)})
+	good := testkit.TarGz(t, testkit.File{Name: "a", Body: strings.Repeat("a", 5000)})
 	for name, data := range map[string][]byte{
 		"garbage":   []byte("not an archive at all"),
 		"truncated": good[:len(good)/2],
@@ -247,4 +247,55 @@ func TestFormatOf(t *testing.T) {
 			t.Errorf("FormatOf(%q) = %v", name, err)
 		}
 	}
+}
+
+// TestExtractRepeatedEntries lists a path more than once, directly or through a folder link:
+// the last entry wins, as with tar, and the stats count what is on disk, not what was read.
+func TestExtractRepeatedEntries(t *testing.T) {
+	link := func(name, target string) testkit.File {
+		return testkit.File{Name: name, Type: tar.TypeSymlink, Linkname: target}
+	}
+	for _, tc := range []struct {
+		name  string
+		files []testkit.File
+		bytes int64
+		count int
+		code  string
+	}{
+		{"file twice", []testkit.File{{Name: "f", Body: "x"}, {Name: "f", Body: "fourteen bytes"}}, 14, 1, ""},
+		{"file through a folder link", []testkit.File{link("d", "."), {Name: "f", Body: "abc"}, {Name: "d/f", Body: "de"}}, 2, 1, ""},
+		{"link over a file", []testkit.File{{Name: "f", Body: "abc"}, link("f", "g")}, 0, 0, ""},
+		{"file over a link", []testkit.File{link("a", "b"), {Name: "a", Body: "xyz"}}, 3, 1, ""},
+		{"link over a folder", []testkit.File{{Name: "x/f", Body: "abc"}, link("x", "y")}, 0, 0, CodeInvalidArchive},
+		{"folder over a file", []testkit.File{{Name: "f", Body: "abc"}, {Name: "f/", Type: tar.TypeDir}}, 0, 0, CodeInvalidArchive},
+	} {
+		for format, data := range both(t, tc.files...) {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, format), func(t *testing.T) {
+				dest, stats, err := extractInto(t, data, format, DefaultLimits)
+				if tc.code != "" {
+					if !IsCode(err, tc.code) {
+						t.Fatalf("err = %v, want %s", err, tc.code)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stats.Bytes != tc.bytes || stats.Files != tc.count || regularBytes(dest) != tc.bytes {
+					t.Fatalf("stats %d bytes in %d files, disk %d; want %d in %d", stats.Bytes, stats.Files, regularBytes(dest), tc.bytes, tc.count)
+				}
+			})
+		}
+	}
+}
+
+func regularBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, _ error) error {
+		if info, err := d.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n
 }

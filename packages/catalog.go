@@ -66,6 +66,15 @@ func (u Unit) Source() string {
 	return "uploaded"
 }
 
+// Names returns the names of units, in order.
+func Names(units []Unit) []string {
+	names := make([]string, len(units))
+	for i, u := range units {
+		names[i] = u.Name
+	}
+	return names
+}
+
 // Find returns the version v of the unit.
 func (u Unit) Find(v string) (Version, bool) {
 	for _, ver := range u.Versions {
@@ -78,10 +87,22 @@ func (u Unit) Find(v string) (Version, bool) {
 
 // Change describes a change the runtime made to a unit.
 type Change struct {
-	Op      string // "installed", "removed", "enabled", "disabled"
+	Op      Op
 	Name    string
 	Version string // "" for a whole unit
 }
+
+// Op is the kind of a change.
+type Op string
+
+// The kinds of changes.
+const (
+	OpInstalled Op = "installed" // a version (or plugin) was uploaded, new or replacing one
+	OpRemoved   Op = "removed"   // a unit or one version was deleted
+	OpEnabled   Op = "enabled"
+	OpDisabled  Op = "disabled"
+	OpFiles     Op = "files" // the file manager changed files of a version or plugin
+)
 
 // Catalog holds the units of one kind found in a list of folders. The first folder that holds
 // a name wins; the same name in a later folder is shadowed.
@@ -229,7 +250,7 @@ func (c *Catalog) notFound(name string) error {
 // installDir returns the first writable folder that is not built-in.
 func (c *Catalog) installDir() (Dir, error) {
 	for _, d := range c.dirs {
-		if !d.BuiltIn && syscall.Access(d.Path, 2 /* W_OK */) == nil {
+		if !d.BuiltIn && writable(d.Path) {
 			return d, nil
 		}
 	}
@@ -259,7 +280,7 @@ func (c *Catalog) Remove(name string) error {
 	if err := c.removeTree(u.Dir, c.relPath(name, "")); err != nil {
 		return err
 	}
-	c.changed(Change{Op: "removed", Name: name})
+	c.changed(Change{Op: OpRemoved, Name: name})
 	return nil
 }
 
@@ -286,7 +307,7 @@ func (c *Catalog) RemoveVersion(name, version string) error {
 			return err
 		}
 	}
-	c.changed(Change{Op: "removed", Name: name, Version: version})
+	c.changed(Change{Op: OpRemoved, Name: name, Version: version})
 	return nil
 }
 
@@ -340,9 +361,9 @@ func (c *Catalog) SetEnabled(name, version string, enabled bool) error {
 	case err != nil:
 		return err
 	}
-	op := "disabled"
+	op := OpDisabled
 	if enabled {
-		op = "enabled"
+		op = OpEnabled
 	}
 	c.changed(Change{Op: op, Name: name, Version: version})
 	return nil
@@ -372,6 +393,9 @@ type snapshot struct {
 	at     time.Time
 	units  map[string]Unit
 	mtimes map[string]time.Time // catalog and scope folders → mtime at the scan
+	// racy is set when a folder changed just before the scan: a change right after it may
+	// carry the same coarse timestamp, so the times cannot tell and unknown names rescan.
+	racy bool
 }
 
 // Find returns the unit called name for serving, from a snapshot: no disk access for a known
@@ -406,6 +430,11 @@ func (c *Catalog) rebuild(old *snapshot) *snapshot {
 	for _, d := range c.dirs {
 		s.mtimes[d.Path] = modTime(d.Path)
 	}
+	defer func() {
+		for _, m := range s.mtimes {
+			s.racy = s.racy || !settled(m, s.at)
+		}
+	}()
 	units, err := c.List()
 	if err != nil {
 		return s
@@ -425,6 +454,9 @@ func (c *Catalog) rebuild(old *snapshot) *snapshot {
 
 // stale reports whether a folder where name would appear changed since the scan.
 func (s *snapshot) stale(dirs []Dir, name string) bool {
+	if s.racy {
+		return true
+	}
 	scope, _ := SplitName(name)
 	for _, d := range dirs {
 		if !modTime(d.Path).Equal(s.mtimes[d.Path]) {

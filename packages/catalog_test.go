@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/testkit"
 )
 
 func allow(Metadata) error { return nil }
@@ -30,8 +30,8 @@ func newCatalog(t *testing.T, layout Layout) (*Catalog, string) {
 	return c, base
 }
 
-func manifestTgz(t *testing.T, manifest string, extra ...harness.File) []byte {
-	return harness.TarGz(t, append([]harness.File{{Name: "manifest.yaml", Body: manifest}}, extra...)...)
+func manifestTgz(t *testing.T, manifest string, extra ...testkit.File) []byte {
+	return testkit.TarGz(t, append([]testkit.File{{Name: "manifest.yaml", Body: manifest}}, extra...)...)
 }
 
 func install(t *testing.T, c *Catalog, name string, data []byte) (Installed, error) {
@@ -44,7 +44,7 @@ func TestInstallAndList(t *testing.T) {
 	var changes []Change
 	c.Subscribe(func(ch Change) { changes = append(changes, ch) })
 
-	got, err := install(t, c, "app.tgz", manifestTgz(t, "name: app\nversion: 1.0.0\n", harness.File{Name: "index.html", Body: "<p>1"}))
+	got, err := install(t, c, "app.tgz", manifestTgz(t, "name: app\nversion: 1.0.0\n", testkit.File{Name: "index.html", Body: "<p>1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestInstallAndList(t *testing.T) {
 		t.Fatalf("installed = %+v", got)
 	}
 	// npm pack layout: everything under package/ is unwrapped.
-	if _, err := install(t, c, "app.zip", harness.Zip(t, harness.File{Name: "package/package.json", Body: `{"name":"app","version":"1.10.0"}`}, harness.File{Name: "package/x.js", Body: "x"})); err != nil {
+	if _, err := install(t, c, "app.zip", testkit.Zip(t, testkit.File{Name: "package/package.json", Body: `{"name":"app","version":"1.10.0"}`}, testkit.File{Name: "package/x.js", Body: "x"})); err != nil {
 		t.Fatal(err)
 	}
 	// No version: latest. Scoped name.
@@ -63,7 +63,7 @@ func TestInstallAndList(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Files at the root are kept next to a package/ folder.
-	if _, err := install(t, c, "mixed.tgz", manifestTgz(t, "name: mixed\n", harness.File{Name: "package/inner.txt", Body: "i"})); err != nil {
+	if _, err := install(t, c, "mixed.tgz", manifestTgz(t, "name: mixed\n", testkit.File{Name: "package/inner.txt", Body: "i"})); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(base, "uploads", "mixed", "latest", "package", "inner.txt")); err != nil || string(b) != "i" {
@@ -106,7 +106,7 @@ func TestInstallRefusals(t *testing.T) {
 		code       string
 	}{
 		{"wrong extension", "app.rar", manifestTgz(t, "name: app\n"), CodeInvalidFileType},
-		{"no metadata", "a.tgz", harness.TarGz(t, harness.File{Name: "index.html", Body: "x"}), CodeMissingName},
+		{"no metadata", "a.tgz", testkit.TarGz(t, testkit.File{Name: "index.html", Body: "x"}), CodeMissingName},
 		{"no name", "a.tgz", manifestTgz(t, "version: 1.0.0\n"), CodeMissingName},
 		{"bad name", "a.tgz", manifestTgz(t, "name: ../../etc\n"), CodeInvalidName},
 		{"crafted version", "a.tgz", manifestTgz(t, "name: app\nversion: ../other/1.0.0\n"), CodeInvalidVersion},
@@ -114,7 +114,7 @@ func TestInstallRefusals(t *testing.T) {
 		{"scope traversal", "a.tgz", manifestTgz(t, "name: '@../app'\n"), CodeInvalidName},
 		{"corrupt", "a.zip", []byte("PK\x03\x04garbage"), CodeInvalidArchive},
 		{"empty", "a.zip", nil, CodeInvalidArchive},
-		{"traversal", "a.tgz", harness.TarGz(t, harness.File{Name: "manifest.yaml", Body: "name: app\n"}, harness.File{Name: "../../x", Body: "x"}), CodePathTraversal},
+		{"traversal", "a.tgz", testkit.TarGz(t, testkit.File{Name: "manifest.yaml", Body: "name: app\n"}, testkit.File{Name: "../../x", Body: "x"}), CodePathTraversal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestInstallRefusals(t *testing.T) {
 func TestInstallLimits(t *testing.T) {
 	c, _ := newCatalog(t, WorkerLayout)
 	c.limits = Limits{Upload: 1000, Unpacked: 1 << 20, Entries: 100}
-	big := manifestTgz(t, "name: app\n", harness.File{Name: "noise", Body: randomText(4000)})
+	big := manifestTgz(t, "name: app\n", testkit.File{Name: "noise", Body: randomText(4000)})
 	if _, err := install(t, c, "a.tgz", big); !IsCode(err, CodeTooLarge) || !strings.Contains(err.Error(), UploadSetting) {
 		t.Fatalf("over the upload limit: %v", err)
 	}
@@ -187,11 +187,11 @@ func TestReplaceIsAtomic(t *testing.T) {
 	c.retireDelay = time.Second
 	const files = 50
 	archive := func(gen int) []byte {
-		fs := []harness.File{{Name: "manifest.yaml", Body: "name: app\nversion: 1.0.0\n"}}
+		fs := []testkit.File{{Name: "manifest.yaml", Body: "name: app\nversion: 1.0.0\n"}}
 		for i := range files {
-			fs = append(fs, harness.File{Name: fmt.Sprintf("f%02d", i), Body: fmt.Sprint(gen)})
+			fs = append(fs, testkit.File{Name: fmt.Sprintf("f%02d", i), Body: fmt.Sprint(gen)})
 		}
-		return harness.TarGz(t, fs...)
+		return testkit.TarGz(t, fs...)
 	}
 	if _, err := install(t, c, "a.tgz", archive(0)); err != nil {
 		t.Fatal(err)
@@ -246,11 +246,11 @@ func TestConcurrentInstallsOfOneUnit(t *testing.T) {
 	const n = 20
 	archives := make([][]byte, n)
 	for i := range n {
-		fs := []harness.File{{Name: "manifest.yaml", Body: "name: app\nversion: 2.0.0\n"}}
+		fs := []testkit.File{{Name: "manifest.yaml", Body: "name: app\nversion: 2.0.0\n"}}
 		for j := 0; j <= i; j++ { // each archive has a different set of files
-			fs = append(fs, harness.File{Name: fmt.Sprintf("d%d/f%d", j%3, j), Body: fmt.Sprintf("%d-%d", i, j)})
+			fs = append(fs, testkit.File{Name: fmt.Sprintf("d%d/f%d", j%3, j), Body: fmt.Sprintf("%d-%d", i, j)})
 		}
-		archives[i] = harness.TarGz(t, fs...)
+		archives[i] = testkit.TarGz(t, fs...)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -344,7 +344,7 @@ func TestRemoveAndEnable(t *testing.T) {
 	c, base := newCatalog(t, WorkerLayout)
 	writeTree(t, base, map[string]string{".builtin/core/1.0.0/manifest.yaml": "name: core\n"})
 	for _, v := range []string{"1.0.0", "2.0.0"} {
-		if _, err := install(t, c, "a.tgz", harness.TarGz(t, harness.File{Name: "package.json", Body: `{"name":"@t/app","version":"` + v + `"}`})); err != nil {
+		if _, err := install(t, c, "a.tgz", testkit.TarGz(t, testkit.File{Name: "package.json", Body: `{"name":"@t/app","version":"` + v + `"}`})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -415,7 +415,7 @@ func TestPluginLayout(t *testing.T) {
 	if u, _ := c.Lookup("@team/hello"); u.Versions[0].Enabled {
 		t.Fatal("plugin still enabled")
 	}
-	install(t, c, "j.tgz", harness.TarGz(t, harness.File{Name: "package.json", Body: `{"name":"jsonly"}`}))
+	install(t, c, "j.tgz", testkit.TarGz(t, testkit.File{Name: "package.json", Body: `{"name":"jsonly"}`}))
 	if err := c.SetEnabled("jsonly", "", false); !IsCode(err, "PLUGIN_MANIFEST_NOT_FOUND") {
 		t.Fatalf("SetEnabled on a package.json plugin = %v", err)
 	}
@@ -447,6 +447,35 @@ func TestCleanTemp(t *testing.T) {
 	}
 }
 
+// backdate sets the times of the catalog and scope folders a second back.
+func backdate(t *testing.T, base string) {
+	t.Helper()
+	old := time.Now().Add(-time.Second)
+	for _, d := range []string{".builtin", "uploads", "more", "more/@t"} {
+		if err := os.Chtimes(filepath.Join(base, d), old, old); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFindSameTick: a unit written right after a scan can carry the folder time the scan saw
+// (file times move in coarse ticks); it is found at once all the same.
+func TestFindSameTick(t *testing.T) {
+	c, base := newCatalog(t, WorkerLayout)
+	if _, ok := c.Find("late"); ok {
+		t.Fatal("found a unit before it was written")
+	}
+	uploads := filepath.Join(base, "uploads")
+	seen := c.snap.Load().mtimes[uploads]
+	writeTree(t, base, map[string]string{"uploads/late/1.0.0/manifest.yaml": "name: late\n"})
+	if err := os.Chtimes(uploads, seen, seen); err != nil { // the same tick as the scan
+		t.Fatal(err)
+	}
+	if _, ok := c.Find("late"); !ok {
+		t.Fatal("a unit written in the scan's timestamp tick is not found")
+	}
+}
+
 func TestFind(t *testing.T) {
 	c, base := newCatalog(t, WorkerLayout)
 	writeTree(t, base, map[string]string{"uploads/app/1.0.0/manifest.yaml": "name: app\nversion: 1.0.0\n"})
@@ -471,7 +500,10 @@ func TestFind(t *testing.T) {
 	if _, ok := c.Find("@t/other"); !ok {
 		t.Fatal("a unit added to an existing scope is not found")
 	}
-	// Unknown names cost no rescan while nothing changed.
+	// Unknown names cost no rescan while nothing changed (once the folders' times are old
+	// enough to tell a later change).
+	backdate(t, base)
+	c.Find("ghost")
 	before := c.snap.Load()
 	for range 50 {
 		if _, ok := c.Find("ghost"); ok {
@@ -496,8 +528,8 @@ func TestFind(t *testing.T) {
 	if u, _ := c.Find("app"); u.Versions[0].Enabled {
 		t.Log("the hand edit showed before SnapshotTTL (allowed)")
 	}
-	time.Sleep(SnapshotTTL + 100*time.Millisecond)
-	if u, _ := c.Find("app"); !u.Versions[0].Enabled {
-		t.Fatal("the hand edit did not show after SnapshotTTL")
-	}
+	testkit.Eventually(t, "the hand edit to show", SnapshotTTL+time.Second, func() bool {
+		u, _ := c.Find("app")
+		return u.Versions[0].Enabled
+	})
 }

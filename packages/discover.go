@@ -44,6 +44,19 @@ type fileStamp struct {
 }
 
 // current reports whether the folder and files still look as stamped.
+// settled reports whether every time the entry watches is old enough to show the next change.
+func (e metaEntry) settled(now time.Time) bool {
+	if !e.dir.IsZero() && !settled(e.dir, now) {
+		return false
+	}
+	for _, f := range e.files {
+		if !settled(f.mtime, now) {
+			return false
+		}
+	}
+	return true
+}
+
 func (e metaEntry) current(dir string) bool {
 	if !e.dir.IsZero() {
 		info, err := os.Stat(dir)
@@ -163,6 +176,15 @@ func (c *scanCache) scanUnit(layout Layout, d Dir, root *os.Root, name string) (
 	return u, len(u.Versions) > 0
 }
 
+// racyWindow covers the kernel's coarse file timestamps (a clock tick, up to 10 ms) with room
+// to spare.
+const racyWindow = 50 * time.Millisecond
+
+// settled reports whether a file time seen at time at can be trusted to change with the next
+// change: a change within the same coarse tick can leave it as it was, so a cache keyed by a
+// time that recent would miss that change.
+func settled(mtime, at time.Time) bool { return mtime.Before(at.Add(-racyWindow)) }
+
 // subdirs returns the visible subfolders of rel, sorted; cached by the folder's mtime.
 func (c *scanCache) subdirs(root *os.Root, base, rel string) []string {
 	key := filepath.Join(base, rel)
@@ -198,9 +220,11 @@ func (c *scanCache) subdirs(root *os.Root, base, rel string) []string {
 		}
 	}
 	slices.Sort(names)
-	c.mapMu.Lock()
-	c.dirs[key] = dirEntry{mtime: info.ModTime(), names: names}
-	c.mapMu.Unlock()
+	if settled(info.ModTime(), time.Now()) {
+		c.mapMu.Lock()
+		c.dirs[key] = dirEntry{mtime: info.ModTime(), names: names}
+		c.mapMu.Unlock()
+	}
 	return names
 }
 
@@ -229,8 +253,10 @@ func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, bool) {
 		// Nothing else in the folder can change what manifest.yaml says: watch it alone.
 		entry.dir, entry.files = time.Time{}, entry.files[:1]
 	}
-	c.mapMu.Lock()
-	c.metas[key] = entry
-	c.mapMu.Unlock()
+	if entry.settled(time.Now()) {
+		c.mapMu.Lock()
+		c.metas[key] = entry
+		c.mapMu.Unlock()
+	}
 	return entry.md, entry.err == nil
 }

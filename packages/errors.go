@@ -48,4 +48,5 @@ const (
 	CodeInvalidName     = "INVALID_PACKAGE_NAME"
 	CodeInvalidVersion  = "INVALID_PACKAGE_VERSION"
 	CodeInvalidManifest = "INVALID_MANIFEST"
+	CodeNamespaceDenied = "NAMESPACE_DENIED"
 )

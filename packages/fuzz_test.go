@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/testkit"
 )
 
 // fuzzLimits are small, so the fuzzer explores the limits too.
@@ -83,7 +83,7 @@ type fuzzSeed struct {
 
 // fuzzSeeds are well-formed and hostile archives in both formats.
 func fuzzSeeds(tb testing.TB) []fuzzSeed {
-	sets := map[string][]harness.File{
+	sets := map[string][]testkit.File{
 		"package": {{Name: "package/", Type: tar.TypeDir}, {Name: "package/manifest.yaml", Body: "name: a\n"}, {Name: "package/x/y.js", Body: "y"}},
 		"root":    {{Name: "./", Type: tar.TypeDir}, {Name: "manifest.yaml", Body: "name: a\n"}, {Name: "run.sh", Body: "#!/bin/sh", Mode: 0o755}},
 		"dotdot":  {{Name: "../../evil", Body: "x"}},
@@ -97,11 +97,13 @@ func fuzzSeeds(tb testing.TB) []fuzzSeed {
 		"fifo":     {{Name: "p", Type: tar.TypeFifo}},
 		"bomb":     {{Name: "z", Body: strings.Repeat("\x00", 256<<10)}},
 		"replace":  {{Name: "a", Type: tar.TypeSymlink, Linkname: "b"}, {Name: "a", Body: "file over link"}},
+		"twice":    {{Name: "f", Body: "x"}, {Name: "f", Body: "fourteen bytes"}, {Name: "f", Type: tar.TypeSymlink, Linkname: "g"}},
+		"alias":    {{Name: "d", Type: tar.TypeSymlink, Linkname: "."}, {Name: "f", Body: "abc"}, {Name: "d/f", Body: "de"}},
 	}
 	var seeds []fuzzSeed
 	for name, files := range sets {
-		seeds = append(seeds, fuzzSeed{name + "-tgz", harness.TarGz(tb, files...), false})
-		seeds = append(seeds, fuzzSeed{name + "-zip", harness.Zip(tb, files...), true})
+		seeds = append(seeds, fuzzSeed{name + "-tgz", testkit.TarGz(tb, files...), false})
+		seeds = append(seeds, fuzzSeed{name + "-zip", testkit.Zip(tb, files...), true})
 	}
 	return seeds
 }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 
 	"github.com/dustin/go-humanize"
-	"golang.org/x/sys/unix"
 )
 
 // TempPrefix starts the names of temporary folders and files; they are hidden from discovery
@@ -116,7 +115,7 @@ func (c *Catalog) Install(filename string, body io.Reader, authorize Authorize) 
 	if err := swapInto(root, top, rel); err != nil {
 		return Installed{}, fmt.Errorf("installing %s: %v", rel, err)
 	}
-	c.changed(Change{Op: "installed", Name: md.Name, Version: md.Version})
+	c.changed(Change{Op: OpInstalled, Name: md.Name, Version: md.Version})
 	return Installed{
 		Name: md.Name, Version: md.Version, Path: filepath.Join(dir.Path, filepath.FromSlash(rel)),
 		SHA256: sum, Files: stats.Files, Bytes: stats.Bytes,
@@ -205,8 +204,8 @@ func swapInto(root *os.Root, src, dst string) error {
 		return err
 	}
 	defer dstDir.Close()
-	err = unix.Renameat2(int(srcDir.Fd()), path.Base(src), int(dstDir.Fd()), path.Base(dst), unix.RENAME_EXCHANGE)
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+	err = exchange(srcDir, path.Base(src), dstDir, path.Base(dst))
+	if errors.Is(err, errNoExchange) {
 		// No atomic exchange on this file system: move the old tree aside, then the new in.
 		aside := path.Join(path.Dir(src), tempPrefix+randomSuffix())
 		if err := root.Rename(dst, aside); err != nil {
@@ -220,3 +219,6 @@ func swapInto(root *os.Root, src, dst string) error {
 	}
 	return err
 }
+
+// errNoExchange means the file system cannot swap two names atomically.
+var errNoExchange = errors.New("no atomic exchange on this file system")

@@ -65,15 +65,27 @@ func (m Metadata) declares() bool {
 // ErrNoMetadata means a folder holds no manifest.yaml, manifest.yml or package.json.
 var ErrNoMetadata = errors.New("no package metadata")
 
+// MetadataFiles are the files a package's metadata is read from, at the top of its folder.
+var MetadataFiles = []string{ManifestYAML, ManifestYML, PackageJSON}
+
 // ReadMetadata reads the metadata of the package in folder dir of root: manifest.yaml or
 // manifest.yml, and package.json, with the manifest's values winning.
 func ReadMetadata(root *os.Root, dir string) (Metadata, error) {
+	return ReadMetadataFiles(func(name string) ([]byte, error) {
+		return ReadMetadataFile(root, path.Join(dir, name))
+	})
+}
+
+// ReadMetadataFiles reads package metadata through read, which returns the content of one of
+// MetadataFiles or an error wrapping fs.ErrNotExist when the package has no such file. The
+// file manager reads a package's metadata as a change would leave it this way.
+func ReadMetadataFiles(read func(name string) ([]byte, error)) (Metadata, error) {
 	md := Metadata{Enabled: true, serial: metadataReads.Add(1)}
 	var fromJSON struct {
 		Name    *string `json:"name"`
 		Version *string `json:"version"`
 	}
-	jsonBody, err := readSmall(root, path.Join(dir, PackageJSON))
+	jsonBody, err := read(PackageJSON)
 	hasJSON := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return md, err
@@ -90,7 +102,7 @@ func ReadMetadata(root *os.Root, dir string) (Metadata, error) {
 		}
 	}
 	for _, name := range []string{ManifestYAML, ManifestYML} {
-		body, err := readSmall(root, path.Join(dir, name))
+		body, err := read(name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -147,12 +159,25 @@ func (md *Metadata) parseManifest(body []byte) error {
 	return nil
 }
 
-func readSmall(root *os.Root, name string) ([]byte, error) {
+// ReadMetadataFile reads the metadata file name of root, which must be a regular file of at
+// most 1 MiB: a metadata file that is a link would let a write to the linked file change the
+// manifest unseen.
+func ReadMetadataFile(root *os.Root, name string) ([]byte, error) {
+	info, err := root.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, newErr(Invalid, CodeInvalidManifest, "%s must be a regular file, not a folder or a link", path.Base(name))
+	}
 	f, err := root.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if opened, err := f.Stat(); err != nil || !os.SameFile(info, opened) {
+		return nil, newErr(Invalid, CodeInvalidManifest, "%s changed while it was read; try again", path.Base(name))
+	}
 	body, err := io.ReadAll(io.LimitReader(f, maxMetadataSize+1))
 	if err != nil {
 		return nil, err
@@ -176,7 +201,7 @@ func WriteEnabled(root *os.Root, dir string, enabled, create bool) error {
 			return ErrNoManifest
 		}
 		body := fmt.Sprintf("# Written by the runtime when the package was enabled or disabled.\nenabled: %t\n", enabled)
-		return writeFileAtomic(root, path.Join(dir, ManifestYAML), []byte(body))
+		return WriteFileAtomic(root, path.Join(dir, ManifestYAML), []byte(body))
 	}
 	doc := md.doc
 	if doc == nil { // an empty manifest
@@ -190,7 +215,7 @@ func WriteEnabled(root *os.Root, dir string, enabled, create bool) error {
 		return fmt.Errorf("encoding %s: %v", md.Manifest, err)
 	}
 	enc.Close()
-	return writeFileAtomic(root, path.Join(dir, md.Manifest), out.Bytes())
+	return WriteFileAtomic(root, path.Join(dir, md.Manifest), out.Bytes())
 }
 
 // ErrNoManifest means a package has package.json only, so there is no manifest to edit.
@@ -212,9 +237,9 @@ func setMappingBool(m *yaml.Node, key string, v bool) {
 		&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: value})
 }
 
-// writeFileAtomic replaces name with body through a temporary file and a rename, so a reader
+// WriteFileAtomic replaces name with body through a temporary file and a rename, so a reader
 // sees the old or the new content.
-func writeFileAtomic(root *os.Root, name string, body []byte) error {
+func WriteFileAtomic(root *os.Root, name string, body []byte) error {
 	tmp := path.Join(path.Dir(name), tempPrefix+randomSuffix()+".part")
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {

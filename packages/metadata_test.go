@@ -141,3 +141,18 @@ func TestWriteEnabledWithPackageJSONOnly(t *testing.T) {
 		t.Fatal("not re-enabled")
 	}
 }
+
+// TestMetadataFilesAreRegular refuses a metadata file that is a link or a folder: through a
+// link, a write to an ordinary file would change the manifest.
+func TestMetadataFilesAreRegular(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"linked/notes.yaml": "name: linked\n", "folder/manifest.yaml/x": ""})
+	if err := os.Symlink("notes.yaml", filepath.Join(dir, "linked", ManifestYAML)); err != nil {
+		t.Fatal(err)
+	}
+	for _, unit := range []string{"linked", "folder"} {
+		if _, err := ReadMetadata(openRoot(t, dir), unit); !IsCode(err, CodeInvalidManifest) {
+			t.Errorf("%s: err = %v, want %s", unit, err, CodeInvalidManifest)
+		}
+	}
+}

@@ -43,6 +43,44 @@ func ValidateVersion(v string) error {
 	return nil
 }
 
+// The first path segments the runtime keeps whatever the API path. The API path cannot start
+// with CPanelSegment or WellKnownSegment.
+const (
+	// APISegment is where clients that assume the default API path send their credentials.
+	APISegment = "api"
+	// CPanelSegment is the cpanel's.
+	CPanelSegment = "cpanel"
+	// WellKnownSegment holds the discovery document.
+	WellKnownSegment = ".well-known"
+)
+
+// ReservedNames are the first path segments the runtime keeps for itself under apiPrefix:
+// APISegment, CPanelSegment, WellKnownSegment and the first segment of the API path. Names
+// starting with '.' or '_' are reserved too (see IsReserved). This is the one list of them.
+func ReservedNames(apiPrefix string) []string {
+	first, _, _ := strings.Cut(strings.TrimPrefix(apiPrefix, "/"), "/")
+	names := []string{APISegment, CPanelSegment, WellKnownSegment}
+	if first != "" && !slices.Contains(names, first) {
+		names = append(names, first)
+	}
+	return names
+}
+
+// IsReserved reports whether segment, the first path segment of a worker or plugin, is
+// one the runtime keeps: one of reserved, or any name starting with '.' or '_'.
+func IsReserved(segment string, reserved []string) bool {
+	return strings.HasPrefix(segment, ".") || strings.HasPrefix(segment, "_") || slices.Contains(reserved, segment)
+}
+
+// CheckReserved refuses a unit name whose URL would be one of the runtime's own paths. A
+// scoped name's first segment is its @scope, which is never reserved.
+func CheckReserved(name string, reserved []string) error {
+	if _, base := SplitName(name); IsReserved(name, reserved) || IsReserved(base, nil) {
+		return newErr(Invalid, CodeInvalidName, "%q is reserved by the runtime (/%s/ is its own path, and names starting with '.' or '_' are kept); choose another name", name, name)
+	}
+	return nil
+}
+
 // SplitName splits "@scope/name" into "@scope" and "name"; an unscoped name has scope "".
 func SplitName(name string) (scope, base string) {
 	if s, b, ok := strings.Cut(name, "/"); ok && strings.HasPrefix(name, "@") {

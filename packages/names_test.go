@@ -61,3 +61,20 @@ func TestSplitJoinName(t *testing.T) {
 		t.Error(`JoinName("_") is not unscoped`)
 	}
 }
+
+func TestCheckReserved(t *testing.T) {
+	for _, tt := range []struct {
+		name, prefix string
+		reserved     bool
+	}{
+		{"api", "/api", true}, {"api", "/_/api", true}, {"api", "/v2", true}, {"cpanel", "/api", true},
+		{".well-known", "/api", true}, {"_", "/_/api", true}, {"v2", "/v2", true}, {"_x", "/api", true}, {".x", "/api", true},
+		{"app", "/api", false}, {"apis", "/api", false}, {"@team/api", "/api", false}, {"@api/app", "/api", false},
+		{"@team/_x", "/api", true}, {"@team/.x", "/api", true},
+	} {
+		err := CheckReserved(tt.name, ReservedNames(tt.prefix))
+		if tt.reserved != IsCode(err, CodeInvalidName) || !tt.reserved && err != nil {
+			t.Errorf("CheckReserved(%q) under %s = %v, want reserved %v", tt.name, tt.prefix, err, tt.reserved)
+		}
+	}
+}

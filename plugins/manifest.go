@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/caddy-runtime/runtime/packages"
 )
@@ -30,6 +31,8 @@ type Manifest struct {
 	// OnRequest are Caddy handlers run before worker and plugin dispatch.
 	OnRequest         []json.RawMessage `yaml:"-"`
 	OnRequestFailOpen bool              `yaml:"onRequestFailOpen"`
+	// Handlers are the handler modules the routes and hooks use, sorted.
+	Handlers []string `yaml:"-"`
 }
 
 // rawParts are the Caddy configuration parts of a manifest, decoded generically.
@@ -38,11 +41,20 @@ type rawParts struct {
 	OnRequest []any `yaml:"onRequest"`
 }
 
+// Error codes of plugin admission.
+const (
+	// CodeNotAllowed refuses Caddy configuration that could reach beyond the plugin.
+	CodeNotAllowed = "PLUGIN_NOT_ALLOWED"
+	// CodeConflict refuses a base that would hide a worker or another plugin.
+	CodeConflict = "PLUGIN_CONFLICT"
+)
+
 var basePattern = regexp.MustCompile(`^/[a-z0-9][a-z0-9._-]*$`)
 
-// ReadManifest reads and checks a plugin's manifest. reserved lists the first path segments
-// the runtime keeps for itself.
-func ReadManifest(md packages.Metadata, reserved []string) (Manifest, error) {
+// ReadManifest reads and checks a plugin's manifest: its keys, and its routes and hooks
+// against the policy (see checker). With dir, the plugin's folder, the routes' file roots
+// come back as absolute paths inside it.
+func ReadManifest(md packages.Metadata, policy Policy, dir string) (Manifest, error) {
 	var m Manifest
 	if err := md.Decode(&m); err != nil {
 		return m, err
@@ -51,47 +63,76 @@ func ReadManifest(md packages.Metadata, reserved []string) (Manifest, error) {
 	if err := md.Decode(&raw); err != nil {
 		return m, err
 	}
-	var err error
-	if m.Routes, err = toJSON("routes", raw.Routes); err != nil {
-		return m, err
-	}
-	if m.OnRequest, err = toJSON("onRequest", raw.OnRequest); err != nil {
-		return m, err
-	}
 	if m.Base != "" {
 		if !basePattern.MatchString(m.Base) {
-			return m, fmt.Errorf("base %q must be one path segment such as /hello (lower-case letters, digits, '.', '_', '-')", m.Base)
+			return m, invalid("base %q must be one path segment such as /hello (lower-case letters, digits, '.', '_', '-')", m.Base)
 		}
-		if slices.Contains(reserved, m.Base[1:]) {
-			return m, fmt.Errorf("base %q is reserved by the runtime", m.Base)
+		if packages.IsReserved(m.Base[1:], policy.Reserved) {
+			return m, invalid("base %q is reserved by the runtime", m.Base)
 		}
 	}
+	c := checker{policy: policy, dir: dir}
+	var err error
+	if m.Routes, err = c.parts("routes", raw.Routes); err != nil {
+		return m, err
+	}
+	if m.OnRequest, err = c.parts("onRequest", raw.OnRequest); err != nil {
+		return m, err
+	}
+	m.Handlers = c.handlers
 	if len(m.Routes) > 0 && m.Base == "" {
-		return m, fmt.Errorf("routes need a base to be served under")
+		return m, invalid("routes need a base to be served under")
 	}
 	for _, dep := range slices.Concat(m.Dependencies, m.OptionalDependencies) {
 		if err := packages.ValidateName(dep); err != nil {
-			return m, fmt.Errorf("dependency %q: %v", dep, err)
+			return m, invalid("dependency %q: %v", dep, err)
 		}
 	}
 	for i, menu := range m.Menus {
 		if menu.Title == "" || menu.Path == "" {
-			return m, fmt.Errorf("menu %d needs a title and a path", i+1)
+			return m, invalid("menu %d needs a title and a path", i+1)
 		}
 	}
 	return m, nil
+}
+
+// Privileged says why installing or enabling the plugin needs a key with every namespace, or
+// returns "": hooks see (and can change) every request of the runtime, and handlers beyond
+// the default allow-list are trusted by the operator, not by a tenant.
+func (m Manifest) Privileged() string {
+	if len(m.OnRequest) > 0 {
+		return "it declares onRequest hooks, which see every request of the runtime"
+	}
+	if extra := slices.DeleteFunc(slices.Clone(m.Handlers), func(h string) bool { return slices.Contains(DefaultHandlers, h) }); len(extra) > 0 {
+		return fmt.Sprintf("it uses handler %s, beyond the default plugin_handlers (%s)", strings.Join(extra, ", "), strings.Join(DefaultHandlers, ", "))
+	}
+	return ""
+}
+
+func invalid(format string, args ...any) error {
+	return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: fmt.Sprintf(format, args...)}
+}
+
+// parts checks the Caddy objects of a manifest key and turns each into its JSON form.
+func (c *checker) parts(key string, items []any) ([]json.RawMessage, error) {
+	for i, item := range items {
+		if _, ok := item.(map[string]any); !ok {
+			return nil, invalid("%s[%d] must be a mapping (a Caddy %s object)", key, i, map[string]string{"routes": "route", "onRequest": "handler"}[key])
+		}
+	}
+	if _, err := c.check(key, items); err != nil {
+		return nil, err
+	}
+	return toJSON(key, items)
 }
 
 // toJSON turns each YAML-decoded Caddy object into its JSON form.
 func toJSON(key string, items []any) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(items))
 	for i, item := range items {
-		if _, ok := item.(map[string]any); !ok {
-			return nil, fmt.Errorf("%s[%d] must be a mapping (a Caddy %s object)", key, i, map[string]string{"routes": "route", "onRequest": "handler"}[key])
-		}
 		b, err := json.Marshal(item)
 		if err != nil {
-			return nil, fmt.Errorf("%s[%d]: %v", key, i, err)
+			return nil, invalid("%s[%d]: %v", key, i, err)
 		}
 		out = append(out, b)
 	}

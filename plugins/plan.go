@@ -18,9 +18,27 @@ type Plugin struct {
 
 // Failure is a plugin left out of the load, with why.
 type Failure struct {
-	Name  string `json:"name"`
-	Error string `json:"error"`
+	Name   string `json:"name"`
+	Reason Reason `json:"-"`
+	Error  string `json:"error"` // what to tell the operator
 }
+
+// Reason is the kind of a Failure.
+type Reason int
+
+// The reasons a plugin is left out.
+const (
+	// Invalid: its manifest is invalid, breaks the policy or its base hides a worker.
+	Invalid Reason = iota + 1
+	// Unmet: a required dependency is missing, disabled or left out.
+	Unmet
+	// Cycle: it is part of a dependency cycle.
+	Cycle
+	// BaseTaken: a plugin earlier in the order serves its base.
+	BaseTaken
+	// NotProvisioned: its handlers failed to provision (reported by the plugin host).
+	NotProvisioned
+)
 
 // Plan is what to load, in order, and what was left out.
 type Plan struct {
@@ -29,13 +47,15 @@ type Plan struct {
 }
 
 // MakePlan orders the enabled plugins so that every plugin comes after its dependencies and
-// its optional dependencies that load. A plugin is left out when its manifest is invalid, when
-// a required dependency is missing, disabled or left out itself (transitively), when it is
-// part of a dependency cycle, or when its base is taken by a plugin earlier in the order.
-func MakePlan(units []packages.Unit, reserved []string) Plan {
+// its optional dependencies that load. A plugin is left out when its manifest is invalid or
+// breaks the policy, when its base would hide one of workers (the installed worker names),
+// when a required dependency is missing, disabled or left out itself (transitively), when it
+// is part of a dependency cycle, or when its base is taken by a plugin earlier in the order.
+// The loaded plugins' file roots are absolute paths inside their folders.
+func MakePlan(units []packages.Unit, policy Policy, workers []string) Plan {
 	var plan Plan
-	fail := func(name, format string, args ...any) {
-		plan.Failed = append(plan.Failed, Failure{Name: name, Error: fmt.Sprintf(format, args...)})
+	fail := func(name string, reason Reason, format string, args ...any) {
+		plan.Failed = append(plan.Failed, Failure{Name: name, Reason: reason, Error: fmt.Sprintf(format, args...)})
 	}
 	byName := map[string]Plugin{}
 	disabled := map[string]bool{}
@@ -45,9 +65,12 @@ func MakePlan(units []packages.Unit, reserved []string) Plan {
 			disabled[u.Name] = true
 			continue
 		}
-		m, err := ReadManifest(v.Metadata, reserved)
+		m, err := ReadManifest(v.Metadata, policy, u.Path)
+		if err == nil {
+			err = shadowsWorker(m.Base, workers)
+		}
 		if err != nil {
-			fail(u.Name, "invalid manifest: %v", err)
+			fail(u.Name, Invalid, "%s", describe(err))
 			continue
 		}
 		byName[u.Name] = Plugin{Name: u.Name, Version: v.Version, Dir: u.Path, Manifest: m}
@@ -67,11 +90,11 @@ func MakePlan(units []packages.Unit, reserved []string) Plan {
 						why = "disabled"
 					} else if i := slices.IndexFunc(plan.Failed, func(f Failure) bool { return f.Name == dep }); i >= 0 {
 						why = "not loaded"
-						if strings.HasPrefix(plan.Failed[i].Error, "dependency cycle") {
+						if plan.Failed[i].Reason == Cycle {
 							why = "in a dependency cycle"
 						}
 					}
-					fail(name, "requires %s, which is %s", dep, why)
+					fail(name, Unmet, "requires %s, which is %s", dep, why)
 					delete(byName, name)
 					changed = true
 					break
@@ -91,7 +114,7 @@ func MakePlan(units []packages.Unit, reserved []string) Plan {
 		}
 		for _, cycle := range cycles {
 			for _, name := range cycle {
-				fail(name, "dependency cycle: %s", strings.Join(append(slices.Clone(cycle), cycle[0]), " → "))
+				fail(name, Cycle, "dependency cycle: %s", strings.Join(append(slices.Clone(cycle), cycle[0]), " → "))
 				delete(byName, name)
 			}
 		}
@@ -102,19 +125,30 @@ func MakePlan(units []packages.Unit, reserved []string) Plan {
 		p := byName[name]
 		if b := p.Manifest.Base; b != "" {
 			if other, taken := bases[b]; taken {
-				fail(name, "base %s is already served by plugin %s", b, other)
+				fail(name, BaseTaken, "base %s is already served by plugin %s", b, other)
 				continue
 			}
 			bases[b] = name
 		}
 		if dep := missingDep(p, plan.Failed); dep != "" {
-			fail(name, "requires %s, which is not loaded", dep)
+			fail(name, Unmet, "requires %s, which is not loaded", dep)
 			continue
 		}
 		plan.Load = append(plan.Load, p)
 	}
 	slices.SortStableFunc(plan.Failed, func(a, b Failure) int { return strings.Compare(a.Name, b.Name) })
 	return plan
+}
+
+// describe says why a plugin is left out: an invalid manifest, or the rule it breaks.
+func describe(err error) string {
+	if packages.IsCode(err, packages.CodeInvalidManifest) {
+		return "invalid manifest: " + err.Error()
+	}
+	if packages.IsCode(err, CodeNotAllowed) {
+		return "not allowed: " + err.Error()
+	}
+	return err.Error()
 }
 
 // missingDep returns a required dependency of p that failed after ordering (a cycle or a base

@@ -29,6 +29,9 @@ func units(t *testing.T, plugins map[string]string) []packages.Unit {
 	return us
 }
 
+// policy is the default policy under the API path /api.
+var policy = Policy{Handlers: DefaultHandlers, Reserved: packages.ReservedNames("/api")}
+
 func names(plan Plan) (loaded []string, failed map[string]string) {
 	failed = map[string]string{}
 	for _, p := range plan.Load {
@@ -48,7 +51,7 @@ func TestPlanOrder(t *testing.T) {
 		"metrics":  "optionalDependencies: [nope]\n", // absent optional dependencies are fine
 		"zeta":     "",
 		"@t/extra": "optionalDependencies: [app]\n",
-	}), nil)
+	}), policy, nil)
 	loaded, failed := names(plan)
 	if want := []string{"db", "auth", "metrics", "app", "@t/extra", "zeta"}; !reflect.DeepEqual(loaded, want) || len(failed) != 0 {
 		t.Fatalf("load order %v (failed %v), want %v", loaded, failed, want)
@@ -75,7 +78,10 @@ func TestPlanExclusions(t *testing.T) {
 		"routes-no-base": "routes: [{handle: [{handler: static_response}]}]\n",
 		"bad-routes":     "base: /br\nroutes: [just a string]\n",
 		"self":           "dependencies: [self]\n",
-	}), []string{"api", "cpanel", ".well-known"})
+		"over-worker":    "base: /site\n",
+		"proxy":          "base: /proxy\nroutes: [{handle: [{handler: reverse_proxy}]}]\n",
+		"env":            "base: /env\nroutes: [{handle: [{handler: static_response, body: '{env.HOME}'}]}]\n",
+	}), policy, []string{"site", "@t/site"})
 	loaded, failed := names(plan)
 	if !reflect.DeepEqual(loaded, []string{"fine", "x1"}) {
 		t.Errorf("loaded %v, want [fine x1]", loaded)
@@ -96,6 +102,9 @@ func TestPlanExclusions(t *testing.T) {
 		"routes-no-base": "routes need a base",
 		"bad-routes":     "routes[0] must be a mapping",
 		"self":           "dependency cycle: self → self",
+		"over-worker":    "base /site would hide worker site",
+		"proxy":          `not allowed: routes[0].handle[0] uses handler "reverse_proxy"`,
+		"env":            "not allowed: routes[0].handle[0].body uses the placeholder {env.…}",
 	} {
 		if !strings.Contains(failed[name], want) {
 			t.Errorf("%s: %q, want it to contain %q", name, failed[name], want)
@@ -103,6 +112,18 @@ func TestPlanExclusions(t *testing.T) {
 	}
 	if _, ok := failed["off"]; ok {
 		t.Error("a disabled plugin is reported as failed")
+	}
+	reasons := map[string]Reason{}
+	for _, f := range plan.Failed {
+		reasons[f.Name] = f.Reason
+	}
+	for name, want := range map[string]Reason{
+		"needs-missing": Unmet, "on-cycle": Unmet, "a": Cycle, "self": Cycle, "x2": BaseTaken,
+		"bad": Invalid, "over-worker": Invalid, "proxy": Invalid,
+	} {
+		if reasons[name] != want {
+			t.Errorf("%s: reason %d, want %d", name, reasons[name], want)
+		}
 	}
 }
 
@@ -121,7 +142,7 @@ onRequest:
     response: {set: {X-Hello: ["1"]}}
 onRequestFailOpen: true
 `})
-	m, err := ReadManifest(us[0].Versions[0].Metadata, nil)
+	m, err := ReadManifest(us[0].Versions[0].Metadata, policy, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/sandbox"
 )
 
 // Kind is how a worker version is served.
@@ -46,6 +47,18 @@ type Manifest struct {
 	StartTimeout Duration          `yaml:"startTimeout"`
 	MaxRequests  int               `yaml:"maxRequests"`
 	MaxBodySize  Size              `yaml:"maxBodySize"`
+	Limits       Limits            `yaml:"limits"`
+}
+
+// Limits are the resources a process worker asks for; the operator's settings cap them.
+type Limits struct {
+	Memory    Size    `yaml:"memory"`
+	Processes int     `yaml:"processes"`
+	CPU       float64 `yaml:"cpu"`
+}
+
+func (l Limits) sandbox() sandbox.Limits {
+	return sandbox.Limits{Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPU}
 }
 
 // ReadManifest decodes the serving keys of a version and fills in the defaults.
@@ -56,6 +69,9 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	}
 	if m.MaxRequests < 0 {
 		return m, fmt.Errorf("maxRequests must be 0 (unlimited) or more")
+	}
+	if m.Limits.Processes < 0 || m.Limits.CPU < 0 {
+		return m, fmt.Errorf("limits.processes and limits.cpu must be positive")
 	}
 	for key, def := range map[*Duration]time.Duration{&m.Timeout: DefaultTimeout, &m.TTL: DefaultTTL, &m.StartTimeout: DefaultStartTimeout} {
 		if *key == 0 {

@@ -1,20 +1,19 @@
 package workers
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/sandbox"
 )
 
 // PoolOptions configure a Pool.
@@ -25,7 +24,18 @@ type PoolOptions struct {
 	Logger *zap.Logger
 	// Path is the PATH workers get; nothing else of the runtime's environment reaches them.
 	Path string
+	// Sandbox confines the processes; nil starts them in a sandbox with default options.
+	Sandbox *sandbox.Sandbox
+	// ScratchDir holds each version's scratch folder, its TMPDIR.
+	ScratchDir string
+	// Allowed tells whether a worker may run as a process; nil allows every worker.
+	Allowed func(name string) bool
+	// LogRate caps the output lines per second logged for one process (0: DefaultLogRate).
+	LogRate int
 }
+
+// DefaultLogRate is the default cap on logged output lines per second and process.
+const DefaultLogRate = 100
 
 // DefaultPoolSize is the default cap on running worker processes.
 const DefaultPoolSize = 16
@@ -61,17 +71,30 @@ type UnavailableError struct {
 
 func (e *UnavailableError) Error() string { return e.Reason }
 
+// ErrNotAllowed means process workers are turned off for the worker's namespace.
+var ErrNotAllowed = errors.New("process workers are not allowed for this worker's namespace (setting process_workers)")
+
 // NewPool returns a pool; Close stops its processes.
-func NewPool(opts PoolOptions) *Pool {
+func NewPool(opts PoolOptions) (*Pool, error) {
 	if opts.Size <= 0 {
 		opts.Size = DefaultPoolSize
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.LogRate <= 0 {
+		opts.LogRate = DefaultLogRate
+	}
+	if opts.Sandbox == nil {
+		sb, err := sandbox.New(sandbox.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Sandbox = sb
+	}
 	p := &Pool{opts: opts, procs: map[string]*proc{}, crashes: map[string]*backoff{}, quit: make(chan struct{})}
 	go p.reap()
-	return p
+	return p, nil
 }
 
 // proc is one worker process.
@@ -85,7 +108,7 @@ type proc struct {
 	logger  *zap.Logger
 
 	addr   string
-	cmd    *exec.Cmd
+	cmd    *sandbox.Process
 	ready  chan struct{} // closed when started or failed
 	err    error         // why the start failed, set before ready closes
 	exited chan struct{} // closed when the process has exited
@@ -109,7 +132,7 @@ type Lease struct {
 func (l *Lease) Addr() string { return l.p.addr }
 
 // PID is the process id.
-func (l *Lease) PID() int { return l.p.cmd.Process.Pid }
+func (l *Lease) PID() int { return l.p.cmd.Pid() }
 
 // Release ends the request; the process counts it towards maxRequests.
 func (l *Lease) Release() { l.once.Do(func() { l.p.pool.release(l.p, true) }) }
@@ -117,6 +140,9 @@ func (l *Lease) Release() { l.once.Do(func() { l.p.pool.release(l.p, true) }) }
 // Acquire returns a lease on the running process of the version, starting the process if it is
 // not running; concurrent first requests share one start.
 func (p *Pool) Acquire(ctx context.Context, name, version, dir string, m Manifest) (*Lease, error) {
+	if p.opts.Allowed != nil && !p.opts.Allowed(name) {
+		return nil, ErrNotAllowed
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -263,6 +289,7 @@ func (p *Pool) Close() {
 	}
 	p.mu.Unlock()
 	p.stopped.Wait()
+	p.opts.Sandbox.Close()
 }
 
 // start launches the process and waits until it accepts connections.
@@ -298,7 +325,7 @@ func (pr *proc) start() {
 	pr.pool.mu.Lock()
 	pr.started = time.Now()
 	pr.pool.mu.Unlock()
-	pr.logger.Info("worker started", zap.Int("pid", pr.cmd.Process.Pid), zap.String("addr", pr.addr))
+	pr.logger.Info("worker started", zap.Int("pid", pr.cmd.Pid()), zap.String("addr", pr.addr))
 }
 
 func freePort() (int, error) {
@@ -310,23 +337,19 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// launch starts the process in its version folder with a minimal environment.
+// launch starts the process, confined, in its version folder with a minimal environment.
 func (pr *proc) launch(port int) error {
 	argv, err := pr.argv()
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = pr.dir
-	cmd.Env = pr.environ(port)
-	// Its own process group, so stopping reaches the worker's children; killed with us.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout := &lineLog{logger: pr.logger, stream: "stdout"}
-	stderr := &lineLog{logger: pr.logger, stream: "stderr"}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// A child that outlives the worker and holds its output open must not stall Wait.
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	scratch := filepath.Join(pr.pool.opts.ScratchDir, scratchName(pr.name, pr.version))
+	limit := newRateLimit(pr.logger, pr.pool.opts.LogRate)
+	stdout := &lineLog{logger: pr.logger, stream: "stdout", limit: limit}
+	stderr := &lineLog{logger: pr.logger, stream: "stderr", limit: limit}
+	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox()}
+	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
+	if err != nil {
 		return err
 	}
 	pr.cmd = cmd
@@ -337,6 +360,11 @@ func (pr *proc) launch(port int) error {
 		pr.exitedWith(err)
 	}()
 	return nil
+}
+
+// scratchName is a version's scratch folder name: one path segment per name and version.
+func scratchName(name, version string) string {
+	return strings.ReplaceAll(name, "/", "+") + "@" + version
 }
 
 // argv is the command line: the manifest's command, or the executable entrypoint.
@@ -353,50 +381,19 @@ func (pr *proc) argv() ([]string, error) {
 
 // environ is all a worker gets: PATH, HOME, its PORT and HOST, and the manifest's env. No
 // runtime setting or credential reaches it.
-func (pr *proc) environ(port int) []string {
+func (pr *proc) environ(port int, scratch string) []string {
 	env := map[string]string{"PATH": pr.pool.opts.Path, "HOME": pr.dir}
 	for k, v := range pr.m.Env {
 		env[k] = v
 	}
 	env["PORT"] = strconv.Itoa(port)
 	env["HOST"] = "127.0.0.1"
+	env["TMPDIR"] = scratch
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	return out
-}
-
-// lineLog writes a process's output through the logger, a line at a time; a line longer than
-// 64 KiB is cut.
-type lineLog struct {
-	logger *zap.Logger
-	stream string
-	buf    []byte
-}
-
-func (l *lineLog) Write(b []byte) (int, error) {
-	l.buf = append(l.buf, b...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		l.logger.Info(string(l.buf[:i]), zap.String("stream", l.stream))
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > 64<<10 {
-		l.flush()
-	}
-	return len(b), nil
-}
-
-// flush logs what is left after the last newline.
-func (l *lineLog) flush() {
-	if len(l.buf) > 0 {
-		l.logger.Info(string(l.buf), zap.String("stream", l.stream))
-		l.buf = nil
-	}
 }
 
 // awaitReady waits until the process accepts connections, exits, or startTimeout passes.
@@ -410,7 +407,7 @@ func (pr *proc) awaitReady() error {
 		}
 		select {
 		case <-pr.exited:
-			return fmt.Errorf("it exited before listening on PORT (%s)", pr.cmd.ProcessState)
+			return fmt.Errorf("it exited before listening on PORT (%s)", pr.cmd.State())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -456,22 +453,22 @@ func (p *Pool) noteCrashLocked(pr *proc) {
 	b.until = time.Now().Add(min(wait, 30*time.Second))
 }
 
-// stop asks the process group to terminate, and kills it after a grace period.
+// stop asks the process to terminate, and kills it and its descendants after a grace period.
 func (pr *proc) stop() {
 	<-pr.ready
-	if pr.cmd == nil || pr.cmd.Process == nil {
+	if pr.cmd == nil {
 		return
 	}
-	_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGTERM)
+	pr.cmd.Terminate()
 	select {
 	case <-pr.exited:
 	case <-time.After(5 * time.Second):
 		pr.kill()
 	}
-	pr.logger.Info("worker stopped", zap.Int("pid", pr.cmd.Process.Pid))
+	pr.logger.Info("worker stopped", zap.Int("pid", pr.cmd.Pid()))
 }
 
 func (pr *proc) kill() {
-	_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+	pr.cmd.Kill()
 	<-pr.exited
 }

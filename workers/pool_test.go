@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,12 +19,13 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/sandbox"
+	"github.com/caddy-runtime/runtime/testkit"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	harness.Cleanup()
+	testkit.Cleanup()
 	os.Exit(code)
 }
 
@@ -37,13 +40,21 @@ type echo struct {
 func newPool(t *testing.T, size int) (*Pool, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
-	p := NewPool(PoolOptions{Size: size, Logger: zap.New(core), Path: os.Getenv("PATH")})
+	// The test worker lives outside the version folders, so the sandbox lets workers run it.
+	sb, err := sandbox.New(sandbox.Options{ReadDirs: []string{filepath.Dir(testkit.TestWorker(t))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPool(PoolOptions{Size: size, Logger: zap.New(core), Path: os.Getenv("PATH"), Sandbox: sb, ScratchDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(p.Close)
 	return p, logs
 }
 
 func manifest(t *testing.T, env map[string]string) Manifest {
-	return Manifest{Command: []string{harness.TestWorker(t)}, Env: env, Timeout: Duration(5 * time.Second),
+	return Manifest{Command: []string{testkit.TestWorker(t)}, Env: env, Timeout: Duration(5 * time.Second),
 		TTL: Duration(time.Minute), StartTimeout: Duration(5 * time.Second), MaxBodySize: DefaultMaxBodySize}
 }
 
@@ -123,16 +134,23 @@ func TestPoolRestartsACrashWithBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	get(t, p, "app", dir, m, "/crash")
-	harness.Eventually(t, "the pool to notice the crash", 10*time.Second, func() bool { return !alive(first.PID) && p.Running() == 0 })
+	testkit.Eventually(t, "the pool to notice the crash", 10*time.Second, func() bool { return !alive(first.PID) && p.Running() == 0 })
 	_, err = get(t, p, "app", dir, m, "/")
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || ue.RetryAfter <= 0 {
 		t.Fatalf("right after a crash: %v, want unavailable with a retry delay", err)
 	}
-	time.Sleep(ue.RetryAfter + 50*time.Millisecond)
-	second, err := get(t, p, "app", dir, m, "/")
-	if err != nil || second.PID == first.PID {
-		t.Fatalf("after the back-off: pid %d (was %d), %v", second.PID, first.PID, err)
+	// Until the back-off passes the pool keeps answering unavailable; then it starts anew.
+	var second echo
+	testkit.EventuallyNil(t, ue.RetryAfter+10*time.Second, func() error {
+		second, err = get(t, p, "app", dir, m, "/")
+		if err != nil && !errors.As(err, &ue) {
+			t.Fatalf("during the back-off: %v, want unavailable", err)
+		}
+		return err
+	})
+	if second.PID == first.PID {
+		t.Fatalf("after the back-off: pid %d, the crashed one", second.PID)
 	}
 }
 
@@ -144,7 +162,7 @@ func TestPoolStopsIdleProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.Eventually(t, "the idle stop", 10*time.Second, func() bool { return p.Running() == 0 && !alive(e.PID) })
+	testkit.Eventually(t, "the idle stop", 10*time.Second, func() bool { return p.Running() == 0 && !alive(e.PID) })
 }
 
 func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
@@ -157,10 +175,9 @@ func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pids = append(pids, e.PID)
-		time.Sleep(10 * time.Millisecond)
+		pids = append(pids, e.PID) // each start takes far longer than the clock's resolution, so uses are ordered
 	}
-	harness.Eventually(t, "the least recently used process to stop", 10*time.Second, func() bool { return !alive(pids[0]) })
+	testkit.Eventually(t, "the least recently used process to stop", 10*time.Second, func() bool { return !alive(pids[0]) })
 	if !alive(pids[1]) || !alive(pids[2]) || p.Running() != 2 {
 		t.Fatalf("running %d; pids alive: %v %v", p.Running(), alive(pids[1]), alive(pids[2]))
 	}
@@ -183,7 +200,7 @@ func TestPoolRecyclesAfterMaxRequests(t *testing.T) {
 		t.Fatalf("pids %v: want a new process every 3 requests", pids)
 	}
 	// The recycled processes are stopped, not left running.
-	harness.Eventually(t, "recycled processes to exit", 10*time.Second, func() bool { return !alive(pids[0]) && !alive(pids[3]) })
+	testkit.Eventually(t, "recycled processes to exit", 10*time.Second, func() bool { return !alive(pids[0]) && !alive(pids[3]) })
 	if p.Running() != 1 {
 		t.Fatalf("running %d, want 1", p.Running())
 	}
@@ -199,14 +216,21 @@ func TestPoolStopUnitDrainsFirst(t *testing.T) {
 	}
 	pid := l.PID()
 	done := make(chan error, 1)
+	sent := make(chan struct{})
 	go func() {
-		resp, err := http.Get("http://" + l.Addr() + "/sleep?d=500ms")
+		req, _ := http.NewRequest("GET", "http://"+l.Addr()+"/sleep?d=500ms", nil)
+		trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(sent) }}
+		resp, err := http.DefaultClient.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 		if err == nil {
 			resp.Body.Close()
 		}
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	select { // the request is on its way to the worker, in flight when StopUnit comes
+	case <-sent:
+	case err := <-done:
+		t.Fatalf("the request failed before it was sent: %v", err)
+	}
 	p.StopUnit("app", "")
 	if err := <-done; err != nil {
 		t.Fatalf("the in-flight request failed: %v", err)
@@ -215,7 +239,7 @@ func TestPoolStopUnitDrainsFirst(t *testing.T) {
 		t.Fatal("the process stopped before its request was released")
 	}
 	l.Release()
-	harness.Eventually(t, "the drained process to stop", 10*time.Second, func() bool { return !alive(pid) })
+	testkit.Eventually(t, "the drained process to stop", 10*time.Second, func() bool { return !alive(pid) })
 	e, err := get(t, p, "app", dir, m, "/")
 	if err != nil || e.PID == pid {
 		t.Fatalf("after StopUnit: %v, pid %d", err, e.PID)

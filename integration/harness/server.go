@@ -1,7 +1,7 @@
 package harness
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +34,33 @@ type Config struct {
 	// speak it. Over HTTP/2 a config reload loses no request: the old server's GOAWAY tells
 	// clients which requests to retry, where HTTP/1.1 gives no such signal.
 	HTTP2 bool
+	// Port is the port to serve on; 0 picks a free one. Set it when the config must name it,
+	// e.g. in workers_url.
+	Port int
+	// Hosts, when set, replaces the one site block answering every host name with one block
+	// per host name, all on the same port: http://<name>:<port>. The first must serve the
+	// API, since the Server's URL names it; Host gives a view of the others. Every name
+	// reaches the server on 127.0.0.1, whatever it resolves to.
+	Hosts []Host
+	// File, when set, is the config file's text, used as written instead of one rendered from
+	// the fields above, e.g. Caddyfile.example with its port rewritten. Port must then be the
+	// port it serves, and with Hosts the first must name the API's site.
+	File string
+	// Dir, when set, is the working directory (prepared by the test); else a new temporary one.
+	Dir string
+	// Sites, when set, renders the site blocks for the port instead of Runtime, Site and
+	// Hosts, e.g. to mount the runtime below a path.
+	Sites func(port int) string
+	// Mount is the path the runtime is mounted at when Sites or File mount it below one
+	// (e.g. "/hp"): the harness finds the discovery document there.
+	Mount string
+}
+
+// Host is one site block of a Config with Hosts.
+type Host struct {
+	Name string // e.g. "localhost" or "apps.localhost"
+	// Runtime holds runtime lines of this block only, after Config.Runtime, e.g. "serve workers".
+	Runtime string
 }
 
 // Server is a running runtime process.
@@ -53,7 +79,7 @@ type Server struct {
 
 	cfg     Config
 	cmd     *exec.Cmd
-	logs    *logBuffer
+	logs    *Buffer
 	exited  chan struct{}
 	exitErr error
 }
@@ -74,23 +100,38 @@ func Start(tb testing.TB, cfg Config) *Server {
 // Launch starts a runtime process without waiting for it to be ready.
 func Launch(tb testing.TB, cfg Config) (*Server, error) {
 	tb.Helper()
-	dir := tb.TempDir()
+	dir := cfg.Dir
+	if dir == "" {
+		dir = tb.TempDir()
+	}
 	s := &Server{
 		tb:      tb,
 		Dir:     dir,
 		DataDir: filepath.Join(dir, "data"),
-		Port:    FreePort(tb),
+		Port:    cmp.Or(cfg.Port, FreePort(tb)),
 		cfg:     cfg,
-		logs:    &logBuffer{},
+		logs:    &Buffer{},
 		exited:  make(chan struct{}),
 		Client:  &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 	}
-	if cfg.HTTP2 {
-		var protocols http.Protocols
-		protocols.SetUnencryptedHTTP2(true)
-		s.Client.Transport = &http.Transport{Protocols: &protocols}
+	if cfg.HTTP2 || len(cfg.Hosts) > 0 {
+		transport := &http.Transport{}
+		if cfg.HTTP2 {
+			transport.Protocols = new(http.Protocols)
+			transport.Protocols.SetUnencryptedHTTP2(true)
+		}
+		if len(cfg.Hosts) > 0 {
+			addr := fmt.Sprintf("127.0.0.1:%d", s.Port)
+			transport.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
+		}
+		s.Client.Transport = transport
 	}
 	s.URL = fmt.Sprintf("http://127.0.0.1:%d", s.Port)
+	if len(cfg.Hosts) > 0 {
+		s.URL = fmt.Sprintf("http://%s:%d", cfg.Hosts[0].Name, s.Port)
+	}
 	s.AdminURL = fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb))
 	caddyfile := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(caddyfile, []byte(s.Caddyfile(cfg)), 0o600); err != nil {
@@ -102,7 +143,7 @@ func Launch(tb testing.TB, cfg Config) (*Server, error) {
 	s.cmd.Stdout = s.logs
 	s.cmd.Stderr = s.logs
 	// Own process group, so Stop reaches worker processes too; killed if the test process dies.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	ownGroup(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the runtime: %v", err)
 	}
@@ -135,9 +176,21 @@ func Environ(dir string, extra map[string]string) []string {
 
 // Caddyfile renders the Caddyfile of this server for cfg.
 func (s *Server) Caddyfile(cfg Config) string {
+	if cfg.File != "" {
+		return cfg.File
+	}
 	global := cfg.Global
 	if cfg.HTTP2 {
 		global += "\n\tservers {\n\t\tprotocols h1 h2c\n\t}"
+	}
+	sites := fmt.Sprintf(":%d {\n\truntime {\n%s\n\t}\n%s\n}\n", s.Port, cfg.Runtime, cfg.Site)
+	if cfg.Sites != nil {
+		sites = cfg.Sites(s.Port)
+	} else if len(cfg.Hosts) > 0 {
+		sites = ""
+		for _, h := range cfg.Hosts {
+			sites += fmt.Sprintf("http://%s:%d {\n\truntime {\n%s\n%s\n\t}\n%s\n}\n", h.Name, s.Port, cfg.Runtime, h.Runtime, cfg.Site)
+		}
 	}
 	return fmt.Sprintf(`{
 	admin %s
@@ -153,13 +206,17 @@ func (s *Server) Caddyfile(cfg Config) string {
 %s
 }
 
-:%d {
-	runtime {
-%s
-	}
-%s
+%s`, strings.TrimPrefix(s.AdminURL, "http://"), filepath.Join(s.Dir, "caddy"), global, sites)
 }
-`, strings.TrimPrefix(s.AdminURL, "http://"), filepath.Join(s.Dir, "caddy"), global, s.Port, cfg.Runtime, cfg.Site)
+
+// Host returns a view of the server that sends its requests to the site block of another
+// of its Hosts. Its answers are not checked against the API's document, since that site
+// need not serve the API.
+func (s *Server) Host(name string) *Server {
+	view := *s
+	view.URL = fmt.Sprintf("http://%s:%d", name, s.Port)
+	view.Validator = nil
+	return &view
 }
 
 // WaitReady waits for the discovery document and the readiness probe, then loads and validates
@@ -172,13 +229,33 @@ func (s *Server) WaitReady(timeout time.Duration) error {
 			return fmt.Errorf("the runtime exited before it was ready: %v", s.exitErr)
 		default:
 		}
-		if err := s.probeReady(); err == nil {
+		if err := s.probeReady(s.cfg.Mount); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			return fmt.Errorf("the runtime was not ready within %s: %v", timeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return s.loadDocument()
+}
+
+// At returns a view of the server that finds the runtime mounted at mount (e.g. "/x"; "" for
+// the root) of the same site: its API path comes from the discovery document there, and its
+// answers are checked against the OpenAPI document served there.
+func (s *Server) At(mount string) *Server {
+	s.tb.Helper()
+	view := *s
+	if err := view.probeReady(mount); err != nil {
+		s.tb.Fatalf("the runtime at %q: %v", mount, err)
+	}
+	if err := view.loadDocument(); err != nil {
+		s.tb.Fatalf("the runtime at %q: %v", mount, err)
+	}
+	return &view
+}
+
+// loadDocument loads and validates the OpenAPI document of the API at s.API.
+func (s *Server) loadDocument() error {
 	resp, err := s.Client.Get(s.URL + s.API + "/openapi.json")
 	if err != nil {
 		return err
@@ -192,8 +269,8 @@ func (s *Server) WaitReady(timeout time.Duration) error {
 	return err
 }
 
-func (s *Server) probeReady() error {
-	resp, err := s.Client.Get(s.URL + "/.well-known/runtime")
+func (s *Server) probeReady(mount string) error {
+	resp, err := s.Client.Get(s.URL + mount + "/.well-known/runtime")
 	if err != nil {
 		return err
 	}
@@ -245,6 +322,19 @@ func (s *Server) Signal(sig syscall.Signal) error { return s.cmd.Process.Signal(
 // Exited is closed when the process has exited.
 func (s *Server) Exited() <-chan struct{} { return s.exited }
 
+// WaitExit waits up to timeout for the process to exit and reports whether it did.
+func (s *Server) WaitExit(timeout time.Duration) bool {
+	select {
+	case <-s.exited:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// PID is the runtime's process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Stop stops the runtime gracefully, and kills its process group if it does not exit in time.
 func (s *Server) Stop() {
 	select {
@@ -252,11 +342,15 @@ func (s *Server) Stop() {
 		return
 	default:
 	}
+	// The test's own idle keep-alive connections would hold Caddy's graceful shutdown, which
+	// has no time limit, open (an idle h2c connection does under load): a client that is done
+	// hangs up.
+	s.Client.CloseIdleConnections()
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
 	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(s.cmd)
 		<-s.exited
 	}
 }
@@ -312,17 +406,6 @@ func (s *Server) WaitLog(msg string, timeout time.Duration) (map[string]any, err
 	}
 }
 
-// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // RunCommand runs the runtime binary with args in dir (with a minimal environment plus env)
 // and returns its combined output and error.
 func RunCommand(tb testing.TB, dir string, env map[string]string, args ...string) (string, error) {
@@ -334,21 +417,4 @@ func RunCommand(tb testing.TB, dir string, env map[string]string, args ...string
 	cmd.Env = Environ(dir, env)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

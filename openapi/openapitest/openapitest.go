@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -24,6 +25,8 @@ type Validator struct {
 	// apiPrefix is the API path; responses under it that match no documented path must be
 	// the error envelope.
 	apiPrefix string
+	// base is the path of the document's server URL, in front of every documented path.
+	base string
 }
 
 // New loads and validates an OpenAPI 3.1 document. apiPrefix is the API path (e.g. "/api").
@@ -39,7 +42,15 @@ func New(doc []byte, apiPrefix string) (*Validator, error) {
 	if err := t.Validate(context.Background()); err != nil {
 		return nil, fmt.Errorf("invalid OpenAPI document: %w", err)
 	}
-	return &Validator{doc: t, apiPrefix: apiPrefix}, nil
+	v := &Validator{doc: t, apiPrefix: apiPrefix}
+	if len(t.Servers) > 0 {
+		u, err := url.Parse(t.Servers[0].URL)
+		if err != nil {
+			return nil, fmt.Errorf("server URL %q: %v", t.Servers[0].URL, err)
+		}
+		v.base = strings.TrimSuffix(u.Path, "/")
+	}
+	return v, nil
 }
 
 // Document returns the loaded document.
@@ -122,9 +133,13 @@ func CheckEnvelope(header http.Header, body []byte) error {
 }
 
 // find returns the documented operation for a request, preferring the path template with the
-// most literal segments, as ServeMux does.
+// most literal segments, as ServeMux does. Documented paths are below the server URL's path.
 func (v *Validator) find(req *http.Request) (*routers.Route, map[string]string) {
-	reqSegs := strings.Split(strings.TrimSuffix(req.URL.EscapedPath(), "/"), "/")
+	p, ok := strings.CutPrefix(req.URL.EscapedPath(), v.base)
+	if !ok || (v.base != "" && !strings.HasPrefix(p, "/")) {
+		return nil, nil
+	}
+	reqSegs := strings.Split(strings.TrimSuffix(p, "/"), "/")
 	method := req.Method
 	if method == http.MethodHead {
 		method = http.MethodGet

@@ -77,3 +77,26 @@ func TestNewRefusesInvalidDocuments(t *testing.T) {
 		}
 	}
 }
+
+// TestServerPath checks that documented paths are below the server URL's path, as for a
+// runtime mounted at /hp.
+func TestServerPath(t *testing.T) {
+	mounted := strings.Replace(doc, `"paths":{`, `"servers":[{"url":"/hp"}],"paths":{`, 1)
+	v, err := New([]byte(mounted), "/hp/api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"r"}}
+	if err := v.Check(httptest.NewRequest("GET", "/hp/api/things/1", nil), 200, h, []byte(`{"ok":"yes"}`)); err == nil || !strings.Contains(err.Error(), "schema") {
+		t.Errorf("a path below the server URL was not checked against its operation: %v", err)
+	}
+	if err := v.Check(httptest.NewRequest("GET", "/hp/api/nope", nil), 200, h, []byte(`{}`)); err == nil {
+		t.Error("an undocumented API path below the server URL answered 200 unnoticed")
+	}
+	if err := v.Check(httptest.NewRequest("GET", "/api/things/1", nil), 200, h, []byte(`{"ok":"yes"}`)); err != nil {
+		t.Errorf("a path outside the server URL was checked: %v", err)
+	}
+	if err := v.Check(httptest.NewRequest("GET", "/hpx/api/things/1", nil), 200, h, []byte(`{"ok":"yes"}`)); err != nil {
+		t.Errorf("a path that only starts with the server URL's text was checked: %v", err)
+	}
+}

@@ -28,14 +28,15 @@ import (
 )
 
 // check is one product target. A ratio check pairs the i-th round of two benchmarks (they
-// alternate) and judges the median of the per-round ratios; a ceiling check judges the median
-// of one metric.
+// alternate) and judges the median of the per-round ratios, a difference check the median of
+// the per-round differences; a ceiling check judges the median of one metric.
 type check struct {
 	title  string
 	a, b   string // benchmarks; b is empty for a ceiling
 	metric string // the metric compared, e.g. "req/s", "ns/op", "ms/list"
 	target float64
 	atMost bool // the value must not exceed the target (else: must reach it)
+	diff   bool // a's metric minus b's, instead of a's over b's
 	info   bool // measured only: no target
 	what   string
 }
@@ -47,6 +48,12 @@ var checks = []check{
 		what: "`GET /api/admin/session` with a `viewer` key in `X-API-Key` against `GET /api/health`, on one real " +
 			"runtime process (`bin/runtime` started by `integration/harness`, HTTP/1.1 on 127.0.0.1), from `b.RunParallel` " +
 			"goroutines over keep-alive connections; the access log goes to a file.",
+	},
+	{
+		title: "cookie session / public throughput", a: "BenchmarkAPI/cookie-session", b: "BenchmarkAPI/public-health",
+		metric: "req/s", target: 0.80,
+		what: "`GET /api/admin/session` with a `viewer` key's cpanel session cookie (an opaque token looked up in the " +
+			"key store, through its cache) against `GET /api/health`, on the same process and in the same rounds as the row above.",
 	},
 	{
 		title: "worker install / `tar -xzf` time", a: "BenchmarkInstall/runtime", b: "BenchmarkInstall/tar-xzf",
@@ -65,7 +72,9 @@ var checks = []check{
 		title: "process worker / `reverse_proxy` throughput", a: "BenchmarkServing/process-worker", b: "BenchmarkServing/reverse-proxy",
 		metric: "req/s", target: 0.9,
 		what: "a request through the runtime's process pool to the test worker against `reverse_proxy` straight to " +
-			"another instance of the same program (`handle_path /rp/*`), on one runtime process.",
+			"another instance of the same program (`handle_path /rp/*`), on one runtime process; the worker runs in its sandbox " +
+			"with `worker_cpu` set to the machine's cores, as the backend has them, and the backend runs in a session of its own, " +
+			"as each worker does (the kernel schedules a session as one group).",
 	},
 	{
 		title: "process worker cold start to first byte (ms)", a: "BenchmarkColdStart", metric: "ms/start", info: true,
@@ -87,6 +96,45 @@ var checks = []check{
 		title: "listing 1 000 workers × 3 versions (ms)", a: "BenchmarkListWorkers", metric: "ms/list", target: 20, atMost: true,
 		what: "`GET /api/workers` through the real handler (routing, auth, discovery, JSON) with the cache warm; " +
 			"every listing still checks the disk for changes made by hand.",
+	},
+	{
+		title: "`GET /api/workers` with 20 workers / health throughput", a: "BenchmarkCosts/workers-20", b: "BenchmarkCosts/health",
+		metric: "req/s", target: 0.5,
+		what: "`GET /api/workers` with an `admin` key on a runtime with 20 static workers against `GET /api/health` on the " +
+			"same process, in the same rounds as the other `Costs` rows.",
+	},
+	{
+		title: "`GET /api/workers` with 1 000 workers / health throughput", a: "BenchmarkCosts/workers-1000", b: "BenchmarkCosts/health-1000",
+		metric: "req/s", target: 0.5,
+		what: "`GET /api/workers` with an `admin` key on a second runtime process with 1 000 static workers against " +
+			"`GET /api/health` on that process.",
+	},
+	{
+		title: "`GET /api/keys` with 100 keys / health throughput", a: "BenchmarkCosts/keys-100", b: "BenchmarkCosts/health",
+		metric: "req/s", target: 0.6,
+		what: "`GET /api/keys` with an `admin` key, listing 100 keys (that one included), against `GET /api/health` on " +
+			"the 20-worker runtime.",
+	},
+	{
+		title: "health / Caddy `respond` throughput", a: "BenchmarkCosts/health", b: "BenchmarkCosts/respond",
+		metric: "req/s", target: 0.95,
+		what: "`GET /api/health` against a Caddy `respond` route (`handle /respond` in the same site) serving the same " +
+			"body with the same `Content-Type`, on the 20-worker runtime.",
+	},
+	{
+		title: "idle RSS of the runtime (MiB)", a: "BenchmarkIdleRSS/runtime", metric: "MiB", info: true,
+		what: "`VmRSS` of a runtime process with the default settings and no workers, read a few seconds after it " +
+			"answered its readiness probe and the OpenAPI document.",
+	},
+	{
+		title: "idle RSS of plain Caddy (MiB)", a: "BenchmarkIdleRSS/caddy", metric: "MiB", info: true,
+		what: "`VmRSS` of the same binary serving a Caddyfile without the runtime (one `respond` site), read the same " +
+			"way, at the same time.",
+	},
+	{
+		title: "idle RSS runtime − plain Caddy (MiB)", a: "BenchmarkIdleRSS/runtime", b: "BenchmarkIdleRSS/caddy",
+		metric: "MiB", target: 10, atMost: true, diff: true,
+		what: "the difference of the two rows above, the median of the per-round differences.",
 	},
 }
 
@@ -203,17 +251,21 @@ func median(samples []sample, metric string) float64 {
 	return 0
 }
 
-// value computes a check's value: the median per-round ratio, or the median.
+// value computes a check's value: the median per-round ratio or difference, or the median.
 func (c check) value(res *results) float64 {
 	if c.b == "" {
 		return median(res.runs[c.a], c.metric)
 	}
 	a, b := res.runs[c.a], res.runs[c.b]
-	ratios := make([]sample, min(len(a), len(b)))
-	for i := range ratios {
-		ratios[i] = sample{"ratio": a[i][c.metric] / b[i][c.metric]}
+	paired := make([]sample, min(len(a), len(b)))
+	for i := range paired {
+		v := a[i][c.metric] / b[i][c.metric]
+		if c.diff {
+			v = a[i][c.metric] - b[i][c.metric]
+		}
+		paired[i] = sample{"value": v}
 	}
-	return median(ratios, "ratio")
+	return median(paired, "value")
 }
 
 func (c check) passes(v float64) bool {

@@ -9,11 +9,14 @@ const output = `goos: linux
 cpu: AMD EPYC
 BenchmarkAPI/public-health-2         	   32985	     40000 ns/op	     25000 req/s
 BenchmarkAPI/auth-session-2          	   28150	     46000 ns/op	     21700 req/s
+BenchmarkAPI/cookie-session-2        	   28150	     46000 ns/op	     22500 req/s
     auth_test.go:1: a log line
 BenchmarkAPI/public-health#01-2      	   32985	     30000 ns/op	     33000 req/s
 BenchmarkAPI/auth-session#01-2       	   28150	     50000 ns/op	     20000 req/s
+BenchmarkAPI/cookie-session#01-2     	   28150	     50000 ns/op	     19800 req/s
 BenchmarkAPI/public-health#02-2      	   32985	     37000 ns/op	     27000 req/s
 BenchmarkAPI/auth-session#02-2       	   28150	     41000 ns/op	     24300 req/s
+BenchmarkAPI/cookie-session#02-2     	   28150	     41000 ns/op	     24000 req/s
 BenchmarkInstall/runtime-2           	       10	  200000000 ns/op
 BenchmarkInstall/tar-xzf-2           	       10	  150000000 ns/op
 BenchmarkInstall/runtime#01-2        	       10	  210000000 ns/op
@@ -27,6 +30,24 @@ BenchmarkPluginReload-2              	     100	  30000000 ns/op	        30.0 ms/
 BenchmarkHooks/no-hooks-2            	   10000	    100000 ns/op	     10000 req/s
 BenchmarkHooks/five-hooks-2          	   10000	    100000 ns/op	      9500 req/s
 BenchmarkListWorkers-2               	     400	    8500000 ns/op	         8.5 ms/list
+BenchmarkCosts/health-2              	   10000	     50000 ns/op	     20000 req/s
+BenchmarkCosts/respond-2             	   10000	     47619 ns/op	     21000 req/s
+BenchmarkCosts/workers-20-2          	   10000	     83333 ns/op	     12000 req/s
+BenchmarkCosts/keys-100-2            	   10000	     76923 ns/op	     13000 req/s
+BenchmarkCosts/health-1000-2         	   10000	     50000 ns/op	     20000 req/s
+BenchmarkCosts/workers-1000-2        	   10000	    111111 ns/op	      9000 req/s
+BenchmarkCosts/health#01-2           	   10000	     33333 ns/op	     30000 req/s
+BenchmarkCosts/respond#01-2          	   10000	     33333 ns/op	     30000 req/s
+BenchmarkCosts/workers-20#01-2       	   10000	     66666 ns/op	     15000 req/s
+BenchmarkCosts/keys-100#01-2         	   10000	     66666 ns/op	     15000 req/s
+BenchmarkCosts/health-1000#01-2      	   10000	     33333 ns/op	     30000 req/s
+BenchmarkCosts/workers-1000#01-2     	   10000	     62500 ns/op	     16000 req/s
+BenchmarkIdleRSS/runtime-2           	1000000000	         0.14 ns/op	        70.0 MiB
+BenchmarkIdleRSS/caddy-2             	1000000000	         0.15 ns/op	        52.0 MiB
+BenchmarkIdleRSS/runtime#01-2        	1000000000	         0.14 ns/op	        58.0 MiB
+BenchmarkIdleRSS/caddy#01-2          	1000000000	         0.15 ns/op	        40.0 MiB
+BenchmarkIdleRSS/runtime#02-2        	1000000000	         0.14 ns/op	        60.0 MiB
+BenchmarkIdleRSS/caddy#02-2          	1000000000	         0.15 ns/op	        58.0 MiB
 PASS
 ok  	github.com/caddy-runtime/runtime/bench	4.501s
 `
@@ -37,7 +58,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 19 || len(res.order) != 13 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 40 || len(res.order) != 22 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -48,6 +69,8 @@ func TestReport(t *testing.T) {
 	for _, want := range []string{
 		// per-round ratios 0.868, 0.606, 0.9: the median passes although one round does not
 		"| authenticated / public throughput | 0.868 | ≥ 0.80 | **PASS** |",
+		// per-round ratios 0.9, 0.6, 0.889
+		"| cookie session / public throughput | 0.889 | ≥ 0.80 | **PASS** |",
 		// per-round ratios 1.333 and 2.1: median 1.717
 		"| worker install / `tar -xzf` time | 1.717 | ≤ 1.50 | **FAIL** |",
 		"| listing 1 000 workers × 3 versions (ms) | 8.500 | ≤ 20.00 | **PASS** |",
@@ -57,6 +80,18 @@ func TestReport(t *testing.T) {
 		"| plugin reload with 50 plugins (ms) | 30.000 | ≤ 100.00 | **PASS** |",
 		"| 5 pass-through hooks / no hooks throughput | 0.950 | ≥ 0.90 | **PASS** |",
 		"| ListWorkers | 1 | 8500000 | 8.5 ms/list |",
+		// per-round ratios 0.6 and 0.5
+		"| `GET /api/workers` with 20 workers / health throughput | 0.550 | ≥ 0.50 | **PASS** |",
+		// per-round ratios 0.45 and 0.533, each against the health of its own process
+		"| `GET /api/workers` with 1 000 workers / health throughput | 0.492 | ≥ 0.50 | **FAIL** |",
+		// per-round ratios 0.65 and 0.5
+		"| `GET /api/keys` with 100 keys / health throughput | 0.575 | ≥ 0.60 | **FAIL** |",
+		// per-round ratios 0.952 and 1
+		"| health / Caddy `respond` throughput | 0.976 | ≥ 0.95 | **PASS** |",
+		"| idle RSS of the runtime (MiB) | 60.000 | — | measured |",
+		"| idle RSS of plain Caddy (MiB) | 52.000 | — | measured |",
+		// per-round differences 18, 18 and 2: the median difference, not the medians' (8)
+		"| idle RSS runtime − plain Caddy (MiB) | 18.000 | ≤ 10.00 | **FAIL** |",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -69,7 +104,10 @@ func TestParseRefusesFailures(t *testing.T) {
 	for name, in := range map[string]string{
 		"failure":    output + "--- FAIL: BenchmarkAPI/auth-session\nFAIL\n",
 		"no auth":    strings.ReplaceAll(output, "auth-session", "other"),
+		"no cookie":  strings.ReplaceAll(output, "cookie-session", "other"),
 		"no listing": strings.ReplaceAll(output, "BenchmarkListWorkers", "BenchmarkOther"),
+		"no respond": strings.ReplaceAll(output, "Costs/respond", "Costs/other"),
+		"no rss":     strings.ReplaceAll(output, "IdleRSS/caddy", "IdleRSS/other"),
 		"no output":  "",
 	} {
 		if _, err := parse(strings.NewReader(in)); err == nil {

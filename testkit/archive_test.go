@@ -1,4 +1,4 @@
-package harness
+package testkit
 
 import (
 	"archive/tar"

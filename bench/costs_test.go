@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
+)
+
+// costsKeys is the number of keys GET /keys lists, the admin key that asks included.
+const costsKeys = 100
+
+// BenchmarkCosts compares the listings with the public health probe, each on its own process:
+// GET /api/workers with 20 workers and GET /api/keys with 100 keys on one runtime, GET
+// /api/workers with 1 000 workers on another; and the health probe with Caddy's respond
+// serving the same bytes on the first. All alternate round by round.
+func BenchmarkCosts(b *testing.B) {
+	// The respond route serves the health probe's bytes, which name the version: it serves a
+	// placeholder until they are known.
+	respondSite := func(body string) string {
+		return "\thandle /respond {\n\t\theader Content-Type application/json\n\t\trespond `" + body + "` 200\n\t}"
+	}
+	small := startWithWorkers(b, 20, respondSite("pending"))
+	large := startWithWorkers(b, 1000, "")
+	admin := small.CreateKey(rootKey, map[string]any{"name": "bench-admin", "role": "admin"})
+	for i := range costsKeys - 1 {
+		small.CreateKey(rootKey, map[string]any{"name": fmt.Sprintf("bench-%03d", i), "role": "viewer"})
+	}
+	largeAdmin := large.CreateKey(rootKey, map[string]any{"name": "bench-admin", "role": "admin"})
+
+	// One validated request each: the listings hold what the benchmark claims.
+	var workers []any
+	if resp := small.Get(small.API+"/workers", harness.WithKey(admin.Secret)); resp.Status != http.StatusOK || resp.JSON(&workers) != nil || len(workers) != 20 {
+		b.Fatalf("GET %s/workers = %s", small.API, resp)
+	}
+	if resp := large.Get(large.API+"/workers", harness.WithKey(largeAdmin.Secret)); resp.Status != http.StatusOK || resp.JSON(&workers) != nil || len(workers) != 1000 {
+		b.Fatalf("GET %s/workers (1 000) = %s", large.API, resp)
+	}
+	var keys struct{ Keys []any }
+	if resp := small.Get(small.API+"/keys", harness.WithKey(admin.Secret)); resp.Status != http.StatusOK || resp.JSON(&keys) != nil || len(keys.Keys) != costsKeys {
+		b.Fatalf("GET %s/keys = %s", small.API, resp)
+	}
+
+	client, conns := newClient()
+	defer client.CloseIdleConnections()
+	reqs := map[string]*http.Request{}
+	for name, target := range map[string]struct {
+		s         *harness.Server
+		path, key string
+	}{
+		"health":       {small, small.API + "/health", ""},
+		"respond":      {small, "/respond", ""},
+		"workers-20":   {small, small.API + "/workers", admin.Secret},
+		"keys-100":     {small, small.API + "/keys", admin.Secret},
+		"health-1000":  {large, large.API + "/health", ""},
+		"workers-1000": {large, large.API + "/workers", largeAdmin.Secret},
+	} {
+		header := http.Header{}
+		if target.key != "" {
+			header.Set("X-API-Key", target.key)
+		}
+		req, err := newRequest(target.s.URL+target.path, header)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs[name] = req
+	}
+	health := fetch(b, client, reqs["health"])
+	if err := small.Reload(harness.Config{Global: accessLog, Site: respondSite(health)}); err != nil {
+		b.Fatal(err)
+	}
+	harness.Eventually(b, "the respond route to serve the health bytes", 10*time.Second, func() bool {
+		// Not through small.Get: the route is Caddy's, outside the API's contract.
+		resp, err := client.Do(reqs["respond"].Clone(reqs["respond"].Context()))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return err == nil && resp.StatusCode == http.StatusOK && string(body) == health
+	})
+
+	order := []string{"health", "respond", "workers-20", "keys-100", "health-1000", "workers-1000"}
+	for _, name := range order {
+		if err := load(client, reqs[name], conns, warmUp); err != nil {
+			b.Fatalf("warming up %s: %v", name, err)
+		}
+	}
+	for range *rounds {
+		for _, name := range order {
+			b.Run(name, func(b *testing.B) { benchGet(b, client, reqs[name]) })
+		}
+	}
+}
+
+// startWithWorkers starts a runtime with site and n static workers on disk.
+func startWithWorkers(b *testing.B, n int, site string) *harness.Server {
+	s := harness.Start(b, harness.Config{Global: accessLog, Site: site,
+		Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	for i := range n {
+		name := fmt.Sprintf("app-%04d", i)
+		writeWorker(b, s, name, fmt.Sprintf("name: %s\nversion: 1.0.0\nentrypoint: index.html\n", name),
+			map[string]string{"index.html": "<!doctype html><title>" + name + "</title>"})
+	}
+	return s
+}
+
+// idleSettle is how long a started server is left alone before its idle memory is read:
+// idle means after the start-up's garbage has had a collection's time to go.
+const idleSettle = 3 * time.Second
+
+// BenchmarkIdleRSS reads the resident memory of an idle runtime (the default settings, no
+// workers) and of an idle plain Caddy serving a respond site from the same binary, round by
+// round; each round reads both (the loop itself measures nothing).
+func BenchmarkIdleRSS(b *testing.B) {
+	rt := harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	port := harness.FreePort(b)
+	plain, err := harness.Launch(b, harness.Config{Port: port, File: fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	auto_https off
+	persist_config off
+	default_bind 127.0.0.1
+}
+
+:%d {
+	respond "ok"
+}
+`, harness.FreePort(b), port)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	harness.Eventually(b, "plain Caddy to answer", 30*time.Second, func() bool {
+		resp, err := plain.Client.Get(plain.URL + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	rt.Client.CloseIdleConnections()
+	plain.Client.CloseIdleConnections()
+	time.Sleep(idleSettle)
+	for range *rounds {
+		for _, s := range []struct {
+			name string
+			pid  int
+		}{{"runtime", rt.PID()}, {"caddy", plain.PID()}} {
+			b.Run(s.name, func(b *testing.B) {
+				mib := rssMiB(b, s.pid)
+				for range b.N {
+				}
+				b.ReportMetric(mib, "MiB")
+			})
+		}
+	}
+}
+
+// rssMiB returns the resident set size of process pid in MiB (Linux's /proc).
+func rssMiB(b *testing.B, pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				b.Fatalf("VmRSS %q: %v", v, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}

@@ -1,0 +1,220 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Surfaces are the parts of the runtime a handler serves.
+type Surfaces struct {
+	API     bool // the management API, discovery and the docs
+	CPanel  bool // the cpanel
+	Workers bool // workers, plugin routes and onRequest hooks
+}
+
+// All reports whether every surface is served.
+func (s Surfaces) All() bool { return s.API && s.CPanel && s.Workers }
+
+// SharesOrigin reports whether workers are served beside the API or the cpanel, where a
+// worker page runs on the same origin as an admin's session.
+func (s Surfaces) SharesOrigin() bool { return s.Workers && (s.API || s.CPanel) }
+
+func parseSurfaces(list []string) (Surfaces, error) {
+	var s Surfaces
+	if len(list) == 0 {
+		return s, fmt.Errorf("name at least one of api, cpanel, workers (or all)")
+	}
+	for _, name := range list {
+		switch strings.ToLower(name) {
+		case "all":
+			s = Surfaces{true, true, true}
+		case "api":
+			s.API = true
+		case "cpanel":
+			s.CPanel = true
+		case "workers":
+			s.Workers = true
+		default:
+			return s, fmt.Errorf("unknown surface %q; use api, cpanel, workers or all", name)
+		}
+	}
+	return s, nil
+}
+
+// Namespaces is a set of package scopes: all of them, none, or the listed ones.
+type Namespaces struct {
+	All  bool
+	List []string // "@team" entries, used when All is false
+}
+
+// Allows reports whether a package name (possibly "@scope/name") falls in the set. Unscoped
+// names only fall in "all".
+func (n Namespaces) Allows(name string) bool {
+	if n.All {
+		return true
+	}
+	scope, _, ok := strings.Cut(name, "/")
+	return ok && strings.HasPrefix(scope, "@") && slices.Contains(n.List, scope)
+}
+
+// String describes the set as written.
+func (n Namespaces) String() string {
+	switch {
+	case n.All:
+		return "on"
+	case len(n.List) == 0:
+		return "off"
+	}
+	return strings.Join(n.List, " ")
+}
+
+var scopeRe = regexp.MustCompile(`^@[a-z0-9][a-z0-9._-]*$`)
+
+func parseNamespaces(list []string) (Namespaces, error) {
+	if len(list) == 1 {
+		switch strings.ToLower(list[0]) {
+		case "on", "all", "*":
+			return Namespaces{All: true}, nil
+		case "off", "none":
+			return Namespaces{}, nil
+		}
+	}
+	var n Namespaces
+	for _, s := range list {
+		if !scopeRe.MatchString(s) {
+			return n, fmt.Errorf("%q is not a namespace; write on, off, or namespaces such as @team", s)
+		}
+		if !slices.Contains(n.List, s) {
+			n.List = append(n.List, s)
+		}
+	}
+	if len(n.List) == 0 {
+		return n, fmt.Errorf("write on, off, or namespaces such as @team")
+	}
+	return n, nil
+}
+
+// isolation resolves the settings that keep uploaded code in its box.
+func (r resolver) isolation(v Values, s *Settings) error {
+	var err error
+	raw, fromEnv := r.list("serve", v.Serve)
+	if s.Serve, err = parseSurfaces(raw); err != nil {
+		return r.fail("serve", fromEnv, strings.Join(raw, " "), err)
+	}
+	one, fromEnv := r.pick("workers_url", v.WorkersURL)
+	if s.WorkersURL, err = checkWorkersURL(one); err != nil {
+		return r.fail("workers_url", fromEnv, one, err)
+	}
+	raw, fromEnv = r.list("process_workers", v.ProcessWorkers)
+	if s.ProcessWorkers, err = parseNamespaces(raw); err != nil {
+		return r.fail("process_workers", fromEnv, strings.Join(raw, " "), err)
+	}
+	s.WorkerUser, _ = r.pick("worker_user", v.WorkerUser)
+	s.WorkerGroup, fromEnv = r.pick("worker_group", v.WorkerGroup)
+	if s.WorkerGroup != "" && s.WorkerUser == "" {
+		return r.fail("worker_group", fromEnv, s.WorkerGroup, fmt.Errorf("set worker_user too; a group alone is not used"))
+	}
+	if s.WorkerReadDirs, err = r.optionalDirs("worker_read_dirs", v.WorkerReadDirs); err != nil {
+		return err
+	}
+	one, fromEnv = r.pick("scratch_dir", v.ScratchDir)
+	if s.ScratchDir, err = absDir(one); err != nil {
+		return r.fail("scratch_dir", fromEnv, one, err)
+	}
+	if err := scratchApart(*s); err != nil {
+		return r.fail("scratch_dir", fromEnv, one, err)
+	}
+	if s.WorkerMemory, err = r.size("worker_memory", v.WorkerMemory); err != nil {
+		return err
+	}
+	if s.WorkerProcesses, err = r.count("worker_processes", v.WorkerProcesses); err != nil {
+		return err
+	}
+	one, fromEnv = r.pick("worker_cpu", v.WorkerCPU)
+	if s.WorkerCPU, err = ParseCPU(one); err != nil {
+		return r.fail("worker_cpu", fromEnv, one, err)
+	}
+	if s.WorkerLogRate, err = r.count("worker_log_rate", v.WorkerLogRate); err != nil {
+		return err
+	}
+	raw, _ = r.list("plugin_handlers", v.PluginHandlers)
+	s.PluginHandlers = raw
+	return nil
+}
+
+// list returns a list setting as written, else from its environment variable (separated by
+// spaces or commas), else its default.
+func (r resolver) list(name string, written []string) ([]string, bool) {
+	if len(written) > 0 {
+		return written, false
+	}
+	raw, fromEnv := r.pick(name, "")
+	return strings.FieldsFunc(raw, func(c rune) bool { return c == ' ' || c == ',' || c == '\t' }), fromEnv
+}
+
+// optionalDirs is like dirs for a list that may be empty.
+func (r resolver) optionalDirs(name string, written []string) ([]string, error) {
+	if len(written) == 0 {
+		if raw, _ := r.pick(name, ""); raw == "" {
+			return nil, nil
+		}
+	}
+	return r.dirs(name, written)
+}
+
+// ParseCPU parses a number of cores such as "0.5", "1" or "2".
+func ParseCPU(s string) (float64, error) {
+	n, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || n < 0.01 || n > 1024 {
+		return 0, fmt.Errorf("want a number of cores from 0.01 to 1024, e.g. 0.5 or 2")
+	}
+	return n, nil
+}
+
+func checkWorkersURL(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("want an absolute http(s) URL such as https://apps.example.com")
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("no user, query or fragment is allowed")
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// scratchApart keeps the scratch folder, which workers write, away from the runtime's state and
+// the unit folders.
+func scratchApart(s Settings) error {
+	for _, other := range append([]string{s.StateDir}, append(s.WorkerDirs, s.PluginDirs...)...) {
+		if within(s.ScratchDir, other) || within(other, s.ScratchDir) {
+			return fmt.Errorf("workers write here, so it must not overlap %s; use a separate folder", other)
+		}
+	}
+	return nil
+}
+
+// within reports whether path is dir or lies beneath it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// StringFields are the written string settings, which may hold placeholders such as
+// {env.X}.
+func (v *Values) StringFields() []*string {
+	return []*string{&v.APIPrefix, &v.StateDir, &v.RootKey, &v.SessionTTL, &v.KeyStore, &v.WorkersURL,
+		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerCPU}
+}
+
+// ListFields are the written list settings, which may hold placeholders.
+func (v *Values) ListFields() []*[]string {
+	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.Serve, &v.ProcessWorkers, &v.PluginHandlers}
+}

@@ -1,0 +1,110 @@
+package handlers
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestDropSessionCookie(t *testing.T) {
+	tests := []struct {
+		name string
+		line string
+		drop bool
+	}{
+		{"sets it", "runtime_api_key=evil; Path=/", true},
+		{"clears it", "runtime_api_key=; Max-Age=0; Path=/", true},
+		{"for the parent domain", "runtime_api_key=evil; Domain=example.com; Path=/", true},
+		{"capitals", "Runtime_API_Key=evil", true},
+		{"leading blanks", " \t runtime_api_key=evil", true},
+		{"blank before =", "runtime_api_key =evil", true},
+		{"leading control character", "\x01runtime_api_key=evil", true},
+		{"nameless, read back as the name", "runtime_api_key; Path=/api", true},
+		{"another cookie", "theme=dark; Path=/", false},
+		{"a longer name", "runtime_api_key2=x", false},
+		{"a prefixed name", "my_runtime_api_key=x", false},
+		{"the name as a value", "session=runtime_api_key", false},
+		{"the name in an attribute", "session=1; Path=/runtime_api_key", false},
+	}
+	for _, tt := range tests {
+		h := http.Header{"Set-Cookie": {"keep=1", tt.line, "keep=2"}}
+		DropSessionCookie(h)
+		want := []string{"keep=1", tt.line, "keep=2"}
+		if tt.drop {
+			want = []string{"keep=1", "keep=2"}
+		}
+		if !slices.Equal(h["Set-Cookie"], want) {
+			t.Errorf("%s: Set-Cookie %q left %q", tt.name, tt.line, h["Set-Cookie"])
+		}
+	}
+
+	h := http.Header{"set-cookie": {"runtime_api_key=evil"}, "Set-Cookie": {"runtime_api_key=evil"}, "X-Other": {"runtime_api_key=1"}}
+	DropSessionCookie(h)
+	if len(h) != 1 || h.Get("X-Other") == "" {
+		t.Errorf("a header map written directly kept %v", h)
+	}
+
+	for value, drop := range map[string]bool{
+		`"cookies"`: true, `"cache", "cookies"`: true, `"*"`: true, `"Cookies"`: true,
+		`"cache"`: false, `"storage", "executionContexts"`: false,
+	} {
+		h := http.Header{"Clear-Site-Data": {value}}
+		DropSessionCookie(h)
+		if _, kept := h["Clear-Site-Data"]; kept == drop {
+			t.Errorf("Clear-Site-Data: %s kept = %v", value, kept)
+		}
+	}
+}
+
+// TestGuardUnitResponse checks, through a real server, every way a handler can send its
+// header: WriteHeader (interim responses included), Write, ReadFrom and flushing.
+func TestGuardUnitResponse(t *testing.T) {
+	evil := func(w http.ResponseWriter) {
+		w.Header().Add("Set-Cookie", "runtime_api_key=evil")
+		w.Header().Add("Set-Cookie", "theme=dark")
+	}
+	ways := map[string]func(w http.ResponseWriter){
+		"WriteHeader": func(w http.ResponseWriter) { evil(w); w.WriteHeader(http.StatusAccepted) },
+		"Write":       func(w http.ResponseWriter) { evil(w); w.Write([]byte("x")) },
+		"ReadFrom":    func(w http.ResponseWriter) { evil(w); w.(io.ReaderFrom).ReadFrom(strings.NewReader("x")) },
+		"Flush":       func(w http.ResponseWriter) { evil(w); http.NewResponseController(w).Flush() },
+		"Flusher":     func(w http.ResponseWriter) { evil(w); w.(http.Flusher).Flush() },
+		"unwritten":   evil, // the server sends the header when the handler returns
+		"interim": func(w http.ResponseWriter) {
+			evil(w)
+			w.WriteHeader(http.StatusEarlyHints)
+			evil(w)
+		},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		GuardUnitResponse(w, ways[r.URL.Query().Get("way")])
+	}))
+	defer srv.Close()
+	for way := range ways {
+		var interim [][]string
+		trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			interim = append(interim, h.Values("Set-Cookie"))
+			return nil
+		}}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", srv.URL+"?way="+way, nil)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, got := range append(interim, resp.Header.Values("Set-Cookie")) {
+			if !slices.Contains(got, "theme=dark") || slices.ContainsFunc(got, setsSessionCookie) {
+				t.Errorf("%s: the client got Set-Cookie %q, want theme=dark only", way, got)
+			}
+		}
+		if way == "interim" && len(interim) != 1 {
+			t.Errorf("interim: %d interim responses", len(interim))
+		}
+	}
+}

@@ -1,0 +1,305 @@
+package keystore
+
+import (
+	"context"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// SessionPrefix starts every session token: "rts_" followed by 32 random bytes in unpadded
+// base64url, like a key, so a token is as hard to guess.
+const SessionPrefix = "rts_"
+
+// Limits on sessions.
+const (
+	// MaxSessionsPerOwner bounds the live sessions of one key (or of the root key); a new one
+	// past it ends the oldest.
+	MaxSessionsPerOwner = 100
+	maxUserAgentLength  = 256
+)
+
+// rootFPIterations is the PBKDF2 work of a root fingerprint: computed once per root key and
+// process, it makes every guess at the root key from a copy of the store file as slow.
+const rootFPIterations = 200_000
+
+// SessionRecord is a stored session as listed, without its token.
+type SessionRecord struct {
+	ID         int64  `json:"id"`
+	CreatedAt  int64  `json:"createdAt" doc:"Unix seconds"`
+	ExpiresAt  int64  `json:"expiresAt" doc:"Unix seconds; the server refuses the session from then on"`
+	LastSeenAt int64  `json:"lastSeenAt" doc:"Unix seconds; written at most once a minute"`
+	UserAgent  string `json:"userAgent,omitempty" doc:"the User-Agent of the login request"`
+	// Current is set by the API on the session a request came with.
+	Current bool `json:"current" doc:"true for the session this request came with"`
+
+	keyID  int64  // 0: the root key
+	rootFP string // root sessions: the fingerprint of the root key they began with
+}
+
+// sessionEntry is a verified session with its key (zero for a root session), as cached.
+type sessionEntry struct {
+	sess SessionRecord
+	key  KeyRecord
+}
+
+// NewSession describes a session to begin.
+type NewSession struct {
+	// Principal is who logs in: a key's principal, or Root().
+	Principal Principal
+	// RootKey is the root key a root session begins with; it ends when the root key changes.
+	RootKey   string
+	TTL       time.Duration
+	UserAgent string
+}
+
+// CreateSession stores a new session and returns its token, which is never available again
+// (only its SHA-256 is stored). The session ends at TTL, or when its key expires if sooner.
+func (s *Store) CreateSession(ctx context.Context, ns NewSession) (string, SessionRecord, error) {
+	now := s.now()
+	rec := SessionRecord{CreatedAt: now.Unix(), ExpiresAt: now.Add(ns.TTL).Unix(), LastSeenAt: now.Unix(),
+		UserAgent: cleanUserAgent(ns.UserAgent)}
+	switch {
+	case ns.TTL < time.Second:
+		return "", rec, errors.New("a session needs a lifetime of at least a second")
+	case ns.Principal.IsRoot:
+		if ns.RootKey == "" {
+			return "", rec, errors.New("a root session needs the root key")
+		}
+		rec.rootFP = s.rootFingerprint(ns.RootKey)
+	case ns.Principal.ID <= 0:
+		return "", rec, errors.New("a session needs a key or the root key")
+	default:
+		rec.keyID = ns.Principal.ID
+		if exp := ns.Principal.ExpiresAt; exp != 0 && exp < rec.ExpiresAt {
+			rec.ExpiresAt = exp
+		}
+	}
+	token, err := newSecret(SessionPrefix)
+	if err != nil {
+		return "", rec, err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", rec, fmt.Errorf("storing the session: %v", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, now.Unix()); err != nil {
+		return "", rec, fmt.Errorf("pruning expired sessions: %v", err)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (token_hash, key_id, root_fp, created_at, expires_at, last_seen_at, user_agent)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, HashKey(token), rec.keyID, rec.rootFP, rec.CreatedAt, rec.ExpiresAt, rec.LastSeenAt, rec.UserAgent)
+	if err != nil {
+		return "", rec, fmt.Errorf("storing the session: %v", err)
+	}
+	if rec.ID, err = res.LastInsertId(); err != nil {
+		return "", rec, err
+	}
+	res, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE key_id = ? AND id NOT IN
+		(SELECT id FROM sessions WHERE key_id = ? ORDER BY id DESC LIMIT ?)`, rec.keyID, rec.keyID, MaxSessionsPerOwner)
+	if err != nil {
+		return "", rec, fmt.Errorf("ending the oldest sessions: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return "", rec, fmt.Errorf("storing the session: %v", err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		s.invalidate()
+	}
+	return token, rec, nil
+}
+
+// VerifySession resolves a session token to its principal and session. A session whose
+// token is unknown, that was ended, that expired, whose key was revoked or expired, or (root
+// sessions) that began with another root key than rootKey gives ErrInvalidSession.
+func (s *Store) VerifySession(ctx context.Context, token, rootKey string) (Principal, SessionRecord, error) {
+	sum, ok := secretSum(token, SessionPrefix)
+	if !ok {
+		return Principal{}, SessionRecord{}, ErrInvalidSession
+	}
+	now := s.now()
+	gen := s.gen.Load() // before the rows are read: see Store.gen
+	e, ok := s.sessions.get(sum, gen)
+	if !ok {
+		var err error
+		if e, err = s.readSession(ctx, sum); err != nil {
+			return Principal{}, SessionRecord{}, err
+		}
+		s.sessions.put(sum, e, gen)
+	}
+	if now.Unix() >= e.sess.ExpiresAt {
+		return Principal{}, SessionRecord{}, ErrInvalidSession
+	}
+	var p Principal
+	if e.sess.keyID == 0 {
+		if rootKey == "" || subtle.ConstantTimeCompare([]byte(s.rootFingerprint(rootKey)), []byte(e.sess.rootFP)) != 1 {
+			return Principal{}, SessionRecord{}, ErrInvalidSession
+		}
+		p = Root()
+	} else {
+		if e.key.Expired(now) {
+			return Principal{}, SessionRecord{}, ErrInvalidSession
+		}
+		s.usage.touch(e.key.ID, e.key.LastUsedAt, now)
+		p = e.key.Principal()
+	}
+	s.seen.touch(e.sess.ID, e.sess.LastSeenAt, now)
+	return p, e.sess, nil
+}
+
+const sessionColumns = `id, created_at, expires_at, last_seen_at, user_agent, key_id, root_fp`
+
+func scanSession(row scanner, extra ...any) (SessionRecord, error) {
+	var rec SessionRecord
+	err := row.Scan(append([]any{&rec.ID, &rec.CreatedAt, &rec.ExpiresAt, &rec.LastSeenAt, &rec.UserAgent,
+		&rec.keyID, &rec.rootFP}, extra...)...)
+	return rec, err
+}
+
+// readSession reads the session with token hash sum and, for a key's session, its key, which
+// must not be revoked.
+func (s *Store) readSession(ctx context.Context, sum [sha256.Size]byte) (sessionEntry, error) {
+	var e sessionEntry
+	var stored string
+	var err error
+	e.sess, err = scanSession(s.sessionByHash.QueryRowContext(ctx, hex.EncodeToString(sum[:])), &stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, ErrInvalidSession
+	}
+	if err != nil {
+		return e, err
+	}
+	if !sameHash(stored, sum) {
+		return e, ErrInvalidSession
+	}
+	if e.sess.keyID == 0 {
+		return e, nil
+	}
+	e.key, err = s.Get(ctx, e.sess.keyID)
+	if errors.Is(err, ErrNotFound) {
+		return e, ErrInvalidSession
+	}
+	return e, err
+}
+
+// owner returns the key id and root fingerprint that the sessions of p carry.
+func (s *Store) owner(p Principal, rootKey string) (int64, string, bool) {
+	if !p.IsRoot {
+		return p.ID, "", p.ID > 0
+	}
+	if rootKey == "" {
+		return 0, "", false
+	}
+	return 0, s.rootFingerprint(rootKey), true
+}
+
+// ListSessions returns the live sessions of p (for the root principal: those begun with
+// rootKey), oldest first.
+func (s *Store) ListSessions(ctx context.Context, p Principal, rootKey string) ([]SessionRecord, error) {
+	out := []SessionRecord{}
+	keyID, fp, ok := s.owner(p, rootKey)
+	if !ok {
+		return out, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE key_id = ? AND root_fp = ? AND expires_at > ? ORDER BY id`, keyID, fp, s.now().Unix())
+	if err != nil {
+		return nil, fmt.Errorf("listing sessions: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		rec, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, rows.Err()
+}
+
+// EndSession ends the live session id of p (for the root principal: one begun with rootKey);
+// any other id gives ErrSessionNotFound.
+func (s *Store) EndSession(ctx context.Context, p Principal, rootKey string, id int64) error {
+	keyID, fp, ok := s.owner(p, rootKey)
+	if !ok {
+		return ErrSessionNotFound
+	}
+	return s.endSessions(ctx, `DELETE FROM sessions WHERE id = ? AND key_id = ? AND root_fp = ? AND expires_at > ?`,
+		id, keyID, fp, s.now().Unix())
+}
+
+// EndSessionToken ends the session with token, if there is one (logout).
+func (s *Store) EndSessionToken(ctx context.Context, token string) error {
+	sum, ok := secretSum(token, SessionPrefix)
+	if !ok {
+		return nil
+	}
+	err := s.endSessions(ctx, `DELETE FROM sessions WHERE token_hash = ?`, hex.EncodeToString(sum[:]))
+	if errors.Is(err, ErrSessionNotFound) {
+		return nil
+	}
+	return err
+}
+
+// endSessions deletes the sessions query selects, and makes their end effective on the next
+// verification; none gives ErrSessionNotFound.
+func (s *Store) endSessions(ctx context.Context, query string, args ...any) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("ending a session: %v", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrSessionNotFound
+	}
+	s.invalidate()
+	return nil
+}
+
+// rootFingerprint returns the fingerprint root sessions carry of rootKey: PBKDF2 with the
+// store's own salt, derived once per root key and process (keyed by the root key's SHA-256,
+// so that handlers with different root keys sharing the store do not derive it again and
+// again).
+func (s *Store) rootFingerprint(rootKey string) string {
+	sum := sha256.Sum256([]byte(rootKey))
+	if fp, ok := s.rootFPs.Load(sum); ok {
+		return fp.(string)
+	}
+	s.rootMu.Lock()
+	defer s.rootMu.Unlock()
+	if fp, ok := s.rootFPs.Load(sum); ok {
+		return fp.(string)
+	}
+	b, err := pbkdf2.Key(sha256.New, rootKey, s.rootSalt, rootFPIterations, sha256.Size)
+	if err != nil {
+		panic("keystore: PBKDF2: " + err.Error()) // only for parameters this package never passes
+	}
+	fp := hex.EncodeToString(b)
+	s.rootFPs.Store(sum, fp)
+	return fp
+}
+
+// cleanUserAgent keeps a User-Agent fit for a listing: valid UTF-8, printable, bounded.
+func cleanUserAgent(ua string) string {
+	ua = strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(ua, ""))
+	if utf8.RuneCountInString(ua) > maxUserAgentLength {
+		ua = string([]rune(ua)[:maxUserAgentLength])
+	}
+	return strings.TrimSpace(ua)
+}

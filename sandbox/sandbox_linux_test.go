@@ -1,0 +1,195 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/testkit"
+)
+
+// run starts a shell script as a worker in a fresh version folder and returns its output.
+func run(t *testing.T, sb *Sandbox, script string, limits Limits) (string, string) {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "apps", "w", "1.0.0")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "own.txt"), []byte("own file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut testkit.Buffer
+	scratch := filepath.Join(root, "scratch")
+	p, err := sb.Start(Spec{Argv: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "TMPDIR=" + scratch},
+		Scratch: scratch, Limits: limits}, &out, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		p.Kill()
+		<-done
+		t.Fatalf("the worker did not exit; output:\n%s\n%s", out.String(), errOut.String())
+	}
+	return out.String(), errOut.String()
+}
+
+func newSandbox(t *testing.T) *Sandbox {
+	t.Helper()
+	sb, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	return sb
+}
+
+func TestWorkerFiles(t *testing.T) {
+	sb := newSandbox(t)
+	if sb.Layers().Landlock == 0 {
+		t.Skip("this kernel has no Landlock")
+	}
+	secret := filepath.Join(t.TempDir(), "state", "bootstrap-key")
+	os.MkdirAll(filepath.Dir(secret), 0o700)
+	os.WriteFile(secret, []byte("rtk_secret"), 0o600)
+	tests := []struct {
+		name, script, want string
+	}{
+		{"reads its own folder", "cat own.txt", "own file"},
+		{"writes its scratch folder", `echo hi > "$TMPDIR/x" && cat "$TMPDIR/x"`, "hi"},
+		{"reads system files", "head -c 4 /etc/passwd", "root"},
+		{"cannot read state", "cat " + secret + " || echo denied", "denied"},
+		{"cannot write its own folder", "echo x > own.txt || echo denied", "denied"},
+		{"cannot write /tmp", "echo x > /tmp/sandbox-test-$$ || echo denied", "denied"},
+		{"cannot read the runtime's environment", fmt.Sprintf("cat /proc/%d/environ || echo denied", os.Getpid()), "denied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut := run(t, sb, tt.script, Limits{})
+			if !strings.Contains(out, tt.want) || strings.Contains(out, "rtk_secret") {
+				t.Fatalf("output %q (stderr %q), want %q", out, errOut, tt.want)
+			}
+		})
+	}
+}
+
+func TestWorkerPrivileges(t *testing.T) {
+	sb := newSandbox(t)
+	out, errOut := run(t, sb, "grep -E '^(NoNewPrivs|CapEff|CapPrm|CapBnd|CapAmb)' /proc/self/status", Limits{})
+	for _, want := range []string{"NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000",
+		"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("worker status lacks %q:\n%s%s", want, out, errOut)
+		}
+	}
+}
+
+// TestOrphansStopWithTheWorker starts a grandchild in a session of its own and checks it is
+// gone once the worker is stopped.
+func TestOrphansStopWithTheWorker(t *testing.T) {
+	sb := newSandbox(t)
+	root := t.TempDir()
+	var out testkit.Buffer
+	p, err := sb.Start(Spec{Argv: []string{"/bin/sh", "-c", "setsid sh -c 'echo $$; exec sleep 60' & wait"},
+		Dir: root, Env: []string{"PATH=/usr/bin:/bin"}, Scratch: filepath.Join(root, "s")}, &out, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	testkit.EventuallyNil(t, 10*time.Second, func() error {
+		if pid, _ = strconv.Atoi(strings.TrimSpace(out.String())); pid == 0 {
+			return fmt.Errorf("no grandchild pid in %q", out.String())
+		}
+		return nil
+	})
+	p.Terminate()
+	p.Wait()
+	if err := syscall.Kill(pid, 0); err == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("grandchild %d outlived its worker", pid)
+	}
+}
+
+// TestProcessLimit runs a fork loop and checks it stops at the worker's limit.
+func TestProcessLimit(t *testing.T) {
+	sb := newSandbox(t)
+	if !strings.Contains(sb.Layers().Cgroup, "pids") && os.Geteuid() == 0 {
+		t.Skip("no pids cgroup here, and rlimits do not limit root")
+	}
+	// The shell stops at its first failed fork; each line is one process it started.
+	out, errOut := run(t, sb, `n=0; while [ $n -lt 200 ]; do sleep 5 & echo started; n=$((n+1)); done`, Limits{Processes: 20})
+	n := strings.Count(out, "started")
+	if n < 5 || n >= 20 {
+		t.Fatalf("the worker started %d processes, want some but fewer than its limit of 20 (stderr %q)", n, errOut)
+	}
+}
+
+// TestStaleCgroupsRemoved: workers left by a runtime that was killed are stopped when the next
+// runtime starts.
+func TestStaleCgroupsRemoved(t *testing.T) {
+	cg := newCgroups(fmt.Sprintf("%sprobe-%d", parentPrefix, os.Getpid()))
+	base := cg.bases["pids"]
+	if base == "" {
+		base = cg.v2
+	}
+	if base == "" {
+		t.Skip("no cgroup may be created here")
+	}
+	defer os.Remove(base)
+	stale := filepath.Join(filepath.Dir(base), parentPrefix+"999999999-1")
+	leaf := filepath.Join(stale, "w1")
+	if err := os.MkdirAll(leaf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	newSandbox(t)
+	t.Cleanup(func() { cmd.Process.Kill() })
+	testkit.Eventually(t, "the stale worker to stop", 5*time.Second, func() bool { return syscall.Kill(cmd.Process.Pid, 0) != nil })
+	if exists(stale) {
+		t.Fatalf("the stale cgroup %s is still there", stale)
+	}
+}
+
+// TestWorkerUnixSockets: a worker cannot connect to a unix socket of the runtime's account,
+// such as Caddy's admin endpoint, but can still make socket pairs.
+func TestWorkerUnixSockets(t *testing.T) {
+	sb := newSandbox(t)
+	if !sb.Layers().Seccomp {
+		t.Skip("no seccomp filter for " + runtime.GOARCH)
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3 to play the worker; integration/sandbox_test.go covers this with the test worker")
+	}
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	testkit.ServeUnix(t, sock, "admin reached")
+	tests := []struct{ script, want string }{
+		{fmt.Sprintf("python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('%s'); print(s.recv(64))\" || echo denied", sock), "denied"},
+		{"python3 -c \"import socket; a,b=socket.socketpair(); a.send(b'pair'); print(b.recv(4))\"", "pair"},
+		{"python3 -c \"import socket; s=socket.socket(); print('tcp ok')\"", "tcp ok"},
+	}
+	for _, tt := range tests {
+		out, errOut := run(t, sb, tt.script, Limits{})
+		if !strings.Contains(out, tt.want) || strings.Contains(out, "admin reached") {
+			t.Errorf("%s: output %q (stderr %q), want %q", tt.script, out, errOut, tt.want)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+)
+
+// Sandbox starts workers; outside Linux it has no confinement layers.
+type Sandbox struct{ opts Options }
+
+// New returns a sandbox that starts workers plainly; a separate worker account needs Linux.
+func New(opts Options) (*Sandbox, error) {
+	if opts.User != "" {
+		return nil, fmt.Errorf("worker_user is supported on Linux only")
+	}
+	return &Sandbox{opts: opts}, nil
+}
+
+// Layers reports that no layer is in force.
+func (s *Sandbox) Layers() Layers {
+	return Layers{Warnings: []string{"process workers run unconfined: the sandbox needs Linux (Landlock, cgroups)"}}
+}
+
+// Close does nothing here.
+func (s *Sandbox) Close() {}
+
+// Process is a running worker.
+type Process struct{ cmd *exec.Cmd }
+
+// Start starts the worker of spec; its output goes to stdout and stderr.
+func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
+	if err := os.RemoveAll(spec.Scratch); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(spec.Scratch, 0o700); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir, cmd.Env = spec.Dir, spec.Env
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = 2 * time.Second
+	setGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &Process{cmd: cmd}, nil
+}
+
+// Pid is the worker's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// State describes how the worker exited, once Wait has returned.
+func (p *Process) State() string { return p.cmd.ProcessState.String() }
+
+// Wait waits for the worker to exit.
+func (p *Process) Wait() error { return p.cmd.Wait() }
+
+// Terminate asks the worker to stop.
+func (p *Process) Terminate() { terminate(p.cmd) }
+
+// Kill stops the worker at once.
+func (p *Process) Kill() { kill(p.cmd) }

@@ -1,0 +1,214 @@
+// Command testworker is a process worker for tests: an HTTP server on $HOST:$PORT that
+// reports what it received and can sleep, crash, or misbehave at start on request. Each
+// query parameter set=Name:value adds a response header, on every path; /upgrade switches
+// protocols (an echo of bytes) with those headers.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Echo is what / answers.
+type Echo struct {
+	PID     int               `json:"pid"`
+	Method  string            `json:"method"`
+	Path    string            `json:"path"`
+	Query   string            `json:"query"`
+	Headers map[string]string `json:"headers"`
+	Env     []string          `json:"env"`
+	Body    int               `json:"body"`
+	Args    []string          `json:"args"`
+	Dir     string            `json:"dir"`
+}
+
+func main() {
+	switch os.Getenv("TESTWORKER_MODE") {
+	case "sleeper":
+		time.Sleep(10 * time.Minute)
+		return
+	case "daemonize":
+		// Start a sleeper in a session of its own, print its pid and leave it orphaned.
+		p, err := startSelf("sleeper", true)
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println(p.Pid)
+		return
+	}
+	attacks()
+	if d, err := time.ParseDuration(os.Getenv("START_DELAY")); err == nil {
+		time.Sleep(d)
+	}
+	if os.Getenv("EXIT_AT_START") != "" {
+		fmt.Fprintln(os.Stderr, "exiting at start as asked")
+		os.Exit(2)
+	}
+	fmt.Println("testworker listening on", os.Getenv("HOST")+":"+os.Getenv("PORT"))
+	http.HandleFunc("/upgrade", func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer conn.Close()
+		h := http.Header{"Upgrade": {r.Header.Get("Upgrade")}, "Connection": {"Upgrade"}}
+		setHeaders(h, r)
+		fmt.Fprint(rw, "HTTP/1.1 101 Switching Protocols\r\n")
+		h.Write(rw)
+		fmt.Fprint(rw, "\r\n")
+		rw.Flush()
+		io.Copy(conn, rw)
+	})
+	http.HandleFunc("/crash", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(os.Stderr, "crashing as asked")
+		os.Exit(3)
+	})
+	http.HandleFunc("/sleep", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+		select {
+		case <-time.After(d):
+			fmt.Fprintln(w, "slept", d)
+		case <-r.Context().Done():
+		}
+	})
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		e := Echo{PID: os.Getpid(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+			Headers: map[string]string{}, Env: os.Environ(), Body: int(n), Args: os.Args[1:]}
+		e.Dir, _ = os.Getwd()
+		for k, v := range r.Header {
+			e.Headers[k] = strings.Join(v, ", ")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Request-Id", "worker-set-id") // the runtime's id must win
+		setHeaders(w.Header(), r)
+		json.NewEncoder(w).Encode(e)
+	})
+	if err := http.ListenAndServe(os.Getenv("HOST")+":"+os.Getenv("PORT"), nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// attacks are what a hostile worker tries: reading and writing files, leaving orphans,
+// forking, allocating and flooding its output. Each answers 200 with what it achieved, or 403
+// with the error that stopped it.
+func attacks() {
+	http.HandleFunc("/read", func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(r.URL.Query().Get("path"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		w.Write(b)
+	})
+	http.HandleFunc("/list", func(w http.ResponseWriter, r *http.Request) {
+		entries, err := os.ReadDir(r.URL.Query().Get("path"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		for _, e := range entries {
+			fmt.Fprintln(w, e.Name())
+		}
+	})
+	http.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) {
+		if err := os.WriteFile(r.URL.Query().Get("path"), []byte("written by a worker"), 0o644); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		fmt.Fprintln(w, "written")
+	})
+	http.HandleFunc("/dial", func(w http.ResponseWriter, r *http.Request) {
+		c, err := net.DialTimeout(r.URL.Query().Get("network"), r.URL.Query().Get("addr"), 2*time.Second)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(io.LimitReader(c, 64))
+		w.Write(b)
+	})
+	http.HandleFunc("/orphan", func(w http.ResponseWriter, r *http.Request) {
+		cmd := exec.Command(self())
+		cmd.Env = append(os.Environ(), "TESTWORKER_MODE=daemonize")
+		out, err := cmd.Output()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		w.Write(out)
+	})
+	http.HandleFunc("/fork", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		started := 0
+		var last error
+		for range n {
+			if _, err := startSelf("sleeper", false); err != nil {
+				last = err
+				break
+			}
+			started++
+		}
+		json.NewEncoder(w).Encode(map[string]any{"started": started, "error": fmt.Sprint(last)})
+	})
+	http.HandleFunc("/alloc", func(w http.ResponseWriter, r *http.Request) {
+		mb, _ := strconv.Atoi(r.URL.Query().Get("mb"))
+		var held [][]byte
+		for range mb {
+			b := make([]byte, 1<<20)
+			for i := range b {
+				b[i] = 1
+			}
+			held = append(held, b)
+		}
+		fmt.Fprintf(w, "allocated %d MiB\n", len(held))
+	})
+	http.HandleFunc("/flood", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("lines"))
+		for i := range n {
+			fmt.Printf("flood line %d\n", i)
+		}
+		fmt.Fprintln(w, "flooded")
+	})
+}
+
+func self() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return os.Args[0]
+	}
+	return exe
+}
+
+// startSelf starts this program again in a mode, in a session of its own if asked.
+func startSelf(mode string, setsid bool) (*os.Process, error) {
+	cmd := exec.Command(self())
+	cmd.Env = append(os.Environ(), "TESTWORKER_MODE="+mode)
+	if setsid {
+		newSession(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd.Process, nil
+}
+
+// setHeaders adds the headers the query's set=Name:value parameters ask for.
+func setHeaders(h http.Header, r *http.Request) {
+	for _, kv := range r.URL.Query()["set"] {
+		if name, value, ok := strings.Cut(kv, ":"); ok {
+			h.Add(name, value)
+		}
+	}
+}

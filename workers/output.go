@@ -1,0 +1,99 @@
+package workers
+
+import (
+	"bytes"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// lineLog writes a process's output through the logger, a line at a time, within the
+// process's rate limit; a line longer than 64 KiB is cut.
+type lineLog struct {
+	logger *zap.Logger
+	stream string
+	limit  *rateLimit
+	buf    []byte
+}
+
+func (l *lineLog) Write(b []byte) (int, error) {
+	l.buf = append(l.buf, b...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.log(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 64<<10 {
+		l.log(l.buf)
+		l.buf = nil
+	}
+	return len(b), nil
+}
+
+// flush logs what is left after the last newline, and the count of dropped lines.
+func (l *lineLog) flush() {
+	if len(l.buf) > 0 {
+		l.log(l.buf)
+		l.buf = nil
+	}
+	l.limit.report()
+}
+
+func (l *lineLog) log(line []byte) {
+	if l.limit.take() {
+		l.logger.Info(string(line), zap.String("stream", l.stream))
+	}
+}
+
+// rateLimit is a token bucket shared by a process's output streams: rate lines a second, with
+// bursts of one second's worth. Lines past it are counted, and the count is logged at most
+// once a second.
+type rateLimit struct {
+	logger  *zap.Logger
+	mu      sync.Mutex
+	rate    float64
+	tokens  float64
+	last    time.Time
+	dropped int
+	pending *time.Timer // a report is scheduled
+}
+
+func newRateLimit(logger *zap.Logger, perSecond int) *rateLimit {
+	return &rateLimit{logger: logger, rate: float64(perSecond), tokens: float64(perSecond), last: time.Now()}
+}
+
+func (r *rateLimit) take() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	r.tokens = min(r.rate, r.tokens+now.Sub(r.last).Seconds()*r.rate)
+	r.last = now
+	if r.tokens >= 1 {
+		r.tokens--
+		return true
+	}
+	r.dropped++
+	if r.pending == nil {
+		r.pending = time.AfterFunc(time.Second, r.report)
+	}
+	return false
+}
+
+// report logs how many lines were dropped since the last report.
+func (r *rateLimit) report() {
+	r.mu.Lock()
+	n := r.dropped
+	r.dropped = 0
+	if r.pending != nil {
+		r.pending.Stop()
+		r.pending = nil
+	}
+	r.mu.Unlock()
+	if n > 0 {
+		r.logger.Warn("worker output dropped: too many lines", zap.Int("dropped_lines", n), zap.Float64("worker_log_rate", r.rate))
+	}
+}
