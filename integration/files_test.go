@@ -120,7 +120,10 @@ func (s *fmServer) tree(rel string) map[string]string {
 		if strings.HasPrefix(p, filepath.Join(s.DataDir, "state")) || strings.HasPrefix(p, filepath.Join(s.Dir, "caddy")) {
 			return nil // the key store and Caddy's storage change on their own
 		}
-		info, _ := d.Info()
+		info, err := d.Info()
+		if err != nil { // removed while walking, as a retired folder is
+			return nil
+		}
 		desc := info.Mode().String()
 		switch {
 		case info.Mode().IsRegular():
