@@ -533,3 +533,37 @@ func TestFind(t *testing.T) {
 		return u.Versions[0].Enabled
 	})
 }
+
+// TestListWhileInvalidated lists while the cache is dropped over and over, as an upload does
+// during another request's listing: no listing may fail or see a torn cache.
+func TestListWhileInvalidated(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 40 {
+		name := fmt.Sprintf("w%02d", i)
+		if err := os.MkdirAll(filepath.Join(dir, name, "1.0.0"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "1.0.0", ManifestYAML), []byte("name: "+name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var c scanCache
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2000 {
+			c.invalidate()
+		}
+	}()
+	for {
+		units, err := c.list(WorkerLayout, []Dir{{Path: dir}})
+		if err != nil || len(units) != 40 {
+			t.Fatalf("list = %d units, %v", len(units), err)
+		}
+		select {
+		case <-done:
+			return
+		default:
+		}
+	}
+}

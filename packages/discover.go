@@ -43,7 +43,6 @@ type fileStamp struct {
 	size  int64
 }
 
-// current reports whether the folder and files still look as stamped.
 // settled reports whether every time the entry watches is old enough to show the next change.
 func (e metaEntry) settled(now time.Time) bool {
 	if !e.dir.IsZero() && !settled(e.dir, now) {
@@ -57,6 +56,7 @@ func (e metaEntry) settled(now time.Time) bool {
 	return true
 }
 
+// current reports whether the folder and files still look as stamped.
 func (e metaEntry) current(dir string) bool {
 	if !e.dir.IsZero() {
 		info, err := os.Stat(dir)
@@ -73,10 +73,12 @@ func (e metaEntry) current(dir string) bool {
 	return true
 }
 
+// invalidate forgets everything; the maps are replaced, not dropped, for a listing may be
+// filling them at the same moment.
 func (c *scanCache) invalidate() {
 	c.mapMu.Lock()
 	defer c.mapMu.Unlock()
-	c.dirs, c.metas = nil, nil
+	c.dirs, c.metas = map[string]dirEntry{}, map[string]metaEntry{}
 }
 
 func (c *scanCache) list(layout Layout, dirs []Dir) ([]Unit, error) {
