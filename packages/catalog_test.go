@@ -100,6 +100,9 @@ func TestInstallAndList(t *testing.T) {
 
 func TestInstallRefusals(t *testing.T) {
 	c, base := newCatalog(t, WorkerLayout)
+	// Only a replaced tree waits for the retire delay: a refused upload's folder goes at once.
+	c.retireDelay = time.Hour
+	t.Cleanup(c.Close)
 	tests := []struct {
 		name, file string
 		data       []byte
@@ -147,6 +150,103 @@ func TestInstallRefusals(t *testing.T) {
 	}
 	if units, _ := c.List(); len(units) != 0 {
 		t.Fatal("an unauthorized install went through")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(base, "uploads")); len(entries) != 0 {
+		t.Errorf("uploads holds %v after an unauthorized install", entries)
+	}
+}
+
+// tree reads every file and folder under dir, with contents and modes.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		body := ""
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			body = string(b)
+		}
+		out[strings.TrimPrefix(p, dir)] = fmt.Sprintf("%v %q", info.Mode(), body)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestStage(t *testing.T) {
+	c, base := newCatalog(t, WorkerLayout)
+	c.retireDelay = time.Hour
+	t.Cleanup(c.Close)
+	uploads := filepath.Join(base, "uploads")
+	v1 := manifestTgz(t, "name: app\nversion: 1.0.0\n", testkit.File{Name: "index.html", Body: "<p>1"})
+	if _, err := install(t, c, "app.tgz", v1); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, base)
+
+	// A dry run: every check, then nothing written.
+	for _, tt := range []struct {
+		version  string
+		replaces bool
+	}{{"1.0.0", true}, {"2.0.0", false}} {
+		data := manifestTgz(t, "name: app\nversion: "+tt.version+"\n", testkit.File{Name: "index.html", Body: "<p>2"}, testkit.File{Name: "a/b.js", Body: "b"})
+		s, err := c.Stage("app.tgz", bytes.NewReader(data), allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Name != "app" || s.Version != tt.version || s.Replaces != tt.replaces || s.Files != 3 ||
+			s.Path != filepath.Join(uploads, "app", tt.version) || len(s.SHA256) != 64 {
+			t.Fatalf("staged %+v", s)
+		}
+		if b, err := os.ReadFile(filepath.Join(s.Tree, "index.html")); err != nil || string(b) != "<p>2" {
+			t.Fatalf("the staged tree: %q, %v", b, err)
+		}
+		s.Discard()
+		s.Discard()
+		if after := tree(t, base); !reflect.DeepEqual(before, after) {
+			t.Fatalf("a dry run changed the folders:\nbefore %v\nafter  %v", before, after)
+		}
+	}
+
+	// A refused stage leaves nothing either.
+	if _, err := c.Stage("app.tgz", bytes.NewReader(v1), func(Metadata) error { return errors.New("no") }); err == nil {
+		t.Fatal("a refused stage succeeded")
+	}
+	if after := tree(t, base); !reflect.DeepEqual(before, after) {
+		t.Fatalf("a refused stage changed the folders: %v", after)
+	}
+
+	// A replace keeps the old tree for the retire delay, and nothing else.
+	s, err := c.Stage("app.tgz", bytes.NewReader(manifestTgz(t, "name: app\nversion: 1.0.0\n")), allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(); err == nil {
+		t.Fatal("a second commit succeeded")
+	}
+	s.Discard()
+	entries, _ := os.ReadDir(uploads)
+	if len(entries) != 2 || !strings.HasPrefix(entries[0].Name(), tempPrefix) {
+		t.Fatalf("after a replace, uploads holds %v; want the retired tree and app", entries)
+	}
+	c.Close()
+	if entries, _ := os.ReadDir(uploads); len(entries) != 1 {
+		t.Fatalf("after Close, uploads holds %v", entries)
 	}
 }
 

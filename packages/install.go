@@ -44,82 +44,149 @@ type Authorize func(md Metadata) error
 // installs it at <dir>/<name>[/<version>], replacing an existing install atomically. authorize
 // runs before anything outside the temporary folder changes.
 func (c *Catalog) Install(filename string, body io.Reader, authorize Authorize) (Installed, error) {
-	format, err := FormatOf(filename)
+	s, err := c.Stage(filename, body, authorize)
 	if err != nil {
 		return Installed{}, err
+	}
+	defer s.Discard()
+	return s.Commit()
+}
+
+// Staged is an upload unpacked and checked in a temporary folder of the install folder, not
+// yet installed: Commit installs it, Discard removes what is left. A dry run only discards.
+type Staged struct {
+	Installed // what the install will be; Path is where it will go
+	Metadata  Metadata
+	// Replaces tells whether the name (and version) is installed there already.
+	Replaces bool
+	// Tree is the unpacked package's folder, readable until Discard.
+	Tree string
+
+	c         *Catalog
+	dir       Dir
+	root      *os.Root
+	work, top string
+	committed bool
+	replaced  bool
+}
+
+// Stage unpacks the archive read from body (named filename, which gives its format) into a
+// temporary folder and runs every check an install runs: limits, archive defences, metadata,
+// name and version, authorize, and the folders earlier in the list. On error nothing is left.
+func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (s *Staged, err error) {
+	format, err := FormatOf(filename)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := c.installDir()
 	if err != nil {
-		return Installed{}, err
+		return nil, err
 	}
 	root, err := os.OpenRoot(dir.Path)
 	if err != nil {
-		return Installed{}, err
+		return nil, err
 	}
-	defer root.Close()
-
-	work := tempPrefix + randomSuffix()
-	if err := root.Mkdir(work, 0o700); err != nil {
-		return Installed{}, fmt.Errorf("creating a temporary folder in %s: %v", dir.Path, err)
+	s = &Staged{c: c, dir: dir, root: root, work: tempPrefix + randomSuffix()}
+	if err := root.Mkdir(s.work, 0o700); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("creating a temporary folder in %s: %v", dir.Path, err)
 	}
-	// The work folder ends up holding the upload and, after a replace, the old tree.
-	defer c.retire(dir, work)
+	defer func() {
+		if err != nil {
+			s.Discard()
+			s = nil
+		}
+	}()
 
-	archive, sum, size, err := c.spool(root, path.Join(work, "upload"), body)
+	archive, sum, size, err := c.spool(root, path.Join(s.work, "upload"), body)
 	if err != nil {
-		return Installed{}, err
+		return s, err
 	}
 	defer archive.Close()
-	if err := root.Mkdir(path.Join(work, "tree"), 0o755); err != nil {
-		return Installed{}, err
+	if err := root.Mkdir(path.Join(s.work, "tree"), 0o755); err != nil {
+		return s, err
 	}
-	tree, err := root.OpenRoot(path.Join(work, "tree"))
+	tree, err := root.OpenRoot(path.Join(s.work, "tree"))
 	if err != nil {
-		return Installed{}, err
+		return s, err
 	}
 	stats, err := Extract(archive, size, format, tree, c.limits)
 	tree.Close()
 	if err != nil {
-		return Installed{}, err
+		return s, err
 	}
 
-	top := path.Join(work, "tree")
-	if unwrapped, ok := packageFolder(root, top); ok {
-		top = unwrapped
+	s.top = path.Join(s.work, "tree")
+	if unwrapped, ok := packageFolder(root, s.top); ok {
+		s.top = unwrapped
 	}
-	md, err := ReadMetadata(root, top)
+	md, err := ReadMetadata(root, s.top)
 	if errors.Is(err, ErrNoMetadata) {
-		return Installed{}, newErr(Invalid, CodeMissingName, "the archive has no manifest.yaml, manifest.yml or package.json at its root or in package/")
+		return s, newErr(Invalid, CodeMissingName, "the archive has no manifest.yaml, manifest.yml or package.json at its root or in package/")
 	}
 	if err != nil {
-		return Installed{}, err
+		return s, err
 	}
 	if err := ValidateName(md.Name); err != nil {
-		return Installed{}, err
+		return s, err
 	}
 	if err := ValidateVersion(md.Version); err != nil {
-		return Installed{}, err
+		return s, err
 	}
 	if err := authorize(md); err != nil {
-		return Installed{}, err
+		return s, err
 	}
-
-	defer c.lock(md.Name)()
 	if err := c.checkShadow(md.Name, dir); err != nil {
+		return s, err
+	}
+	rel := c.relPath(md.Name, md.Version)
+	_, statErr := root.Lstat(rel)
+	s.Installed = Installed{
+		Name: md.Name, Version: md.Version, Path: filepath.Join(dir.Path, filepath.FromSlash(rel)),
+		SHA256: sum, Files: stats.Files, Bytes: stats.Bytes,
+	}
+	s.Metadata, s.Replaces, s.Tree = md, statErr == nil, filepath.Join(dir.Path, filepath.FromSlash(s.top))
+	return s, nil
+}
+
+// Commit installs the staged package, replacing an existing install atomically.
+func (s *Staged) Commit() (Installed, error) {
+	if s.committed {
+		return Installed{}, errors.New("the upload is installed already")
+	}
+	c, md := s.c, s.Metadata
+	defer c.lock(md.Name)()
+	// Checked again under the name's lock: an install elsewhere may have raced this one.
+	if err := c.checkShadow(md.Name, s.dir); err != nil {
 		return Installed{}, err
 	}
 	rel := c.relPath(md.Name, md.Version)
-	if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+	if err := s.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
 		return Installed{}, err
 	}
-	if err := swapInto(root, top, rel); err != nil {
+	replaced, err := swapInto(s.root, s.top, rel)
+	if err != nil {
 		return Installed{}, fmt.Errorf("installing %s: %v", rel, err)
 	}
+	s.committed, s.replaced = true, replaced
 	c.changed(Change{Op: OpInstalled, Name: md.Name, Version: md.Version})
-	return Installed{
-		Name: md.Name, Version: md.Version, Path: filepath.Join(dir.Path, filepath.FromSlash(rel)),
-		SHA256: sum, Files: stats.Files, Bytes: stats.Bytes,
-	}, nil
+	return s.Installed, nil
+}
+
+// Discard removes the temporary folder: at once, unless it holds a tree the install replaced,
+// which readers may still have open and which goes after the retire delay. It may be called
+// more than once.
+func (s *Staged) Discard() {
+	if s.root == nil {
+		return
+	}
+	if s.replaced {
+		s.c.retire(s.dir, s.work)
+	} else {
+		_ = s.root.RemoveAll(s.work)
+	}
+	s.root.Close()
+	s.root = nil
 }
 
 // spool copies the upload into a file inside the install folder's file system, hashing it and
@@ -187,21 +254,22 @@ func (c *Catalog) checkShadow(name string, target Dir) error {
 		"%s %q is already provided by %s, which comes first; choose another name", c.layout.Noun, name, u.Dir.Path)
 }
 
-// swapInto moves the folder src over dst. An existing dst is exchanged with src in one
-// renameat2(RENAME_EXCHANGE), so a reader of dst sees the old or the new tree and never a
-// missing or partial one; the old tree is left at src for the caller to retire.
-func swapInto(root *os.Root, src, dst string) error {
+// swapInto moves the folder src over dst and reports whether a tree was there. An existing
+// dst is exchanged with src in one renameat2(RENAME_EXCHANGE), so a reader of dst sees the
+// old or the new tree and never a missing or partial one; the old tree is left at src (or
+// beside it) for the caller to retire.
+func swapInto(root *os.Root, src, dst string) (replaced bool, err error) {
 	if _, err := root.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-		return root.Rename(src, dst)
+		return false, root.Rename(src, dst)
 	}
 	srcDir, err := root.Open(path.Dir(src))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer srcDir.Close()
 	dstDir, err := root.Open(path.Dir(dst))
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer dstDir.Close()
 	err = exchange(srcDir, path.Base(src), dstDir, path.Base(dst))
@@ -209,15 +277,15 @@ func swapInto(root *os.Root, src, dst string) error {
 		// No atomic exchange on this file system: move the old tree aside, then the new in.
 		aside := path.Join(path.Dir(src), tempPrefix+randomSuffix())
 		if err := root.Rename(dst, aside); err != nil {
-			return err
+			return false, err
 		}
 		if err := root.Rename(src, dst); err != nil {
 			_ = root.Rename(aside, dst)
-			return err
+			return false, err
 		}
-		return nil
+		return true, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // errNoExchange means the file system cannot swap two names atomically.
