@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/plugins"
 )
 
 // PluginRecord is a plugin as listed.
@@ -29,6 +30,23 @@ type PluginUploaded struct {
 		ReloadRequired bool   `json:"reloadRequired" doc:"true: the plugin is installed, not loaded; POST plugins/reload loads it"`
 		Message        string `json:"message"`
 	} `json:"data"`
+}
+
+// PluginDryRun is the body of a plugin upload with ?dryRun=1.
+type PluginDryRun struct {
+	Success bool `json:"success"`
+	DryRun  bool `json:"dryRun" doc:"true: nothing was installed"`
+	Data    struct {
+		Plugin   InstalledUnit `json:"plugin" doc:"what the upload would install; installedAt is where"`
+		Replaces bool          `json:"replaces" doc:"true when a plugin of this name is installed there already and the upload would replace it"`
+		Plan     PluginPlan    `json:"plan" doc:"the load plan of the next reload with this plugin installed, before provisioning"`
+	} `json:"data"`
+}
+
+// PluginPlan is a load plan: what would load, in order, and what would be left out.
+type PluginPlan struct {
+	Load   []PluginVersion `json:"load"`
+	Failed []PluginFailure `json:"failed"`
 }
 
 // PluginMenu is a navigation entry a plugin adds to the cpanel.
@@ -117,15 +135,16 @@ func (a *API) pluginRoutes() []route {
 			summary: "Upload a plugin",
 			description: "Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. " +
 				"The response carries the manifest version. Installing does not load: POST plugins/reload does.",
+			params:  dryRunParam,
 			request: &request{contentType: "multipart/form-data", body: UploadForm{}},
-			responses: append([]response{{status: http.StatusOK, description: "Installed", body: PluginUploaded{}}},
-				uploadErrors("plugin")...),
+			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install and the load plan the next reload would make (PluginDryRun)",
+				body: PluginUploaded{}, alt: []any{PluginDryRun{}}}}, uploadErrors("plugin")...),
 			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Plugins }, "plugin.upload", func(in InstalledUnit) any {
 				var body PluginUploaded
 				body.Success, body.Data.Plugin, body.Data.ReloadRequired = true, in, true
 				body.Data.Message = "installed; POST " + a.opts.Prefix + "/plugins/reload to load it"
 				return body
-			}),
+			}, a.pluginDryRun),
 		},
 		{
 			method: "GET", path: "/plugins/loaded", id: "listLoadedPlugins", tag: "plugins", permission: keystore.PluginsRead,
@@ -255,4 +274,32 @@ func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
 	a.audit(r, "plugin.reload", "", "success", &p, zap.Int("loaded", len(out.Plugins)), zap.Int("failed", len(out.Failed)))
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// pluginDryRun answers a plugin upload's dry run: the staged plugin and the load plan that
+// the installed plugins and it would make, filtered to the key's namespaces.
+func (a *API) pluginDryRun(r *http.Request, s *packages.Staged) (any, error) {
+	installed, err := a.installed()
+	if err != nil {
+		return nil, err
+	}
+	candidate := packages.Unit{Name: s.Name, Path: s.Tree,
+		Versions: []packages.Version{{Version: s.Version, Enabled: s.Metadata.Enabled, Path: s.Tree, Metadata: s.Metadata}}}
+	units := slices.DeleteFunc(slices.Clone(installed[packages.PluginLayout.Noun]), func(u packages.Unit) bool { return u.Name == s.Name })
+	plan := plugins.MakePlan(append(units, candidate), a.opts.PluginPolicy, packages.Names(installed[packages.WorkerLayout.Noun]))
+	var body PluginDryRun
+	body.Success, body.DryRun, body.Data.Plugin, body.Data.Replaces = true, true, installedUnit(s.Installed), s.Replaces
+	body.Data.Plan = PluginPlan{Load: []PluginVersion{}, Failed: []PluginFailure{}}
+	p := principalOf(r.Context())
+	for _, l := range plan.Load {
+		if p.CanAccess(l.Name) {
+			body.Data.Plan.Load = append(body.Data.Plan.Load, PluginVersion{Name: l.Name, Version: l.Version})
+		}
+	}
+	for _, f := range plan.Failed {
+		if p.CanAccess(f.Name) {
+			body.Data.Plan.Failed = append(body.Data.Plan.Failed, PluginFailure{Name: f.Name, Error: f.Error})
+		}
+	}
+	return body, nil
 }

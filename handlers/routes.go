@@ -41,6 +41,7 @@ type response struct {
 	status      int
 	description string
 	body        any                        // a value whose type gives the JSON schema; nil for none
+	alt         []any                      // other bodies the status may carry (anyOf)
 	content     map[string]*openapi.Schema // non-JSON bodies by content type
 }
 
@@ -113,7 +114,14 @@ func (a *API) document(table []route) openapi.Document {
 				Headers:     map[string]openapi.Header{RequestIDHeader: requestID},
 			}
 			if resp.body != nil {
-				out.Content = map[string]openapi.MediaType{"application/json": {Schema: schemas.Of(resp.body)}}
+				schema := schemas.Of(resp.body)
+				if len(resp.alt) > 0 {
+					schema = &openapi.Schema{AnyOf: []*openapi.Schema{schema}}
+					for _, alt := range resp.alt {
+						schema.AnyOf = append(schema.AnyOf, schemas.Of(alt))
+					}
+				}
+				out.Content = map[string]openapi.MediaType{"application/json": {Schema: schema}}
 			}
 			for ct, schema := range resp.content {
 				if out.Content == nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
 	"github.com/caddy-runtime/runtime/workers"
@@ -57,33 +58,33 @@ var (
 	}
 )
 
-// install reads the multipart field "file" of an upload and installs it in c; the package is
-// admitted with the caller's key first (admit). The archive itself is bounded exactly by the
-// catalog.
-func (a *API) install(w http.ResponseWriter, r *http.Request, c *packages.Catalog) (packages.Installed, error) {
+// stage reads the multipart field "file" of an upload and stages it in c: unpacked and
+// checked, the package admitted with the caller's key (admit), nothing installed yet. The
+// archive itself is bounded exactly by the catalog.
+func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog) (*packages.Staged, error) {
 	p := principalOf(r.Context())
 	up, err := readMultipart(w, r, c.Limits().Upload, CodeNoFileProvided,
 		"send the archive as multipart/form-data in the field file (curl -F file=@app.tgz)")
 	if err != nil {
-		return packages.Installed{}, err
+		return nil, err
 	}
 	for {
 		part, err := up.next()
 		if err == io.EOF {
-			return packages.Installed{}, Errorf(http.StatusBadRequest, CodeNoFileProvided, "no file in the upload; send it in the multipart field file")
+			return nil, Errorf(http.StatusBadRequest, CodeNoFileProvided, "no file in the upload; send it in the multipart field file")
 		}
 		if err != nil {
-			return packages.Installed{}, packageError(err)
+			return nil, packageError(err)
 		}
 		if part.FormName() != "file" || part.FileName() == "" {
 			part.Close()
 			continue
 		}
-		installed, err := c.Install(part.FileName(), up.body(part), func(md packages.Metadata) error {
+		staged, err := c.Stage(part.FileName(), up.body(part), func(md packages.Metadata) error {
 			return a.admit(p, c, md)
 		})
 		part.Close()
-		return installed, packageError(err)
+		return staged, packageError(err)
 	}
 }
 
@@ -198,24 +199,62 @@ func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string,
 }
 
 // uploadHandler installs an upload into the catalog c returns and answers with the body
-// built from the install.
-func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(InstalledUnit) any) handlerFunc {
+// built from the install. With ?dryRun=1 it stops before installing and answers with dry's
+// body instead: every check has run and nothing outside the temporary folder was written.
+func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(InstalledUnit) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		cat, err := catalog(c())
 		if err != nil {
 			return err
 		}
-		p := principalOf(r.Context())
-		in, err := a.install(w, r, cat)
+		dryRun, err := boolQuery(r, "dryRun")
 		if err != nil {
-			a.audit(r, action, in.Name, "failed", &p)
 			return err
+		}
+		p := principalOf(r.Context())
+		s, err := a.stage(w, r, cat)
+		if err != nil {
+			if !dryRun {
+				a.audit(r, action, "", "failed", &p)
+			}
+			return err
+		}
+		defer s.Discard()
+		if dryRun {
+			out, err := dry(r, s)
+			if err != nil {
+				return err
+			}
+			writeJSON(w, http.StatusOK, out)
+			return nil
+		}
+		in, err := s.Commit()
+		if err != nil {
+			a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
+			return packageError(err)
 		}
 		a.audit(r, action, in.Name+"@"+in.Version, "success", &p)
 		writeJSON(w, http.StatusOK, body(installedUnit(in)))
 		return nil
 	}
 }
+
+// boolQuery reads the query parameter name as a flag: absent, "0" or "false" is false, "1" or
+// "true" is true.
+func boolQuery(r *http.Request, name string) (bool, error) {
+	switch v := r.URL.Query().Get(name); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, Errorf(http.StatusBadRequest, CodeBadRequest, "query parameter %s is %q; use 1 or true (or leave it out)", name, v)
+	}
+}
+
+// dryRunParam documents ?dryRun on an upload.
+var dryRunParam = []openapi.Parameter{{Name: "dryRun", In: "query", Schema: &openapi.Schema{Type: "string", Enum: []any{"1", "true", "0", "false"}},
+	Description: "1 or true: run every check of the upload and answer what it would do, installing nothing"}}
 
 func installedUnit(in packages.Installed) InstalledUnit {
 	return InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}

@@ -17,6 +17,16 @@ type WorkerRecord struct {
 	Versions         []string `json:"versions" doc:"installed versions, disabled ones included, in semver order"`
 }
 
+// WorkerDryRun is the body of a worker upload with ?dryRun=1.
+type WorkerDryRun struct {
+	Success bool `json:"success"`
+	DryRun  bool `json:"dryRun" doc:"true: nothing was installed"`
+	Data    struct {
+		Worker   InstalledUnit `json:"worker" doc:"what the upload would install; installedAt is where"`
+		Replaces bool          `json:"replaces" doc:"true when this name and version is installed there already and the upload would replace it"`
+	} `json:"data"`
+}
+
 // WorkerUploaded is the body of a worker upload.
 type WorkerUploaded struct {
 	Success bool `json:"success"`
@@ -80,13 +90,18 @@ func (a *API) workerRoutes() []route {
 			summary: "Upload a worker",
 			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
 				"atomically. The archive's files sit at its root or in a single package/ folder.",
+			params:  dryRunParam,
 			request: &request{contentType: "multipart/form-data", body: UploadForm{}},
-			responses: append([]response{{status: http.StatusOK, description: "Installed", body: WorkerUploaded{}}},
-				uploadErrors("worker")...),
+			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
+				body: WorkerUploaded{}, alt: []any{WorkerDryRun{}}}}, uploadErrors("worker")...),
 			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in InstalledUnit) any {
 				var body WorkerUploaded
 				body.Success, body.Data.Worker = true, in
 				return body
+			}, func(_ *http.Request, s *packages.Staged) (any, error) {
+				var body WorkerDryRun
+				body.Success, body.DryRun, body.Data.Worker, body.Data.Replaces = true, true, installedUnit(s.Installed), s.Replaces
+				return body, nil
 			}),
 		},
 		toggle(true),

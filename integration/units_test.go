@@ -344,11 +344,18 @@ func TestUploadErrors(t *testing.T) {
 		{"unpacks too large", "a.tgz", harness.TarGz(t, pkg("name: big\n", harness.File{Name: "noise", Body: noise})...), 413, "PAYLOAD_TOO_LARGE", "max_unpacked_size"},
 		{"too many entries", "a.tgz", harness.TarGz(t, manyFiles...), 413, "PAYLOAD_TOO_LARGE", "max_archive_entries"},
 	}
+	apps := filepath.Join(s.DataDir, "apps")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := s.Upload(s.API+"/workers/upload", tt.file, tt.data, harness.WithKey(rootKey))
-			if resp.Status != tt.status || resp.ErrorCode() != tt.code || !strings.Contains(string(resp.Body), tt.says) {
-				t.Fatalf("upload = %s, want %d %s mentioning %q", resp, tt.status, tt.code, tt.says)
+			// A dry run gives the real upload's verdict; neither leaves anything behind.
+			for _, path := range []string{"/workers/upload?dryRun=1", "/workers/upload"} {
+				resp := s.Upload(s.API+path, tt.file, tt.data, harness.WithKey(rootKey))
+				if resp.Status != tt.status || resp.ErrorCode() != tt.code || !strings.Contains(string(resp.Body), tt.says) {
+					t.Fatalf("%s = %s, want %d %s mentioning %q", path, resp, tt.status, tt.code, tt.says)
+				}
+				if entries, _ := os.ReadDir(apps); len(entries) != 0 {
+					t.Fatalf("%s refused, and apps holds %v", path, entries)
+				}
 			}
 		})
 	}
@@ -366,13 +373,10 @@ func TestUploadErrors(t *testing.T) {
 	if w := workers(t, s, rootKey); len(w) != 0 {
 		t.Fatalf("refused uploads left workers: %v", w)
 	}
-	// Retired temporary folders go after the runtime's retire delay.
-	harness.EventuallyNil(t, 10*time.Second, func() error {
-		if entries, _ := os.ReadDir(filepath.Join(s.DataDir, "apps")); len(entries) != 0 {
-			return fmt.Errorf("refused uploads left %v in apps", entries)
-		}
-		return nil
-	})
+	// A refused upload removes its temporary folder before answering.
+	if entries, _ := os.ReadDir(apps); len(entries) != 0 {
+		t.Fatalf("refused uploads left %v in apps", entries)
+	}
 }
 
 func TestNoWorkerDirs(t *testing.T) {

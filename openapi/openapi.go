@@ -112,6 +112,7 @@ type Schema struct {
 	Required             []string           `json:"required,omitempty"`
 	Items                *Schema            `json:"items,omitempty"`
 	AdditionalProperties *Schema            `json:"additionalProperties,omitempty"`
+	AnyOf                []*Schema          `json:"anyOf,omitempty"`
 	Examples             []any              `json:"examples,omitempty"`
 	MinLength            *int               `json:"minLength,omitempty"`
 	Minimum              *float64           `json:"minimum,omitempty"`
