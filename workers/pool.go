@@ -46,12 +46,14 @@ const DefaultPoolSize = 16
 type Pool struct {
 	opts PoolOptions
 
-	mu      sync.Mutex
-	procs   map[string]*proc    // live processes by version folder
-	crashes map[string]*backoff // recent crashes by version folder
-	stopped sync.WaitGroup      // every process until it has exited
-	closed  bool
-	quit    chan struct{}
+	mu       sync.Mutex
+	procs    map[string]*proc    // processes taking requests, by version folder
+	live     map[*proc]struct{}  // every process not yet exited, draining ones too
+	crashes  map[string]*backoff // recent crashes by version folder
+	restarts map[string]int      // restarts after a crash or on request, by version folder
+	stopped  sync.WaitGroup      // every process until it has exited
+	closed   bool
+	quit     chan struct{}
 }
 
 type backoff struct {
@@ -92,7 +94,8 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		}
 		opts.Sandbox = sb
 	}
-	p := &Pool{opts: opts, procs: map[string]*proc{}, crashes: map[string]*backoff{}, quit: make(chan struct{})}
+	p := &Pool{opts: opts, procs: map[string]*proc{}, live: map[*proc]struct{}{}, crashes: map[string]*backoff{},
+		restarts: map[string]int{}, quit: make(chan struct{})}
 	go p.reap()
 	return p, nil
 }
@@ -157,6 +160,7 @@ func (p *Pool) Acquire(ctx context.Context, name, version, dir string, m Manifes
 		}
 		pr = p.newProc(name, version, dir, m)
 		p.procs[dir] = pr
+		p.live[pr] = struct{}{}
 		p.evictLocked(pr)
 		p.stopped.Add(1)
 		go pr.start()
@@ -318,6 +322,9 @@ func (pr *proc) start() {
 			pr.kill() // exitedWith releases it
 		} else {
 			close(pr.exited)
+			p.mu.Lock()
+			delete(p.live, pr)
+			p.mu.Unlock()
 			p.stopped.Done()
 		}
 		return
@@ -421,6 +428,7 @@ func (pr *proc) exitedWith(err error) {
 	close(pr.exited)
 	p := pr.pool
 	p.mu.Lock()
+	delete(p.live, pr)
 	crashed := !pr.stopping
 	if crashed {
 		if p.procs[pr.key] == pr {
@@ -449,6 +457,7 @@ func (p *Pool) noteCrashLocked(pr *proc) {
 		p.crashes[pr.key] = b
 	}
 	b.count++
+	p.restarts[pr.key]++ // its next start is a restart
 	wait := time.Duration(1<<min(b.count-1, 5)) * time.Second
 	b.until = time.Now().Add(min(wait, 30*time.Second))
 }

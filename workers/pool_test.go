@@ -289,3 +289,69 @@ func TestPoolCloseStopsEverything(t *testing.T) {
 		t.Fatalf("Acquire after Close = %v", err)
 	}
 }
+
+func TestPoolStatusAndRestart(t *testing.T) {
+	p, _ := newPool(t, 4)
+	dir := t.TempDir()
+	m := manifest(t, nil)
+	first, err := get(t, p, "app", dir, m, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.Status()
+	if len(st) != 1 || st[0].Name != "app" || st[0].Version != "1.0.0" || st[0].State != Running || st[0].PID <= 0 ||
+		st[0].Requests != 1 || st[0].InFlight != 0 || st[0].StartedAt.IsZero() || st[0].LastRequest.IsZero() || st[0].Restarts != 0 {
+		t.Fatalf("status after one request = %+v (worker pid %d)", st, first.PID)
+	}
+	// The worker runs under its sandbox's launcher, whose memory counts with the worker's.
+	if own := rss(first.PID); own > 0 && st[0].RSS <= own {
+		t.Errorf("RSS %d does not include the worker's own %d", st[0].RSS, own)
+	}
+	oldPID := st[0].PID
+
+	// A request in flight finishes on the old process; the next one goes to the new.
+	slow, err := p.Acquire(context.Background(), "app", "1.0.0", dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + slow.Addr() + "/sleep?d=300ms")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		slow.Release()
+		done <- err
+	}()
+	// The lease holds the old process until it is released, whenever the request arrives.
+	if got := p.Restart("app", ""); len(got) != 1 || got[0] != "1.0.0" {
+		t.Fatalf("Restart = %v", got)
+	}
+	if got := p.Restart("other", ""); len(got) != 0 {
+		t.Fatalf("Restart of a worker with no process = %v", got)
+	}
+	states := map[ProcState]int{}
+	for _, s := range p.Status() {
+		states[s.State]++
+		if s.Restarts != 1 {
+			t.Errorf("restarts = %d, want 1", s.Restarts)
+		}
+	}
+	if states[Draining] != 1 || states[Starting]+states[Running] != 1 {
+		t.Fatalf("states after a restart with a request in flight: %v", states)
+	}
+	second, err := get(t, p, "app", dir, m, "/")
+	if err != nil || second.PID == first.PID {
+		t.Fatalf("after the restart: pid %d (was %d), %v", second.PID, first.PID, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the request in flight during the restart failed: %v", err)
+	}
+	testkit.Eventually(t, "the old process exits", 5*time.Second, func() bool { return !alive(first.PID) && !alive(oldPID) })
+	if st := p.Status(); len(st) != 1 || st[0].PID == oldPID || st[0].State != Running || st[0].Requests != 1 {
+		t.Fatalf("status after the old process stopped = %+v", st)
+	}
+}

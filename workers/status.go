@@ -1,0 +1,91 @@
+package workers
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// ProcState is where a process is in its life.
+type ProcState string
+
+// The states of a process.
+const (
+	Starting ProcState = "starting" // launched, not yet accepting connections
+	Running  ProcState = "running"  // taking requests
+	Draining ProcState = "draining" // out of the pool: finishing its requests, then stopping
+)
+
+// ProcStatus describes one worker process.
+type ProcStatus struct {
+	Name, Version string
+	PID           int
+	State         ProcState
+	StartedAt     time.Time // zero while starting
+	Requests      int       // requests served
+	InFlight      int       // requests being served now
+	LastRequest   time.Time
+	// Restarts counts the restarts of the version's process: after a crash, or asked for.
+	Restarts int
+	// RSS is the resident memory in bytes, or -1 where the platform does not tell.
+	RSS int64
+}
+
+// Status lists the live processes, starting and draining ones included, by name and version.
+func (p *Pool) Status() []ProcStatus {
+	p.mu.Lock()
+	out := make([]ProcStatus, 0, len(p.live))
+	for pr := range p.live {
+		st := ProcStatus{Name: pr.name, Version: pr.version, State: Running, StartedAt: pr.started,
+			Requests: pr.served, InFlight: pr.inflight, LastRequest: pr.lastUsed, Restarts: p.restarts[pr.key], RSS: -1}
+		switch {
+		case pr.retiring:
+			st.State = Draining
+		case pr.started.IsZero():
+			st.State = Starting
+		}
+		if !pr.started.IsZero() { // cmd is set before started, under mu
+			st.PID = pr.cmd.Pid()
+		}
+		out = append(out, st)
+	}
+	p.mu.Unlock()
+	for i := range out {
+		if out[i].PID > 0 {
+			out[i].RSS = rss(out[i].PID)
+		}
+	}
+	slices.SortFunc(out, func(a, b ProcStatus) int {
+		return strings.Compare(a.Name+"\x00"+a.Version, b.Name+"\x00"+b.Version)
+	})
+	return out
+}
+
+// Restart drains the running processes of a worker (of one version, when version is set) and
+// starts a new process for each at once: requests in flight finish on the old process, the
+// next ones go to the new. It returns the versions restarted.
+func (p *Pool) Restart(name, version string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	var restarted []string
+	for _, pr := range p.procs {
+		if pr.name != name || version != "" && pr.version != version {
+			continue
+		}
+		pr.logger.Info("worker restart asked for; draining its process")
+		p.retireLocked(pr)
+		p.restarts[pr.key]++
+		next := p.newProc(pr.name, pr.version, pr.dir, pr.m)
+		next.lastUsed = time.Now()
+		p.procs[pr.key] = next
+		p.stopped.Add(1)
+		p.live[next] = struct{}{}
+		go next.start()
+		restarted = append(restarted, pr.version)
+	}
+	slices.Sort(restarted)
+	return restarted
+}
