@@ -96,6 +96,7 @@ func mountAt(matchers caddy.ModuleMap) (string, error) {
 //		worker_processes <count>
 //		worker_cpu      <cores>
 //		worker_log_rate <lines per second>
+//		worker_log_lines <lines kept per worker>
 //		plugin_handlers <module...>
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -109,7 +110,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	sizes := map[string]*int64{"max_upload_size": &h.MaxUploadSize, "max_unpacked_size": &h.MaxUnpackedSize, "worker_memory": &h.WorkerMemory}
 	counts := map[string]*int{"max_archive_entries": &h.MaxArchiveEntries, "pool_size": &h.PoolSize,
-		"worker_processes": &h.WorkerProcesses, "worker_log_rate": &h.WorkerLogRate}
+		"worker_processes": &h.WorkerProcesses, "worker_log_rate": &h.WorkerLogRate,
+		"worker_log_lines": &h.WorkerLogLines}
 	strs := map[string]*string{"api_prefix": &h.APIPrefix, "state_dir": &h.StateDir, "root_key": &h.RootKey,
 		"session_ttl": &h.SessionTTL, "key_store": &h.KeyStore, "workers_url": &h.WorkersURL, "worker_user": &h.WorkerUser,
 		"worker_group": &h.WorkerGroup, "scratch_dir": &h.ScratchDir, "worker_cpu": &h.WorkerCPU}

@@ -119,7 +119,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		WorkerPolicy: workerPolicy,
 		PluginPolicy: pluginPolicy,
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// Followed log streams end when this handler's server begins to shut down (a reload
+	// replaces it, or Caddy exits): the server waits for open requests.
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
+		srv.RegisterOnShutdown(h.api.Shutdown)
+	}
+	return nil
 }
 
 // policies are what uploaded workers and plugins may do under settings.
@@ -247,6 +255,9 @@ func (h *Handler) Cleanup() error {
 	}
 	if h.plugins != nil {
 		h.plugins.close()
+	}
+	if h.api != nil {
+		h.api.Shutdown()
 	}
 	if h.stateKey == "" {
 		return nil

@@ -35,7 +35,7 @@ var states = caddy.NewUsagePool()
 var stateSettings = []string{
 	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
 	"pool_size", "key_store", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
-	"worker_memory", "worker_processes", "worker_cpu", "worker_log_rate",
+	"worker_memory", "worker_processes", "worker_cpu", "worker_log_rate", "worker_log_lines",
 }
 
 // stateKey identifies the state a handler needs (the values of stateSettings); handlers with
@@ -49,6 +49,7 @@ func stateKey(s config.Settings) string {
 		"keystore=" + s.KeyStore,
 		fmt.Sprintf("sandbox=%s:%s/%q/%s/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir,
 			s.WorkerMemory, s.WorkerProcesses, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
+		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
 	}, "\n")
 }
 
@@ -156,6 +157,7 @@ func (s *state) open() error {
 		Size: s.settings.PoolSize, Logger: s.logger.Named("workers"), Path: os.Getenv("PATH"),
 		Sandbox: sb, ScratchDir: s.settings.ScratchDir, Allowed: s.settings.ProcessWorkers.Allows,
 		LogRate: s.settings.WorkerLogRate,
+		Logs:    workerspkg.NewLogBook(s.settings.WorkerLogLines),
 	})
 	if err != nil {
 		return err

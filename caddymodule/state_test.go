@@ -35,6 +35,7 @@ func TestStateSettings(t *testing.T) {
 		"worker_processes":    func(s *config.Settings) { s.WorkerProcesses++ },
 		"worker_cpu":          func(s *config.Settings) { s.WorkerCPU += 0.5 },
 		"worker_log_rate":     func(s *config.Settings) { s.WorkerLogRate++ },
+		"worker_log_lines":    func(s *config.Settings) { s.WorkerLogLines++ },
 		"plugin_handlers":     func(s *config.Settings) { s.PluginHandlers = append(s.PluginHandlers, "reverse_proxy") },
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })

@@ -66,6 +66,8 @@ type Values struct {
 	WorkerCPU string `json:"worker_cpu,omitempty"`
 	// WorkerLogRate caps the output lines per second logged for one process worker.
 	WorkerLogRate int `json:"worker_log_rate,omitempty"`
+	// WorkerLogLines is how many recent output lines of each worker GET workers/…/logs keeps.
+	WorkerLogLines int `json:"worker_log_lines,omitempty"`
 	// PluginHandlers lists the handler modules plugin routes may use.
 	PluginHandlers []string `json:"plugin_handlers,omitempty"`
 }
@@ -95,6 +97,7 @@ type Settings struct {
 	WorkerProcesses int
 	WorkerCPU       float64 // cores
 	WorkerLogRate   int     // lines per second
+	WorkerLogLines  int     // lines kept per worker
 	PluginHandlers  []string
 }
 
@@ -128,6 +131,7 @@ var Definitions = []Definition{
 	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64"},
 	{"worker_cpu", "RUNTIME_WORKER_CPU", "1"},
 	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100"},
+	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000"},
 	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode"},
 }
 

@@ -165,6 +165,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.WorkerProcesses = 64
 	s.WorkerCPU = 1
 	s.WorkerLogRate = 100
+	s.WorkerLogLines = 1000
 	s.PluginHandlers = []string{"file_server", "static_response", "headers", "rewrite", "vars", "encode"}
 }
 

@@ -142,6 +142,9 @@ func (r resolver) isolation(v Values, s *Settings) error {
 	if s.WorkerLogRate, err = r.count("worker_log_rate", v.WorkerLogRate); err != nil {
 		return err
 	}
+	if s.WorkerLogLines, err = r.count("worker_log_lines", v.WorkerLogLines); err != nil {
+		return err
+	}
 	raw, _ = r.list("plugin_handlers", v.PluginHandlers)
 	s.PluginHandlers = raw
 	return nil

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,8 @@ type Options struct {
 	Versions *workers.Versions
 	// PluginHost is the handler's live plugin table; nil until the runtime serves plugins.
 	PluginHost PluginHost
+	// Heartbeat is how often a followed log stream sends a comment when idle (0: DefaultHeartbeat).
+	Heartbeat time.Duration
 	// WorkerPolicy and PluginPolicy are what uploaded workers and plugins may do; every
 	// upload, enable and file manager write of a manifest is admitted by them. The zero
 	// values allow no process workers and no plugin handlers.
@@ -74,6 +77,9 @@ type API struct {
 	doc         asset // the OpenAPI document, encoded once
 	docs        docsUI
 	mounted     atomic.Pointer[mountedDocs]
+	heartbeat   time.Duration
+	stopping    chan struct{} // closed by Shutdown: long-lived answers end
+	stopOnce    sync.Once
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -94,7 +100,11 @@ func New(opts Options) (*API, error) {
 	if opts.Versions == nil {
 		opts.Versions = workers.NewVersions()
 	}
-	a := &API{opts: opts, versions: opts.Versions, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit")}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	a := &API{opts: opts, versions: opts.Versions, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit"),
+		heartbeat: opts.Heartbeat, stopping: make(chan struct{})}
 	a.workerProxy = a.newWorkerProxy()
 	if opts.RootKey != "" {
 		sum := sha256.Sum256([]byte(opts.RootKey))
@@ -117,6 +127,10 @@ func New(opts Options) (*API, error) {
 	a.handler = WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))
 	return a, nil
 }
+
+// Shutdown ends the API's long-lived answers (followed log streams), so that a server
+// shutting down for a reload or an exit does not wait for them. It may be called more than once.
+func (a *API) Shutdown() { a.stopOnce.Do(func() { close(a.stopping) }) }
 
 // Prefix returns the API path.
 func (a *API) Prefix() string { return a.opts.Prefix }

@@ -84,16 +84,9 @@ func timestamp(t time.Time) string {
 }
 
 func (a *API) restartWorker(w http.ResponseWriter, r *http.Request) error {
-	c, err := catalog(a.opts.Workers)
+	name, err := a.existingWorker(r)
 	if err != nil {
 		return err
-	}
-	name, _, err := workerTarget(r)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Lookup(name); err != nil {
-		return packageError(err)
 	}
 	var body WorkerRestarted
 	body.Success, body.Data.Name, body.Data.Restarted = true, name, []string{}
@@ -103,4 +96,21 @@ func (a *API) restartWorker(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil
 	}, &body)
+}
+
+// existingWorker names the worker a request targets, or fails with the
+// spec's 404 when no such worker is installed.
+func (a *API) existingWorker(r *http.Request) (string, error) {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return "", err
+	}
+	name, _, err := workerTarget(r)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.Lookup(name); err != nil {
+		return "", packageError(err)
+	}
+	return name, nil
 }

@@ -3,18 +3,23 @@ package workers
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 )
 
-// lineLog writes a process's output through the logger, a line at a time, within the
-// process's rate limit; a line longer than 64 KiB is cut.
+// lineLog writes a process's output, a line at a time, into the log book and, within the
+// process's rate limit, through the logger; a line longer than 64 KiB is cut.
 type lineLog struct {
 	logger *zap.Logger
 	stream string
 	limit  *rateLimit
 	buf    []byte
+
+	book            *LogBook
+	worker, version string
+	pid             *atomic.Int64
 }
 
 func (l *lineLog) Write(b []byte) (int, error) {
@@ -44,8 +49,10 @@ func (l *lineLog) flush() {
 }
 
 func (l *lineLog) log(line []byte) {
+	text := string(line)
+	l.book.Append(l.worker, LogLine{Time: time.Now(), Version: l.version, PID: int(l.pid.Load()), Stream: l.stream, Text: text})
 	if l.limit.take() {
-		l.logger.Info(string(line), zap.String("stream", l.stream))
+		l.logger.Info(text, zap.String("stream", l.stream))
 	}
 }
 

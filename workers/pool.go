@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -32,6 +33,8 @@ type PoolOptions struct {
 	Allowed func(name string) bool
 	// LogRate caps the output lines per second logged for one process (0: DefaultLogRate).
 	LogRate int
+	// Logs keeps the workers' recent output; nil keeps DefaultLogLines per worker.
+	Logs *LogBook
 }
 
 // DefaultLogRate is the default cap on logged output lines per second and process.
@@ -87,6 +90,9 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if opts.LogRate <= 0 {
 		opts.LogRate = DefaultLogRate
 	}
+	if opts.Logs == nil {
+		opts.Logs = NewLogBook(0)
+	}
 	if opts.Sandbox == nil {
 		sb, err := sandbox.New(sandbox.Options{})
 		if err != nil {
@@ -111,6 +117,7 @@ type proc struct {
 	logger  *zap.Logger
 
 	addr   string
+	pid    atomic.Int64 // set once started, for its output lines
 	cmd    *sandbox.Process
 	ready  chan struct{} // closed when started or failed
 	err    error         // why the start failed, set before ready closes
@@ -274,6 +281,9 @@ func (p *Pool) reap() {
 	}
 }
 
+// Logs is the log book of the workers' output.
+func (p *Pool) Logs() *LogBook { return p.opts.Logs }
+
 // Running returns how many processes are live.
 func (p *Pool) Running() int {
 	p.mu.Lock()
@@ -293,6 +303,7 @@ func (p *Pool) Close() {
 	}
 	p.mu.Unlock()
 	p.stopped.Wait()
+	p.opts.Logs.CloseFollowers()
 	p.opts.Sandbox.Close()
 }
 
@@ -352,14 +363,17 @@ func (pr *proc) launch(port int) error {
 	}
 	scratch := filepath.Join(pr.pool.opts.ScratchDir, scratchName(pr.name, pr.version))
 	limit := newRateLimit(pr.logger, pr.pool.opts.LogRate)
-	stdout := &lineLog{logger: pr.logger, stream: "stdout", limit: limit}
-	stderr := &lineLog{logger: pr.logger, stream: "stderr", limit: limit}
+	output := func(stream string) *lineLog {
+		return &lineLog{logger: pr.logger, stream: stream, limit: limit, book: pr.pool.opts.Logs, worker: pr.name, version: pr.version, pid: &pr.pid}
+	}
+	stdout, stderr := output("stdout"), output("stderr")
 	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox()}
 	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	pr.cmd = cmd
+	pr.pid.Store(int64(cmd.Pid()))
 	go func() {
 		err := cmd.Wait()
 		stdout.flush()

@@ -174,6 +174,14 @@ func attacks() {
 		}
 		fmt.Fprintf(w, "allocated %d MiB\n", len(held))
 	})
+	http.HandleFunc("/say", func(w http.ResponseWriter, r *http.Request) {
+		out := os.Stdout
+		if r.URL.Query().Get("stream") == "stderr" {
+			out = os.Stderr
+		}
+		fmt.Fprintln(out, r.URL.Query().Get("text"))
+		fmt.Fprintln(w, "said")
+	})
 	http.HandleFunc("/flood", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("lines"))
 		for i := range n {
