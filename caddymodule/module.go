@@ -4,6 +4,7 @@ package caddymodule
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/config"
 	"github.com/caddy-runtime/runtime/handlers"
+	"github.com/caddy-runtime/runtime/metrics"
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
@@ -33,6 +35,11 @@ func init() {
 func customVersion(packaged string) string {
 	return strings.TrimSpace("runtime " + version.String() + ", Caddy " + packaged)
 }
+
+// runtimeMetrics are the runtime's series, one set for the process. Caddy gives each config
+// load a registry of its own: every load registers the set with it, so the counts carry on
+// across reloads, and handlers sharing a load register it once.
+var runtimeMetrics = metrics.New()
 
 // Handler is the http.handlers.runtime module: it serves the management API with the
 // discovery document, the cpanel, and workers with plugin routes, or those of them its serve
@@ -97,6 +104,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.state, h.stateKey = val.(*state), key
+	if err := runtimeMetrics.Register(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("registering the runtime's metrics: %v", err)
+	}
 	workerPolicy, pluginPolicy := policies(settings)
 	h.plugins = newPluginHost(ctx, h.state.plugins, h.state.workers, pluginPolicy, h.logger.Named("plugins"))
 	h.unsubscribe = h.state.plugins.Subscribe(h.plugins.onChange)
@@ -118,6 +128,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		PluginHost:   h.plugins,
 		WorkerPolicy: workerPolicy,
 		PluginPolicy: pluginPolicy,
+		Metrics:      runtimeMetrics,
 	})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -76,6 +77,7 @@ const reloadOp packages.Op = "reload"
 func (h *pluginHost) reload() *pluginTable {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	start := time.Now()
 	units, err := h.catalog.List()
 	if err != nil {
 		h.logger.Error("listing plugins", zap.Error(err))
@@ -87,6 +89,7 @@ func (h *pluginHost) reload() *pluginTable {
 		units = nil
 	}
 	t := h.build(plugins.MakePlan(units, h.policy, packages.Names(workers)))
+	runtimeMetrics.PluginReload(time.Since(start), len(t.failed))
 	if old := h.table.Swap(t); old != nil {
 		old.retire()
 	}

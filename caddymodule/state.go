@@ -73,6 +73,7 @@ type state struct {
 	plugins   *packages.Catalog
 	pool      atomic.Pointer[workerspkg.Pool]
 	versions  *workerspkg.Versions
+	unmeter   func() // takes the pool out of the process gauge
 }
 
 func newState(s config.Settings, logger *zap.Logger) *state {
@@ -141,6 +142,7 @@ func (s *state) open() error {
 	if err != nil {
 		return err
 	}
+	store.SetObserver(runtimeMetrics.KeyStoreQuery)
 	s.keys.Store(store)
 	why, err := store.RemoveStaleBootstrap(context.Background())
 	if err != nil {
@@ -158,10 +160,18 @@ func (s *state) open() error {
 		Sandbox: sb, ScratchDir: s.settings.ScratchDir, Allowed: s.settings.ProcessWorkers.Allows,
 		LogRate: s.settings.WorkerLogRate,
 		Logs:    workerspkg.NewLogBook(s.settings.WorkerLogLines),
+		Events:  runtimeMetrics,
 	})
 	if err != nil {
 		return err
 	}
+	s.unmeter = runtimeMetrics.AddPool(func() map[string]int {
+		out := map[string]int{}
+		for state, n := range pool.Counts() {
+			out[string(state)] = n
+		}
+		return out
+	})
 	// A version's process goes when the version is disabled, replaced, removed or edited.
 	s.workers.Subscribe(func(ch packages.Change) {
 		switch ch.Op {
@@ -300,6 +310,9 @@ func (s *state) ready() error {
 func (s *state) Destruct() error {
 	if s.phase.Swap(phaseStopped) == phaseStopped {
 		return nil
+	}
+	if s.unmeter != nil {
+		s.unmeter()
 	}
 	if pool := s.pool.Swap(nil); pool != nil {
 		pool.Close()

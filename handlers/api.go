@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/metrics"
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
@@ -57,6 +58,8 @@ type Options struct {
 	PluginHost PluginHost
 	// Heartbeat is how often a followed log stream sends a comment when idle (0: DefaultHeartbeat).
 	Heartbeat time.Duration
+	// Metrics counts API and worker requests, refusals and installs; nil counts nothing.
+	Metrics *metrics.Set
 	// WorkerPolicy and PluginPolicy are what uploaded workers and plugins may do; every
 	// upload, enable and file manager write of a manifest is admitted by them. The zero
 	// values allow no process workers and no plugin handlers.
@@ -171,10 +174,13 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		// Dot segments and double slashes never name an API resource; refuse rather than
 		// redirect so that no path is reachable under two names.
 		WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no API route at %s", r.URL.Path))
+		a.opts.Metrics.APIRequest(unmatchedRoute, http.StatusNotFound)
 		return
 	}
 	if _, pattern := a.mux.Handler(r); pattern == "" {
-		a.routeMiss(w, r)
+		sw := &statusWriter{ResponseWriter: w}
+		a.routeMiss(sw, r)
+		a.opts.Metrics.APIRequest(unmatchedRoute, sw.status)
 		return
 	}
 	a.mux.ServeHTTP(w, r)
@@ -221,9 +227,17 @@ func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
 // as a logged 500.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// endpoint runs a route behind the request pipeline.
+// unmatchedRoute is the route label of API requests no route matched.
+const unmatchedRoute = "unmatched"
+
+// endpoint runs a route behind the request pipeline, and counts its answers by the route's
+// pattern (bounded, unlike the paths).
 func (a *API) endpoint(rt route) http.Handler {
+	label := rt.method + " " + rt.path
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		w = sw
+		defer func() { a.opts.Metrics.APIRequest(label, sw.status) }()
 		r, err := a.authorize(rt, r)
 		if err == nil {
 			err = rt.handle(w, r)
@@ -240,6 +254,9 @@ func (a *API) endpoint(rt route) http.Handler {
 		}
 		if apiErr.Status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="runtime"`)
+		}
+		if reason := refusalReason(apiErr); reason != "" {
+			a.opts.Metrics.AuthFailure(reason)
 		}
 		WriteError(w, apiErr)
 	})

@@ -123,18 +123,43 @@ func logPrincipal(ctx context.Context, p keystore.Principal) {
 // authenticate resolves a credential to its principal, and its session when it is one.
 func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Principal, *keystore.SessionRecord, error) {
 	if !cred.present {
-		return keystore.Principal{}, nil, Errorf(http.StatusUnauthorized, CodeAuthRequired,
-			"an API key is required: send it in X-API-Key or Authorization: Bearer, or log in with POST %s/admin/session", a.opts.Prefix)
+		return keystore.Principal{}, nil, refused("missing_credential", Errorf(http.StatusUnauthorized, CodeAuthRequired,
+			"an API key is required: send it in X-API-Key or Authorization: Bearer, or log in with POST %s/admin/session", a.opts.Prefix))
 	}
 	p, sess, err := a.resolveCredential(ctx, cred)
 	switch {
 	case errors.Is(err, keystore.ErrInvalidKey) && cred.fromHead:
-		return p, nil, Errorf(http.StatusUnauthorized, CodeAuthRequired, "the API key is unknown, revoked or expired")
+		return p, nil, refused("invalid_key", Errorf(http.StatusUnauthorized, CodeAuthRequired, "the API key is unknown, revoked or expired"))
 	case errors.Is(err, keystore.ErrInvalidKey):
-		return p, nil, Errorf(http.StatusUnauthorized, CodeAuthRequired,
-			"the session has ended or expired, or its key was revoked; log in again with POST %s/admin/session", a.opts.Prefix)
+		return p, nil, refused("invalid_session", Errorf(http.StatusUnauthorized, CodeAuthRequired,
+			"the session has ended or expired, or its key was revoked; log in again with POST %s/admin/session", a.opts.Prefix))
 	}
 	return p, sess, err
+}
+
+// refused marks err, a refused credential, with the reason the metrics count it under.
+func refused(reason string, err *Error) *Error {
+	err.reason = reason
+	return err
+}
+
+// refusalReason is the reason an error refused a request for its credential or its reach,
+// or "" for any other error.
+func refusalReason(err *Error) string {
+	switch err.Code {
+	case CodeAuthRequired:
+		if err.reason == "" { // a login with a key that is not valid
+			return "invalid_key"
+		}
+		return err.reason
+	case CodeCSRFRejected:
+		return "csrf"
+	case CodePermissionDenied:
+		return "permission"
+	case CodeNamespaceDenied:
+		return "namespace"
+	}
+	return ""
 }
 
 // resolveCredential turns a credential into its principal: a cookie is looked up as a

@@ -11,6 +11,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// reason says why a credential was refused (AUTH_REQUIRED), for the metrics.
+	reason string
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -35,7 +36,16 @@ func (a *API) ServeCPanel(w http.ResponseWriter, r *http.Request) {
 
 // ServeWorker serves a request outside the API: a worker version, or an error envelope.
 func (a *API) ServeWorker(w http.ResponseWriter, r *http.Request) {
-	if err := a.serveWorker(w, r); err != nil {
+	sw := &statusWriter{ResponseWriter: w}
+	w = sw
+	start := time.Now()
+	var name string // set once the path names an installed worker: only those are counted
+	defer func() {
+		if name != "" {
+			a.opts.Metrics.WorkerRequest(name, sw.status, time.Since(start))
+		}
+	}()
+	if err := a.serveWorker(w, r, &name); err != nil {
 		var apiErr *Error
 		if !errors.As(err, &apiErr) {
 			a.opts.Logger.Error("serving a worker failed", zap.String("request_id", RequestID(r.Context())), zap.Error(err))
@@ -46,7 +56,7 @@ func (a *API) ServeWorker(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (a *API) serveWorker(w http.ResponseWriter, r *http.Request) error {
+func (a *API) serveWorker(w http.ResponseWriter, r *http.Request, named *string) error {
 	c, err := catalog(a.opts.Workers)
 	if err != nil {
 		return err
@@ -71,6 +81,7 @@ func (a *API) serveWorker(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	LogField(r.Context(), zap.String("worker", name))
+	*named = name
 	served, err := a.versions.Get(t.Version)
 	if err != nil {
 		return Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %s@%s: %v", name, t.Version.Version, err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
@@ -211,6 +212,9 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		if err != nil {
 			return err
 		}
+		// Timed from the first byte read, so a slow client counts in: it is what uploaders wait.
+		start, outcome, bytes := time.Now(), "refused", int64(0)
+		defer func() { a.opts.Metrics.Install(cat.Layout().Noun, outcome, time.Since(start), bytes) }()
 		p := principalOf(r.Context())
 		s, err := a.stage(w, r, cat)
 		if err != nil {
@@ -225,6 +229,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			if err != nil {
 				return err
 			}
+			outcome = "dry_run"
 			writeJSON(w, http.StatusOK, out)
 			return nil
 		}
@@ -233,6 +238,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
 			return packageError(err)
 		}
+		outcome, bytes = "installed", in.Bytes
 		a.audit(r, action, in.Name+"@"+in.Version, "success", &p)
 		writeJSON(w, http.StatusOK, body(installedUnit(in)))
 		return nil

@@ -64,6 +64,7 @@ type NewSession struct {
 // CreateSession stores a new session and returns its token, which is never available again
 // (only its SHA-256 is stored). The session ends at TTL, or when its key expires if sooner.
 func (s *Store) CreateSession(ctx context.Context, ns NewSession) (string, SessionRecord, error) {
+	defer s.timed("create_session")()
 	now := s.now()
 	rec := SessionRecord{CreatedAt: now.Unix(), ExpiresAt: now.Add(ns.TTL).Unix(), LastSeenAt: now.Unix(),
 		UserAgent: cleanUserAgent(ns.UserAgent)}
@@ -172,7 +173,9 @@ func (s *Store) readSession(ctx context.Context, sum [sha256.Size]byte) (session
 	var e sessionEntry
 	var stored string
 	var err error
+	done := s.timed("verify_session")
 	e.sess, err = scanSession(s.sessionByHash.QueryRowContext(ctx, hex.EncodeToString(sum[:])), &stored)
+	done()
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, ErrInvalidSession
 	}
@@ -211,6 +214,7 @@ func (s *Store) ListSessions(ctx context.Context, p Principal, rootKey string) (
 	if !ok {
 		return out, nil
 	}
+	defer s.timed("list_sessions")()
 	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
 		WHERE key_id = ? AND root_fp = ? AND expires_at > ? ORDER BY id`, keyID, fp, s.now().Unix())
 	if err != nil {
@@ -254,6 +258,7 @@ func (s *Store) EndSessionToken(ctx context.Context, token string) error {
 // endSessions deletes the sessions query selects, and makes their end effective on the next
 // verification; none gives ErrSessionNotFound.
 func (s *Store) endSessions(ctx context.Context, query string, args ...any) error {
+	defer s.timed("end_sessions")()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	res, err := s.db.ExecContext(ctx, query, args...)

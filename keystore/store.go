@@ -108,6 +108,7 @@ type Store struct {
 	// The reads of a verification and of the key listing, prepared once: parsing SQL would
 	// cost more than running it.
 	keyByHash, keyByID, sessionByHash, listKeys *sql.Stmt
+	observer                                    atomic.Pointer[Observer]
 }
 
 // Open opens the key store at path and migrates its schema. A new store is created only where
@@ -240,6 +241,7 @@ func sameHash(stored string, sum [sha256.Size]byte) bool {
 
 // Create validates nk and stores a new key.
 func (s *Store) Create(ctx context.Context, nk NewKey) (Created, error) {
+	defer s.timed("create")()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	return s.createLocked(ctx, nk, nil)
@@ -394,6 +396,7 @@ func (s *Store) List(ctx context.Context) ([]KeyRecord, error) {
 
 // readKeys reads the keys List returns.
 func (s *Store) readKeys(ctx context.Context) ([]KeyRecord, error) {
+	defer s.timed("list")()
 	rows, err := s.listKeys.QueryContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing keys: %v", err)
@@ -412,6 +415,7 @@ func (s *Store) readKeys(ctx context.Context) ([]KeyRecord, error) {
 
 // Get returns the key with id unless it is revoked.
 func (s *Store) Get(ctx context.Context, id int64) (KeyRecord, error) {
+	defer s.timed("get")()
 	rec, err := scanKey(s.keyByID.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return rec, ErrNotFound
@@ -422,6 +426,7 @@ func (s *Store) Get(ctx context.Context, id int64) (KeyRecord, error) {
 // Revoke revokes the key with id and ends its sessions. The row stays, but the key is never
 // listed or accepted again, from the next verification on.
 func (s *Store) Revoke(ctx context.Context, id int64) error {
+	defer s.timed("revoke")()
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -460,7 +465,9 @@ func (s *Store) Verify(ctx context.Context, key string) (Principal, error) {
 	if !ok {
 		var stored string
 		var err error
+		done := s.timed("verify")
 		rec, err = scanKey(s.keyByHash.QueryRowContext(ctx, hex.EncodeToString(sum[:])), &stored)
+		done()
 		if errors.Is(err, sql.ErrNoRows) {
 			return Principal{}, ErrInvalidKey
 		}

@@ -35,7 +35,24 @@ type PoolOptions struct {
 	LogRate int
 	// Logs keeps the workers' recent output; nil keeps DefaultLogLines per worker.
 	Logs *LogBook
+	// Events hears of process starts, crashes and restarts, e.g. to count them; nil hears none.
+	Events Events
 }
+
+// Events hears of the lifecycle of worker processes. Its methods are called with the pool's
+// lock held: they must be quick and must not call back into the pool.
+type Events interface {
+	ProcessStarted(worker string)
+	ProcessCrashed(worker string)
+	ProcessRestarted(worker string)
+}
+
+// noEvents is the Events of a pool that was given none.
+type noEvents struct{}
+
+func (noEvents) ProcessStarted(string)   {}
+func (noEvents) ProcessCrashed(string)   {}
+func (noEvents) ProcessRestarted(string) {}
 
 // DefaultLogRate is the default cap on logged output lines per second and process.
 const DefaultLogRate = 100
@@ -92,6 +109,9 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	if opts.Logs == nil {
 		opts.Logs = NewLogBook(0)
+	}
+	if opts.Events == nil {
+		opts.Events = noEvents{}
 	}
 	if opts.Sandbox == nil {
 		sb, err := sandbox.New(sandbox.Options{})
@@ -342,6 +362,7 @@ func (pr *proc) start() {
 	}
 	pr.pool.mu.Lock()
 	pr.started = time.Now()
+	pr.pool.opts.Events.ProcessStarted(pr.name)
 	pr.pool.mu.Unlock()
 	pr.logger.Info("worker started", zap.Int("pid", pr.cmd.Pid()), zap.String("addr", pr.addr))
 }
@@ -472,6 +493,7 @@ func (p *Pool) noteCrashLocked(pr *proc) {
 	}
 	b.count++
 	p.restarts[pr.key]++ // its next start is a restart
+	p.opts.Events.ProcessCrashed(pr.name)
 	wait := time.Duration(1<<min(b.count-1, 5)) * time.Second
 	b.until = time.Now().Add(min(wait, 30*time.Second))
 }

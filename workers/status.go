@@ -36,14 +36,8 @@ func (p *Pool) Status() []ProcStatus {
 	p.mu.Lock()
 	out := make([]ProcStatus, 0, len(p.live))
 	for pr := range p.live {
-		st := ProcStatus{Name: pr.name, Version: pr.version, State: Running, StartedAt: pr.started,
+		st := ProcStatus{Name: pr.name, Version: pr.version, State: pr.state(), StartedAt: pr.started,
 			Requests: pr.served, InFlight: pr.inflight, LastRequest: pr.lastUsed, Restarts: p.restarts[pr.key], RSS: -1}
-		switch {
-		case pr.retiring:
-			st.State = Draining
-		case pr.started.IsZero():
-			st.State = Starting
-		}
 		if !pr.started.IsZero() { // cmd is set before started, under mu
 			st.PID = pr.cmd.Pid()
 		}
@@ -59,6 +53,28 @@ func (p *Pool) Status() []ProcStatus {
 		return strings.Compare(a.Name+"\x00"+a.Version, b.Name+"\x00"+b.Version)
 	})
 	return out
+}
+
+// Counts returns the number of live processes by state, as Status would list them.
+func (p *Pool) Counts() map[ProcState]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[ProcState]int{}
+	for pr := range p.live {
+		out[pr.state()]++
+	}
+	return out
+}
+
+// state is where the process is in its life; the pool's lock is held.
+func (pr *proc) state() ProcState {
+	switch {
+	case pr.retiring:
+		return Draining
+	case pr.started.IsZero():
+		return Starting
+	}
+	return Running
 }
 
 // Restart drains the running processes of a worker (of one version, when version is set) and
@@ -78,6 +94,7 @@ func (p *Pool) Restart(name, version string) []string {
 		pr.logger.Info("worker restart asked for; draining its process")
 		p.retireLocked(pr)
 		p.restarts[pr.key]++
+		p.opts.Events.ProcessRestarted(pr.name)
 		next := p.newProc(pr.name, pr.version, pr.dir, pr.m)
 		next.lastUsed = time.Now()
 		p.procs[pr.key] = next

@@ -1,0 +1,256 @@
+// Package metrics holds the runtime's Prometheus series. Caddy gives each config load its own
+// registry, so the series live in a Set that outlasts the loads: each load registers the Set
+// with its registry, and the counts carry on across reloads.
+package metrics
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// MaxWorkerSeries caps the worker names that get series of their own; requests to further
+// workers count under the worker label "other", so uploads cannot grow the series without end.
+const MaxWorkerSeries = 200
+
+// OtherWorker is the worker label of the workers past MaxWorkerSeries.
+const OtherWorker = "other"
+
+// Set is the runtime's series. Its methods may be called on a nil Set, which records
+// nothing, so code that runs without metrics (unit tests, tools) need not care.
+type Set struct {
+	apiRequests     *prometheus.CounterVec
+	authFailures    *prometheus.CounterVec
+	workerRequests  *prometheus.CounterVec
+	workerDuration  *prometheus.HistogramVec
+	processStarts   *prometheus.CounterVec
+	processCrashes  *prometheus.CounterVec
+	processRestarts *prometheus.CounterVec
+	processes       *prometheus.Desc
+	installDuration *prometheus.HistogramVec
+	installBytes    *prometheus.CounterVec
+	reloadDuration  prometheus.Histogram
+	reloadFailures  prometheus.Counter
+	keyStoreQueries *prometheus.HistogramVec
+
+	workersMu sync.RWMutex
+	workers   map[string]struct{} // the worker names with series of their own
+
+	poolsMu sync.Mutex
+	pools   map[*poolSource]struct{}
+}
+
+// poolSource counts the processes of one pool by state.
+type poolSource struct{ count func() map[string]int }
+
+// ProcessStates are the states the process gauge reports, zero included.
+var ProcessStates = []string{"starting", "running", "draining"}
+
+// New returns a Set with every series at zero.
+func New() *Set {
+	const ns = "runtime"
+	return &Set{
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "api_requests_total",
+			Help: "Management API requests by route pattern and status code."}, []string{"route", "code"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "auth_failures_total",
+			Help: "Management API requests refused by authentication or authorization, by reason."}, []string{"reason"}),
+		workerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_requests_total",
+			Help: "Requests served by workers, by worker name and status code."}, []string{"worker", "code"}),
+		workerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "worker_request_duration_seconds",
+			Help: "Time to serve a worker request, until its handler returned, by worker name.", Buckets: prometheus.DefBuckets},
+			[]string{"worker"}),
+		processStarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_process_starts_total",
+			Help: "Worker processes started and ready, by worker name."}, []string{"worker"}),
+		processCrashes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_process_crashes_total",
+			Help: "Worker processes that exited unasked or failed to start, by worker name."}, []string{"worker"}),
+		processRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_process_restarts_total",
+			Help: "Worker processes restarted on request (POST .../restart), by worker name."}, []string{"worker"}),
+		processes: prometheus.NewDesc(ns+"_worker_processes", "Worker processes alive now, by state.", []string{"state"}, nil),
+		installDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "install_duration_seconds",
+			Help:    "Time to check and install an uploaded archive, by kind (worker or plugin) and outcome.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"kind", "outcome"}),
+		installBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "install_bytes_total",
+			Help: "Bytes of installed archives once unpacked, by kind (worker or plugin)."}, []string{"kind"}),
+		reloadDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "plugin_reload_duration_seconds",
+			Help: "Time to rebuild the plugin table.", Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}),
+		reloadFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "plugin_load_failures_total",
+			Help: "Plugins that failed to load in a plugin reload (one per plugin and reload)."}),
+		keyStoreQueries: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "keystore_query_duration_seconds",
+			Help:    "Time of key store queries that reach the database, by operation.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"op"}),
+		workers: map[string]struct{}{},
+		pools:   map[*poolSource]struct{}{},
+	}
+}
+
+// collectors are the Set's series other than the process gauge, which is read at scrape time.
+func (s *Set) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.apiRequests, s.authFailures, s.workerRequests, s.workerDuration,
+		s.processStarts, s.processCrashes, s.processRestarts, s.installDuration, s.installBytes,
+		s.reloadDuration, s.reloadFailures, s.keyStoreQueries}
+}
+
+// Describe implements prometheus.Collector.
+func (s *Set) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range s.collectors() {
+		c.Describe(ch)
+	}
+	ch <- s.processes
+}
+
+// Collect implements prometheus.Collector.
+func (s *Set) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range s.collectors() {
+		c.Collect(ch)
+	}
+	totals := map[string]int{}
+	s.poolsMu.Lock()
+	for src := range s.pools {
+		for state, n := range src.count() {
+			totals[state] += n
+		}
+	}
+	s.poolsMu.Unlock()
+	for _, state := range ProcessStates {
+		ch <- prometheus.MustNewConstMetric(s.processes, prometheus.GaugeValue, float64(totals[state]), state)
+	}
+}
+
+// Register adds the Set to reg, a config load's registry; registering it again with the same
+// registry (two handlers of one config) is not an error. A nil reg is ignored.
+func (s *Set) Register(reg *prometheus.Registry) error {
+	if s == nil || reg == nil {
+		return nil
+	}
+	err := reg.Register(s)
+	if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
+		return nil
+	}
+	return err
+}
+
+// AddPool makes the process gauge include a pool, whose count gives its processes by state;
+// the returned function takes it out again.
+func (s *Set) AddPool(count func() map[string]int) (remove func()) {
+	if s == nil {
+		return func() {}
+	}
+	src := &poolSource{count: count}
+	s.poolsMu.Lock()
+	s.pools[src] = struct{}{}
+	s.poolsMu.Unlock()
+	return func() {
+		s.poolsMu.Lock()
+		delete(s.pools, src)
+		s.poolsMu.Unlock()
+	}
+}
+
+// workerLabel is the label of a worker name: the name itself for the first MaxWorkerSeries
+// names seen, OtherWorker after that.
+func (s *Set) workerLabel(name string) string {
+	s.workersMu.RLock()
+	_, ok := s.workers[name]
+	n := len(s.workers)
+	s.workersMu.RUnlock()
+	if ok {
+		return name
+	}
+	if n >= MaxWorkerSeries {
+		return OtherWorker
+	}
+	s.workersMu.Lock()
+	defer s.workersMu.Unlock()
+	if _, ok := s.workers[name]; !ok && len(s.workers) >= MaxWorkerSeries {
+		return OtherWorker
+	}
+	s.workers[name] = struct{}{}
+	return name
+}
+
+// APIRequest counts an API request answered with status by the route pattern (e.g.
+// "GET /workers/{scope}/{name}/logs"; "unmatched" when no route matched).
+func (s *Set) APIRequest(route string, status int) {
+	if s == nil {
+		return
+	}
+	s.apiRequests.WithLabelValues(route, code(status)).Inc()
+}
+
+// AuthFailure counts a request refused for reason (e.g. "missing_credential").
+func (s *Set) AuthFailure(reason string) {
+	if s == nil {
+		return
+	}
+	s.authFailures.WithLabelValues(reason).Inc()
+}
+
+// WorkerRequest counts a request a worker answered with status in d.
+func (s *Set) WorkerRequest(worker string, status int, d time.Duration) {
+	if s == nil {
+		return
+	}
+	label := s.workerLabel(worker)
+	s.workerRequests.WithLabelValues(label, code(status)).Inc()
+	s.workerDuration.WithLabelValues(label).Observe(d.Seconds())
+}
+
+// ProcessStarted counts a worker process that started and became ready.
+func (s *Set) ProcessStarted(worker string) {
+	if s != nil {
+		s.processStarts.WithLabelValues(s.workerLabel(worker)).Inc()
+	}
+}
+
+// ProcessCrashed counts a worker process that exited unasked or failed to start.
+func (s *Set) ProcessCrashed(worker string) {
+	if s != nil {
+		s.processCrashes.WithLabelValues(s.workerLabel(worker)).Inc()
+	}
+}
+
+// ProcessRestarted counts a worker process restarted on request.
+func (s *Set) ProcessRestarted(worker string) {
+	if s != nil {
+		s.processRestarts.WithLabelValues(s.workerLabel(worker)).Inc()
+	}
+}
+
+// Install records an upload of kind ("worker" or "plugin") that took d and ended in outcome
+// ("installed", "dry_run" or "refused"); bytes, its unpacked size, counts when installed.
+func (s *Set) Install(kind, outcome string, d time.Duration, bytes int64) {
+	if s == nil {
+		return
+	}
+	s.installDuration.WithLabelValues(kind, outcome).Observe(d.Seconds())
+	if outcome == "installed" && bytes > 0 {
+		s.installBytes.WithLabelValues(kind).Add(float64(bytes))
+	}
+}
+
+// PluginReload records a plugin reload that took d and in which failed plugins did not load.
+func (s *Set) PluginReload(d time.Duration, failed int) {
+	if s == nil {
+		return
+	}
+	s.reloadDuration.Observe(d.Seconds())
+	s.reloadFailures.Add(float64(failed))
+}
+
+// KeyStoreQuery records a key store query of operation op that took d.
+func (s *Set) KeyStoreQuery(op string, d time.Duration) {
+	if s != nil {
+		s.keyStoreQueries.WithLabelValues(op).Observe(d.Seconds())
+	}
+}
+
+// code is a status code as a label; a handler that wrote nothing answered 200.
+func code(status int) string {
+	if status == 0 {
+		status = 200
+	}
+	return strconv.Itoa(status)
+}

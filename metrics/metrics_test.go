@@ -1,0 +1,139 @@
+package metrics
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestRegisterTwiceAndAcrossRegistries(t *testing.T) {
+	s := New()
+	s.APIRequest("GET /health", 200)
+	for range 2 { // a reload: a new registry each time, and two handlers of one config each
+		reg := prometheus.NewRegistry()
+		for range 2 {
+			if err := s.Register(reg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := testutil.GatherAndCount(reg, "runtime_api_requests_total")
+		if err != nil || got != 1 {
+			t.Fatalf("series = %d, %v", got, err)
+		}
+	}
+	if err := (*Set)(nil).Register(prometheus.NewRegistry()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCounts(t *testing.T) {
+	s := New()
+	s.APIRequest("GET /health", 0)
+	s.APIRequest("GET /health", 200)
+	s.APIRequest("unmatched", 404)
+	s.AuthFailure("missing_credential")
+	s.WorkerRequest("@team/app", 200, 3*time.Millisecond)
+	s.WorkerRequest("@team/app", 503, time.Millisecond)
+	s.ProcessStarted("@team/app")
+	s.ProcessCrashed("@team/app")
+	s.ProcessRestarted("@team/app")
+	s.Install("worker", "installed", time.Millisecond, 1000)
+	s.Install("worker", "refused", time.Millisecond, 1000)
+	s.PluginReload(time.Millisecond, 2)
+	s.KeyStoreQuery("verify", time.Millisecond)
+	remove := s.AddPool(func() map[string]int { return map[string]int{"running": 2, "draining": 1} })
+	s.AddPool(func() map[string]int { return map[string]int{"running": 1} })
+
+	want := `
+# HELP runtime_api_requests_total Management API requests by route pattern and status code.
+# TYPE runtime_api_requests_total counter
+runtime_api_requests_total{code="200",route="GET /health"} 2
+runtime_api_requests_total{code="404",route="unmatched"} 1
+# HELP runtime_auth_failures_total Management API requests refused by authentication or authorization, by reason.
+# TYPE runtime_auth_failures_total counter
+runtime_auth_failures_total{reason="missing_credential"} 1
+# HELP runtime_worker_requests_total Requests served by workers, by worker name and status code.
+# TYPE runtime_worker_requests_total counter
+runtime_worker_requests_total{code="200",worker="@team/app"} 1
+runtime_worker_requests_total{code="503",worker="@team/app"} 1
+# HELP runtime_worker_process_starts_total Worker processes started and ready, by worker name.
+# TYPE runtime_worker_process_starts_total counter
+runtime_worker_process_starts_total{worker="@team/app"} 1
+# HELP runtime_worker_process_crashes_total Worker processes that exited unasked or failed to start, by worker name.
+# TYPE runtime_worker_process_crashes_total counter
+runtime_worker_process_crashes_total{worker="@team/app"} 1
+# HELP runtime_worker_process_restarts_total Worker processes restarted on request (POST .../restart), by worker name.
+# TYPE runtime_worker_process_restarts_total counter
+runtime_worker_process_restarts_total{worker="@team/app"} 1
+# HELP runtime_install_bytes_total Bytes of installed archives once unpacked, by kind (worker or plugin).
+# TYPE runtime_install_bytes_total counter
+runtime_install_bytes_total{kind="worker"} 1000
+# HELP runtime_plugin_load_failures_total Plugins that failed to load in a plugin reload (one per plugin and reload).
+# TYPE runtime_plugin_load_failures_total counter
+runtime_plugin_load_failures_total 2
+# HELP runtime_worker_processes Worker processes alive now, by state.
+# TYPE runtime_worker_processes gauge
+runtime_worker_processes{state="draining"} 1
+runtime_worker_processes{state="running"} 3
+runtime_worker_processes{state="starting"} 0
+`
+	names := []string{"runtime_api_requests_total", "runtime_auth_failures_total", "runtime_worker_requests_total",
+		"runtime_worker_process_starts_total", "runtime_worker_process_crashes_total", "runtime_worker_process_restarts_total",
+		"runtime_install_bytes_total", "runtime_plugin_load_failures_total", "runtime_worker_processes"}
+	if err := testutil.CollectAndCompare(s, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]int{
+		"runtime_worker_request_duration_seconds": 1, "runtime_install_duration_seconds": 2,
+		"runtime_plugin_reload_duration_seconds": 1, "runtime_keystore_query_duration_seconds": 1,
+	} {
+		if got := testutil.CollectAndCount(s, name); got != n {
+			t.Errorf("%s: %d series, want %d", name, got, n)
+		}
+	}
+	remove()
+	if err := testutil.CollectAndCompare(s, strings.NewReader(`
+# HELP runtime_worker_processes Worker processes alive now, by state.
+# TYPE runtime_worker_processes gauge
+runtime_worker_processes{state="draining"} 0
+runtime_worker_processes{state="running"} 1
+runtime_worker_processes{state="starting"} 0
+`), "runtime_worker_processes"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWorkerSeriesCap(t *testing.T) {
+	s := New()
+	for i := range MaxWorkerSeries + 50 {
+		s.WorkerRequest(fmt.Sprintf("w%03d", i), 200, time.Millisecond)
+	}
+	s.WorkerRequest("w000", 200, time.Millisecond) // a worker seen before keeps its series
+	if got := testutil.CollectAndCount(s, "runtime_worker_requests_total"); got != MaxWorkerSeries+1 {
+		t.Fatalf("series = %d, want %d (the cap and other)", got, MaxWorkerSeries+1)
+	}
+	if got := testutil.ToFloat64(s.workerRequests.WithLabelValues(OtherWorker, "200")); got != 50 {
+		t.Fatalf("other = %v, want 50", got)
+	}
+	if got := testutil.ToFloat64(s.workerRequests.WithLabelValues("w000", "200")); got != 2 {
+		t.Fatalf("w000 = %v, want 2", got)
+	}
+}
+
+func TestNilSet(t *testing.T) {
+	var s *Set
+	s.APIRequest("x", 200)
+	s.AuthFailure("x")
+	s.WorkerRequest("x", 200, 0)
+	s.ProcessStarted("x")
+	s.ProcessCrashed("x")
+	s.ProcessRestarted("x")
+	s.Install("worker", "installed", 0, 1)
+	s.PluginReload(0, 1)
+	s.KeyStoreQuery("x", 0)
+	s.AddPool(func() map[string]int { return nil })()
+}
