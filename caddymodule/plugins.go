@@ -256,34 +256,6 @@ func (run *hookRun) from(w http.ResponseWriter, r *http.Request, i int) error {
 	return run.final.ServeHTTP(w, r)
 }
 
-// loadedRecords returns the spec's loaded-plugin records, in load order.
-func (t *pluginTable) loadedRecords() []handlers.LoadedPlugin {
-	out := make([]handlers.LoadedPlugin, 0, len(t.loaded))
-	for _, p := range t.loaded {
-		m := p.Manifest
-		out = append(out, handlers.LoadedPlugin{
-			Base: m.Base, Dependencies: nonNil(m.Dependencies), Menus: menus(m.Menus),
-			Name: p.Name, OptionalDependencies: nonNil(m.OptionalDependencies), Version: p.Version,
-		})
-	}
-	return out
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func menus(ms []plugins.Menu) []handlers.PluginMenu {
-	out := make([]handlers.PluginMenu, len(ms))
-	for i, m := range ms {
-		out[i] = handlers.PluginMenu{Title: m.Title, Icon: m.Icon, Path: m.Path}
-	}
-	return out
-}
-
 // pluginError turns an error from a plugin's handlers into the envelope's status.
 func pluginError(err error) *handlers.Error {
 	var he caddyhttp.HandlerError
@@ -294,17 +266,13 @@ func pluginError(err error) *handlers.Error {
 	return handlers.Errorf(status, "PLUGIN_ERROR", "%v", err)
 }
 
-// Loaded returns the live table's loaded plugins and failures.
-func (h *pluginHost) Loaded() ([]handlers.LoadedPlugin, []handlers.PluginFailure) {
+// Loaded returns the live table's loaded plugins, in load order, and the ones left out.
+func (h *pluginHost) Loaded() ([]plugins.Plugin, []plugins.Failure) {
 	t := h.table.Load()
 	if t == nil {
-		return []handlers.LoadedPlugin{}, []handlers.PluginFailure{}
+		return nil, nil
 	}
-	failed := make([]handlers.PluginFailure, len(t.failed))
-	for i, f := range t.failed {
-		failed[i] = handlers.PluginFailure{Name: f.Name, Error: f.Error}
-	}
-	return t.loadedRecords(), failed
+	return slices.Clone(t.loaded), slices.Clone(t.failed)
 }
 
 // Reload asks every host sharing the plugin folders to reload, this one included, and

@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 
@@ -88,9 +90,44 @@ type PluginReload struct {
 // PluginHost is the live plugin table of this API's handler.
 type PluginHost interface {
 	// Loaded returns the loaded plugins, in load order, and the ones left out.
-	Loaded() ([]LoadedPlugin, []PluginFailure)
+	Loaded() ([]plugins.Plugin, []plugins.Failure)
 	// Reload rescans the plugin folders and swaps in a new table, on every handler.
 	Reload()
+}
+
+// PluginConfig is a plugin's configuration as the runtime resolves it, and its place in the
+// live plugin table.
+type PluginConfig struct {
+	Name          string          `json:"name"`
+	Version       string          `json:"version" doc:"the version installed on disk"`
+	Enabled       bool            `json:"enabled"`
+	Path          string          `json:"path" doc:"the plugin's folder"`
+	Source        string          `json:"source" enum:"built-in,uploaded"`
+	Manifest      *PluginManifest `json:"manifest,omitempty" doc:"the manifest as the runtime reads it; absent when it is invalid"`
+	ManifestError string          `json:"manifestError,omitempty" doc:"why the manifest is invalid, under the current plugin policy"`
+	Load          PluginLoad      `json:"load"`
+}
+
+// PluginManifest is a plugin's resolved manifest: checked against the plugin policy, file
+// roots made absolute inside the plugin's folder.
+type PluginManifest struct {
+	Base                 string       `json:"base,omitempty"`
+	Dependencies         []string     `json:"dependencies"`
+	OptionalDependencies []string     `json:"optionalDependencies"`
+	Menus                []PluginMenu `json:"menus"`
+	Routes               []any        `json:"routes" doc:"Caddy HTTP routes in Caddy's JSON shape, served under base"`
+	OnRequest            []any        `json:"onRequest" doc:"Caddy handlers run before worker and plugin dispatch"`
+	OnRequestFailOpen    bool         `json:"onRequestFailOpen"`
+	Handlers             []string     `json:"handlers" doc:"the handler modules its routes and hooks use"`
+}
+
+// PluginLoad is where a plugin stands in the live plugin table.
+type PluginLoad struct {
+	State    string `json:"state" enum:"loaded,failed,not_loaded"`
+	Position int    `json:"position,omitempty" doc:"its place in the load order, from 1, when loaded"`
+	Version  string `json:"version,omitempty" doc:"the version loaded; older than the installed one when an upload awaits a reload"`
+	Reason   string `json:"reason,omitempty" enum:"invalid,unmet_dependency,cycle,base_taken,not_provisioned,disabled,not_reloaded" doc:"why it is not loaded"`
+	Error    string `json:"error,omitempty" doc:"what kept it out of the last reload"`
 }
 
 // PluginToggled is the body of a plugin enable or disable.
@@ -161,6 +198,18 @@ func (a *API) pluginRoutes() []route {
 			responses: []response{{status: http.StatusOK, description: "Reloaded", body: PluginReload{}}},
 			handle:    a.reloadPlugins,
 		},
+		{
+			method: "GET", path: "/plugins/{name}/config", id: "getPluginConfig", tag: "plugins", permission: keystore.PluginsConfig,
+			summary: "Read a plugin's configuration",
+			description: "The plugin's manifest as the runtime resolves it (checked against the plugin policy, file roots made absolute) " +
+				"and its load record: loaded (with its place in the load order), failed (with the reason) or not loaded. {name} is URL-encoded (@ as %40, / as %2F).",
+			responses: []response{
+				{status: http.StatusOK, description: "The configuration and load record", body: PluginConfig{}},
+				badName, namespace,
+				errorResponse(http.StatusNotFound, "No such plugin (PLUGIN_NOT_FOUND)"),
+			},
+			handle: a.pluginConfig,
+		},
 		toggle(true),
 		toggle(false),
 		{
@@ -197,21 +246,21 @@ func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// pluginTarget reads and authorizes the plugin a request acts on.
-func pluginTarget(r *http.Request) (string, error) {
+// pluginTarget reads and authorizes the plugin a request acts on, in the plugin catalog.
+func (a *API) pluginTarget(r *http.Request) (*packages.Catalog, string, error) {
+	c, err := catalog(a.opts.Plugins)
+	if err != nil {
+		return nil, "", err
+	}
 	name, err := unitName(r)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	return name, authorizeUnit(principalOf(r.Context()), name)
+	return c, name, authorizeUnit(principalOf(r.Context()), name)
 }
 
 func (a *API) togglePlugin(w http.ResponseWriter, r *http.Request, enabled bool) error {
-	c, err := catalog(a.opts.Plugins)
-	if err != nil {
-		return err
-	}
-	name, err := pluginTarget(r)
+	c, name, err := a.pluginTarget(r)
 	if err != nil {
 		return err
 	}
@@ -221,15 +270,75 @@ func (a *API) togglePlugin(w http.ResponseWriter, r *http.Request, enabled bool)
 }
 
 func (a *API) deletePlugin(w http.ResponseWriter, r *http.Request) error {
-	c, err := catalog(a.opts.Plugins)
-	if err != nil {
-		return err
-	}
-	name, err := pluginTarget(r)
+	c, name, err := a.pluginTarget(r)
 	if err != nil {
 		return err
 	}
 	return a.act(w, r, "plugin.delete", name, func() error { return c.Remove(name) }, Success{Success: true})
+}
+
+func (a *API) pluginConfig(w http.ResponseWriter, r *http.Request) error {
+	c, name, err := a.pluginTarget(r)
+	if err != nil {
+		return err
+	}
+	host, err := a.pluginHost()
+	if err != nil {
+		return err
+	}
+	u, err := c.Lookup(name)
+	if err != nil {
+		return packageError(err)
+	}
+	v := u.Versions[0]
+	out := PluginConfig{Name: u.Name, Version: v.Version, Enabled: v.Enabled, Path: u.Path, Source: u.Source()}
+	if m, err := plugins.ReadManifest(v.Metadata, a.opts.PluginPolicy, v.Path); err != nil {
+		out.ManifestError = err.Error()
+	} else if out.Manifest, err = pluginManifest(m); err != nil {
+		return err
+	}
+	out.Load = pluginLoad(host, name, v.Enabled)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// pluginManifest is the API's view of a resolved manifest.
+func pluginManifest(m plugins.Manifest) (*PluginManifest, error) {
+	decode := func(parts []json.RawMessage) ([]any, error) {
+		out := make([]any, len(parts))
+		for i, part := range parts {
+			if err := json.Unmarshal(part, &out[i]); err != nil {
+				return nil, fmt.Errorf("decoding a resolved manifest: %v", err)
+			}
+		}
+		return out, nil
+	}
+	routes, err := decode(m.Routes)
+	if err != nil {
+		return nil, err
+	}
+	hooks, err := decode(m.OnRequest)
+	if err != nil {
+		return nil, err
+	}
+	l := loadedPlugin(plugins.Plugin{Manifest: m})
+	return &PluginManifest{Base: m.Base, Dependencies: l.Dependencies, OptionalDependencies: l.OptionalDependencies,
+		Menus: l.Menus, Routes: routes, OnRequest: hooks, OnRequestFailOpen: m.OnRequestFailOpen, Handlers: nonNil(m.Handlers)}, nil
+}
+
+// pluginLoad finds the plugin name in the live table.
+func pluginLoad(host PluginHost, name string, enabled bool) PluginLoad {
+	loaded, failed := host.Loaded()
+	if i := slices.IndexFunc(loaded, func(p plugins.Plugin) bool { return p.Name == name }); i >= 0 {
+		return PluginLoad{State: "loaded", Position: i + 1, Version: loaded[i].Version}
+	}
+	if i := slices.IndexFunc(failed, func(f plugins.Failure) bool { return f.Name == name }); i >= 0 {
+		return PluginLoad{State: "failed", Reason: failed[i].Reason.String(), Error: failed[i].Error}
+	}
+	if !enabled {
+		return PluginLoad{State: "not_loaded", Reason: "disabled"}
+	}
+	return PluginLoad{State: "not_loaded", Reason: "not_reloaded", Error: "installed since the last reload; POST plugins/reload loads it"}
 }
 
 // pluginHost returns the plugin table, or 503 while the runtime is starting.
@@ -247,9 +356,32 @@ func (a *API) listLoadedPlugins(w http.ResponseWriter, r *http.Request) error {
 	}
 	loaded, _ := host.Loaded()
 	p := principalOf(r.Context())
-	loaded = slices.DeleteFunc(loaded, func(l LoadedPlugin) bool { return !p.CanAccess(l.Name) })
-	writeJSON(w, http.StatusOK, loaded)
+	out := []LoadedPlugin{}
+	for _, l := range loaded {
+		if p.CanAccess(l.Name) {
+			out = append(out, loadedPlugin(l))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// loadedPlugin is the spec's record of a loaded plugin.
+func loadedPlugin(p plugins.Plugin) LoadedPlugin {
+	m := p.Manifest
+	menus := make([]PluginMenu, len(m.Menus))
+	for i, menu := range m.Menus {
+		menus[i] = PluginMenu{Title: menu.Title, Icon: menu.Icon, Path: menu.Path}
+	}
+	return LoadedPlugin{Base: m.Base, Dependencies: nonNil(m.Dependencies), Menus: menus, Name: p.Name,
+		OptionalDependencies: nonNil(m.OptionalDependencies), Version: p.Version}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
@@ -268,7 +400,7 @@ func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, f := range failed {
 		if p.CanAccess(f.Name) {
-			out.Failed = append(out.Failed, f)
+			out.Failed = append(out.Failed, PluginFailure{Name: f.Name, Error: f.Error})
 		}
 	}
 	a.audit(r, "plugin.reload", "", "success", &p, zap.Int("loaded", len(out.Plugins)), zap.Int("failed", len(out.Failed)))

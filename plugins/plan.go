@@ -40,6 +40,23 @@ const (
 	NotProvisioned
 )
 
+// String names the reason in snake_case, as the API reports it.
+func (r Reason) String() string {
+	switch r {
+	case Invalid:
+		return "invalid"
+	case Unmet:
+		return "unmet_dependency"
+	case Cycle:
+		return "cycle"
+	case BaseTaken:
+		return "base_taken"
+	case NotProvisioned:
+		return "not_provisioned"
+	}
+	return "unknown"
+}
+
 // Plan is what to load, in order, and what was left out.
 type Plan struct {
 	Load   []Plugin
