@@ -30,7 +30,10 @@ func (s *Sandbox) Layers() Layers {
 func (s *Sandbox) Close() {}
 
 // Process is a running worker.
-type Process struct{ cmd *exec.Cmd }
+type Process struct {
+	cmd     *exec.Cmd
+	release func() // ends the guard that stops the worker with the runtime
+}
 
 // Start starts the worker of spec; its output goes to stdout and stderr.
 func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
@@ -48,7 +51,13 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &Process{cmd: cmd}, nil
+	release, err := guard(cmd)
+	if err != nil {
+		kill(cmd)
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("worker would outlive the runtime: %v", err)
+	}
+	return &Process{cmd: cmd, release: release}, nil
 }
 
 // Pid is the worker's process id.
@@ -58,7 +67,11 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 func (p *Process) State() string { return p.cmd.ProcessState.String() }
 
 // Wait waits for the worker to exit.
-func (p *Process) Wait() error { return p.cmd.Wait() }
+func (p *Process) Wait() error {
+	err := p.cmd.Wait()
+	p.release()
+	return err
+}
 
 // Terminate asks the worker to stop.
 func (p *Process) Terminate() { terminate(p.cmd) }
