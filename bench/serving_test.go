@@ -36,7 +36,7 @@ func BenchmarkServing(b *testing.B) {
 		Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_WORKER_CPU": strconv.Itoa(runtime.NumCPU())}})
 	writeWorker(b, s, "site", "name: site\nversion: 1.0.0\nentrypoint: index.html\n",
 		map[string]string{"index.html": "<!doctype html><html><head><title>bench</title></head><body>" + strings.Repeat("<p>static content</p>", 100) + "</body></html>"})
-	writeProcessWorker(b, s, "proc")
+	writeProcessWorker(b, s, "proc", "")
 
 	client, conns := newClient()
 	defer client.CloseIdleConnections()
@@ -73,7 +73,7 @@ func BenchmarkServing(b *testing.B) {
 // process each time (disabling and enabling the version stops it; that is not timed).
 func BenchmarkColdStart(b *testing.B) {
 	s := harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Global: accessLog})
-	writeProcessWorker(b, s, "cold")
+	writeProcessWorker(b, s, "cold", "")
 	client, _ := newClient()
 	defer client.CloseIdleConnections()
 	toggle := func(verb string) {
@@ -148,14 +148,15 @@ func writeWorker(b *testing.B, s *harness.Server, name, manifest string, files m
 	}
 }
 
-// writeProcessWorker installs the test worker as a process worker. The binary goes inside the
-// version folder: besides the system's folders, the only place the sandbox runs programs from.
-func writeProcessWorker(b *testing.B, s *harness.Server, name string) {
+// writeProcessWorker installs the test worker as a process worker, with extra manifest lines.
+// The binary goes inside the version folder: besides the system's folders, the only place the
+// sandbox runs programs from.
+func writeProcessWorker(b *testing.B, s *harness.Server, name, extra string) {
 	bin, err := os.ReadFile(harness.TestWorker(b))
 	if err != nil {
 		b.Fatal(err)
 	}
-	writeWorker(b, s, name, fmt.Sprintf("name: %s\nversion: 1.0.0\nentrypoint: server\n", name), map[string]string{"server": string(bin)})
+	writeWorker(b, s, name, fmt.Sprintf("name: %s\nversion: 1.0.0\nentrypoint: server\n%s", name, extra), map[string]string{"server": string(bin)})
 	if err := os.Chmod(filepath.Join(s.DataDir, "apps", name, "1.0.0", "server"), 0o755); err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -54,6 +55,9 @@ func main() {
 		os.Exit(2)
 	}
 	fmt.Println("testworker listening on", os.Getenv("HOST")+":"+os.Getenv("PORT"))
+	if rate, _ := strconv.Atoi(os.Getenv("FLOOD_RATE")); rate > 0 {
+		go flood(rate)
+	}
 	http.HandleFunc("/upgrade", func(w http.ResponseWriter, r *http.Request) {
 		conn, rw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -189,6 +193,21 @@ func attacks() {
 		}
 		fmt.Fprintln(w, "flooded")
 	})
+}
+
+// flood writes rate lines a second to stdout for as long as the worker runs, as a chatty
+// program with a buffered logger does: the lines of each 10 ms go out in one write.
+func flood(rate int) {
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	tick := time.NewTicker(10 * time.Millisecond)
+	start, written := time.Now(), 0
+	for range tick.C {
+		due := int(time.Since(start).Seconds() * float64(rate))
+		for ; written < due; written++ {
+			fmt.Fprintf(out, "flood line %d: the quick brown fox jumps over the lazy dog\n", written)
+		}
+		out.Flush()
+	}
 }
 
 func self() string {

@@ -122,6 +122,18 @@ var checks = []check{
 			"body with the same `Content-Type`, on the 20-worker runtime.",
 	},
 	{
+		title: "process worker beside a flooding worker / alone throughput", a: "BenchmarkFlood/flooded", b: "BenchmarkFlood/quiet",
+		metric: "req/s", target: 0.95,
+		what: "a process worker's requests while a second process worker writes 100 000 lines a second to stdout (each " +
+			"line read, kept in its log ring and offered to Caddy's rate-limited log) against the same requests with the " +
+			"second worker disabled, on one runtime process; ≥ 0.95 is a cost under 5%.",
+	},
+	{
+		title: "flooding worker's lines taken in (lines/s)", a: "BenchmarkFlood/flooded", metric: "lines/s", info: true,
+		what: "the rate at which the runtime took in the flooding worker's lines during the row above, from the " +
+			"sequence numbers of its log ring: the flood the row claims did happen.",
+	},
+	{
 		title: "idle RSS of the runtime (MiB)", a: "BenchmarkIdleRSS/runtime", metric: "MiB", info: true,
 		what: "`VmRSS` of a runtime process with the default settings and no workers, read a few seconds after it " +
 			"answered its readiness probe and the OpenAPI document.",

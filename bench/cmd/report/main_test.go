@@ -42,6 +42,10 @@ BenchmarkCosts/workers-20#01-2       	   10000	     66666 ns/op	     15000 req/s
 BenchmarkCosts/keys-100#01-2         	   10000	     66666 ns/op	     15000 req/s
 BenchmarkCosts/health-1000#01-2      	   10000	     33333 ns/op	     30000 req/s
 BenchmarkCosts/workers-1000#01-2     	   10000	     62500 ns/op	     16000 req/s
+BenchmarkFlood/quiet-2               	   10000	    100000 ns/op	     10000 req/s
+BenchmarkFlood/flooded-2             	   10000	    100000 ns/op	     99000 lines/s	      9700 req/s
+BenchmarkFlood/quiet#01-2            	   10000	    100000 ns/op	     10000 req/s
+BenchmarkFlood/flooded#01-2          	   10000	    100000 ns/op	    101000 lines/s	      9300 req/s
 BenchmarkIdleRSS/runtime-2           	1000000000	         0.14 ns/op	        70.0 MiB
 BenchmarkIdleRSS/caddy-2             	1000000000	         0.15 ns/op	        52.0 MiB
 BenchmarkIdleRSS/runtime#01-2        	1000000000	         0.14 ns/op	        58.0 MiB
@@ -58,7 +62,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 40 || len(res.order) != 22 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 44 || len(res.order) != 24 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -88,6 +92,9 @@ func TestReport(t *testing.T) {
 		"| `GET /api/keys` with 100 keys / health throughput | 0.575 | ≥ 0.60 | **FAIL** |",
 		// per-round ratios 0.952 and 1
 		"| health / Caddy `respond` throughput | 0.976 | ≥ 0.95 | **PASS** |",
+		// per-round ratios 0.97 and 0.93
+		"| process worker beside a flooding worker / alone throughput | 0.950 | ≥ 0.95 | **PASS** |",
+		"| flooding worker's lines taken in (lines/s) | 100000.000 | — | measured |",
 		"| idle RSS of the runtime (MiB) | 60.000 | — | measured |",
 		"| idle RSS of plain Caddy (MiB) | 52.000 | — | measured |",
 		// per-round differences 18, 18 and 2: the median difference, not the medians' (8)
