@@ -14,11 +14,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/config"
+	"github.com/caddy-runtime/runtime/cpanel"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/metrics"
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
+	"github.com/caddy-runtime/runtime/serving"
+	"github.com/caddy-runtime/runtime/trace"
 	"github.com/caddy-runtime/runtime/version"
 	"github.com/caddy-runtime/runtime/workers"
 )
@@ -51,6 +55,7 @@ type Handler struct {
 
 	settings    config.Settings
 	api         *handlers.API
+	workers     *serving.Server
 	plugins     *pluginHost
 	unsubscribe func()
 	state       *state
@@ -124,7 +129,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Workers:      h.state.workers,
 		Plugins:      h.state.plugins,
 		Pool:         h.state.workerPool,
-		Versions:     h.state.versions,
 		PluginHost:   h.plugins,
 		WorkerPolicy: workerPolicy,
 		PluginPolicy: pluginPolicy,
@@ -133,6 +137,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	h.workers = serving.New(serving.Options{
+		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
+		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookie: handlers.SessionCookie, Bearer: h.api.IsCredential},
+		Logger:      h.logger, Metrics: runtimeMetrics,
+	})
 	// Followed log streams end when this handler's server begins to shut down (a reload
 	// replaces it, or Caddy exits): the server waits for open requests.
 	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
@@ -164,9 +173,9 @@ func replaceAll(repl *caddy.Replacer, in []string) []string {
 // request carries it as the mount path for the URLs the runtime builds.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		r = r.WithContext(handlers.WithLogFields(r.Context(), extra.Set))
+		r = r.WithContext(trace.WithLogFields(r.Context(), extra.Set))
 	}
-	r = handlers.EnsureRequestID(w, r, func() string { return requestUUID(r) })
+	r = trace.EnsureRequestID(w, r, func() string { return requestUUID(r) })
 	if p := mountPath(r); p != "" {
 		r = r.WithContext(mount.With(r.Context(), p))
 	}
@@ -174,24 +183,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	switch {
 	case h.api.Owns(r.URL.Path):
 		if !serve.API {
-			handlers.WriteError(w, notServed("the API is not served on this host; use the API's own host"))
+			envelope.Write(w, notServed("the API is not served on this host; use the API's own host"))
 			return nil
 		}
 		h.api.ServeHTTP(w, r)
-	case handlers.IsCPanel(r.URL.Path):
+	case cpanel.Owns(r.URL.Path):
 		if !serve.CPanel {
-			handlers.WriteError(w, notServed("the cpanel is not served on this host; use the cpanel's own host"))
+			envelope.Write(w, notServed("the cpanel is not served on this host; use the cpanel's own host"))
 			return nil
 		}
-		h.api.ServeCPanel(w, r)
+		cpanel.Handler{}.ServeHTTP(w, r)
 	case !serve.Workers:
 		if h.settings.WorkersURL != "" {
-			handlers.WriteError(w, notServed("workers are not served on this host; they are served at %s", h.settings.WorkersURL))
+			envelope.Write(w, notServed("workers are not served on this host; they are served at %s", h.settings.WorkersURL))
 			return nil
 		}
-		handlers.WriteError(w, notServed("workers are not served on this host"))
+		envelope.Write(w, notServed("workers are not served on this host"))
 	default:
-		handlers.GuardUnitResponse(w, func(w http.ResponseWriter) { h.serveUnits(w, r) })
+		serving.GuardResponse(w, handlers.SessionCookie, func(w http.ResponseWriter) { h.serveUnits(w, r) })
 	}
 	return nil
 }
@@ -218,8 +227,8 @@ func mountPath(r *http.Request) string {
 	return mount.Stripped(orig.URL.EscapedPath(), r.URL.EscapedPath())
 }
 
-func notServed(format string, args ...any) *handlers.Error {
-	return handlers.Errorf(http.StatusNotFound, handlers.CodeNotFound, format, args...)
+func notServed(format string, args ...any) *envelope.Error {
+	return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, format, args...)
 }
 
 // serveUnits serves a request with what was uploaded: it goes through the plugins' onRequest
@@ -228,7 +237,7 @@ func notServed(format string, args ...any) *handlers.Error {
 func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
 	t := h.plugins.acquire()
 	if t == nil {
-		h.api.ServeWorker(w, r)
+		h.workers.ServeHTTP(w, r)
 		return
 	}
 	defer t.release()
@@ -237,7 +246,7 @@ func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
 		if routes, ok := t.bases[first]; ok {
 			return routes.ServeHTTP(w, r)
 		}
-		h.api.ServeWorker(w, r)
+		h.workers.ServeHTTP(w, r)
 		return nil
 	})
 	var err error
@@ -249,11 +258,11 @@ func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
 	var he *hookError
 	switch {
 	case errors.As(err, &he):
-		h.logger.Warn("onRequest hook failed", zap.String("plugin", he.plugin), zap.String("request_id", handlers.RequestID(r.Context())), zap.Error(he.err))
-		handlers.WriteError(w, handlers.Errorf(http.StatusServiceUnavailable, "PLUGIN_ONREQUEST_FAILED",
+		h.logger.Warn("onRequest hook failed", zap.String("plugin", he.plugin), zap.String("request_id", trace.RequestID(r.Context())), zap.Error(he.err))
+		envelope.Write(w, envelope.Errorf(http.StatusServiceUnavailable, "PLUGIN_ONREQUEST_FAILED",
 			"plugin %s could not handle the request before it was served; try again later", he.plugin))
 	case err != nil:
-		handlers.WriteError(w, pluginError(err))
+		envelope.Write(w, pluginError(err))
 	}
 }
 

@@ -16,9 +16,11 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
+	"github.com/caddy-runtime/runtime/trace"
 )
 
 // pluginHost serves the plugins for one handler: it compiles the load plan into a table of
@@ -147,14 +149,14 @@ func (t *pluginTable) add(ctx caddy.Context, p plugins.Plugin) error {
 	if len(routes) > 0 {
 		base, dir, name := p.Manifest.Base, p.Dir, p.Name
 		chain := routes.Compile(caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			handlers.WriteError(w, handlers.Errorf(http.StatusNotFound, handlers.CodeNotFound, "plugin %s has no route for %s", name, r.URL.Path))
+			envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "plugin %s has no route for %s", name, r.URL.Path))
 			return nil
 		}))
 		t.bases[base[1:]] = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			// Routes are written relative to the base, and file_server's root defaults to the
 			// plugin's folder.
 			caddyhttp.SetVar(r.Context(), "root", dir)
-			handlers.LogField(r.Context(), zap.String("plugin", name))
+			trace.LogField(r.Context(), zap.String("plugin", name))
 			r.URL.Path = strings.TrimPrefix(r.URL.Path, base)
 			r.URL.RawPath = ""
 			if r.URL.Path == "" {
@@ -257,13 +259,13 @@ func (run *hookRun) from(w http.ResponseWriter, r *http.Request, i int) error {
 }
 
 // pluginError turns an error from a plugin's handlers into the envelope's status.
-func pluginError(err error) *handlers.Error {
+func pluginError(err error) *envelope.Error {
 	var he caddyhttp.HandlerError
 	status := http.StatusInternalServerError
 	if errors.As(err, &he) && he.StatusCode != 0 {
 		status = he.StatusCode
 	}
-	return handlers.Errorf(status, "PLUGIN_ERROR", "%v", err)
+	return envelope.Errorf(status, "PLUGIN_ERROR", "%v", err)
 }
 
 // Loaded returns the live table's loaded plugins, in load order, and the ones left out.

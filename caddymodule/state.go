@@ -21,6 +21,7 @@ import (
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/sandbox"
+	"github.com/caddy-runtime/runtime/serving"
 	workerspkg "github.com/caddy-runtime/runtime/workers"
 )
 
@@ -72,7 +73,7 @@ type state struct {
 	workers   *packages.Catalog
 	plugins   *packages.Catalog
 	pool      atomic.Pointer[workerspkg.Pool]
-	versions  *workerspkg.Versions
+	versions  *serving.Versions
 	unmeter   func() // takes the pool out of the process gauge
 }
 
@@ -82,7 +83,7 @@ func newState(s config.Settings, logger *zap.Logger) *state {
 		settings: s, logger: logger,
 		workers:  packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
 		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
-		versions: workerspkg.NewVersions(),
+		versions: serving.NewVersions(),
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/caddy-runtime/runtime/packages"
@@ -268,21 +267,11 @@ func zipLink(zw *zip.Writer, base *os.Root, p, name string) error {
 	return err
 }
 
-// openReadable opens a file or folder for reading through base. O_NONBLOCK keeps a named pipe
-// from blocking the open; anything but a regular file or a folder is refused.
+// openReadable opens a file or folder for reading through base (see packages.OpenReadable).
 func openReadable(base *os.Root, rel string) (*os.File, fs.FileInfo, error) {
-	f, err := base.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !info.IsDir() && !info.Mode().IsRegular() {
-		f.Close()
+	f, info, err := packages.OpenReadable(base, rel)
+	if errors.Is(err, packages.ErrNotRegular) {
 		return nil, nil, badRequest("%s is not a regular file or folder", path.Base(rel))
 	}
-	return f, info, nil
+	return f, info, err
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httputil"
 	"path"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
+	"github.com/caddy-runtime/runtime/trace"
 	"github.com/caddy-runtime/runtime/workers"
 )
 
@@ -52,8 +52,6 @@ type Options struct {
 	Workers, Plugins *packages.Catalog
 	// Pool returns the process pool of process workers, nil until the runtime has started.
 	Pool func() *workers.Pool
-	// Versions caches what serving a worker version needs; nil gives a cache of the API's own.
-	Versions *workers.Versions
 	// PluginHost is the handler's live plugin table; nil until the runtime serves plugins.
 	PluginHost PluginHost
 	// Heartbeat is how often a followed log stream sends a comment when idle (0: DefaultHeartbeat).
@@ -69,20 +67,18 @@ type Options struct {
 
 // API serves the management API and the discovery document.
 type API struct {
-	opts        Options
-	versions    *workers.Versions
-	workerProxy *httputil.ReverseProxy
-	rootHash    []byte // SHA-256 of the root key, nil without one
-	auditLog    *zap.Logger
-	mux         *http.ServeMux
-	handler     http.Handler
-	spec        openapi.Document
-	doc         asset // the OpenAPI document, encoded once
-	docs        docsUI
-	mounted     atomic.Pointer[mountedDocs]
-	heartbeat   time.Duration
-	stopping    chan struct{} // closed by Shutdown: long-lived answers end
-	stopOnce    sync.Once
+	opts      Options
+	rootHash  []byte // SHA-256 of the root key, nil without one
+	auditLog  *zap.Logger
+	mux       *http.ServeMux
+	handler   http.Handler
+	spec      openapi.Document
+	doc       asset // the OpenAPI document, encoded once
+	docs      docsUI
+	mounted   atomic.Pointer[mountedDocs]
+	heartbeat time.Duration
+	stopping  chan struct{} // closed by Shutdown: long-lived answers end
+	stopOnce  sync.Once
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -100,15 +96,11 @@ func New(opts Options) (*API, error) {
 	if opts.Pool == nil {
 		opts.Pool = func() *workers.Pool { return nil }
 	}
-	if opts.Versions == nil {
-		opts.Versions = workers.NewVersions()
-	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
-	a := &API{opts: opts, versions: opts.Versions, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit"),
+	a := &API{opts: opts, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit"),
 		heartbeat: opts.Heartbeat, stopping: make(chan struct{})}
-	a.workerProxy = a.newWorkerProxy()
 	if opts.RootKey != "" {
 		sum := sha256.Sum256([]byte(opts.RootKey))
 		a.rootHash = sum[:]
@@ -127,7 +119,7 @@ func New(opts Options) (*API, error) {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
 	}
 	a.doc = newAsset(doc, "application/json")
-	a.handler = WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))
+	a.handler = trace.WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))
 	return a, nil
 }
 
@@ -178,9 +170,9 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, pattern := a.mux.Handler(r); pattern == "" {
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &trace.StatusRecorder{ResponseWriter: w}
 		a.routeMiss(sw, r)
-		a.opts.Metrics.APIRequest(unmatchedRoute, sw.status)
+		a.opts.Metrics.APIRequest(unmatchedRoute, sw.Status)
 		return
 	}
 	a.mux.ServeHTTP(w, r)
@@ -235,9 +227,9 @@ const unmatchedRoute = "unmatched"
 func (a *API) endpoint(rt route) http.Handler {
 	label := rt.method + " " + rt.path
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &trace.StatusRecorder{ResponseWriter: w}
 		w = sw
-		defer func() { a.opts.Metrics.APIRequest(label, sw.status) }()
+		defer func() { a.opts.Metrics.APIRequest(label, sw.Status) }()
 		r, err := a.authorize(rt, r)
 		if err == nil {
 			err = rt.handle(w, r)
@@ -248,14 +240,14 @@ func (a *API) endpoint(rt route) http.Handler {
 		var apiErr *Error
 		if !errors.As(err, &apiErr) {
 			a.opts.Logger.Error("API request failed",
-				zap.String("request_id", RequestID(r.Context())), zap.Error(err))
+				zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
 			apiErr = Errorf(http.StatusInternalServerError, CodeInternal,
-				"internal error; report request id %s to the operator", RequestID(r.Context()))
+				"internal error; report request id %s to the operator", trace.RequestID(r.Context()))
 		}
 		if apiErr.Status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="runtime"`)
 		}
-		if reason := refusalReason(apiErr); reason != "" {
+		if reason := refusalReason(err, apiErr); reason != "" {
 			a.opts.Metrics.AuthFailure(reason)
 		}
 		WriteError(w, apiErr)

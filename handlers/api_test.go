@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/openapi/openapitest"
+	"github.com/caddy-runtime/runtime/trace"
 )
 
 // testAPI builds an API and a validator of its own OpenAPI document.
@@ -156,16 +157,6 @@ func TestBelowAMount(t *testing.T) {
 	}
 }
 
-func TestIsCPanel(t *testing.T) {
-	for path, want := range map[string]bool{
-		"/cpanel": true, "/cpanel/": true, "/cpanel/keys": true, "/cpanelx": false, "/app/cpanel/": false, "/": false,
-	} {
-		if got := IsCPanel(path); got != want {
-			t.Errorf("IsCPanel(%q) = %v, want %v", path, got, want)
-		}
-	}
-}
-
 func TestReadiness(t *testing.T) {
 	notReady := errors.New("the runtime is starting")
 	a, v := testAPI(t, Options{Ready: func() error { return notReady }})
@@ -199,13 +190,13 @@ func TestRequestID(t *testing.T) {
 			for _, p := range []string{"/api/health", "/api/missing"} {
 				req := httptest.NewRequest("GET", p, nil)
 				if tt.sent != "" {
-					req.Header.Set(RequestIDHeader, tt.sent)
+					req.Header.Set(trace.RequestIDHeader, tt.sent)
 				}
-				got := serve(t, a, v, req).Header.Get(RequestIDHeader)
+				got := serve(t, a, v, req).Header.Get(trace.RequestIDHeader)
 				switch {
 				case tt.echoed && got != tt.sent:
 					t.Errorf("%s: X-Request-Id = %q, want %q echoed", p, got, tt.sent)
-				case !tt.echoed && (got == tt.sent || !validRequestID(got) || seen[got]):
+				case !tt.echoed && (got == tt.sent || !trace.ValidRequestID(got) || seen[got]):
 					t.Errorf("%s: X-Request-Id = %q, want a fresh well-formed id", p, got)
 				}
 				seen[got] = true
@@ -216,12 +207,12 @@ func TestRequestID(t *testing.T) {
 
 func TestPanicIsLoggedAndAnswered(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
-	h := WithRequestID(withRecover(zap.New(core), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	h := trace.WithRequestID(withRecover(zap.New(core), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("boom")
 	})))
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/api/x", nil)
-	req.Header.Set(RequestIDHeader, "req-1")
+	req.Header.Set(trace.RequestIDHeader, "req-1")
 	h.ServeHTTP(rec, req)
 	if rec.Code != 500 {
 		t.Fatalf("status = %d, want 500", rec.Code)
@@ -229,8 +220,8 @@ func TestPanicIsLoggedAndAnswered(t *testing.T) {
 	if err := openapitest.CheckEnvelope(rec.Header(), rec.Body.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(rec.Body.String(), "req-1") || rec.Header().Get(RequestIDHeader) != "req-1" {
-		t.Errorf("500 = %s (X-Request-Id %q), want the request id in both", rec.Body, rec.Header().Get(RequestIDHeader))
+	if !strings.Contains(rec.Body.String(), "req-1") || rec.Header().Get(trace.RequestIDHeader) != "req-1" {
+		t.Errorf("500 = %s (X-Request-Id %q), want the request id in both", rec.Body, rec.Header().Get(trace.RequestIDHeader))
 	}
 	panics := logs.FilterMessage("panic serving API request").All()
 	if len(panics) != 1 || !strings.Contains(panics[0].ContextMap()["stack"].(string), "handlers.TestPanicIsLoggedAndAnswered") {
@@ -270,12 +261,12 @@ func TestAccessLogFields(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := map[string]any{}
 			req := httptest.NewRequest("GET", tt.path, nil)
-			req = req.WithContext(WithLogFields(req.Context(), func(f zap.Field) {
+			req = req.WithContext(trace.WithLogFields(req.Context(), func(f zap.Field) {
 				enc := zapcore.NewMapObjectEncoder()
 				f.AddTo(enc)
 				got[f.Key] = enc.Fields[f.Key]
 			}))
-			req.Header.Set(RequestIDHeader, "log-me")
+			req.Header.Set(trace.RequestIDHeader, "log-me")
 			if tt.key != "" {
 				req.Header.Set(APIKeyHeader, tt.key)
 			}
@@ -301,12 +292,12 @@ func TestRequestIDFromHost(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/", nil)
 		if tt.sent != "" {
-			req.Header.Set(RequestIDHeader, tt.sent)
+			req.Header.Set(trace.RequestIDHeader, tt.sent)
 		}
-		r := EnsureRequestID(rec, req, func() string { return "host-id" })
-		if RequestID(r.Context()) != tt.want || rec.Header().Get(RequestIDHeader) != tt.want || r.Header.Get(RequestIDHeader) != tt.want {
+		r := trace.EnsureRequestID(rec, req, func() string { return "host-id" })
+		if trace.RequestID(r.Context()) != tt.want || rec.Header().Get(trace.RequestIDHeader) != tt.want || r.Header.Get(trace.RequestIDHeader) != tt.want {
 			t.Errorf("sent %q: id %q, response %q, request header %q, want %q", tt.sent,
-				RequestID(r.Context()), rec.Header().Get(RequestIDHeader), r.Header.Get(RequestIDHeader), tt.want)
+				trace.RequestID(r.Context()), rec.Header().Get(trace.RequestIDHeader), r.Header.Get(trace.RequestIDHeader), tt.want)
 		}
 	}
 }

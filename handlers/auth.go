@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/trace"
 )
 
 // Request headers with a meaning for authentication.
@@ -116,8 +117,8 @@ func (a *API) authorize(rt route, r *http.Request) (*http.Request, error) {
 // logPrincipal puts who a request runs as on its access log line: the key's id and prefix,
 // id 0 and prefix "root" for the root key. Never the secret.
 func logPrincipal(ctx context.Context, p keystore.Principal) {
-	LogField(ctx, zap.Int64("key_id", p.ID))
-	LogField(ctx, zap.String("key_prefix", p.KeyPrefix))
+	trace.LogField(ctx, zap.Int64("key_id", p.ID))
+	trace.LogField(ctx, zap.String("key_prefix", p.KeyPrefix))
 }
 
 // authenticate resolves a credential to its principal, and its session when it is one.
@@ -137,21 +138,27 @@ func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Princ
 	return p, sess, err
 }
 
-// refused marks err, a refused credential, with the reason the metrics count it under.
-func refused(reason string, err *Error) *Error {
-	err.reason = reason
-	return err
+// refusal is a refused credential, with the reason the metrics count it under.
+type refusal struct {
+	err    *Error
+	reason string
 }
 
-// refusalReason is the reason an error refused a request for its credential or its reach,
-// or "" for any other error.
-func refusalReason(err *Error) string {
-	switch err.Code {
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// refused marks err, a refused credential, with the reason the metrics count it under.
+func refused(reason string, err *Error) error { return &refusal{err: err, reason: reason} }
+
+// refusalReason is the reason err refused a request for its credential or its reach, or ""
+// for any other error; apiErr is the answer it gives.
+func refusalReason(err error, apiErr *Error) string {
+	switch apiErr.Code {
 	case CodeAuthRequired:
-		if err.reason == "" { // a login with a key that is not valid
-			return "invalid_key"
+		if r, ok := err.(*refusal); ok {
+			return r.reason
 		}
-		return err.reason
+		return "invalid_key" // a login with a key that is not valid
 	case CodeCSRFRejected:
 		return "csrf"
 	case CodePermissionDenied:
@@ -279,6 +286,12 @@ func withoutDefaultPort(scheme, hostport string) string {
 	return hostport
 }
 
+// IsCredential reports whether token, as sent in Authorization: Bearer, is one of the runtime's
+// credentials (a key or the root key, valid or not), which must not reach workers.
+func (a *API) IsCredential(token string) bool {
+	return strings.HasPrefix(token, keystore.KeyPrefix) || a.isRoot(token)
+}
+
 // SkipsHooks reports whether a request carries a valid header credential (X-API-Key or
 // Authorization: Bearer, the root key included), which exempts it from plugin onRequest hooks.
 // A cookie session does not, so browser traffic keeps going through them.
@@ -307,7 +320,7 @@ func (a *API) audit(r *http.Request, action, target, outcome string, actor *keys
 		zap.String("action", action),
 		zap.String("target", target),
 		zap.String("outcome", outcome),
-		zap.String("request_id", RequestID(r.Context())),
+		zap.String("request_id", trace.RequestID(r.Context())),
 	}
 	if actor != nil {
 		fields = append(fields, zap.Dict("actor",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/filemanager"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/trace"
 )
 
 // fileManager returns a surface's file manager for a request, or 503 while its catalog is
@@ -328,7 +329,7 @@ func (a *API) sendDownload(w http.ResponseWriter, r *http.Request, d *filemanage
 	case !lw.started:
 		return packageError(err)
 	}
-	a.opts.Logger.Warn("download failed after it started", zap.String("request_id", RequestID(r.Context())), zap.Error(err))
+	a.opts.Logger.Warn("download failed after it started", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
 	panic(http.ErrAbortHandler)
 }
 

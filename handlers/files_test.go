@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 )
@@ -75,7 +76,7 @@ func jsonRequest(method, target string, body any) *http.Request {
 
 func errorCode(t *testing.T, resp *http.Response) string {
 	t.Helper()
-	var env Envelope
+	var env envelope.Envelope
 	_ = json.NewDecoder(resp.Body).Decode(&env)
 	return env.Error.Code
 }

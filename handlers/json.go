@@ -8,12 +8,6 @@ import (
 	"net/http"
 )
 
-// Error codes of request bodies.
-const (
-	CodeBadRequest      = "BAD_REQUEST"
-	CodePayloadTooLarge = "PAYLOAD_TOO_LARGE"
-)
-
 // maxJSONBody bounds JSON request bodies.
 const maxJSONBody = 64 << 10
 

@@ -1,128 +1,20 @@
 package handlers
 
 import (
-	"context"
-	"crypto/rand"
 	"errors"
-	"io"
 	"net/http"
 	"runtime/debug"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/envelope"
+	"github.com/caddy-runtime/runtime/trace"
 )
-
-// RequestIDHeader carries the correlation id of a request and its response.
-const RequestIDHeader = "X-Request-Id"
-
-type (
-	requestIDKey struct{}
-	logFieldsKey struct{}
-)
-
-// RequestID returns the correlation id of the request being served, or "".
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
-
-// WithLogFields returns ctx carrying set, which puts a field on the request's access log
-// line, replacing one of the same key. The host server fills it (in Caddy, with the
-// request's ExtraLogFields), so one line per request says who asked and what served it; the
-// runtime writes no access log of its own.
-func WithLogFields(ctx context.Context, set func(zap.Field)) context.Context {
-	return context.WithValue(ctx, logFieldsKey{}, set)
-}
-
-// LogField puts field on the access log line of the request of ctx, if it has one.
-func LogField(ctx context.Context, field zap.Field) {
-	if set, ok := ctx.Value(logFieldsKey{}).(func(zap.Field)); ok {
-		set(field)
-	}
-}
-
-// WithRequestID echoes a well-formed incoming X-Request-Id, or generates one, on the request
-// (header and context) and the response, before anything else can answer.
-func WithRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, EnsureRequestID(w, r, nil))
-	})
-}
-
-// EnsureRequestID gives the request a correlation id, unless an outer layer already did, sets
-// it on the response and the access log line, and returns the request carrying it in its
-// context. A well-formed incoming X-Request-Id is kept; otherwise the id is newID's (in Caddy,
-// the request's {http.request.uuid}), or a random one when newID is nil or gives "".
-func EnsureRequestID(w http.ResponseWriter, r *http.Request, newID func() string) *http.Request {
-	if RequestID(r.Context()) != "" {
-		return r
-	}
-	id := r.Header.Get(RequestIDHeader)
-	if !validRequestID(id) {
-		id = ""
-		if newID != nil {
-			id = newID()
-		}
-		if id == "" {
-			id = rand.Text()
-		}
-		r.Header.Set(RequestIDHeader, id)
-	}
-	w.Header().Set(RequestIDHeader, id)
-	LogField(r.Context(), zap.String("request_id", id))
-	return r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
-}
-
-// validRequestID accepts ids of up to 128 characters from a conservative set, so a client
-// cannot inject anything odd into logs or downstream headers.
-func validRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for _, c := range []byte(id) {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '_' || c == '.' || c == ':' || c == '+' || c == '=' || c == '/'
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// statusWriter records whether a response has started.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// ReadFrom keeps the underlying writer's io.ReaderFrom (sendfile for static files) in reach.
-func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return io.Copy(w.ResponseWriter, r)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // withRecover turns a panic into a logged 500 envelope, unless the response had started.
 func withRecover(logger *zap.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &trace.StatusRecorder{ResponseWriter: w}
 		defer func() {
 			v := recover()
 			if v == nil {
@@ -132,12 +24,11 @@ func withRecover(logger *zap.Logger, next http.Handler) http.Handler {
 				panic(v)
 			}
 			logger.Error("panic serving API request",
-				zap.String("request_id", RequestID(r.Context())),
+				zap.String("request_id", trace.RequestID(r.Context())),
 				zap.Any("panic", v),
 				zap.ByteString("stack", debug.Stack()))
-			if sw.status == 0 {
-				WriteError(sw, Errorf(http.StatusInternalServerError, CodeInternal,
-					"internal error; report request id %s to the operator", RequestID(r.Context())))
+			if sw.Status == 0 {
+				WriteError(sw, envelope.Internal(trace.RequestID(r.Context())))
 			}
 		}()
 		next.ServeHTTP(sw, r)

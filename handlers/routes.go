@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/openapi"
+	"github.com/caddy-runtime/runtime/trace"
 )
 
 // route is one API operation: its handler and its documentation together, so that a route
@@ -47,7 +49,7 @@ type response struct {
 
 // errorResponse documents an error status answered with the envelope.
 func errorResponse(status int, description string) response {
-	return response{status: status, description: description, body: Envelope{}}
+	return response{status: status, description: description, body: envelope.Envelope{}}
 }
 
 // routes is the route table of the API.
@@ -111,7 +113,7 @@ func (a *API) document(table []route) openapi.Document {
 		for _, resp := range withPipelineResponses(rt) {
 			out := openapi.Response{
 				Description: resp.description,
-				Headers:     map[string]openapi.Header{RequestIDHeader: requestID},
+				Headers:     map[string]openapi.Header{trace.RequestIDHeader: requestID},
 			}
 			if resp.body != nil {
 				schema := schemas.Of(resp.body)

@@ -1,4 +1,4 @@
-package workers
+package serving
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/workers"
 )
 
 // Versions caches, per served worker version, its decoded manifest and an open os.Root of its
@@ -22,7 +23,7 @@ type Versions struct {
 type Served struct {
 	serial   uint64
 	used     time.Time
-	Manifest Manifest
+	Manifest workers.Manifest
 	Root     *os.Root // the version folder
 }
 
@@ -47,7 +48,7 @@ func (vs *Versions) Get(v packages.Version) (*Served, error) {
 		s.used = now
 		return s, nil
 	}
-	m, err := ReadManifest(v.Metadata)
+	m, err := workers.ReadManifest(v.Metadata)
 	if err != nil {
 		return nil, err
 	}

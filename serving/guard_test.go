@@ -1,4 +1,4 @@
-package handlers
+package serving
 
 import (
 	"context"
@@ -12,7 +12,10 @@ import (
 	"testing"
 )
 
-func TestDropSessionCookie(t *testing.T) {
+// testCookie is the runtime's session cookie, as the tests' lines name it.
+const testCookie = "runtime_api_key"
+
+func TestDropCookie(t *testing.T) {
 	tests := []struct {
 		name string
 		line string
@@ -34,7 +37,7 @@ func TestDropSessionCookie(t *testing.T) {
 	}
 	for _, tt := range tests {
 		h := http.Header{"Set-Cookie": {"keep=1", tt.line, "keep=2"}}
-		DropSessionCookie(h)
+		DropCookie(h, testCookie)
 		want := []string{"keep=1", tt.line, "keep=2"}
 		if tt.drop {
 			want = []string{"keep=1", "keep=2"}
@@ -45,7 +48,7 @@ func TestDropSessionCookie(t *testing.T) {
 	}
 
 	h := http.Header{"set-cookie": {"runtime_api_key=evil"}, "Set-Cookie": {"runtime_api_key=evil"}, "X-Other": {"runtime_api_key=1"}}
-	DropSessionCookie(h)
+	DropCookie(h, testCookie)
 	if len(h) != 1 || h.Get("X-Other") == "" {
 		t.Errorf("a header map written directly kept %v", h)
 	}
@@ -55,16 +58,16 @@ func TestDropSessionCookie(t *testing.T) {
 		`"cache"`: false, `"storage", "executionContexts"`: false,
 	} {
 		h := http.Header{"Clear-Site-Data": {value}}
-		DropSessionCookie(h)
+		DropCookie(h, testCookie)
 		if _, kept := h["Clear-Site-Data"]; kept == drop {
 			t.Errorf("Clear-Site-Data: %s kept = %v", value, kept)
 		}
 	}
 }
 
-// TestGuardUnitResponse checks, through a real server, every way a handler can send its
+// TestGuardResponse checks, through a real server, every way a handler can send its
 // header: WriteHeader (interim responses included), Write, ReadFrom and flushing.
-func TestGuardUnitResponse(t *testing.T) {
+func TestGuardResponse(t *testing.T) {
 	evil := func(w http.ResponseWriter) {
 		w.Header().Add("Set-Cookie", "runtime_api_key=evil")
 		w.Header().Add("Set-Cookie", "theme=dark")
@@ -83,7 +86,7 @@ func TestGuardUnitResponse(t *testing.T) {
 		},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		GuardUnitResponse(w, ways[r.URL.Query().Get("way")])
+		GuardResponse(w, testCookie, ways[r.URL.Query().Get("way")])
 	}))
 	defer srv.Close()
 	for way := range ways {
@@ -99,7 +102,7 @@ func TestGuardUnitResponse(t *testing.T) {
 		}
 		resp.Body.Close()
 		for _, got := range append(interim, resp.Header.Values("Set-Cookie")) {
-			if !slices.Contains(got, "theme=dark") || slices.ContainsFunc(got, setsSessionCookie) {
+			if !slices.Contains(got, "theme=dark") || slices.ContainsFunc(got, func(l string) bool { return setsCookie(l, testCookie) }) {
 				t.Errorf("%s: the client got Set-Cookie %q, want theme=dark only", way, got)
 			}
 		}

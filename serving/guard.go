@@ -1,4 +1,4 @@
-package handlers
+package serving
 
 import (
 	"io"
@@ -7,30 +7,31 @@ import (
 	"strings"
 )
 
-// GuardUnitResponse lets serve answer through a writer that keeps the response from setting
-// or clearing the runtime's session cookie; serve is the part of a request's handling where
+// GuardResponse lets serve answer through a writer that keeps the response from setting or
+// clearing the session cookie named cookie; serve is the part of a request's handling where
 // uploaded code answers (a worker, a plugin route or an onRequest hook). Whatever the
-// handlers put in the header, Set-Cookie lines naming runtime_api_key and a Clear-Site-Data
-// that clears cookies are dropped just before the header goes out, also when serve returns
+// handlers put in the header, Set-Cookie lines naming the cookie and a Clear-Site-Data that
+// clears cookies are dropped just before the header goes out, also when serve returns
 // without writing and leaves the header to the server.
-func GuardUnitResponse(w http.ResponseWriter, serve func(http.ResponseWriter)) {
-	gw := &unitWriter{ResponseWriter: w}
+func GuardResponse(w http.ResponseWriter, cookie string, serve func(http.ResponseWriter)) {
+	gw := &unitWriter{ResponseWriter: w, cookie: cookie}
 	defer gw.guard()
 	serve(gw)
 }
 
-// unitWriter is the writer GuardUnitResponse returns. It implements no optional interface
+// unitWriter is the writer GuardResponse answers through. It implements no optional interface
 // that would let the header out past it (io.ReaderFrom and flushing are its own); hijacking
 // goes through Unwrap, and the one hijacker that writes a header itself, the worker proxy,
 // guards that header itself.
 type unitWriter struct {
 	http.ResponseWriter
-	sent bool // the final header is out; later changes to the map are not sent
+	cookie string
+	sent   bool // the final header is out; later changes to the map are not sent
 }
 
 func (w *unitWriter) guard() {
 	if !w.sent {
-		DropSessionCookie(w.ResponseWriter.Header())
+		DropCookie(w.ResponseWriter.Header(), w.cookie)
 	}
 }
 
@@ -68,19 +69,19 @@ func (w *unitWriter) FlushError() error {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *unitWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// DropSessionCookie removes from a response header the lines that would set or clear the
-// session cookie. A cookie's name is case-sensitive, but a browser or a client library may
-// be lenient, so names equal to runtime_api_key but for case and surrounding blanks or
+// DropCookie removes from a response header the lines that would set or clear the session
+// cookie named cookie. A cookie's name is case-sensitive, but a browser or a client library
+// may be lenient, so names equal to it but for case and surrounding blanks or
 // control characters go too; a pair without "=" counts by its whole text, since browsers
 // store it as a nameless cookie that servers read back as a cookie of that name.
 // Clear-Site-Data naming "cookies" (or "*") would clear every cookie of the site, the session
 // included, so it goes as well. Header names are compared without regard to case, since
 // a handler may write the map directly.
-func DropSessionCookie(h http.Header) {
+func DropCookie(h http.Header, cookie string) {
 	for name, lines := range h {
 		switch {
 		case strings.EqualFold(name, "Set-Cookie"):
-			if kept := slices.DeleteFunc(lines, setsSessionCookie); len(kept) > 0 {
+			if kept := slices.DeleteFunc(lines, func(line string) bool { return setsCookie(line, cookie) }); len(kept) > 0 {
 				h[name] = kept
 			} else {
 				delete(h, name)
@@ -93,10 +94,10 @@ func DropSessionCookie(h http.Header) {
 	}
 }
 
-func setsSessionCookie(line string) bool {
+func setsCookie(line, cookie string) bool {
 	pair, _, _ := strings.Cut(line, ";")
 	name, _, _ := strings.Cut(pair, "=")
-	return strings.EqualFold(strings.TrimFunc(name, blankOrControl), SessionCookie)
+	return strings.EqualFold(strings.TrimFunc(name, blankOrControl), cookie)
 }
 
 func clearsCookies(value string) bool {

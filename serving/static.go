@@ -1,4 +1,4 @@
-package workers
+package serving
 
 import (
 	"bytes"
@@ -15,6 +15,9 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/workers"
 )
 
 // ErrFileNotFound means a files worker has no file at the requested path.
@@ -26,14 +29,14 @@ const maxEntrypoint = 8 << 20
 // ServeStatic serves a Files or SPA worker from its version folder through root, an os.Root
 // of it, so no path or link leaves it. An SPA answers unknown paths and folders with its
 // entrypoint; a files worker answers a folder with its index.html, else ErrFileNotFound.
-func ServeStatic(w http.ResponseWriter, r *http.Request, t Target, m Manifest, root *os.Root) error {
+func ServeStatic(w http.ResponseWriter, r *http.Request, t Target, m workers.Manifest, root *os.Root) error {
 	rel := strings.TrimPrefix(path.Clean("/"+t.Rest), "/")
-	spa := m.Kind() == SPA
+	spa := m.Kind() == workers.SPA
 	if rel != "" {
-		f, info, err := openFile(root, rel)
+		f, info, err := packages.OpenReadable(root, rel)
 		if err == nil && info.IsDir() && !spa {
 			f.Close()
-			f, info, err = openFile(root, path.Join(rel, "index.html"))
+			f, info, err = packages.OpenReadable(root, path.Join(rel, "index.html"))
 		}
 		if err == nil && !info.IsDir() {
 			defer f.Close()
@@ -51,7 +54,7 @@ func ServeStatic(w http.ResponseWriter, r *http.Request, t Target, m Manifest, r
 	if !spa {
 		index = "index.html"
 	}
-	f, info, err := openFile(root, index)
+	f, info, err := packages.OpenReadable(root, index)
 	if err != nil || info.IsDir() {
 		if f != nil {
 			f.Close()
@@ -65,19 +68,6 @@ func ServeStatic(w http.ResponseWriter, r *http.Request, t Target, m Manifest, r
 		return nil
 	}
 	return serveWithBase(w, r, f, info, t.Base+"/")
-}
-
-func openFile(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
-	f, err := root.Open(rel)
-	if err != nil {
-		return nil, nil, err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, info, nil
 }
 
 // serveFile answers with a file, with an ETag from its size and time, ranges and conditional

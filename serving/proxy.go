@@ -1,4 +1,4 @@
-package handlers
+package serving
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/envelope"
+	"github.com/caddy-runtime/runtime/trace"
 	"github.com/caddy-runtime/runtime/workers"
 )
 
@@ -38,10 +39,10 @@ func newWorkerTransport() *http.Transport {
 // serveProcess proxies a request to the version's process, starting it if needed: the base
 // is stripped, the query kept, X-Base, X-Request-Id and X-Forwarded-* set, and the runtime's
 // credentials removed.
-func (a *API) serveProcess(w http.ResponseWriter, r *http.Request, t workers.Target, m workers.Manifest, name string) error {
-	pool := a.opts.Pool()
+func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, m workers.Manifest, name string) error {
+	pool := s.opts.Pool()
 	if pool == nil {
-		return Errorf(http.StatusServiceUnavailable, CodeNotReady, "the runtime is starting")
+		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
 	limit := int64(m.MaxBodySize)
 	if r.ContentLength > limit {
@@ -56,21 +57,21 @@ func (a *API) serveProcess(w http.ResponseWriter, r *http.Request, t workers.Tar
 		if unavailable.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int(unavailable.RetryAfter.Seconds())+1))
 		}
-		return Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "%s", unavailable.Reason)
+		return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "%s", unavailable.Reason)
 	case errors.Is(err, context.DeadlineExceeded):
-		return Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not start within its timeout %s", name, time.Duration(m.Timeout))
+		return envelope.Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not start within its timeout %s", name, time.Duration(m.Timeout))
 	case errors.Is(err, workers.ErrNotAllowed):
-		return Errorf(http.StatusForbidden, "PROCESS_WORKERS_DISABLED", "worker %q is a process worker, and %v", name, err)
+		return envelope.Errorf(http.StatusForbidden, "PROCESS_WORKERS_DISABLED", "worker %q is a process worker, and %v", name, err)
 	case errors.Is(err, workers.ErrPoolClosed):
-		return Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
+		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
 	case err != nil:
 		return err
 	}
 	defer lease.Release()
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	target := &proxyTarget{addr: lease.Addr(), base: t.Base, rest: t.Rest, name: name, limit: limit,
-		timeout: time.Duration(m.Timeout), requestID: RequestID(r.Context()), ctx: ctx}
-	a.workerProxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
+		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx}
+	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
 	return nil
 }
 
@@ -86,7 +87,7 @@ type proxyTargetKey struct{}
 
 // newWorkerProxy returns the reverse proxy to worker processes, shared by all requests; each
 // request's target travels in its context.
-func (a *API) newWorkerProxy() *httputil.ReverseProxy {
+func (s *Server) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Transport:  newWorkerTransport(),
 		BufferPool: bufferPool{},
@@ -102,16 +103,16 @@ func (a *API) newWorkerProxy() *httputil.ReverseProxy {
 			h := pr.Out.Header
 			h.Set("X-Forwarded-Prefix", t.base)
 			h.Set("X-Base", t.base)
-			h.Set(RequestIDHeader, t.requestID)
-			a.stripCredentials(h)
+			h.Set(trace.RequestIDHeader, t.requestID)
+			s.stripCredentials(h)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// The response already carries the runtime's id; the proxy would add the worker's.
-			resp.Header.Del(RequestIDHeader)
+			resp.Header.Del(trace.RequestIDHeader)
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// A protocol switch writes its header on the hijacked connection, past the
 				// writer that guards the session cookie everywhere else.
-				DropSessionCookie(resp.Header)
+				DropCookie(resp.Header, s.opts.Credentials.Cookie)
 			}
 			return nil
 		},
@@ -120,14 +121,14 @@ func (a *API) newWorkerProxy() *httputil.ReverseProxy {
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				WriteError(w, bodyTooLarge(t.name, t.limit))
+				envelope.Write(w, bodyTooLarge(t.name, t.limit))
 			case errors.Is(t.ctx.Err(), context.DeadlineExceeded):
-				WriteError(w, Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout))
+				envelope.Write(w, envelope.Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout))
 			case errors.Is(err, context.Canceled):
 				// The client went away; nobody reads an answer.
 			default:
-				a.opts.Logger.Warn("worker request failed", zap.String("worker", t.name), zap.String("request_id", t.requestID), zap.Error(err))
-				WriteError(w, Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err))
+				s.opts.Logger.Warn("worker request failed", zap.String("worker", t.name), zap.String("request_id", t.requestID), zap.Error(err))
+				envelope.Write(w, envelope.Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err))
 			}
 		},
 	}
@@ -141,30 +142,31 @@ var proxyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return
 func (bufferPool) Get() []byte  { return *proxyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { proxyBuffers.Put(&b) }
 
-func bodyTooLarge(name string, limit int64) *Error {
-	return Errorf(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the request body is larger than worker %q accepts (maxBodySize %d bytes)", name, limit)
+func bodyTooLarge(name string, limit int64) *envelope.Error {
+	return envelope.Errorf(http.StatusRequestEntityTooLarge, envelope.CodePayloadTooLarge, "the request body is larger than worker %q accepts (maxBodySize %d bytes)", name, limit)
 }
 
 // stripCredentials removes the runtime's own credentials, which a worker must never see: the
-// X-API-Key header, an Authorization: Bearer carrying a runtime key, and the session cookie.
+// API key header, an Authorization: Bearer carrying a runtime key, and the session cookie.
 // A worker's own credentials (other Authorization values, other cookies) pass.
-func (a *API) stripCredentials(h http.Header) {
-	h.Del(APIKeyHeader)
-	if scheme, token, ok := strings.Cut(h.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		token = strings.TrimSpace(token)
-		if strings.HasPrefix(token, keystore.KeyPrefix) || a.isRoot(token) {
-			h.Del("Authorization")
-		}
+func (s *Server) stripCredentials(h http.Header) {
+	creds := s.opts.Credentials
+	if creds.Header != "" {
+		h.Del(creds.Header)
+	}
+	if scheme, token, ok := strings.Cut(h.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") &&
+		creds.Bearer(strings.TrimSpace(token)) {
+		h.Del("Authorization")
 	}
 	cookies := h.Values("Cookie")
-	if !slices.ContainsFunc(cookies, func(c string) bool { return strings.Contains(c, SessionCookie) }) {
+	if creds.Cookie == "" || !slices.ContainsFunc(cookies, func(c string) bool { return strings.Contains(c, creds.Cookie) }) {
 		return
 	}
 	h.Del("Cookie")
 	for _, line := range cookies {
 		var kept []string
 		for _, c := range strings.Split(line, ";") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != SessionCookie && strings.TrimSpace(c) != "" {
+			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != creds.Cookie && strings.TrimSpace(c) != "" {
 				kept = append(kept, strings.TrimSpace(c))
 			}
 		}

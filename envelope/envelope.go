@@ -1,0 +1,70 @@
+// Package envelope is the runtime's error envelope, {"error":{"code","message"}}, which every
+// error answer carries: the management API's, a worker's that the runtime answers for, a
+// plugin's. It also writes the runtime's JSON answers.
+package envelope
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// Error is an error answer: an HTTP status and the code and message of the envelope.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+// Errorf returns an error answer with a formatted message.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Codes that every part of the runtime may answer.
+const (
+	CodeNotFound         = "NOT_FOUND"
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	CodeInternal         = "INTERNAL_ERROR"
+	CodeNotReady         = "NOT_READY"
+	CodeBadRequest       = "BAD_REQUEST"
+	CodePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
+)
+
+// Envelope is the body of every error answer.
+type Envelope struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody is the content of the error envelope.
+type ErrorBody struct {
+	Code    string `json:"code" doc:"machine-readable error code, e.g. NOT_FOUND"`
+	Message string `json:"message" doc:"what went wrong and what to do about it"`
+}
+
+// Write writes err as the error envelope.
+func Write(w http.ResponseWriter, err *Error) {
+	WriteJSON(w, err.Status, Envelope{ErrorBody{Code: err.Code, Message: err.Message}})
+}
+
+// Internal is the answer to a failure inside the runtime, which is logged with requestID:
+// the message names the id, and nothing of the failure.
+func Internal(requestID string) *Error {
+	return Errorf(http.StatusInternalServerError, CodeInternal, "internal error; report request id %s to the operator", requestID)
+}
+
+// WriteJSON writes v as a JSON answer with status, never cached.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only a programming error gets here: every body is a plain struct.
+		panic(fmt.Sprintf("envelope: encoding an answer: %v", err))
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}

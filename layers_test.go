@@ -1,0 +1,104 @@
+package runtime
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/caddy-runtime/runtime/"
+
+// deps lists the runtime's own packages that pkg depends on, directly or not.
+func deps(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	all := map[string][]string{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p struct {
+			ImportPath string
+			Deps       []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(p.ImportPath, module) {
+			continue
+		}
+		var own []string
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, module) {
+				own = append(own, strings.TrimPrefix(d, module))
+			}
+		}
+		all[strings.TrimPrefix(p.ImportPath, module)] = own
+	}
+	return all
+}
+
+// TestLayers keeps the dependencies one way: the management API (handlers) and the data plane
+// (serving) know nothing of each other or of Caddy's glue, and the shared pieces below them
+// know none of them.
+func TestLayers(t *testing.T) {
+	all := deps(t)
+	for pkg, forbidden := range map[string][]string{
+		"handlers": {"serving", "cpanel", "caddymodule"},
+		"serving":  {"handlers", "cpanel", "caddymodule"},
+		"cpanel":   {"handlers", "serving", "caddymodule"},
+		"envelope": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
+		"trace":    {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
+		"metrics":  {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
+		"workers":  {"handlers", "serving", "caddymodule"},
+		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
+		"plugins":  {"handlers", "serving", "caddymodule"},
+	} {
+		got, ok := all[pkg]
+		if !ok {
+			t.Errorf("package %s is missing", pkg)
+		}
+		for _, f := range forbidden {
+			if slices.Contains(got, f) {
+				t.Errorf("%s depends on %s", pkg, f)
+			}
+		}
+	}
+}
+
+// TestCaddyModuleUsesTheAPIOnly checks that the Caddy glue uses package handlers only to build
+// and mount the API: no JSON type of the API is built there.
+func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
+	allowed := []string{"API", "New", "Options", "PluginHost", "APIKeyHeader", "SessionCookie", "BootstrapRemovedMessage"}
+	files, err := filepath.Glob("caddymodule/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == "handlers" && !slices.Contains(allowed, sel.Sel.Name) {
+				t.Errorf("%s: caddymodule uses handlers.%s", fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
+	}
+}

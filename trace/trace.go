@@ -1,0 +1,122 @@
+// Package trace ties together what one request leaves behind: its correlation id, carried by
+// the request, its answer and whatever serves it, and the fields of its access log line.
+package trace
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"net/http"
+
+	"go.uber.org/zap"
+)
+
+// RequestIDHeader carries the correlation id of a request and its response.
+const RequestIDHeader = "X-Request-Id"
+
+type (
+	requestIDKey struct{}
+	logFieldsKey struct{}
+)
+
+// RequestID returns the correlation id of the request being served, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// WithLogFields returns ctx carrying set, which puts a field on the request's access log
+// line, replacing one of the same key. The host server fills it (in Caddy, with the
+// request's ExtraLogFields), so one line per request says who asked and what served it; the
+// runtime writes no access log of its own.
+func WithLogFields(ctx context.Context, set func(zap.Field)) context.Context {
+	return context.WithValue(ctx, logFieldsKey{}, set)
+}
+
+// LogField puts field on the access log line of the request of ctx, if it has one.
+func LogField(ctx context.Context, field zap.Field) {
+	if set, ok := ctx.Value(logFieldsKey{}).(func(zap.Field)); ok {
+		set(field)
+	}
+}
+
+// WithRequestID echoes a well-formed incoming X-Request-Id, or generates one, on the request
+// (header and context) and the response, before anything else can answer.
+func WithRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, EnsureRequestID(w, r, nil))
+	})
+}
+
+// EnsureRequestID gives the request a correlation id, unless an outer layer already did, sets
+// it on the response and the access log line, and returns the request carrying it in its
+// context. A well-formed incoming X-Request-Id is kept; otherwise the id is newID's (in Caddy,
+// the request's {http.request.uuid}), or a random one when newID is nil or gives "".
+func EnsureRequestID(w http.ResponseWriter, r *http.Request, newID func() string) *http.Request {
+	if RequestID(r.Context()) != "" {
+		return r
+	}
+	id := r.Header.Get(RequestIDHeader)
+	if !ValidRequestID(id) {
+		id = ""
+		if newID != nil {
+			id = newID()
+		}
+		if id == "" {
+			id = rand.Text()
+		}
+		r.Header.Set(RequestIDHeader, id)
+	}
+	w.Header().Set(RequestIDHeader, id)
+	LogField(r.Context(), zap.String("request_id", id))
+	return r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+}
+
+// ValidRequestID accepts ids of up to 128 characters from a conservative set, so a client
+// cannot inject anything odd into logs or downstream headers.
+func ValidRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.' || c == ':' || c == '+' || c == '=' || c == '/'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// StatusRecorder is a ResponseWriter that records the status of the answer: 0 until it
+// starts.
+type StatusRecorder struct {
+	http.ResponseWriter
+	Status int
+}
+
+// WriteHeader records the first status written.
+func (w *StatusRecorder) WriteHeader(code int) {
+	if w.Status == 0 {
+		w.Status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *StatusRecorder) Write(b []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps the underlying writer's io.ReaderFrom (sendfile for static files) in reach.
+func (w *StatusRecorder) ReadFrom(r io.Reader) (int64, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
+	}
+	return io.Copy(w.ResponseWriter, r)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *StatusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
