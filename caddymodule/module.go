@@ -113,8 +113,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("registering the runtime's metrics: %v", err)
 	}
 	workerPolicy, pluginPolicy := policies(settings)
-	h.plugins = newPluginHost(ctx, h.state.plugins, h.state.workers, pluginPolicy, h.logger.Named("plugins"))
-	h.unsubscribe = h.state.plugins.Subscribe(h.plugins.onChange)
+	h.plugins, h.unsubscribe = newPluginHost(ctx, h.state, pluginPolicy, h.logger.Named("plugins"))
 	appModule.(*App).track(h.state, settings.RootKey != "", h.plugins, settings.Serve.SharesOrigin())
 
 	h.api, err = handlers.New(handlers.Options{

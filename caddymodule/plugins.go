@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/envelope"
+	"github.com/caddy-runtime/runtime/events"
 	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
@@ -32,6 +33,7 @@ type pluginHost struct {
 	workers *packages.Catalog // a plugin's base may not hide one of them
 	policy  plugins.Policy
 	logger  *zap.Logger
+	reloads *events.Bus[reloadRequest] // the state's: every host sharing the folders hears it
 
 	mu    sync.Mutex // one reload at a time
 	table atomic.Pointer[pluginTable]
@@ -56,24 +58,29 @@ type hook struct {
 	failOpen bool
 }
 
-func newPluginHost(ctx caddy.Context, catalog, workers *packages.Catalog, policy plugins.Policy, logger *zap.Logger) *pluginHost {
+// newPluginHost returns the plugin host of a handler using the state s; it hears the state's
+// plugin changes and reload requests until the returned function is called.
+func newPluginHost(ctx caddy.Context, s *state, policy plugins.Policy, logger *zap.Logger) (*pluginHost, func()) {
 	// A fresh context of our own: canceling a child of Caddy's own context would also run
 	// the cleanup functions registered on that context.
 	base, _ := caddy.NewContext(ctx)
-	return &pluginHost{base: base, catalog: catalog, workers: workers, policy: policy, logger: logger}
+	h := &pluginHost{base: base, catalog: s.plugins, workers: s.workers, policy: policy, logger: logger, reloads: &s.pluginReloads}
+	offChanges := s.pluginChanges.Subscribe(h.onChange)
+	offReloads := s.pluginReloads.Subscribe(func(reloadRequest) { h.reload() })
+	return h, func() { offChanges(); offReloads() }
 }
+
+// reloadRequest asks every plugin host of a state to rebuild its table from the disk.
+type reloadRequest struct{}
 
 // onChange reloads after the plugin changes that take effect at once; an upload waits for an
 // explicit reload.
 func (h *pluginHost) onChange(ch packages.Change) {
 	switch ch.Op {
-	case packages.OpEnabled, packages.OpDisabled, packages.OpRemoved, reloadOp:
+	case packages.OpEnabled, packages.OpDisabled, packages.OpRemoved:
 		h.reload()
 	}
 }
-
-// reloadOp is the change that asks every host to reload.
-const reloadOp packages.Op = "reload"
 
 // reload rebuilds the table from the plugins on disk and swaps it in.
 func (h *pluginHost) reload() *pluginTable {
@@ -280,7 +287,8 @@ func (h *pluginHost) Loaded() ([]plugins.Plugin, []plugins.Failure) {
 // Reload asks every host sharing the plugin folders to reload, this one included, and
 // returns once they have.
 func (h *pluginHost) Reload() {
-	h.catalog.Changed(packages.Change{Op: reloadOp})
+	h.catalog.Forget()
+	h.reloads.Publish(reloadRequest{})
 }
 
 var _ handlers.PluginHost = (*pluginHost)(nil)

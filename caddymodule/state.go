@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/config"
+	"github.com/caddy-runtime/runtime/events"
 	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
@@ -74,17 +75,23 @@ type state struct {
 	plugins   *packages.Catalog
 	pool      atomic.Pointer[workerspkg.Pool]
 	versions  *serving.Versions
-	unmeter   func() // takes the pool out of the process gauge
+	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
+	workerChanges, pluginChanges events.Bus[packages.Change]
+	pluginReloads                events.Bus[reloadRequest]
+	unmeter                      func() // takes the pool out of the process gauge
 }
 
 func newState(s config.Settings, logger *zap.Logger) *state {
 	limits := packages.Limits{Upload: s.MaxUploadSize, Unpacked: s.MaxUnpackedSize, Entries: s.MaxArchiveEntries}
-	return &state{
+	st := &state{
 		settings: s, logger: logger,
 		workers:  packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
 		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
 		versions: serving.NewVersions(),
 	}
+	st.workers.OnChange(st.workerChanges.Publish)
+	st.plugins.OnChange(st.pluginChanges.Publish)
+	return st
 }
 
 // start prepares the state on the first start of a config that uses it; later starts (config
@@ -174,7 +181,7 @@ func (s *state) open() error {
 		return out
 	})
 	// A version's process goes when the version is disabled, replaced, removed or edited.
-	s.workers.Subscribe(func(ch packages.Change) {
+	s.workerChanges.Subscribe(func(ch packages.Change) {
 		switch ch.Op {
 		case packages.OpInstalled, packages.OpRemoved, packages.OpDisabled, packages.OpFiles:
 			pool.StopUnit(ch.Name, ch.Version)

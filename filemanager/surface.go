@@ -65,7 +65,7 @@ func New(layout packages.Layout, dirs []packages.Dir, onChange func(packages.Cha
 }
 
 // ForCatalog returns the file manager of a catalog, telling it about every change so its
-// cached scans drop and subscribers react.
+// cached scans drop and the runtime reacts.
 func ForCatalog(c *packages.Catalog) *Surface {
 	return New(c.Layout(), c.Dirs(), c.Changed)
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,9 +122,7 @@ type Catalog struct {
 	closing     chan struct{}
 	closeOnce   sync.Once
 
-	subMu       sync.Mutex
-	subscribers map[int]func(Change)
-	nextSub     int
+	notify atomic.Pointer[func(Change)] // hears every change, once set
 }
 
 // NewCatalog returns a catalog over dirs, in order; folders whose name starts with "." are
@@ -179,40 +176,9 @@ func (c *Catalog) Limits() Limits { return c.limits }
 // Layout returns the catalog's layout.
 func (c *Catalog) Layout() Layout { return c.layout }
 
-// Subscribe registers fn to be called, in the changing goroutine, after every change the
-// catalog makes, in order of subscription; the returned function ends the subscription.
-func (c *Catalog) Subscribe(fn func(Change)) (unsubscribe func()) {
-	c.subMu.Lock()
-	defer c.subMu.Unlock()
-	if c.subscribers == nil {
-		c.subscribers = map[int]func(Change){}
-	}
-	id := c.nextSub
-	c.nextSub++
-	c.subscribers[id] = fn
-	return func() {
-		c.subMu.Lock()
-		defer c.subMu.Unlock()
-		delete(c.subscribers, id)
-	}
-}
-
-func (c *Catalog) notify(ch Change) {
-	c.subMu.Lock()
-	ids := make([]int, 0, len(c.subscribers))
-	for id := range c.subscribers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	subs := make([]func(Change), len(ids))
-	for i, id := range ids {
-		subs[i] = c.subscribers[id]
-	}
-	c.subMu.Unlock()
-	for _, fn := range subs {
-		fn(ch)
-	}
-}
+// OnChange makes fn hear, in the changing goroutine, every change the catalog makes or is told
+// of (Changed), once its caches are dropped; the shared state passes its event bus here.
+func (c *Catalog) OnChange(fn func(Change)) { c.notify.Store(&fn) }
 
 func (c *Catalog) lock(name string) func() {
 	m, _ := c.locks.LoadOrStore(name, &sync.Mutex{})
@@ -372,15 +338,22 @@ func (c *Catalog) SetEnabled(name, version string, enabled bool) error {
 // Dirs returns the catalog's folders, in order.
 func (c *Catalog) Dirs() []Dir { return append([]Dir(nil), c.dirs...) }
 
-// Changed records a change made to a unit's files from outside the catalog (the file
-// manager): cached scans are dropped and subscribers told.
-func (c *Catalog) Changed(ch Change) { c.changed(ch) }
-
-// changed drops cached scans and tells subscribers.
-func (c *Catalog) changed(ch Change) {
+// Forget drops the cached scans, so the next listing reads the folders again.
+func (c *Catalog) Forget() {
 	c.cache.invalidate()
 	c.snap.Store(nil)
-	c.notify(ch)
+}
+
+// Changed records a change made to a unit's files from outside the catalog (the file
+// manager): cached scans are dropped and the change passed on (OnChange).
+func (c *Catalog) Changed(ch Change) { c.changed(ch) }
+
+// changed drops cached scans and passes the change on.
+func (c *Catalog) changed(ch Change) {
+	c.Forget()
+	if fn := c.notify.Load(); fn != nil {
+		(*fn)(ch)
+	}
 }
 
 // SnapshotTTL is how long Find trusts a snapshot before checking the disk again; changes the

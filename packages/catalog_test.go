@@ -42,7 +42,7 @@ func install(t *testing.T, c *Catalog, name string, data []byte) (Installed, err
 func TestInstallAndList(t *testing.T) {
 	c, base := newCatalog(t, WorkerLayout)
 	var changes []Change
-	c.Subscribe(func(ch Change) { changes = append(changes, ch) })
+	c.OnChange(func(ch Change) { changes = append(changes, ch) })
 
 	got, err := install(t, c, "app.tgz", manifestTgz(t, "name: app\nversion: 1.0.0\n", testkit.File{Name: "index.html", Body: "<p>1"}))
 	if err != nil {
