@@ -43,6 +43,24 @@ var migrations = []string{
 	 CREATE INDEX sessions_expiry ON sessions (expires_at);
 	 CREATE TABLE store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 	 INSERT INTO store_meta (name, value) VALUES ('root_salt', lower(hex(randomblob(16))))`,
+	// 4: the audit trail. scope is the namespace an entry is about ("@team"), "" for
+	// unscoped units and actions on no unit; at is in Unix milliseconds.
+	`CREATE TABLE audit (
+		id           INTEGER PRIMARY KEY AUTOINCREMENT,
+		at           INTEGER NOT NULL,
+		actor_id     INTEGER,
+		actor_name   TEXT    NOT NULL DEFAULT '',
+		actor_prefix TEXT    NOT NULL DEFAULT '',
+		action       TEXT    NOT NULL,
+		target       TEXT    NOT NULL DEFAULT '',
+		scope        TEXT    NOT NULL DEFAULT '',
+		outcome      TEXT    NOT NULL,
+		request_id   TEXT    NOT NULL DEFAULT '',
+		remote_addr  TEXT    NOT NULL DEFAULT '',
+		details      TEXT    NOT NULL DEFAULT '{}'
+	);
+	 CREATE INDEX audit_at ON audit (at);
+	 CREATE INDEX audit_scope ON audit (scope, id)`,
 }
 
 // SchemaVersion is the schema version this package writes.

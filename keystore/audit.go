@@ -1,0 +1,169 @@
+package keystore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// AuditEntry is one audited action. It never holds a secret: actors are named by id, name and
+// key prefix, and details are what the action's audit line says besides.
+type AuditEntry struct {
+	ID     int64
+	Time   time.Time
+	Actor  *AuditActor // nil when nobody was authenticated (a refused login)
+	Action string     // e.g. key.create, worker.upload
+	Target string     // the object as people know it: "ci (#12)", "@team/app@1.2.0"
+	// Scope is the namespace the entry is about ("@team"), "" when it is about no scoped unit;
+	// keys restricted to namespaces see only entries of theirs.
+	Scope      string
+	Outcome    string // success, denied or failed
+	RequestID  string
+	RemoteAddr string
+	Details    map[string]any
+}
+
+// AuditActor is who did an audited action.
+type AuditActor struct {
+	ID        int64
+	Name      string
+	KeyPrefix string
+}
+
+// AuditQuery selects entries, newest first. Zero fields select everything.
+type AuditQuery struct {
+	Action string    // exact action, or a family ending in "." ("worker.")
+	Actor  string    // the actor's name or key prefix, exactly
+	Target string    // entries whose target contains it
+	Since  time.Time // at or after
+	Until  time.Time // before
+	// Scopes, when not nil, keeps only entries about these namespaces (a restricted key's).
+	Scopes []string
+	Before int64 // the cursor: entries with a smaller id
+	Limit  int
+}
+
+// AppendAudit stores an audited action; e.Time defaults to now.
+func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
+	defer s.timed("append_audit")()
+	if e.Time.IsZero() {
+		e.Time = s.now()
+	}
+	details := []byte("{}")
+	if len(e.Details) > 0 {
+		var err error
+		if details, err = json.Marshal(e.Details); err != nil {
+			return fmt.Errorf("encoding audit details: %v", err)
+		}
+	}
+	var actorID any
+	var name, prefix string
+	if e.Actor != nil {
+		actorID, name, prefix = e.Actor.ID, e.Actor.Name, e.Actor.KeyPrefix
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO audit
+		(at, actor_id, actor_name, actor_prefix, action, target, scope, outcome, request_id, remote_addr, details)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.Time.UnixMilli(), actorID, name, prefix, e.Action, e.Target, e.Scope, e.Outcome, e.RequestID, e.RemoteAddr, string(details))
+	if err != nil {
+		return fmt.Errorf("storing an audit entry: %v", err)
+	}
+	return nil
+}
+
+// ListAudit returns up to q.Limit entries matching q, newest first, and whether more follow
+// (then the last entry's id is the next page's Before).
+func (s *Store) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, bool, error) {
+	defer s.timed("list_audit")()
+	var where []string
+	var args []any
+	add := func(cond string, a ...any) { where = append(where, cond); args = append(args, a...) }
+	switch {
+	case strings.HasSuffix(q.Action, "."):
+		add(`substr(action, 1, ?) = ?`, len(q.Action), q.Action)
+	case q.Action != "":
+		add(`action = ?`, q.Action)
+	}
+	if q.Actor != "" {
+		add(`(actor_name = ? OR actor_prefix = ?)`, q.Actor, q.Actor)
+	}
+	if q.Target != "" {
+		add(`instr(target, ?) > 0`, q.Target)
+	}
+	if !q.Since.IsZero() {
+		add(`at >= ?`, q.Since.UnixMilli())
+	}
+	if !q.Until.IsZero() {
+		add(`at < ?`, q.Until.UnixMilli())
+	}
+	if q.Scopes != nil {
+		if len(q.Scopes) == 0 {
+			return []AuditEntry{}, false, nil
+		}
+		add(`scope IN (?`+strings.Repeat(`, ?`, len(q.Scopes)-1)+`)`, anySlice(q.Scopes)...)
+	}
+	if q.Before > 0 {
+		add(`id < ?`, q.Before)
+	}
+	query := `SELECT id, at, actor_id, actor_name, actor_prefix, action, target, scope, outcome, request_id, remote_addr, details FROM audit`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	limit := max(q.Limit, 1)
+	query += fmt.Sprintf(` ORDER BY id DESC LIMIT %d`, limit+1)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the audit trail: %v", err)
+	}
+	defer rows.Close()
+	out := []AuditEntry{}
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		var actorID *int64
+		var name, prefix, details string
+		if err := rows.Scan(&e.ID, &at, &actorID, &name, &prefix, &e.Action, &e.Target, &e.Scope, &e.Outcome,
+			&e.RequestID, &e.RemoteAddr, &details); err != nil {
+			return nil, false, fmt.Errorf("reading the audit trail: %v", err)
+		}
+		e.Time = time.UnixMilli(at)
+		if actorID != nil {
+			e.Actor = &AuditActor{ID: *actorID, Name: name, KeyPrefix: prefix}
+		}
+		if err := json.Unmarshal([]byte(details), &e.Details); err != nil {
+			return nil, false, fmt.Errorf("audit entry %d: its details are damaged: %v", e.ID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("reading the audit trail: %v", err)
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+// PruneAudit deletes the entries older than before and returns how many went.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error) {
+	defer s.timed("prune_audit")()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	res, err := s.db.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("pruning the audit trail: %v", err)
+	}
+	return res.RowsAffected()
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
