@@ -109,6 +109,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.state, h.stateKey = val.(*state), key
+	h.state.retention.Store(int64(settings.AuditRetention))
 	if err := runtimeMetrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering the runtime's metrics: %v", err)
 	}

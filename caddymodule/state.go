@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -79,6 +80,10 @@ type state struct {
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[reloadRequest]
 	unmeter                      func() // takes the pool out of the process gauge
+	// retention is how long the audit trail keeps entries: the latest config's setting.
+	retention atomic.Int64
+	stopPrune chan struct{}
+	pruned    chan struct{} // closed when the pruner has stopped
 }
 
 func newState(s config.Settings, logger *zap.Logger) *state {
@@ -152,6 +157,8 @@ func (s *state) open() error {
 	}
 	store.SetObserver(runtimeMetrics.KeyStoreQuery)
 	s.keys.Store(store)
+	s.stopPrune, s.pruned = make(chan struct{}), make(chan struct{})
+	go s.pruneAudit(store)
 	why, err := store.RemoveStaleBootstrap(context.Background())
 	if err != nil {
 		return fmt.Errorf("checking the bootstrap key: %v", err)
@@ -189,6 +196,33 @@ func (s *state) open() error {
 	})
 	s.pool.Store(pool)
 	return nil
+}
+
+// auditPruneEvery is how often the audit trail drops the entries past its retention.
+const auditPruneEvery = time.Hour
+
+// pruneAudit drops the audit entries older than the retention, at once and then every
+// auditPruneEvery, until the state is released.
+func (s *state) pruneAudit(store *keystore.Store) {
+	defer close(s.pruned)
+	tick := time.NewTicker(auditPruneEvery)
+	defer tick.Stop()
+	for {
+		if keep := time.Duration(s.retention.Load()); keep > 0 {
+			n, err := store.PruneAudit(context.Background(), time.Now().Add(-keep))
+			switch {
+			case err != nil:
+				s.logger.Error("pruning the audit trail", zap.Error(err))
+			case n > 0:
+				s.logger.Info("pruned the audit trail", zap.Int64("entries", n), zap.Duration("audit_retention", keep))
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-s.stopPrune:
+			return
+		}
+	}
 }
 
 // tightenState makes state_dir owner-only (0700) and the files directly in it 0600, logging
@@ -321,6 +355,10 @@ func (s *state) Destruct() error {
 	}
 	if s.unmeter != nil {
 		s.unmeter()
+	}
+	if s.stopPrune != nil {
+		close(s.stopPrune)
+		<-s.pruned // before the store closes under it
 	}
 	if pool := s.pool.Swap(nil); pool != nil {
 		pool.Close()

@@ -31,6 +31,8 @@ type Values struct {
 	RootKey string `json:"root_key,omitempty"`
 	// SessionTTL is the lifetime of a cpanel session cookie, e.g. "30m", "24h", "7d", "2w".
 	SessionTTL string `json:"session_ttl,omitempty"`
+	// AuditRetention is how long the audit trail keeps an entry, e.g. "90d".
+	AuditRetention string `json:"audit_retention,omitempty"`
 	// MaxUploadSize is the largest accepted upload, in bytes.
 	MaxUploadSize int64 `json:"max_upload_size,omitempty"`
 	// MaxUnpackedSize bounds the bytes an archive may unpack to.
@@ -80,6 +82,7 @@ type Settings struct {
 	StateDir          string
 	RootKey           string
 	SessionTTL        time.Duration
+	AuditRetention    time.Duration
 	MaxUploadSize     int64
 	MaxUnpackedSize   int64
 	MaxArchiveEntries int
@@ -115,6 +118,7 @@ var Definitions = []Definition{
 	{"state_dir", "RUNTIME_STATE_DIR", "./data/state"},
 	{"root_key", "RUNTIME_ROOT_KEY", ""},
 	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h"},
+	{"audit_retention", "RUNTIME_AUDIT_RETENTION", "90d"},
 	{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB"},
 	{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE", "1GiB"},
 	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000"},
@@ -201,6 +205,10 @@ func Resolve(v Values, getenv func(string) string) (Settings, error) {
 	raw, fromEnv = r.pick("session_ttl", v.SessionTTL)
 	if s.SessionTTL, err = ParseSessionTTL(raw); err != nil {
 		return s, r.fail("session_ttl", fromEnv, raw, err)
+	}
+	raw, fromEnv = r.pick("audit_retention", v.AuditRetention)
+	if s.AuditRetention, err = ParseAuditRetention(raw); err != nil {
+		return s, r.fail("audit_retention", fromEnv, raw, err)
 	}
 	if s.MaxUploadSize, err = r.size("max_upload_size", v.MaxUploadSize); err != nil {
 		return s, err

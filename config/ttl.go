@@ -12,15 +12,32 @@ const (
 	MaxSessionTTL = 400 * 24 * time.Hour
 )
 
+// Bounds of the audit trail's retention.
+const (
+	MinAuditRetention = time.Hour
+	MaxAuditRetention = 10 * 365 * 24 * time.Hour
+)
+
 var ttlUnits = map[string]time.Duration{
 	"s": time.Second, "m": time.Minute, "h": time.Hour,
 	"d": 24 * time.Hour, "w": 7 * 24 * time.Hour,
 }
 
-// ParseSessionTTL parses a session lifetime: one or more whole numbers each followed by a unit
-// s, m, h, d or w ("30m", "2h", "7d", "2w", "1d12h"). A bare number is refused because its unit
-// would be a guess.
+// ParseSessionTTL parses a session lifetime (see parseSpan), from 1m to 400d.
 func ParseSessionTTL(s string) (time.Duration, error) {
+	return parseSpan(s, MinSessionTTL, MaxSessionTTL, "session", "1m", "400d (browsers cap cookies there)")
+}
+
+// ParseAuditRetention parses how long audit entries are kept (see parseSpan), from 1h to
+// 3650d.
+func ParseAuditRetention(s string) (time.Duration, error) {
+	return parseSpan(s, MinAuditRetention, MaxAuditRetention, "retention", "1h", "3650d")
+}
+
+// parseSpan parses a span of time: one or more whole numbers each followed by a unit s, m, h,
+// d or w ("30m", "2h", "7d", "2w", "1d12h"), between lo and hi. A bare number is refused
+// because its unit would be a guess.
+func parseSpan(s string, lo, hi time.Duration, what, loText, hiText string) (time.Duration, error) {
 	if s == "" {
 		return 0, fmt.Errorf("empty value; write a number with a unit, e.g. 30m, 2h, 7d or 2w")
 	}
@@ -42,17 +59,17 @@ func ParseSessionTTL(s string) (time.Duration, error) {
 			return 0, fmt.Errorf("want a number with a unit s, m, h, d or w, e.g. 30m, 2h, 7d or 2w")
 		}
 		n, err := strconv.ParseInt(s[i:j], 10, 64)
-		if err != nil || n > int64(MaxSessionTTL/unit) {
-			return 0, fmt.Errorf("too long; the longest session is 400d")
+		if err != nil || n > int64(hi/unit) {
+			return 0, fmt.Errorf("too long; the longest %s is %s", what, hiText)
 		}
 		total += time.Duration(n) * unit
 		i = k
 	}
 	switch {
-	case total < MinSessionTTL:
-		return 0, fmt.Errorf("too short; the shortest session is 1m")
-	case total > MaxSessionTTL:
-		return 0, fmt.Errorf("too long; the longest session is 400d (browsers cap cookies there)")
+	case total < lo:
+		return 0, fmt.Errorf("too short; the shortest %s is %s", what, loText)
+	case total > hi:
+		return 0, fmt.Errorf("too long; the longest %s is %s", what, hiText)
 	}
 	return total, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/trace"
@@ -314,8 +315,14 @@ func authorizeUnit(p keystore.Principal, unit string) error {
 		"this key may only act in namespaces %s; %q is outside them", strings.Join(p.Namespaces, ", "), unit)
 }
 
-// audit logs one security-relevant action with who did it; it never logs a secret.
+// audit logs one security-relevant action with who did it, and stores it in the audit trail;
+// it never records a secret. Its scope is the namespace of the unit target names, if any.
 func (a *API) audit(r *http.Request, action, target, outcome string, actor *keystore.Principal, extra ...zap.Field) {
+	a.auditScoped(r, action, target, keystore.NamespaceOf(target), outcome, actor, extra...)
+}
+
+// auditScoped audits an action about the namespace scope ("" for none).
+func (a *API) auditScoped(r *http.Request, action, target, scope, outcome string, actor *keystore.Principal, extra ...zap.Field) {
 	fields := []zap.Field{
 		zap.String("action", action),
 		zap.String("target", target),
@@ -327,4 +334,42 @@ func (a *API) audit(r *http.Request, action, target, outcome string, actor *keys
 			zap.Int64("id", actor.ID), zap.String("name", actor.Name), zap.String("key_prefix", actor.KeyPrefix)))
 	}
 	a.auditLog.Info("audit", append(fields, extra...)...)
+	a.storeAudit(r, keystore.AuditEntry{Action: action, Target: target, Scope: scope, Outcome: outcome,
+		RequestID: trace.RequestID(r.Context()), RemoteAddr: remoteHost(r), Details: details(extra)}, actor)
+}
+
+// storeAudit writes an entry to the audit trail. A failure is logged and never fails the
+// request: the action has happened.
+func (a *API) storeAudit(r *http.Request, e keystore.AuditEntry, actor *keystore.Principal) {
+	if actor != nil {
+		e.Actor = &keystore.AuditActor{ID: actor.ID, Name: actor.Name, KeyPrefix: actor.KeyPrefix}
+	}
+	store, err := a.keyStore()
+	if err == nil {
+		// Detached from the request: a client that leaves does not unwrite the action.
+		err = store.AppendAudit(context.WithoutCancel(r.Context()), e)
+	}
+	if err != nil {
+		a.opts.Logger.Error("storing an audit entry", zap.String("action", e.Action), zap.String("request_id", e.RequestID), zap.Error(err))
+	}
+}
+
+// details are an audit line's extra fields as JSON values.
+func details(fields []zap.Field) map[string]any {
+	if len(fields) == 0 {
+		return nil
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	return enc.Fields
+}
+
+// remoteHost is the address of the client that sent r, without its port.
+func remoteHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }

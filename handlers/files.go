@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/filemanager"
+	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/trace"
 )
@@ -57,7 +58,9 @@ func (a *API) auditFile(r *http.Request, s fileSurface, op, target string, err e
 		}
 	}
 	p := principalOf(r.Context())
-	a.audit(r, "files."+op, target, outcome, &p, append(extra, zap.String("surface", s.name))...)
+	// A virtual path is <root folder>/<unit>/…: the unit's namespace is the entry's scope.
+	_, unit, _ := strings.Cut(target, "/")
+	a.auditScoped(r, "files."+op, target, keystore.NamespaceOf(unit), outcome, &p, append(extra, zap.String("surface", s.name))...)
 }
 
 func (a *API) fileList(s fileSurface) handlerFunc {

@@ -165,7 +165,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return inputError(err)
 	}
-	a.audit(r, "key.create", created.Name, "success", &p, keyField(created.KeyRecord))
+	a.audit(r, "key.create", keyTarget(created.Name, created.ID), "success", &p, keyField(created.KeyRecord))
 	writeJSON(w, http.StatusOK, CreateKeyResponse{Success: true, Data: CreatedKey{
 		ID: created.ID, Name: created.Name, Key: created.Secret, KeyPrefix: created.KeyPrefix, Role: created.Role}})
 	return nil
@@ -190,7 +190,7 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principalOf(r.Context())
-	target := strconv.FormatInt(id, 10)
+	target := keyTarget("", id)
 	if !p.IsRoot && p.ID == id {
 		a.audit(r, "key.revoke", target, "denied", &p)
 		return Errorf(http.StatusForbidden, CodeSelfRevokeForbidden, "a key cannot revoke itself; use another key")
@@ -202,6 +202,7 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	target = keyTarget(rec.Name, id)
 	if !p.Covers(rec.Namespaces) {
 		a.audit(r, "key.revoke", target, "denied", &p)
 		return Errorf(http.StatusForbidden, CodeNamespaceDenied, "key %d reaches namespaces outside this key's (%v)", id, p.Namespaces)
@@ -273,6 +274,14 @@ func (a *API) keyStore() (*keystore.Store, error) {
 		return nil, Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
 	}
 	return store, nil
+}
+
+// keyTarget names a key in the audit trail as people know it: by name and id.
+func keyTarget(name string, id int64) string {
+	if name == "" {
+		return fmt.Sprintf("key #%d", id)
+	}
+	return fmt.Sprintf("%s (#%d)", name, id)
 }
 
 // keyField describes the key an audited action touched.

@@ -187,7 +187,7 @@ func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a.audit(r, "session.end", strconv.FormatInt(id, 10), "success", &p)
+	a.audit(r, "session.end", "session #"+strconv.FormatInt(id, 10), "success", &p)
 	if current, ok := sessionOf(r.Context()); ok && current.ID == id {
 		w.Header().Add("Set-Cookie", a.sessionCookie(r, "", 0))
 	}

@@ -14,8 +14,8 @@ type AuditEntry struct {
 	ID     int64
 	Time   time.Time
 	Actor  *AuditActor // nil when nobody was authenticated (a refused login)
-	Action string     // e.g. key.create, worker.upload
-	Target string     // the object as people know it: "ci (#12)", "@team/app@1.2.0"
+	Action string      // e.g. key.create, worker.upload
+	Target string      // the object as people know it: "ci (#12)", "@team/app@1.2.0"
 	// Scope is the namespace the entry is about ("@team"), "" when it is about no scoped unit;
 	// keys restricted to namespaces see only entries of theirs.
 	Scope      string
