@@ -7,6 +7,7 @@ require (
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/chromedp/chromedp v0.23.0
 	github.com/dustin/go-humanize v1.1.0
+	github.com/fsnotify/fsnotify v1.9.0
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/tursodatabase/libsql-client-go v0.0.0-20260528064733-9d5d30a29a60

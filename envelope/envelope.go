@@ -57,14 +57,25 @@ func Internal(requestID string) *Error {
 
 // WriteJSON writes v as a JSON answer with status, never cached.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	WriteEncoded(w, status, EncodeJSON(v))
+}
+
+// EncodeJSON encodes v as the body of a JSON answer, for WriteEncoded: answers that change
+// seldom are encoded once.
+func EncodeJSON(v any) []byte {
 	body, err := json.Marshal(v)
 	if err != nil {
 		// Only a programming error gets here: every body is a plain struct.
 		panic(fmt.Sprintf("envelope: encoding an answer: %v", err))
 	}
+	return append(body, '\n')
+}
+
+// WriteEncoded writes body, from EncodeJSON, as a JSON answer with status, never cached.
+func WriteEncoded(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body)
 }

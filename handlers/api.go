@@ -67,18 +67,21 @@ type Options struct {
 
 // API serves the management API and the discovery document.
 type API struct {
-	opts      Options
-	rootHash  []byte // SHA-256 of the root key, nil without one
-	auditLog  *zap.Logger
-	mux       *http.ServeMux
-	handler   http.Handler
-	spec      openapi.Document
-	doc       asset // the OpenAPI document, encoded once
-	docs      docsUI
-	mounted   atomic.Pointer[mountedDocs]
-	heartbeat time.Duration
-	stopping  chan struct{} // closed by Shutdown: long-lived answers end
-	stopOnce  sync.Once
+	opts     Options
+	rootHash []byte // SHA-256 of the root key, nil without one
+	auditLog *zap.Logger
+	mux      *http.ServeMux
+	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
+	// The encoded answers of the listings, kept while their source is unchanged.
+	workerList, pluginList, keyList bodyCache
+	handler                         http.Handler
+	spec                            openapi.Document
+	doc                             asset // the OpenAPI document, encoded once
+	docs                            docsUI
+	mounted                         atomic.Pointer[mountedDocs]
+	heartbeat                       time.Duration
+	stopping                        chan struct{} // closed by Shutdown: long-lived answers end
+	stopOnce                        sync.Once
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -110,8 +113,13 @@ func New(opts Options) (*API, error) {
 		return nil, err
 	}
 	table := a.routes()
+	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
-		a.mux.Handle(rt.method+" "+a.fullPath(rt.path), a.endpoint(rt))
+		pattern, h := rt.method+" "+a.fullPath(rt.path), a.endpoint(rt)
+		a.mux.Handle(pattern, h)
+		if !strings.Contains(rt.path, "{") {
+			a.exact[pattern] = h
+		}
 	}
 	a.spec = a.document(table)
 	doc, err := json.Marshal(a.spec)
@@ -167,6 +175,11 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		// redirect so that no path is reachable under two names.
 		WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no API route at %s", r.URL.Path))
 		a.opts.Metrics.APIRequest(unmatchedRoute, http.StatusNotFound)
+		return
+	}
+	if h, ok := a.exact[r.Method+" "+p]; ok {
+		// A path without wildcards needs no pattern matching (nor path values).
+		h.ServeHTTP(w, r)
 		return
 	}
 	if _, pattern := a.mux.Handler(r); pattern == "" {
@@ -227,8 +240,11 @@ const unmatchedRoute = "unmatched"
 func (a *API) endpoint(rt route) http.Handler {
 	label := rt.method + " " + rt.path
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &trace.StatusRecorder{ResponseWriter: w}
-		w = sw
+		sw, ok := w.(*trace.StatusRecorder) // withRecover's, unless a test serves the route alone
+		if !ok {
+			sw = &trace.StatusRecorder{ResponseWriter: w}
+			w = sw
+		}
 		defer func() { a.opts.Metrics.APIRequest(label, sw.Status) }()
 		r, err := a.authorize(rt, r)
 		if err == nil {

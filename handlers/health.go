@@ -1,6 +1,10 @@
 package handlers
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/caddy-runtime/runtime/envelope"
+)
 
 // Health is the body of the health probes.
 type Health struct {
@@ -18,8 +22,10 @@ type Discovery struct {
 
 func (a *API) healthRoutes() []route {
 	probe := func(status string) handlerFunc {
+		// Encoded once: probes are the most frequent requests and always answer the same.
+		body := envelope.EncodeJSON(Health{OK: true, Status: status, Version: a.opts.Version})
 		return func(w http.ResponseWriter, r *http.Request) error {
-			writeJSON(w, http.StatusOK, Health{OK: true, Status: status, Version: a.opts.Version})
+			envelope.WriteEncoded(w, http.StatusOK, body)
 			return nil
 		}
 	}

@@ -123,13 +123,15 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	gen := store.ListGeneration() // before the listing: a change after it gives a new one
 	keys, err := store.List(r.Context())
 	if err != nil {
 		return err
 	}
 	p := principalOf(r.Context())
-	visible := slices.DeleteFunc(keys, func(k keystore.KeyRecord) bool { return !p.Covers(k.Namespaces) })
-	writeJSON(w, http.StatusOK, KeyList{Keys: visible})
+	a.keyList.serve(w, p, gen, true, func() any {
+		return KeyList{Keys: slices.DeleteFunc(keys, func(k keystore.KeyRecord) bool { return !p.Covers(k.Namespaces) })}
+	})
 	return nil
 }
 

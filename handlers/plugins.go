@@ -232,18 +232,11 @@ func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	units, err := visibleUnits(c, principalOf(r.Context()))
-	if err != nil {
-		return err
-	}
-	records := make([]PluginRecord, 0, len(units))
-	for _, u := range units {
+	return listUnits(w, r, c, &a.pluginList, func(u packages.Unit) PluginRecord {
 		v := u.Versions[0]
-		records = append(records, PluginRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
-			Version: v.Version, Enabled: v.Enabled})
-	}
-	writeJSON(w, http.StatusOK, records)
-	return nil
+		return PluginRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
+			Version: v.Version, Enabled: v.Enabled}
+	})
 }
 
 // pluginTarget reads and authorizes the plugin a request acts on, in the plugin catalog.

@@ -274,19 +274,24 @@ func catalog(c *packages.Catalog) (*packages.Catalog, error) {
 	return c, nil
 }
 
-// visibleUnits lists the units of c the principal may see.
-func visibleUnits(c *packages.Catalog, p keystore.Principal) ([]packages.Unit, error) {
-	units, err := c.List()
+// listUnits answers a listing of the units of c the caller may see, each made a record by
+// record; the encoded answer is kept in cache while the catalog's listing is unchanged.
+func listUnits[R any](w http.ResponseWriter, r *http.Request, c *packages.Catalog, cache *bodyCache, record func(packages.Unit) R) error {
+	units, gen, cached, err := c.Listing()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := units[:0:0]
-	for _, u := range units {
-		if p.CanAccess(u.Name) {
-			out = append(out, u)
+	p := principalOf(r.Context())
+	cache.serve(w, p, gen, cached, func() any {
+		records := make([]R, 0, len(units))
+		for _, u := range units {
+			if p.CanAccess(u.Name) {
+				records = append(records, record(u))
+			}
 		}
-	}
-	return out, nil
+		return records
+	})
+	return nil
 }
 
 // unitName reads the unit name from the path values: {scope} ("_" or "@scope") and {name}

@@ -118,12 +118,7 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	units, err := visibleUnits(c, principalOf(r.Context()))
-	if err != nil {
-		return err
-	}
-	records := make([]WorkerRecord, 0, len(units))
-	for _, u := range units {
+	return listUnits(w, r, c, &a.workerList, func(u packages.Unit) WorkerRecord {
 		rec := WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Versions: []string{}, DisabledVersions: []string{}}
 		for _, v := range u.Versions {
@@ -132,10 +127,8 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
 			}
 		}
-		records = append(records, rec)
-	}
-	writeJSON(w, http.StatusOK, records)
-	return nil
+		return rec
+	})
 }
 
 // workerTarget reads and authorizes the worker (and version, when the route has one) a

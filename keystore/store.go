@@ -376,6 +376,10 @@ type listing struct {
 	keys []KeyRecord
 }
 
+// ListGeneration names the keys' rows as they are now: it changes with every write to them
+// (creations, revocations, last use), so answers built from a listing may be kept under it.
+func (s *Store) ListGeneration() uint64 { return s.listGen.Load() }
+
 // keysChanged ends the cached listing; a write to the keys' rows calls it after its commit.
 func (s *Store) keysChanged() { s.listGen.Add(1) }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,6 +124,12 @@ type Catalog struct {
 	closeOnce   sync.Once
 
 	notify atomic.Pointer[func(Change)] // hears every change, once set
+
+	// listGen counts what may change a listing: the runtime's changes and the watcher's events.
+	listGen   atomic.Uint64
+	listed    atomic.Pointer[unitListing]
+	watchOnce sync.Once
+	watcher   *watcher // nil until the first listing, or where unavailable
 }
 
 // NewCatalog returns a catalog over dirs, in order; folders whose name starts with "." are
@@ -167,6 +174,10 @@ func (c *Catalog) retire(d Dir, rel string) {
 // Close deletes retired trees now and waits for it.
 func (c *Catalog) Close() {
 	c.closeOnce.Do(func() { close(c.closing) })
+	c.watchOnce.Do(func() {}) // no watcher starts after this
+	if c.watcher != nil {
+		c.watcher.close()
+	}
 	c.retiring.Wait()
 }
 
@@ -189,7 +200,50 @@ func (c *Catalog) lock(name string) func() {
 
 // List returns every unit, by folder order and then by name.
 func (c *Catalog) List() ([]Unit, error) {
-	return c.cache.list(c.layout, c.dirs)
+	units, _, _, err := c.Listing()
+	return slices.Clone(units), err
+}
+
+// Listing returns the units, as List does but shared: the caller must not change the slice,
+// with the generation of the listing and whether it was answered from memory. While the catalog's folders can be watched, a listing is kept
+// until the runtime changes a unit or the watcher reports a change on disk, and the
+// generation names it: answers built from a listing may be kept under its generation. Without
+// notifications every listing checks the disk, and cached is false.
+func (c *Catalog) Listing() (units []Unit, gen uint64, cached bool, err error) {
+	w := c.watch()
+	gen = c.listGen.Load() // before the folders are read: a change after it ends the listing
+	if l := c.listed.Load(); w != nil && l != nil && l.gen == gen {
+		return l.units, gen, true, nil
+	}
+	units, visited, err := c.cache.list(c.layout, c.dirs)
+	if err != nil {
+		return nil, gen, false, err
+	}
+	if w != nil && w.watch(visited) && c.listGen.Load() == gen {
+		c.listed.Store(&unitListing{gen: gen, units: units})
+		return units, gen, true, nil
+	}
+	return units, gen, false, nil
+}
+
+// unitListing is a listing kept while its generation is current.
+type unitListing struct {
+	gen   uint64
+	units []Unit
+}
+
+// watch returns the catalog's watcher, started on the first listing (not by NewCatalog, so
+// that caddy validate starts nothing), or nil where notifications are unavailable.
+func (c *Catalog) watch() *watcher {
+	c.watchOnce.Do(func() {
+		select {
+		case <-c.closing:
+			return
+		default:
+		}
+		c.watcher = newWatcher(func() { c.listGen.Add(1) })
+	})
+	return c.watcher
 }
 
 // Lookup returns the unit called name.
@@ -197,12 +251,13 @@ func (c *Catalog) Lookup(name string) (Unit, error) {
 	if err := ValidateName(name); err != nil {
 		return Unit{}, c.notFound(name)
 	}
-	units, err := c.List()
+	units, _, _, err := c.Listing()
 	if err != nil {
 		return Unit{}, err
 	}
 	for _, u := range units {
 		if u.Name == name {
+			u.Versions = slices.Clone(u.Versions) // the caller's, as from List
 			return u, nil
 		}
 	}
@@ -340,6 +395,7 @@ func (c *Catalog) Dirs() []Dir { return append([]Dir(nil), c.dirs...) }
 
 // Forget drops the cached scans, so the next listing reads the folders again.
 func (c *Catalog) Forget() {
+	c.listGen.Add(1)
 	c.cache.invalidate()
 	c.snap.Store(nil)
 }

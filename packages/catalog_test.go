@@ -656,7 +656,7 @@ func TestListWhileInvalidated(t *testing.T) {
 		}
 	}()
 	for {
-		units, err := c.list(WorkerLayout, []Dir{{Path: dir}})
+		units, _, err := c.list(WorkerLayout, []Dir{{Path: dir}})
 		if err != nil || len(units) != 40 {
 			t.Fatalf("list = %d units, %v", len(units), err)
 		}

@@ -23,6 +23,15 @@ type scanCache struct {
 	mapMu sync.Mutex           // the maps, shared by a listing's workers
 	dirs  map[string]dirEntry  // folder → its subfolder names
 	metas map[string]metaEntry // version folder → metadata
+	// visited collects the folders the running listing read, for the watcher.
+	visited map[string]bool
+}
+
+// visit records that the running listing read folder dir.
+func (c *scanCache) visit(dir string) {
+	c.mapMu.Lock()
+	c.visited[dir] = true
+	c.mapMu.Unlock()
 }
 
 type dirEntry struct {
@@ -81,23 +90,27 @@ func (c *scanCache) invalidate() {
 	c.dirs, c.metas = map[string]dirEntry{}, map[string]metaEntry{}
 }
 
-func (c *scanCache) list(layout Layout, dirs []Dir) ([]Unit, error) {
+// list finds the units in dirs, and returns with them every folder it read (a catalog folder
+// that does not exist counts by its nearest existing parent, where it would appear).
+func (c *scanCache) list(layout Layout, dirs []Dir) ([]Unit, []string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mapMu.Lock()
 	if c.dirs == nil {
 		c.dirs, c.metas = map[string]dirEntry{}, map[string]metaEntry{}
 	}
+	c.visited = map[string]bool{}
 	c.mapMu.Unlock()
 	var units []Unit
 	seen := map[string]bool{}
 	for _, d := range dirs {
 		root, err := os.OpenRoot(d.Path)
 		if errors.Is(err, fs.ErrNotExist) {
+			c.visit(existingAncestor(d.Path))
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		found := c.scanDir(layout, d, root)
 		root.Close()
@@ -108,7 +121,13 @@ func (c *scanCache) list(layout Layout, dirs []Dir) ([]Unit, error) {
 			}
 		}
 	}
-	return units, nil
+	c.mapMu.Lock()
+	visited := make([]string, 0, len(c.visited))
+	for dir := range c.visited {
+		visited = append(visited, dir)
+	}
+	c.mapMu.Unlock()
+	return units, visited, nil
 }
 
 // scanDir finds the units of one folder, checking units in parallel: a listing is mostly
@@ -194,6 +213,7 @@ func (c *scanCache) subdirs(root *os.Root, base, rel string) []string {
 	if err != nil || !info.IsDir() {
 		return nil
 	}
+	c.visit(key)
 	c.mapMu.Lock()
 	e, ok := c.dirs[key]
 	c.mapMu.Unlock()
@@ -234,6 +254,7 @@ func (c *scanCache) subdirs(root *os.Root, base, rel string) []string {
 // unchanged.
 func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, bool) {
 	key := filepath.Join(base, rel)
+	c.visit(key)
 	c.mapMu.Lock()
 	e, ok := c.metas[key]
 	c.mapMu.Unlock()

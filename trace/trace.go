@@ -14,15 +14,27 @@ import (
 // RequestIDHeader carries the correlation id of a request and its response.
 const RequestIDHeader = "X-Request-Id"
 
-type (
-	requestIDKey struct{}
-	logFieldsKey struct{}
-)
+// requestKey holds a request's *request in its context.
+type requestKey struct{}
+
+// request is what a request's context carries for the package: one value, so that a host
+// server adding log fields and the id costs one context.
+type request struct {
+	id  string
+	set func(zap.Field) // nil without an access log line
+}
+
+func from(ctx context.Context) *request {
+	st, _ := ctx.Value(requestKey{}).(*request)
+	return st
+}
 
 // RequestID returns the correlation id of the request being served, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	if st := from(ctx); st != nil {
+		return st.id
+	}
+	return ""
 }
 
 // WithLogFields returns ctx carrying set, which puts a field on the request's access log
@@ -30,13 +42,13 @@ func RequestID(ctx context.Context) string {
 // request's ExtraLogFields), so one line per request says who asked and what served it; the
 // runtime writes no access log of its own.
 func WithLogFields(ctx context.Context, set func(zap.Field)) context.Context {
-	return context.WithValue(ctx, logFieldsKey{}, set)
+	return context.WithValue(ctx, requestKey{}, &request{set: set})
 }
 
 // LogField puts field on the access log line of the request of ctx, if it has one.
 func LogField(ctx context.Context, field zap.Field) {
-	if set, ok := ctx.Value(logFieldsKey{}).(func(zap.Field)); ok {
-		set(field)
+	if st := from(ctx); st != nil && st.set != nil {
+		st.set(field)
 	}
 }
 
@@ -53,7 +65,8 @@ func WithRequestID(next http.Handler) http.Handler {
 // context. A well-formed incoming X-Request-Id is kept; otherwise the id is newID's (in Caddy,
 // the request's {http.request.uuid}), or a random one when newID is nil or gives "".
 func EnsureRequestID(w http.ResponseWriter, r *http.Request, newID func() string) *http.Request {
-	if RequestID(r.Context()) != "" {
+	st := from(r.Context())
+	if st != nil && st.id != "" {
 		return r
 	}
 	id := r.Header.Get(RequestIDHeader)
@@ -68,8 +81,12 @@ func EnsureRequestID(w http.ResponseWriter, r *http.Request, newID func() string
 		r.Header.Set(RequestIDHeader, id)
 	}
 	w.Header().Set(RequestIDHeader, id)
-	LogField(r.Context(), zap.String("request_id", id))
-	return r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	if st != nil { // the request's own value, made by WithLogFields: no new context needed
+		st.id = id
+		LogField(r.Context(), zap.String("request_id", id))
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), requestKey{}, &request{id: id}))
 }
 
 // ValidRequestID accepts ids of up to 128 characters from a conservative set, so a client

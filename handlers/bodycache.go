@@ -1,0 +1,54 @@
+package handlers
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/caddy-runtime/runtime/envelope"
+	"github.com/caddy-runtime/runtime/keystore"
+)
+
+// maxCachedBodies bounds the bodies a bodyCache keeps for one generation (one per set of
+// namespaces that asked).
+const maxCachedBodies = 64
+
+// bodyCache keeps the encoded answers of a listing for the generation of its source, one per
+// set of namespaces the callers may see: a listing that has not changed is answered with a
+// copy instead of building and encoding it again.
+type bodyCache struct {
+	mu     sync.Mutex
+	gen    uint64
+	bodies map[string][]byte
+}
+
+// serve answers with the body for gen and the namespaces of p, building it with build when
+// it is not kept; cacheable false (the source could not name its generation) always builds.
+func (c *bodyCache) serve(w http.ResponseWriter, p keystore.Principal, gen uint64, cacheable bool, build func() any) {
+	key := "*"
+	if !p.Unrestricted() {
+		key = strings.Join(p.Namespaces, "\x00")
+	}
+	if cacheable {
+		c.mu.Lock()
+		body, ok := c.bodies[key]
+		if c.gen != gen {
+			ok = false
+		}
+		c.mu.Unlock()
+		if ok {
+			envelope.WriteEncoded(w, http.StatusOK, body)
+			return
+		}
+	}
+	body := envelope.EncodeJSON(build())
+	if cacheable {
+		c.mu.Lock()
+		if c.gen != gen || c.bodies == nil || len(c.bodies) >= maxCachedBodies {
+			c.gen, c.bodies = gen, map[string][]byte{}
+		}
+		c.bodies[key] = body
+		c.mu.Unlock()
+	}
+	envelope.WriteEncoded(w, http.StatusOK, body)
+}
