@@ -24,7 +24,7 @@ type bodyCache struct {
 
 // serve answers with the body for gen and the namespaces of p, building it with build when
 // it is not kept; cacheable false (the source could not name its generation) always builds.
-func (c *bodyCache) serve(w http.ResponseWriter, p keystore.Principal, gen uint64, cacheable bool, build func() any) {
+func (c *bodyCache) serve(w http.ResponseWriter, p keystore.Principal, gen uint64, cacheable bool, build func() (any, error)) error {
 	key := "*"
 	if !p.Unrestricted() {
 		key = strings.Join(p.Namespaces, "\x00")
@@ -38,10 +38,14 @@ func (c *bodyCache) serve(w http.ResponseWriter, p keystore.Principal, gen uint6
 		c.mu.Unlock()
 		if ok {
 			envelope.WriteEncoded(w, http.StatusOK, body)
-			return
+			return nil
 		}
 	}
-	body := envelope.EncodeJSON(build())
+	v, err := build()
+	if err != nil {
+		return err
+	}
+	body := envelope.EncodeJSON(v)
 	if cacheable {
 		c.mu.Lock()
 		if c.gen != gen || c.bodies == nil || len(c.bodies) >= maxCachedBodies {
@@ -51,4 +55,5 @@ func (c *bodyCache) serve(w http.ResponseWriter, p keystore.Principal, gen uint6
 		c.mu.Unlock()
 	}
 	envelope.WriteEncoded(w, http.StatusOK, body)
+	return nil
 }

@@ -124,15 +124,14 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	gen := store.ListGeneration() // before the listing: a change after it gives a new one
-	keys, err := store.List(r.Context())
-	if err != nil {
-		return err
-	}
 	p := principalOf(r.Context())
-	a.keyList.serve(w, p, gen, true, func() any {
-		return KeyList{Keys: slices.DeleteFunc(keys, func(k keystore.KeyRecord) bool { return !p.Covers(k.Namespaces) })}
+	return a.keyList.serve(w, p, gen, true, func() (any, error) {
+		keys, err := store.List(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		return KeyList{Keys: slices.DeleteFunc(keys, func(k keystore.KeyRecord) bool { return !p.Covers(k.Namespaces) })}, nil
 	})
-	return nil
 }
 
 func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {

@@ -282,16 +282,15 @@ func listUnits[R any](w http.ResponseWriter, r *http.Request, c *packages.Catalo
 		return err
 	}
 	p := principalOf(r.Context())
-	cache.serve(w, p, gen, cached, func() any {
+	return cache.serve(w, p, gen, cached, func() (any, error) {
 		records := make([]R, 0, len(units))
 		for _, u := range units {
 			if p.CanAccess(u.Name) {
 				records = append(records, record(u))
 			}
 		}
-		return records
+		return records, nil
 	})
-	return nil
 }
 
 // unitName reads the unit name from the path values: {scope} ("_" or "@scope") and {name}
