@@ -81,6 +81,7 @@ func mountAt(matchers caddy.ModuleMap) (string, error) {
 //		root_key        <key>
 //		session_ttl     <duration>
 //		audit_retention <duration>
+//		retire_delay    <duration>
 //		max_upload_size <size>
 //		max_unpacked_size <size>
 //		max_archive_entries <count>
@@ -114,7 +115,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"worker_processes": &h.WorkerProcesses, "worker_log_rate": &h.WorkerLogRate,
 		"worker_log_lines": &h.WorkerLogLines}
 	strs := map[string]*string{"api_prefix": &h.APIPrefix, "state_dir": &h.StateDir, "root_key": &h.RootKey,
-		"session_ttl": &h.SessionTTL, "audit_retention": &h.AuditRetention, "key_store": &h.KeyStore, "workers_url": &h.WorkersURL, "worker_user": &h.WorkerUser,
+		"session_ttl": &h.SessionTTL, "audit_retention": &h.AuditRetention, "retire_delay": &h.RetireDelay, "key_store": &h.KeyStore, "workers_url": &h.WorkersURL, "worker_user": &h.WorkerUser,
 		"worker_group": &h.WorkerGroup, "scratch_dir": &h.ScratchDir, "worker_cpu": &h.WorkerCPU}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {

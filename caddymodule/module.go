@@ -110,6 +110,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.state, h.stateKey = val.(*state), key
 	h.state.retention.Store(int64(settings.AuditRetention))
+	h.state.workers.SetRetireDelay(settings.RetireDelay)
+	h.state.plugins.SetRetireDelay(settings.RetireDelay)
 	if err := runtimeMetrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering the runtime's metrics: %v", err)
 	}

@@ -20,6 +20,7 @@ func TestStateSettings(t *testing.T) {
 		"root_key":            func(s *config.Settings) { s.RootKey = "another-root-key-0123456789" },
 		"session_ttl":         func(s *config.Settings) { s.SessionTTL++ },
 		"audit_retention":     func(s *config.Settings) { s.AuditRetention++ },
+		"retire_delay":        func(s *config.Settings) { s.RetireDelay++ },
 		"max_upload_size":     func(s *config.Settings) { s.MaxUploadSize++ },
 		"max_unpacked_size":   func(s *config.Settings) { s.MaxUnpackedSize++ },
 		"max_archive_entries": func(s *config.Settings) { s.MaxArchiveEntries++ },

@@ -33,6 +33,8 @@ type Values struct {
 	SessionTTL string `json:"session_ttl,omitempty"`
 	// AuditRetention is how long the audit trail keeps an entry, e.g. "90d".
 	AuditRetention string `json:"audit_retention,omitempty"`
+	// RetireDelay is how long a replaced or removed unit folder stays readable, e.g. "2s".
+	RetireDelay string `json:"retire_delay,omitempty"`
 	// MaxUploadSize is the largest accepted upload, in bytes.
 	MaxUploadSize int64 `json:"max_upload_size,omitempty"`
 	// MaxUnpackedSize bounds the bytes an archive may unpack to.
@@ -83,6 +85,7 @@ type Settings struct {
 	RootKey           string
 	SessionTTL        time.Duration
 	AuditRetention    time.Duration
+	RetireDelay       time.Duration
 	MaxUploadSize     int64
 	MaxUnpackedSize   int64
 	MaxArchiveEntries int
@@ -119,6 +122,7 @@ var Definitions = []Definition{
 	{"root_key", "RUNTIME_ROOT_KEY", ""},
 	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h"},
 	{"audit_retention", "RUNTIME_AUDIT_RETENTION", "90d"},
+	{"retire_delay", "RUNTIME_RETIRE_DELAY", "2s"},
 	{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB"},
 	{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE", "1GiB"},
 	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000"},
@@ -209,6 +213,10 @@ func Resolve(v Values, getenv func(string) string) (Settings, error) {
 	raw, fromEnv = r.pick("audit_retention", v.AuditRetention)
 	if s.AuditRetention, err = ParseAuditRetention(raw); err != nil {
 		return s, r.fail("audit_retention", fromEnv, raw, err)
+	}
+	raw, fromEnv = r.pick("retire_delay", v.RetireDelay)
+	if s.RetireDelay, err = ParseRetireDelay(raw); err != nil {
+		return s, r.fail("retire_delay", fromEnv, raw, err)
 	}
 	if s.MaxUploadSize, err = r.size("max_upload_size", v.MaxUploadSize); err != nil {
 		return s, err

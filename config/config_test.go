@@ -102,6 +102,7 @@ func TestResolveDefaults(t *testing.T) {
 		StateDir:          filepath.Join(wd, "data/state"),
 		SessionTTL:        24 * time.Hour,
 		AuditRetention:    90 * 24 * time.Hour,
+		RetireDelay:       2 * time.Second,
 		MaxUploadSize:     100 << 20,
 		MaxUnpackedSize:   1 << 30,
 		MaxArchiveEntries: 20000,
@@ -124,6 +125,7 @@ func TestResolvePrecedence(t *testing.T) {
 		"RUNTIME_ROOT_KEY":            "env-root-key-0123456789",
 		"RUNTIME_CPANEL_SESSION_TTL":  "2h",
 		"RUNTIME_AUDIT_RETENTION":     "30d",
+		"RUNTIME_RETIRE_DELAY":        "100ms",
 		"RUNTIME_MAX_UPLOAD_SIZE":     "5MiB",
 		"RUNTIME_MAX_UNPACKED_SIZE":   "50MiB",
 		"RUNTIME_MAX_ARCHIVE_ENTRIES": "300",
@@ -135,7 +137,7 @@ func TestResolvePrecedence(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEnv := Settings{APIPrefix: "/_/api", WorkerDirs: []string{"/env/.w", "/env/w"}, PluginDirs: []string{"/env/p"}, StateDir: "/env/state",
-		RootKey: "env-root-key-0123456789", SessionTTL: 2 * time.Hour, AuditRetention: 30 * 24 * time.Hour, MaxUploadSize: 5 << 20, MaxUnpackedSize: 50 << 20,
+		RootKey: "env-root-key-0123456789", SessionTTL: 2 * time.Hour, AuditRetention: 30 * 24 * time.Hour, RetireDelay: 100 * time.Millisecond, MaxUploadSize: 5 << 20, MaxUnpackedSize: 50 << 20,
 		MaxArchiveEntries: 300, PoolSize: 3, KeyStore: "local"}
 	wd, _ := os.Getwd()
 	isolationDefaults(&wantEnv, wd)
@@ -143,14 +145,14 @@ func TestResolvePrecedence(t *testing.T) {
 		t.Fatalf("from environment =\n%+v\nwant\n%+v", fromEnv, wantEnv)
 	}
 	written := Values{APIPrefix: "/x", WorkerDirs: []string{"/w/a", "/w/b"}, PluginDirs: []string{"/p/a"}, StateDir: "/s",
-		RootKey: "written-root-key-0123456789", SessionTTL: "7d", AuditRetention: "1w", MaxUploadSize: 42, MaxUnpackedSize: 4242,
+		RootKey: "written-root-key-0123456789", SessionTTL: "7d", AuditRetention: "1w", RetireDelay: "0s", MaxUploadSize: 42, MaxUnpackedSize: 4242,
 		MaxArchiveEntries: 7, PoolSize: 9, KeyStore: "local"}
 	got, err := Resolve(written, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Settings{APIPrefix: "/x/api", WorkerDirs: []string{"/w/a", "/w/b"}, PluginDirs: []string{"/p/a"}, StateDir: "/s",
-		RootKey: "written-root-key-0123456789", SessionTTL: 7 * 24 * time.Hour, AuditRetention: 7 * 24 * time.Hour, MaxUploadSize: 42, MaxUnpackedSize: 4242,
+		RootKey: "written-root-key-0123456789", SessionTTL: 7 * 24 * time.Hour, AuditRetention: 7 * 24 * time.Hour, RetireDelay: 0, MaxUploadSize: 42, MaxUnpackedSize: 4242,
 		MaxArchiveEntries: 7, PoolSize: 9, KeyStore: "local"}
 	isolationDefaults(&want, wd)
 	if !reflect.DeepEqual(got, want) {
@@ -221,6 +223,8 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"ttl too long from env", Values{}, map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "500d"}, []string{"session_ttl", "from environment", "400d"}, ""},
 		{"retention too short", Values{AuditRetention: "5m"}, nil, []string{"audit_retention", "shortest retention is 1h"}, "RUNTIME_AUDIT_RETENTION"},
 		{"retention from env", Values{}, map[string]string{"RUNTIME_AUDIT_RETENTION": "90"}, []string{"audit_retention", "from environment variable RUNTIME_AUDIT_RETENTION", "bare number"}, ""},
+		{"retire delay negative", Values{RetireDelay: "-1s"}, nil, []string{"retire_delay", "negative"}, "RUNTIME_RETIRE_DELAY"},
+		{"retire delay from env", Values{}, map[string]string{"RUNTIME_RETIRE_DELAY": "soon"}, []string{"retire_delay", "from environment variable RUNTIME_RETIRE_DELAY", "2s"}, ""},
 		{"key store sync", Values{KeyStore: "sync"}, nil, []string{"key_store", "not available", "use local"}, "RUNTIME_AUTH_DB_MODE"},
 		{"key store unknown", Values{}, map[string]string{"RUNTIME_AUTH_DB_MODE": "remote"}, []string{"key_store", "from environment variable RUNTIME_AUTH_DB_MODE", "local or sync"}, ""},
 		{"short root key is not echoed", Values{RootKey: "short-secret"}, nil, []string{"root_key", "at least 16", "openssl rand -base64 32"}, "short-secret"},

@@ -34,6 +34,24 @@ func ParseAuditRetention(s string) (time.Duration, error) {
 	return parseSpan(s, MinAuditRetention, MaxAuditRetention, "retention", "1h", "3650d")
 }
 
+// MaxRetireDelay bounds how long a replaced unit folder stays readable.
+const MaxRetireDelay = time.Hour
+
+// ParseRetireDelay parses how long a replaced or removed unit folder stays readable: a Go
+// duration ("2s", "500ms") from 0, which deletes at once, to 1h.
+func ParseRetireDelay(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("want a duration such as 2s or 500ms")
+	case d < 0:
+		return 0, fmt.Errorf("must not be negative")
+	case d > MaxRetireDelay:
+		return 0, fmt.Errorf("too long; the longest delay is 1h")
+	}
+	return d, nil
+}
+
 // parseSpan parses a span of time: one or more whole numbers each followed by a unit s, m, h,
 // d or w ("30m", "2h", "7d", "2w", "1d12h"), between lo and hi. A bare number is refused
 // because its unit would be a guess.

@@ -118,7 +118,7 @@ type Catalog struct {
 
 	// retireDelay keeps a replaced or removed tree readable, renamed aside, before deleting
 	// it, so readers that opened it before the change finish on a complete tree.
-	retireDelay time.Duration
+	retireDelay atomic.Int64 // a time.Duration
 	retiring    sync.WaitGroup
 	closing     chan struct{}
 	closeOnce   sync.Once
@@ -135,7 +135,8 @@ type Catalog struct {
 // NewCatalog returns a catalog over dirs, in order; folders whose name starts with "." are
 // built-in.
 func NewCatalog(layout Layout, dirs []string, limits Limits) *Catalog {
-	c := &Catalog{layout: layout, limits: limits, retireDelay: DefaultRetireDelay, closing: make(chan struct{})}
+	c := &Catalog{layout: layout, limits: limits, closing: make(chan struct{})}
+	c.retireDelay.Store(int64(DefaultRetireDelay))
 	for _, d := range dirs {
 		c.dirs = append(c.dirs, Dir{Path: d, BuiltIn: strings.HasPrefix(filepath.Base(d), ".")})
 	}
@@ -144,6 +145,10 @@ func NewCatalog(layout Layout, dirs []string, limits Limits) *Catalog {
 
 // DefaultRetireDelay is how long a replaced or removed tree stays readable.
 const DefaultRetireDelay = 2 * time.Second
+
+// SetRetireDelay sets how long a replaced or removed tree stays readable, for the trees
+// retired from now on; 0 deletes them at once.
+func (c *Catalog) SetRetireDelay(d time.Duration) { c.retireDelay.Store(int64(d)) }
 
 // retire deletes the folder rel of d after the retire delay, or at once when the catalog
 // closes. Leftovers of a crash are removed by CleanTemp.
@@ -154,14 +159,15 @@ func (c *Catalog) retire(d Dir, rel string) {
 			root.Close()
 		}
 	}
-	if c.retireDelay <= 0 {
+	delay := time.Duration(c.retireDelay.Load())
+	if delay <= 0 {
 		remove()
 		return
 	}
 	c.retiring.Add(1)
 	go func() {
 		defer c.retiring.Done()
-		timer := time.NewTimer(c.retireDelay)
+		timer := time.NewTimer(delay)
 		defer timer.Stop()
 		select {
 		case <-timer.C:

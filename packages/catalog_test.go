@@ -26,7 +26,7 @@ func newCatalog(t *testing.T, layout Layout) (*Catalog, string) {
 		os.MkdirAll(d, 0o755)
 	}
 	c := NewCatalog(layout, dirs, DefaultLimits)
-	c.retireDelay = 0 // delete at once, so tests can look for leftovers
+	c.SetRetireDelay(0) // delete at once, so tests can look for leftovers
 	return c, base
 }
 
@@ -101,7 +101,7 @@ func TestInstallAndList(t *testing.T) {
 func TestInstallRefusals(t *testing.T) {
 	c, base := newCatalog(t, WorkerLayout)
 	// Only a replaced tree waits for the retire delay: a refused upload's folder goes at once.
-	c.retireDelay = time.Hour
+	c.SetRetireDelay(time.Hour)
 	t.Cleanup(c.Close)
 	tests := []struct {
 		name, file string
@@ -187,7 +187,7 @@ func tree(t *testing.T, dir string) map[string]string {
 
 func TestStage(t *testing.T) {
 	c, base := newCatalog(t, WorkerLayout)
-	c.retireDelay = time.Hour
+	c.SetRetireDelay(time.Hour)
 	t.Cleanup(c.Close)
 	uploads := filepath.Join(base, "uploads")
 	v1 := manifestTgz(t, "name: app\nversion: 1.0.0\n", testkit.File{Name: "index.html", Body: "<p>1"})
@@ -284,7 +284,7 @@ func TestNoWritableDir(t *testing.T) {
 // sees one complete tree, never a partial or missing one.
 func TestReplaceIsAtomic(t *testing.T) {
 	c, base := newCatalog(t, WorkerLayout)
-	c.retireDelay = time.Second
+	c.SetRetireDelay(time.Second)
 	const files = 50
 	archive := func(gen int) []byte {
 		fs := []testkit.File{{Name: "manifest.yaml", Body: "name: app\nversion: 1.0.0\n"}}

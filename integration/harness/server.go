@@ -167,6 +167,9 @@ func Environ(dir string, extra map[string]string) []string {
 		"HOME=" + dir,
 		"XDG_CONFIG_HOME=" + filepath.Join(dir, ".config"),
 		"XDG_DATA_HOME=" + filepath.Join(dir, ".local", "share"),
+		// Replaced folders go soon, so tests waiting for them do not wait the default 2 s;
+		// a test's own value (extra) comes later and wins.
+		"RUNTIME_RETIRE_DELAY=100ms",
 	}
 	for k, v := range extra {
 		env = append(env, k+"="+v)
