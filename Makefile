@@ -84,4 +84,4 @@ BENCHROUNDS ?= 5
 bench: build
 	go build -o bin/bench-report ./bench/cmd/report
 	RUNTIME_BINARY=$(CURDIR)/$(BIN) go test -run '^$$' -bench . -benchtime=$(BENCHTIME) -count=1 ./bench/ -rounds=$(BENCHROUNDS) 2>&1 \
-		| ./bin/bench-report -benchtime $(BENCHTIME) -o bench/RESULTS.md
+		| tee bin/bench.out | ./bin/bench-report -benchtime $(BENCHTIME) -o bench/RESULTS.md

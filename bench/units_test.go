@@ -19,7 +19,7 @@ import (
 )
 
 // BenchmarkListWorkers times GET /api/workers through the real handler over 1 000 workers of
-// 3 versions each, with the cache warm (every listing still checks the disk for changes).
+// 3 versions each, with the caches warm (the folders are watched for changes).
 func BenchmarkListWorkers(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "apps")
 	for i := range 1000 {

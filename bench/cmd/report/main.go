@@ -94,8 +94,8 @@ var checks = []check{
 	},
 	{
 		title: "listing 1 000 workers × 3 versions (ms)", a: "BenchmarkListWorkers", metric: "ms/list", target: 20, atMost: true,
-		what: "`GET /api/workers` through the real handler (routing, auth, discovery, JSON) with the cache warm; " +
-			"every listing still checks the disk for changes made by hand.",
+		what: "`GET /api/workers` through the real handler (routing, auth, the listing, JSON) with the caches warm: the " +
+			"listing and its encoding are kept while the watched folders do not change.",
 	},
 	{
 		title: "`GET /api/workers` with 20 workers / health throughput", a: "BenchmarkCosts/workers-20", b: "BenchmarkCosts/health",
