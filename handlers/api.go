@@ -238,14 +238,14 @@ const unmatchedRoute = "unmatched"
 // endpoint runs a route behind the request pipeline, and counts its answers by the route's
 // pattern (bounded, unlike the paths).
 func (a *API) endpoint(rt route) http.Handler {
-	label := rt.method + " " + rt.path
+	counter := a.opts.Metrics.Route(rt.method + " " + rt.path)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw, ok := w.(*trace.StatusRecorder) // withRecover's, unless a test serves the route alone
 		if !ok {
 			sw = &trace.StatusRecorder{ResponseWriter: w}
 			w = sw
 		}
-		defer func() { a.opts.Metrics.APIRequest(label, sw.Status) }()
+		defer func() { counter.Count(sw.Status) }()
 		r, err := a.authorize(rt, r)
 		if err == nil {
 			err = rt.handle(w, r)

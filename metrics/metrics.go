@@ -180,6 +180,34 @@ func (s *Set) APIRequest(route string, status int) {
 	s.apiRequests.WithLabelValues(route, code(status)).Inc()
 }
 
+// RouteCounter counts the answers of one API route: the 200s on a counter resolved once,
+// the others by status.
+type RouteCounter struct {
+	s     *Set
+	route string
+	ok    prometheus.Counter
+}
+
+// Route returns the counter of the API route labelled route.
+func (s *Set) Route(route string) *RouteCounter {
+	if s == nil {
+		return nil
+	}
+	return &RouteCounter{s: s, route: route, ok: s.apiRequests.WithLabelValues(route, "200")}
+}
+
+// Count counts an answer with status (0: a handler that wrote nothing, so 200).
+func (c *RouteCounter) Count(status int) {
+	if c == nil {
+		return
+	}
+	if status == 0 || status == 200 {
+		c.ok.Inc()
+		return
+	}
+	c.s.APIRequest(c.route, status)
+}
+
 // AuthFailure counts a request refused for reason (e.g. "missing_credential").
 func (s *Set) AuthFailure(reason string) {
 	if s == nil {
