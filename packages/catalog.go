@@ -221,15 +221,22 @@ func (c *Catalog) Listing() (units []Unit, gen uint64, cached bool, err error) {
 	if l := c.listed.Load(); w != nil && l != nil && l.gen == gen {
 		return l.units, gen, true, nil
 	}
+	units, cached, err = c.scan(w, gen)
+	return units, gen, cached, err
+}
+
+// scan reads the folders through the scan cache (which checks each folder's time) and keeps
+// the listing under gen when the watcher covers every folder read.
+func (c *Catalog) scan(w *watcher, gen uint64) ([]Unit, bool, error) {
 	units, visited, err := c.cache.list(c.layout, c.dirs)
 	if err != nil {
-		return nil, gen, false, err
+		return nil, false, err
 	}
 	if w != nil && w.watch(visited) && c.listGen.Load() == gen {
 		c.listed.Store(&unitListing{gen: gen, units: units})
-		return units, gen, true, nil
+		return units, true, nil
 	}
-	return units, gen, false, nil
+	return units, false, nil
 }
 
 // unitListing is a listing kept while its generation is current.
@@ -470,7 +477,9 @@ func (c *Catalog) rebuild(old *snapshot) *snapshot {
 			s.racy = s.racy || !settled(m, s.at)
 		}
 	}()
-	units, err := c.List()
+	// The disk itself, not the kept listing: a snapshot is rebuilt when its folders' times say
+	// something changed, which may be before the watcher has told.
+	units, _, err := c.scan(c.watch(), c.listGen.Load())
 	if err != nil {
 		return s
 	}
