@@ -6,7 +6,7 @@ LDFLAGS       := -X $(MODULE)/version.value=$(VERSION)
 BIN           := bin/runtime
 UNIT_PKGS      = $(shell go list ./... | grep -v '/integration')
 
-.PHONY: run build test deps vet unit fuzz integration xcaddy clean
+.PHONY: run build test deps vet unit fuzz integration xcaddy clean ui ui-check
 
 ## build: compile the runtime binary (Caddy + standard modules + the runtime) into bin/runtime
 build:
@@ -20,7 +20,7 @@ run: build
 ## test: everything CI runs; it ends with its wall time and the fuzzer's execution count
 test:
 	@start=$$(date +%s); status=0; \
-	$(MAKE) --no-print-directory deps vet unit fuzz integration xcaddy || status=$$?; \
+	$(MAKE) --no-print-directory deps ui-check vet unit fuzz integration xcaddy || status=$$?; \
 	execs=$$(grep -o 'execs: [0-9]*' bin/fuzz.log 2>/dev/null | tail -n 1 | cut -d' ' -f2); \
 	echo "make test: $$([ $$status = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s; fuzz: $${execs:-no} executions in $(FUZZTIME)"; \
 	exit $$status
@@ -44,7 +44,7 @@ CROSS := darwin/arm64 darwin/amd64 windows/amd64
 vet:
 	go vet ./...
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
-	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@unformatted="$$(find . -name '*.go' -not -path './cpanel/ui/node_modules/*' -exec gofmt -l {} +)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@for target in $(CROSS); do echo "go build ./... for $$target"; GOOS=$${target%/*} GOARCH=$${target#*/} go build ./... || exit 1; done
 
 unit:
@@ -76,6 +76,17 @@ xcaddy:
 
 clean:
 	rm -rf bin
+
+## ui: build the cpanel (cpanel/ui, Svelte and Vite at the versions its lockfile pins) into
+## cpanel/dist, which the Go package embeds: go build and xcaddy builds need no Node
+ui:
+	cd cpanel/ui && npm ci --no-audit --no-fund && npm run build
+
+## ui-check: rebuild the cpanel and fail when the committed bundle differs from its sources
+ui-check: ui
+	@if [ -n "$$(git status --porcelain -- cpanel/dist)" ]; then \
+		git status --short -- cpanel/dist; \
+		echo "cpanel/dist differs from a build of cpanel/ui: run make ui and commit cpanel/dist"; exit 1; fi
 
 ## bench: benchmark the real binary (authenticated vs public request throughput) into bench/RESULTS.md
 BENCHTIME   ?= 3s

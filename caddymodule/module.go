@@ -56,6 +56,7 @@ type Handler struct {
 	settings    config.Settings
 	api         *handlers.API
 	workers     *serving.Server
+	cpanel      *cpanel.Handler
 	plugins     *pluginHost
 	unsubscribe func()
 	state       *state
@@ -139,6 +140,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	if h.cpanel, err = cpanel.New(); err != nil {
+		return err
+	}
 	h.workers = serving.New(serving.Options{
 		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookie: handlers.SessionCookie, Bearer: h.api.IsCredential},
@@ -194,7 +198,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			envelope.Write(w, notServed("the cpanel is not served on this host; use the cpanel's own host"))
 			return nil
 		}
-		cpanel.Handler{}.ServeHTTP(w, r)
+		h.cpanel.ServeHTTP(w, r)
 	case !serve.Workers:
 		if h.settings.WorkersURL != "" {
 			envelope.Write(w, notServed("workers are not served on this host; they are served at %s", h.settings.WorkersURL))

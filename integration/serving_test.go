@@ -99,7 +99,7 @@ func TestServingRules(t *testing.T) {
 	}
 	// Unknown names, reserved segments and bare paths answer with the envelope.
 	for path, code := range map[string]string{
-		"/ghost/": "WORKER_NOT_FOUND", "/": "NOT_FOUND", "/cpanel/": "NOT_FOUND", "/.well-known/other": "NOT_FOUND",
+		"/ghost/": "WORKER_NOT_FOUND", "/": "NOT_FOUND", "/cpanel/assets/none.js": "NOT_FOUND", "/.well-known/other": "NOT_FOUND",
 	} {
 		if resp := s.Get(path); resp.Status != 404 || resp.ErrorCode() != code || resp.Header.Get("X-Request-Id") == "" {
 			t.Errorf("GET %s = %s, want 404 %s", path, resp, code)

@@ -1,0 +1,66 @@
+// The panel's view of the runtime: where it is mounted, where the API is, and requests to it
+// with the session cookie. Every failure is an ApiError carrying the server's code, message
+// and request id.
+
+/** The panel's own base, e.g. "/cpanel" or "/hp/cpanel": the runtime names it in <base href>. */
+export const panelBase = new URL(document.baseURI).pathname.replace(/\/$/, '')
+
+/** The path the runtime is mounted under, e.g. "" or "/hp". */
+export const mountPath = panelBase.slice(0, -'/cpanel'.length)
+
+export class ApiError extends Error {
+  constructor(status, code, message, requestId) {
+    super(message)
+    this.status = status
+    this.code = code
+    this.requestId = requestId
+  }
+}
+
+let discovery
+
+/** discover reads /.well-known/runtime once: the API path and the version. */
+export async function discover() {
+  if (!discovery) {
+    discovery = send('GET', mountPath + '/.well-known/runtime').catch((err) => {
+      discovery = undefined
+      throw err
+    })
+  }
+  return discovery
+}
+
+/** api sends a request to an API path such as "/admin/session". */
+export async function api(method, path, body) {
+  const { api: prefix } = await discover()
+  return send(method, prefix + path, body)
+}
+
+async function send(method, url, body) {
+  const init = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } }
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json'
+    init.body = JSON.stringify(body)
+  }
+  let resp
+  try {
+    resp = await fetch(url, init)
+  } catch (err) {
+    throw new ApiError(0, 'NETWORK', 'the runtime did not answer: ' + err.message, '')
+  }
+  const requestId = resp.headers.get('X-Request-Id') || ''
+  const text = await resp.text()
+  let data = null
+  if (text) {
+    try {
+      data = JSON.parse(text)
+    } catch {
+      data = null
+    }
+  }
+  if (!resp.ok) {
+    const e = data && data.error
+    throw new ApiError(resp.status, e ? e.code : 'HTTP_' + resp.status, e ? e.message : resp.statusText, requestId)
+  }
+  return data
+}

@@ -1,0 +1,214 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
+)
+
+// panelProblems collects what the page must never do: log an error or throw.
+type panelProblems struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (p *panelProblems) watch(t *testing.T, ctx context.Context) {
+	t.Helper()
+	err := chromedp.Listen(ctx, func(ev any) {
+		var problem string
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				problem = fmt.Sprintf("console error: %v", e.Args)
+			}
+		case *runtime.EventExceptionThrown:
+			problem = "exception: " + e.ExceptionDetails.Text
+		}
+		if problem != "" {
+			p.mu.Lock()
+			p.list = append(p.list, problem)
+			p.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *panelProblems) check(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, problem := range p.list {
+		t.Error(problem)
+	}
+}
+
+// panel drives the cpanel of one runtime in a browser.
+type panel struct {
+	t    *testing.T
+	ctx  context.Context
+	base string // e.g. http://127.0.0.1:1234/cpanel
+	shot string // where screenshots go
+}
+
+func (p panel) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (p panel) text(sel string) string {
+	p.t.Helper()
+	text, err := chromedp.Run(p.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		p.t.Fatalf("reading %s: %v", sel, err)
+	}
+	return text
+}
+
+func (p panel) signIn(key string) {
+	p.t.Helper()
+	p.do("signing in", chromedp.WaitVisible(chromedp.CSS("#key")), chromedp.SetValue(chromedp.CSS("#key"), key),
+		chromedp.Click(chromedp.CSS("form.signin button[type=submit]")))
+}
+
+// screenshot writes the page at width px into the test's screenshot folder, for a reviewer.
+func (p panel) screenshot(name string, width int64) {
+	p.t.Helper()
+	p.do("resizing", chromedp.EmulateViewport(width, 900))
+	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(p.shot, fmt.Sprintf("%s-%d.png", name, width)), png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// screenshotDir is where the browser tests leave screenshots: $RUNTIME_SCREENSHOTS, else
+// bin/screenshots of the checkout.
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv("RUNTIME_SCREENSHOTS")
+	if dir == "" {
+		wd, _ := os.Getwd()
+		dir = filepath.Join(filepath.Dir(wd), "bin", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestCPanelSignIn loads the panel without a credential, refuses a wrong key with the
+// server's message, signs in with the root key and a generated one, follows deep links across
+// a reload, signs out, and stays on its own origin without a console error; also under an API
+// prefix, where it finds the API through discovery.
+func TestCPanelSignIn(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, runtime string }{{"default", ""}, {"api prefix", "api_prefix /_"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := harness.Start(t, harness.Config{Runtime: tt.runtime, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+			viewer := s.CreateKey(rootKey, map[string]any{"name": "watcher", "role": "viewer"})
+			ctx := browser(t)
+			var problems panelProblems
+			problems.watch(t, ctx)
+			p := panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}
+
+			p.do("opening the panel", chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+			if label := p.text("label[for=key]"); label != "API key" {
+				t.Errorf("the key field is labelled %q", label)
+			}
+			if tt.name == "default" {
+				p.screenshot("signin", 1280)
+				p.screenshot("signin", 375)
+			}
+			p.signIn("rk_this-is-not-a-key-0123456789")
+			p.do("waiting for the refusal", chromedp.WaitVisible(chromedp.CSS("form.signin .error")))
+			if msg := p.text("form.signin .error"); !strings.Contains(msg, "neither the root key nor an active API key") || !strings.Contains(msg, "Request id") {
+				t.Errorf("the refusal says %q, want the server's message and the request id", msg)
+			}
+
+			p.signIn(rootKey)
+			p.do("waiting for the overview", chromedp.WaitVisible(chromedp.CSS("nav")), chromedp.WaitVisible(chromedp.CSS("#sessions-h")))
+			if who := p.text(".who"); !strings.Contains(who, "root") {
+				t.Errorf("signed in as %q", who)
+			}
+			if h := p.text("main h1"); h != "Overview" {
+				t.Errorf("the first section is %q", h)
+			}
+			if tt.name == "default" {
+				p.screenshot("overview", 1280)
+				p.screenshot("overview", 375)
+			}
+			// A deep link survives a reload, and back returns to the overview.
+			p.do("opening keys", chromedp.Click(chromedp.CSS(`nav a[href$="/keys"]`)), chromedp.Sleep(0))
+			p.do("reloading", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("nav")))
+			if h := p.text("main h1"); h != "Keys" {
+				t.Errorf("after a reload the section is %q, want Keys", h)
+			}
+			path, err := chromedp.Run(ctx, chromedp.Evaluate[string]("location.pathname"))
+			if err != nil || path != "/cpanel/keys" {
+				t.Errorf("the address is %q, %v", path, err)
+			}
+			p.do("going back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS("#sessions-h")))
+
+			p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+			p.signIn(viewer.Secret)
+			p.do("waiting for the viewer's overview", chromedp.WaitVisible(chromedp.CSS("#sessions-h")))
+			if who := p.text(".who"); !strings.Contains(who, "watcher") || !strings.Contains(who, "viewer") {
+				t.Errorf("signed in as %q", who)
+			}
+
+			// Everything the page loaded came from the runtime's own origin.
+			urls, err := chromedp.Run(ctx, chromedp.Evaluate[[]string]("performance.getEntriesByType('resource').map(e => e.name)"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range urls {
+				if !strings.HasPrefix(u, s.URL+"/") {
+					t.Errorf("the panel requested %s, outside its origin", u)
+				}
+			}
+			problems.check(t)
+		})
+	}
+}
+
+// TestCPanelServing checks the panel's answers without a browser: the app at every path
+// below /cpanel/ with its security headers and no caching, hashed assets kept for a year.
+func TestCPanelServing(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	if resp := s.Get("/cpanel"); resp.Status != 308 || resp.Header.Get("Location") != "/cpanel/" {
+		t.Errorf("/cpanel = %s, want a redirect to /cpanel/", resp)
+	}
+	var asset string
+	for _, path := range []string{"/cpanel/", "/cpanel/apps", "/cpanel/plugins/x/y"} {
+		resp := s.Get(path)
+		h := resp.Header
+		if resp.Status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/html") || h.Get("Cache-Control") != "no-cache" ||
+			!strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("GET %s = %s %v", path, resp, h)
+		}
+		_, rest, _ := strings.Cut(body(resp), `src="./assets/`)
+		asset, _, _ = strings.Cut(rest, `"`)
+	}
+	resp := s.Get("/cpanel/assets/" + asset)
+	if resp.Status != 200 || resp.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" || !strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
+		t.Errorf("the script %s = %s %v", asset, resp, resp.Header)
+	}
+	if resp := s.Do("POST", "/cpanel/", harness.WithOrigin("")); resp.Status != 405 || resp.ErrorCode() != "METHOD_NOT_ALLOWED" {
+		t.Errorf("POST /cpanel/ = %s", resp)
+	}
+}
