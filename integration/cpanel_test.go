@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -211,4 +212,61 @@ func TestCPanelServing(t *testing.T) {
 	if resp := s.Do("POST", "/cpanel/", harness.WithOrigin("")); resp.Status != 405 || resp.ErrorCode() != "METHOD_NOT_ALLOWED" {
 		t.Errorf("POST /cpanel/ = %s", resp)
 	}
+}
+
+// TestCPanelKeys creates a key in the panel, uses its secret against the API, checks that the
+// secret is gone from the page after Done, revokes the key so that it stops working, and
+// checks that a viewer is offered neither.
+func TestCPanelKeys(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	viewer := s.CreateKey(rootKey, map[string]any{"name": "watcher", "role": "viewer"})
+	ctx := browser(t)
+	var problems panelProblems
+	problems.watch(t, ctx)
+	p := panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}
+
+	p.do("opening keys", chromedp.Navigate(p.base+"/keys"))
+	p.signIn(rootKey)
+	p.do("waiting for the table", chromedp.WaitVisible(chromedp.CSS("table.keys")), chromedp.WaitVisible(chromedp.CSS(`table.keys td`)))
+	if h := p.text("main h1"); h != "Keys" {
+		t.Fatalf("after sign-in the section is %q, want the one asked for", h)
+	}
+	p.screenshot("keys", 1280)
+	p.screenshot("keys", 375)
+	p.do("creating a key",
+		chromedp.Click(chromedp.CSS(`main > p > button`)),
+		chromedp.WaitVisible(chromedp.CSS("#k-name")),
+		chromedp.SetValue(chromedp.CSS("#k-name"), "from-panel"),
+		chromedp.SetValue(chromedp.CSS("#k-role"), "viewer"),
+		chromedp.Click(chromedp.CSS(`dialog form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS("code.secret")))
+	secret := p.text("code.secret")
+	if resp := s.Get(s.API+"/keys", harness.WithKey(secret)); resp.Status != 200 {
+		t.Fatalf("the new key against the API = %s", resp)
+	}
+	p.do("done", chromedp.Click(chromedp.CSS(`dialog[open] button:last-child`)), chromedp.WaitNotPresent(chromedp.CSS("code.secret")))
+	html, err := chromedp.Run(ctx, chromedp.Evaluate[string]("document.documentElement.outerHTML"))
+	if err != nil || strings.Contains(html, secret) {
+		t.Fatalf("the secret is still in the page after Done (%v)", err)
+	}
+	p.do("revoking it",
+		chromedp.WaitVisible(chromedp.CSS(`button.danger[aria-label], table.keys button.danger`)),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Revoke from-panel"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button.danger`)),
+		chromedp.Click(chromedp.CSS(`dialog[open] button.danger`)),
+		chromedp.WaitNotPresent(chromedp.Search(`//button[normalize-space()="Revoke from-panel"]`)))
+	harness.Eventually(t, "the revoked key to stop working", 5*time.Second, func() bool {
+		return s.Get(s.API+"/keys", harness.WithKey(secret)).Status == 401
+	})
+
+	// A viewer sees the keys but is offered no create and no revoke.
+	p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	p.signIn(viewer.Secret)
+	p.do("waiting for the viewer's table", chromedp.WaitVisible(chromedp.CSS(`table.keys td`)))
+	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('main button').length"))
+	if err != nil || buttons != 0 {
+		t.Errorf("a viewer is offered %d buttons on keys (%v)", buttons, err)
+	}
+	problems.check(t)
 }

@@ -1,0 +1,3 @@
+export default {
+  // Defaults: Svelte 5 runes, CSS extracted by Vite.
+}
