@@ -270,3 +270,68 @@ func TestCPanelKeys(t *testing.T) {
 	}
 	problems.check(t)
 }
+
+// TestCPanelApps uploads an app through the panel's file picker, with the progress bar, and
+// opens it; shows a refused upload's message; disables a version so that its path answers
+// 404 and enables it again; and deletes the app after a confirmation.
+func TestCPanelApps(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	ctx := browser(t)
+	var problems panelProblems
+	problems.watch(t, ctx)
+	p := panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "site.tgz")
+	if err := os.WriteFile(good, harness.TarGz(t, pkg("name: site\nversion: 1.0.0\n", harness.File{Name: "index.html", Body: "<p>from the panel</p>"})...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.tgz")
+	if err := os.WriteFile(bad, harness.TarGz(t, pkg("name: cpanel\nversion: 1.0.0\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	p.do("opening apps", chromedp.Navigate(p.base+"/apps"))
+	p.signIn(rootKey)
+	p.do("uploading", chromedp.WaitVisible(chromedp.CSS("#upload-h")),
+		chromedp.SetUploadFiles(chromedp.CSS(`input[type=file]`), []string{good}),
+		chromedp.WaitVisible(chromedp.CSS(".drop .ok")))
+	if msg := p.text(".drop .ok"); !strings.Contains(msg, "Installed site 1.0.0") {
+		t.Errorf("after the upload the panel says %q", msg)
+	}
+	if done, err := chromedp.Run(ctx, chromedp.Evaluate[float64]("document.querySelector('.drop progress').value")); err != nil || done != 1 {
+		t.Errorf("the progress bar stopped at %v (%v)", done, err)
+	}
+	if resp := s.Get("/site/"); resp.Status != 200 || !strings.Contains(body(resp), "from the panel") {
+		t.Fatalf("the uploaded app = %s", resp)
+	}
+	p.do("listing it", chromedp.WaitVisible(chromedp.Search(`//a[normalize-space()="site"]`)))
+	p.screenshot("apps", 1280)
+	p.screenshot("apps", 375)
+
+	p.do("uploading a refused archive",
+		chromedp.SetUploadFiles(chromedp.CSS(`input[type=file]`), []string{bad}),
+		chromedp.WaitVisible(chromedp.CSS(".drop .error")))
+	if msg := p.text(".drop .error"); !strings.Contains(msg, "reserved") || !strings.Contains(msg, "Request id") {
+		t.Errorf("the refusal says %q", msg)
+	}
+
+	p.do("disabling 1.0.0", chromedp.Click(chromedp.Search(`//button[normalize-space()="Disable site 1.0.0"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="Enable site 1.0.0"]`)))
+	if resp := s.Get("/site/"); resp.Status != 404 {
+		t.Errorf("a disabled version is served: %s", resp)
+	}
+	p.do("enabling it", chromedp.Click(chromedp.Search(`//button[normalize-space()="Enable site 1.0.0"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="Disable site 1.0.0"]`)))
+	if resp := s.Get("/site/"); resp.Status != 200 {
+		t.Errorf("the enabled version = %s", resp)
+	}
+	p.do("deleting the app", chromedp.Click(chromedp.Search(`//button[normalize-space()="Delete site"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button.danger`)),
+		chromedp.Click(chromedp.CSS(`dialog[open] button.danger`)),
+		chromedp.WaitNotPresent(chromedp.Search(`//a[normalize-space()="site"]`)))
+	if resp := s.Get("/site/"); resp.Status != 404 {
+		t.Errorf("a deleted app is served: %s", resp)
+	}
+	problems.check(t)
+}

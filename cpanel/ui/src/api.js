@@ -64,3 +64,41 @@ async function send(method, url, body) {
   }
   return data
 }
+
+/** upload sends file to an API path as the multipart field "file", reporting the share of
+ * the bytes sent through onprogress (0 to 1); it resolves with the answer as api does. */
+export async function upload(path, file, onprogress) {
+  const { api: prefix } = await discover()
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest()
+    xhr.open('POST', prefix + path)
+    xhr.withCredentials = true
+    xhr.setRequestHeader('Accept', 'application/json')
+    xhr.upload.onprogress = (e) => e.lengthComputable && onprogress(e.loaded / e.total)
+    xhr.onload = () => {
+      let data = null
+      try {
+        data = JSON.parse(xhr.responseText)
+      } catch {
+        data = null
+      }
+      if (xhr.status >= 200 && xhr.status < 300) {
+        onprogress(1)
+        resolve(data)
+        return
+      }
+      const e = data && data.error
+      reject(new ApiError(xhr.status, e ? e.code : 'HTTP_' + xhr.status, e ? e.message : xhr.statusText,
+        xhr.getResponseHeader('X-Request-Id') || ''))
+    }
+    xhr.onerror = () => reject(new ApiError(0, 'NETWORK', 'the upload did not reach the runtime', ''))
+    const body = new FormData()
+    body.append('file', file)
+    xhr.send(body)
+  })
+}
+
+/** unitPath is the API path segment of a worker: "_/name" or "@scope/name". */
+export function unitPath(name) {
+  return name.startsWith('@') ? name : '_/' + name
+}
