@@ -293,7 +293,7 @@ func TestCPanelApps(t *testing.T) {
 
 	p.do("opening apps", chromedp.Navigate(p.base+"/apps"))
 	p.signIn(rootKey)
-	p.do("uploading", chromedp.WaitVisible(chromedp.CSS("#upload-h")),
+	p.do("uploading", chromedp.WaitVisible(chromedp.CSS(".drop")),
 		chromedp.SetUploadFiles(chromedp.CSS(`input[type=file]`), []string{good}),
 		chromedp.WaitVisible(chromedp.CSS(".drop .ok")))
 	if msg := p.text(".drop .ok"); !strings.Contains(msg, "Installed site 1.0.0") {
@@ -333,5 +333,38 @@ func TestCPanelApps(t *testing.T) {
 	if resp := s.Get("/site/"); resp.Status != 404 {
 		t.Errorf("a deleted app is served: %s", resp)
 	}
+	problems.check(t)
+}
+
+// TestCPanelPlugins lists plugins with their load state, reloads and shows the summary (a
+// plugin left out with why), and disables one.
+func TestCPanelPlugins(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	plugin(t, s, "hello", "version: 1.0.0\nbase: /hello\n"+respond("hi"), nil)
+	plugin(t, s, "broken", "version: 1.0.0\ndependencies: [missing]\n", nil)
+	reload(t, s)
+	ctx := browser(t)
+	var problems panelProblems
+	problems.watch(t, ctx)
+	p := panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}
+
+	p.do("opening plugins", chromedp.Navigate(p.base+"/plugins"))
+	p.signIn(rootKey)
+	p.do("waiting for the table", chromedp.WaitVisible(chromedp.CSS(`table.plugins td`)))
+	p.do("waiting for the load states", chromedp.WaitVisible(chromedp.Search(`//td[contains(., "loaded (#1)")]`)))
+	if got := p.text("table.plugins"); !strings.Contains(got, "failed: requires missing") || !strings.Contains(got, "/hello") {
+		t.Errorf("the plugin table says %q", got)
+	}
+	p.screenshot("plugins", 1280)
+	p.screenshot("plugins", 375)
+	p.do("reloading", chromedp.Click(chromedp.Search(`//button[normalize-space()="Reload plugins"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".summary")))
+	if got := p.text(".summary"); !strings.Contains(got, "1 loaded (hello)") || !strings.Contains(got, "broken") {
+		t.Errorf("the reload summary says %q", got)
+	}
+	p.do("disabling hello", chromedp.Click(chromedp.Search(`//button[normalize-space()="Disable hello"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="Enable hello"]`)))
+	harness.Eventually(t, "the disabled plugin's base to go", 5*time.Second, func() bool { return s.Get("/hello/").Status == 404 })
 	problems.check(t)
 }

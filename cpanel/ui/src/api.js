@@ -102,3 +102,16 @@ export async function upload(path, file, onprogress) {
 export function unitPath(name) {
   return name.startsWith('@') ? name : '_/' + name
 }
+
+/** attempt returns a runner for a page's changes: it runs a change, then reload, and hands a
+ * failure to fail unless onexpired took it (the session ended). */
+export function attempt(onexpired, fail, reload) {
+  return async (change) => {
+    try {
+      await change()
+      if (reload) await reload()
+    } catch (err) {
+      if (!onexpired(err)) fail(err)
+    }
+  }
+}
