@@ -97,6 +97,15 @@ func (p panel) screenshot(name string, width int64) {
 	}
 }
 
+// openPanel starts a browser for the panel of s, watching it for console errors.
+func openPanel(t *testing.T, s *harness.Server) (panel, *panelProblems) {
+	t.Helper()
+	ctx := browser(t)
+	problems := &panelProblems{}
+	problems.watch(t, ctx)
+	return panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}, problems
+}
+
 // screenshotDir is where the browser tests leave screenshots: $RUNTIME_SCREENSHOTS, else
 // bin/screenshots of the checkout.
 func screenshotDir(t *testing.T) string {
@@ -121,10 +130,8 @@ func TestCPanelSignIn(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := harness.Start(t, harness.Config{Runtime: tt.runtime, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 			viewer := s.CreateKey(rootKey, map[string]any{"name": "watcher", "role": "viewer"})
-			ctx := browser(t)
-			var problems panelProblems
-			problems.watch(t, ctx)
-			p := panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}
+			p, problems := openPanel(t, s)
+			ctx := p.ctx
 
 			p.do("opening the panel", chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 			if label := p.text("label[for=key]"); label != "API key" {
@@ -147,6 +154,14 @@ func TestCPanelSignIn(t *testing.T) {
 			}
 			if h := p.text("main h1"); h != "Overview" {
 				t.Errorf("the first section is %q", h)
+			}
+			p.do("waiting for the counts and the audit", chromedp.WaitVisible(chromedp.CSS("#audit-h")),
+				chromedp.WaitVisible(chromedp.Search(`//dt[normalize-space()="Active keys"]`)))
+			if counts := p.text("dl.counts"); !strings.Contains(counts, "Active keys") || !strings.Contains(counts, "ready") {
+				t.Errorf("the overview counts say %q", counts)
+			}
+			if latest := p.text("table.audit"); !strings.Contains(latest, "session.login") || !strings.Contains(latest, "key.create") {
+				t.Errorf("the latest actions say %q", latest)
 			}
 			if tt.name == "default" {
 				p.screenshot("overview", 1280)
@@ -221,10 +236,8 @@ func TestCPanelKeys(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
 	viewer := s.CreateKey(rootKey, map[string]any{"name": "watcher", "role": "viewer"})
-	ctx := browser(t)
-	var problems panelProblems
-	problems.watch(t, ctx)
-	p := panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}
+	p, problems := openPanel(t, s)
+	ctx := p.ctx
 
 	p.do("opening keys", chromedp.Navigate(p.base+"/keys"))
 	p.signIn(rootKey)
@@ -277,10 +290,8 @@ func TestCPanelKeys(t *testing.T) {
 func TestCPanelApps(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
-	ctx := browser(t)
-	var problems panelProblems
-	problems.watch(t, ctx)
-	p := panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}
+	p, problems := openPanel(t, s)
+	ctx := p.ctx
 	dir := t.TempDir()
 	good := filepath.Join(dir, "site.tgz")
 	if err := os.WriteFile(good, harness.TarGz(t, pkg("name: site\nversion: 1.0.0\n", harness.File{Name: "index.html", Body: "<p>from the panel</p>"})...), 0o644); err != nil {
@@ -344,10 +355,7 @@ func TestCPanelPlugins(t *testing.T) {
 	plugin(t, s, "hello", "version: 1.0.0\nbase: /hello\n"+respond("hi"), nil)
 	plugin(t, s, "broken", "version: 1.0.0\ndependencies: [missing]\n", nil)
 	reload(t, s)
-	ctx := browser(t)
-	var problems panelProblems
-	problems.watch(t, ctx)
-	p := panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}
+	p, problems := openPanel(t, s)
 
 	p.do("opening plugins", chromedp.Navigate(p.base+"/plugins"))
 	p.signIn(rootKey)
