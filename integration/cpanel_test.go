@@ -376,3 +376,55 @@ func TestCPanelPlugins(t *testing.T) {
 	harness.Eventually(t, "the disabled plugin's base to go", 5*time.Second, func() bool { return s.Get("/hello/").Status == 404 })
 	problems.check(t)
 }
+
+// TestCPanelFiles browses an app's files, creates a folder, uploads a file into it, renames
+// it and deletes it, checking each on disk; a folder where nothing may be written offers its
+// write actions disabled.
+func TestCPanelFiles(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	uploadOK(t, s, "workers", "site.tgz", harness.TarGz(t, pkg("name: site\nversion: 1.0.0\n", harness.File{Name: "index.html", Body: "<p>hi</p>"})...), rootKey)
+	p, problems := openPanel(t, s)
+	local := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(local, []byte("written from the panel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	version := filepath.Join(s.DataDir, "apps", "site", "1.0.0")
+	folder := func(name string) chromedp.Action[chromedp.Void] {
+		return chromedp.Click(chromedp.Search(`//table[contains(@class,"files")]//button[normalize-space()="` + name + `/"]`))
+	}
+
+	p.do("opening files", chromedp.Navigate(p.base+"/files"))
+	p.signIn(rootKey)
+	p.do("opening the app's folder", chromedp.WaitVisible(chromedp.CSS("table.files td")), folder("apps"),
+		chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="site/"]`)), folder("site"))
+	p.do("waiting for the versions", chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="1.0.0/"]`)))
+	disabled, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool]("document.querySelector('.tools button[type=submit]').disabled"))
+	if err != nil || !disabled {
+		t.Errorf("in a unit folder, where nothing may be written, Create folder is enabled (%v)", err)
+	}
+	p.do("opening the version", folder("1.0.0"), chromedp.WaitVisible(chromedp.Search(`//a[normalize-space()="index.html"]`)))
+	p.screenshot("files", 1280)
+	p.screenshot("files", 375)
+	p.do("creating a folder", chromedp.SetValue(chromedp.CSS("#f-new"), "docs"), chromedp.Click(chromedp.CSS(".tools button[type=submit]")),
+		chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="docs/"]`)))
+	if info, err := os.Stat(filepath.Join(version, "docs")); err != nil || !info.IsDir() {
+		t.Fatalf("the new folder on disk: %v", err)
+	}
+	p.do("uploading into it", folder("docs"), chromedp.WaitVisible(chromedp.CSS(".tools")),
+		chromedp.SetUploadFiles(chromedp.CSS(`.tools input[type=file]`), []string{local}),
+		chromedp.WaitVisible(chromedp.Search(`//a[normalize-space()="notes.txt"]`)))
+	if data, err := os.ReadFile(filepath.Join(version, "docs", "notes.txt")); err != nil || string(data) != "written from the panel" {
+		t.Fatalf("the uploaded file on disk: %q, %v", data, err)
+	}
+	p.do("renaming it", chromedp.Click(chromedp.Search(`//button[normalize-space()="Rename notes.txt"]`)),
+		chromedp.SetValue(chromedp.CSS("#f-rename"), "readme.txt"), chromedp.Click(chromedp.Search(`//button[normalize-space()="Rename"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//a[normalize-space()="readme.txt"]`)))
+	p.do("deleting it", chromedp.Click(chromedp.Search(`//button[normalize-space()="Delete readme.txt"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button.danger`)), chromedp.Click(chromedp.CSS(`dialog[open] button.danger`)),
+		chromedp.WaitNotPresent(chromedp.Search(`//a[normalize-space()="readme.txt"]`)))
+	if _, err := os.Stat(filepath.Join(version, "docs", "readme.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the deleted file is still on disk: %v", err)
+	}
+	problems.check(t)
+}

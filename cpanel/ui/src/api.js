@@ -65,9 +65,9 @@ async function send(method, url, body) {
   return data
 }
 
-/** upload sends file to an API path as the multipart field "file", reporting the share of
- * the bytes sent through onprogress (0 to 1); it resolves with the answer as api does. */
-export async function upload(path, file, onprogress) {
+/** upload sends body, a FormData, to an API path, reporting the share of the bytes sent
+ * through onprogress (0 to 1); it resolves with the answer as api does. */
+export async function upload(path, body, onprogress) {
   const { api: prefix } = await discover()
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest()
@@ -92,8 +92,6 @@ export async function upload(path, file, onprogress) {
         xhr.getResponseHeader('X-Request-Id') || ''))
     }
     xhr.onerror = () => reject(new ApiError(0, 'NETWORK', 'the upload did not reach the runtime', ''))
-    const body = new FormData()
-    body.append('file', file)
     xhr.send(body)
   })
 }
