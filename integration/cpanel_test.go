@@ -179,9 +179,25 @@ func TestCPanelSignIn(t *testing.T) {
 			}
 			p.do("going back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS("#sessions-h")))
 
+			// The session ends on the server: the next request returns to sign-in, and signing in
+			// again returns to the section the user was on.
+			var sessions struct{ Sessions []struct{ ID int64 } }
+			if resp := s.Get(s.API+"/admin/sessions", harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&sessions) != nil || len(sessions.Sessions) != 1 {
+				t.Fatalf("the root key's sessions = %s", resp)
+			}
+			if resp := s.Do("DELETE", fmt.Sprintf("%s/admin/sessions/%d", s.API, sessions.Sessions[0].ID), harness.WithKey(rootKey)); resp.Status != 204 && resp.Status != 200 {
+				t.Fatalf("ending the panel's session = %s", resp)
+			}
+			p.do("opening apps with the session gone", chromedp.Click(chromedp.CSS(`nav a[href$="/apps"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+			p.signIn(rootKey)
+			p.do("back on apps", chromedp.WaitVisible(chromedp.CSS("nav")))
+			if h := p.text("main h1"); h != "Apps" {
+				t.Errorf("after signing in again the section is %q, want Apps", h)
+			}
+
 			p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 			p.signIn(viewer.Secret)
-			p.do("waiting for the viewer's overview", chromedp.WaitVisible(chromedp.CSS("#sessions-h")))
+			p.do("waiting for the viewer's panel", chromedp.WaitVisible(chromedp.CSS("nav")))
 			if who := p.text(".who"); !strings.Contains(who, "watcher") || !strings.Contains(who, "viewer") {
 				t.Errorf("signed in as %q", who)
 			}
@@ -352,7 +368,7 @@ func TestCPanelApps(t *testing.T) {
 func TestCPanelPlugins(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
-	plugin(t, s, "hello", "version: 1.0.0\nbase: /hello\n"+respond("hi"), nil)
+	plugin(t, s, "hello", "version: 1.0.0\nbase: /hello\nmenus:\n  - {title: Greeter, icon: wave, path: /hello/}\n"+respond("hi"), nil)
 	plugin(t, s, "broken", "version: 1.0.0\ndependencies: [missing]\n", nil)
 	reload(t, s)
 	p, problems := openPanel(t, s)
@@ -363,6 +379,9 @@ func TestCPanelPlugins(t *testing.T) {
 	p.do("waiting for the load states", chromedp.WaitVisible(chromedp.Search(`//td[contains(., "loaded (#1)")]`)))
 	if got := p.text("table.plugins"); !strings.Contains(got, "failed: requires missing") || !strings.Contains(got, "/hello") {
 		t.Errorf("the plugin table says %q", got)
+	}
+	if href, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.querySelector('nav a[data-icon="wave"]').getAttribute('href')`)); err != nil || href != "/hello/" {
+		t.Errorf("the plugin's menu links to %q (%v), want /hello/", href, err)
 	}
 	p.screenshot("plugins", 1280)
 	p.screenshot("plugins", 375)
