@@ -447,3 +447,29 @@ func TestCPanelFiles(t *testing.T) {
 	}
 	problems.check(t)
 }
+
+// TestCPanelLogs follows a process worker's output in the panel and restarts it.
+func TestCPanelLogs(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	processWorker(t, s, "echo", "1.0.0", "")
+	echoOf(t, s.Get("/echo/"))
+	p, problems := openPanel(t, s)
+
+	p.do("opening apps", chromedp.Navigate(p.base+"/apps"))
+	p.signIn(rootKey)
+	p.do("opening the logs", chromedp.Click(chromedp.Search(`//button[normalize-space()="Logs of echo"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h2[contains(., "Output of echo") and contains(., "live")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//pre[contains(., "testworker listening")]`)))
+	if resp := s.Get("/echo/say?text=said-while-watching"); resp.Status != 200 {
+		t.Fatalf("say = %s", resp)
+	}
+	p.do("the new line", chromedp.WaitVisible(chromedp.Search(`//pre[contains(., "said-while-watching")]`)))
+	p.do("restarting", chromedp.Click(chromedp.Search(`//button[normalize-space()="Restart echo"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Restarted echo 1.0.0")]`)))
+	harness.Eventually(t, "the restart to show in the pool", 5*time.Second, func() bool {
+		procs := pool(t, s, rootKey)
+		return len(procs) > 0 && procs[len(procs)-1].Restarts == 1
+	})
+	problems.check(t)
+}
