@@ -178,9 +178,7 @@ func replaceAll(repl *caddy.Replacer, in []string) []string {
 // handlers compose with it through matchers; when one in front stripped a path prefix, the
 // request carries it as the mount path for the URLs the runtime builds.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		r = r.WithContext(trace.WithLogFields(r.Context(), extra.Set))
-	}
+	r = trace.InCaddy(r)
 	r = trace.EnsureRequestID(w, r, func() string { return requestUUID(r) })
 	if p := mountPath(r); p != "" {
 		r = r.WithContext(mount.With(r.Context(), p))

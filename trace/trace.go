@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 )
 
@@ -24,7 +25,16 @@ type request struct {
 	set func(zap.Field) // nil without an access log line
 }
 
+// varsKey holds a request's *request among Caddy's per-request vars, which a request served by
+// Caddy already carries: attaching there copies no request and makes no context.
+const varsKey = "runtime.trace"
+
 func from(ctx context.Context) *request {
+	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
+		if st, ok := vars[varsKey].(*request); ok {
+			return st
+		}
+	}
 	st, _ := ctx.Value(requestKey{}).(*request)
 	return st
 }
@@ -43,6 +53,24 @@ func RequestID(ctx context.Context) string {
 // runtime writes no access log of its own.
 func WithLogFields(ctx context.Context, set func(zap.Field)) context.Context {
 	return context.WithValue(ctx, requestKey{}, &request{set: set})
+}
+
+// InCaddy prepares r, served by a Caddy server, for the package without copying it: the
+// request's state sits among Caddy's per-request vars, and its log fields go onto Caddy's access
+// log line through the request's ExtraLogFields (as caddyauth puts the user id there). A request
+// not served by Caddy is returned as it is.
+func InCaddy(r *http.Request) *http.Request {
+	ctx := r.Context()
+	vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if !ok {
+		return r
+	}
+	st := &request{}
+	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		st.set = extra.Set
+	}
+	vars[varsKey] = st
+	return r
 }
 
 // LogField puts field on the access log line of the request of ctx, if it has one.
