@@ -78,15 +78,17 @@ clean:
 	rm -rf bin
 
 ## ui: build the cpanel (cpanel/ui, Svelte and Vite at the versions its lockfile pins) into
-## cpanel/dist, which the Go package embeds: go build and xcaddy builds need no Node
+## cpanel/dist, and the API reference (Swagger UI) into handlers/docsui/dist, which the Go
+## packages embed: go build and xcaddy builds need no Node
 ui:
 	cd cpanel/ui && npm ci --no-audit --no-fund && npm run build
 
-## ui-check: rebuild the cpanel and fail when the committed bundle differs from its sources
+## ui-check: rebuild the bundles and fail when the committed ones differ from their sources
+UI_DIST := cpanel/dist handlers/docsui/dist
 ui-check: ui
-	@if [ -n "$$(git status --porcelain -- cpanel/dist)" ]; then \
-		git status --short -- cpanel/dist; \
-		echo "cpanel/dist differs from a build of cpanel/ui: run make ui and commit cpanel/dist"; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- $(UI_DIST))" ]; then \
+		git status --short -- $(UI_DIST); \
+		echo "$(UI_DIST) differ from a build of cpanel/ui: run make ui and commit them"; exit 1; fi
 
 ## bench: benchmark the real binary (authenticated vs public request throughput) into bench/RESULTS.md
 BENCHTIME   ?= 3s

@@ -344,12 +344,12 @@ func TestDocsUI(t *testing.T) {
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
 		t.Errorf("docs CSP = %q", csp)
 	}
-	for _, want := range []string{`/_/api/docs/app.js`, `/_/api/docs/style.css`, `/_/api/openapi.json`} {
+	for _, want := range []string{`/_/api/docs/docs.js`, `/_/api/docs/docs.css`, `/_/api/openapi.json`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("docs page does not reference %s", want)
 		}
 	}
-	for name, ctype := range map[string]string{"app.js": "text/javascript", "style.css": "text/css"} {
+	for name, ctype := range map[string]string{"docs.js": "text/javascript", "docs.css": "text/css"} {
 		resp := serve(t, a, v, httptest.NewRequest("GET", "/_/api/docs/"+name, nil))
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) {
 			t.Errorf("%s = %d %s", name, resp.StatusCode, resp.Header.Get("Content-Type"))

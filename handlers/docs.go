@@ -18,7 +18,10 @@ import (
 	"github.com/caddy-runtime/runtime/openapi"
 )
 
-//go:embed docsui
+// docsFiles are the reference page's template and, in docsui/dist, Swagger UI built by make ui
+// (cpanel/ui/vite.docs.config.js) into one script and one stylesheet.
+//
+//go:embed docsui/index.html docsui/dist
 var docsFiles embed.FS
 
 // docsCSP allows the docs page to load only its own assets and call only its own origin, so
@@ -70,16 +73,16 @@ func newDocsUI(prefix string) (docsUI, error) {
 		return docsUI{}, err
 	}
 	ui := docsUI{page: page, assets: map[string]asset{}}
-	entries, err := fs.ReadDir(docsFiles, "docsui")
+	entries, err := fs.ReadDir(docsFiles, "docsui/dist")
 	if err != nil {
 		return docsUI{}, err
 	}
 	for _, e := range entries {
 		ext := path.Ext(e.Name())
-		if e.IsDir() || ext == ".html" {
+		if e.IsDir() {
 			continue
 		}
-		body, err := fs.ReadFile(docsFiles, "docsui/"+e.Name())
+		body, err := fs.ReadFile(docsFiles, "docsui/dist/"+e.Name())
 		if err != nil {
 			return docsUI{}, err
 		}

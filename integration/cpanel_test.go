@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -33,6 +34,12 @@ func (p *panelProblems) watch(t *testing.T, ctx context.Context) {
 			}
 		case *runtime.EventExceptionThrown:
 			problem = "exception: " + e.ExceptionDetails.Text
+		case *cdplog.EventEntryAdded:
+			// The browser's own errors, such as a content security policy refusing a script,
+			// a style or a request; an API answer's status is the panel's business.
+			if e.Entry.Level == cdplog.EntryLevelError && e.Entry.Source != cdplog.EntrySourceNetwork {
+				problem = fmt.Sprintf("browser error (%s): %s", e.Entry.Source, e.Entry.Text)
+			}
 		}
 		if problem != "" {
 			p.mu.Lock()
