@@ -91,6 +91,20 @@ func (p panel) signIn(key string) {
 		chromedp.Click(chromedp.CSS("form.signin button[type=submit]")))
 }
 
+// onlyFrom checks that everything the page loaded came from origin.
+func (p panel) onlyFrom(origin string) {
+	p.t.Helper()
+	urls, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]string]("performance.getEntriesByType('resource').map(e => e.name)"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for _, u := range urls {
+		if !strings.HasPrefix(u, origin+"/") {
+			p.t.Errorf("the page requested %s, outside its origin %s", u, origin)
+		}
+	}
+}
+
 // screenshot writes the page at width px into the test's screenshot folder, for a reviewer.
 func (p panel) screenshot(name string, width int64) {
 	p.t.Helper()
@@ -185,6 +199,9 @@ func TestCPanelSignIn(t *testing.T) {
 				t.Errorf("the address is %q, %v", path, err)
 			}
 			p.do("going back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS("#sessions-h")))
+			// The overview's own requests finish first: any of them would meet the ended session.
+			p.do("waiting for the overview", chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby=runtime-h][aria-busy=false]`)),
+				chromedp.WaitVisible(chromedp.CSS(`table.sessions[aria-busy=false]`)))
 
 			// The session ends on the server: the next request returns to sign-in, and signing in
 			// again returns to the section the user was on.
@@ -209,16 +226,7 @@ func TestCPanelSignIn(t *testing.T) {
 				t.Errorf("signed in as %q", who)
 			}
 
-			// Everything the page loaded came from the runtime's own origin.
-			urls, err := chromedp.Run(ctx, chromedp.Evaluate[[]string]("performance.getEntriesByType('resource').map(e => e.name)"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, u := range urls {
-				if !strings.HasPrefix(u, s.URL+"/") {
-					t.Errorf("the panel requested %s, outside its origin", u)
-				}
-			}
+			p.onlyFrom(s.URL)
 			problems.check(t)
 		})
 	}
@@ -437,19 +445,26 @@ func TestCPanelFiles(t *testing.T) {
 	if info, err := os.Stat(filepath.Join(version, "docs")); err != nil || !info.IsDir() {
 		t.Fatalf("the new folder on disk: %v", err)
 	}
-	p.do("uploading into it", folder("docs"), chromedp.WaitVisible(chromedp.CSS(".tools")),
+	p.do("uploading into it", folder("docs"), chromedp.WaitVisible(chromedp.Search(`//nav[contains(@class,"crumbs")]//button[normalize-space()="docs"]`)),
 		chromedp.SetUploadFiles(chromedp.CSS(`.tools input[type=file]`), []string{local}),
 		chromedp.WaitVisible(chromedp.Search(`//a[normalize-space()="notes.txt"]`)))
 	if data, err := os.ReadFile(filepath.Join(version, "docs", "notes.txt")); err != nil || string(data) != "written from the panel" {
 		t.Fatalf("the uploaded file on disk: %q, %v", data, err)
 	}
 	p.do("renaming it", chromedp.Click(chromedp.Search(`//button[normalize-space()="Rename notes.txt"]`)),
-		chromedp.SetValue(chromedp.CSS("#f-rename"), "readme.txt"), chromedp.Click(chromedp.Search(`//button[normalize-space()="Rename"]`)),
+		chromedp.SetValue(chromedp.CSS("#f-edit"), "readme.txt"), chromedp.Click(chromedp.Search(`//button[normalize-space()="Rename"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//a[normalize-space()="readme.txt"]`)))
-	p.do("deleting it", chromedp.Click(chromedp.Search(`//button[normalize-space()="Delete readme.txt"]`)),
+	p.do("moving it up to the version folder", chromedp.Click(chromedp.Search(`//button[normalize-space()="Move readme.txt"]`)),
+		chromedp.SetValue(chromedp.CSS("#f-edit"), "apps/site/1.0.0"), chromedp.Click(chromedp.Search(`//button[normalize-space()="Move"]`)),
+		chromedp.WaitNotPresent(chromedp.Search(`//a[normalize-space()="readme.txt"]`)))
+	if data, err := os.ReadFile(filepath.Join(version, "readme.txt")); err != nil || string(data) != "written from the panel" {
+		t.Fatalf("the moved file on disk: %q, %v", data, err)
+	}
+	p.do("deleting it", chromedp.Click(chromedp.Search(`//nav[contains(@class,"crumbs")]//button[normalize-space()="1.0.0"]`)),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Delete readme.txt"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button.danger`)), chromedp.Click(chromedp.CSS(`dialog[open] button.danger`)),
 		chromedp.WaitNotPresent(chromedp.Search(`//a[normalize-space()="readme.txt"]`)))
-	if _, err := os.Stat(filepath.Join(version, "docs", "readme.txt")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(version, "readme.txt")); !os.IsNotExist(err) {
 		t.Fatalf("the deleted file is still on disk: %v", err)
 	}
 	problems.check(t)
