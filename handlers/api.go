@@ -72,6 +72,7 @@ type API struct {
 	auditLog *zap.Logger
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
+	probes   map[string]http.Handler // "/path" → handler, for the GET health probes
 	// The encoded answers of the listings, kept while their source is unchanged.
 	workerList, pluginList, keyList bodyCache
 	handler                         http.Handler
@@ -113,12 +114,15 @@ func New(opts Options) (*API, error) {
 		return nil, err
 	}
 	table := a.routes()
-	a.exact = map[string]http.Handler{}
+	a.exact, a.probes = map[string]http.Handler{}, map[string]http.Handler{}
 	for _, rt := range table {
 		pattern, h := rt.method+" "+a.fullPath(rt.path), a.endpoint(rt)
 		a.mux.Handle(pattern, h)
 		if !strings.Contains(rt.path, "{") {
 			a.exact[pattern] = h
+		}
+		if rt.probe {
+			a.probes[a.fullPath(rt.path)] = h
 		}
 	}
 	a.spec = a.document(table)
@@ -163,8 +167,12 @@ func (a *API) fullPath(p string) string {
 
 // dispatch routes a request, answering unknown paths and methods with the error envelope.
 func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Content-Type-Options", "nosniff")
 	p := r.URL.Path
+	if h, ok := a.probes[p]; ok && r.Method == http.MethodGet {
+		h.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if len(p) > 1 && strings.HasSuffix(p, "/") {
 		// A trailing slash is accepted on every API path.
 		r = trimTrailingSlash(r)

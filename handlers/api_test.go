@@ -361,3 +361,33 @@ func TestDocsUI(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerHeaders checks the headers that guard API answers: every answer carries its
+// request id; all but the health probes (a fixed public body) also forbid sniffing and caching.
+func TestAnswerHeaders(t *testing.T) {
+	a, v := testAPI(t, Options{Prefix: "/_/api", Ready: func() error { return nil }})
+	for _, tt := range []struct {
+		path    string
+		status  int
+		guarded bool
+	}{
+		{"/_/api/health", 200, false},
+		{"/_/api/health/ready", 200, false},
+		{"/_/api/health/live", 200, false},
+		{"/.well-known/runtime", 200, true},
+		{"/_/api/workers", 401, true},
+		{"/_/api/nope", 404, true},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			resp := serve(t, a, v, httptest.NewRequest("GET", tt.path, nil))
+			h := resp.Header
+			if resp.StatusCode != tt.status || h.Get("X-Request-Id") == "" {
+				t.Fatalf("GET %s = %d with request id %q, want %d and an id", tt.path, resp.StatusCode, h.Get("X-Request-Id"), tt.status)
+			}
+			guarded := h.Get("X-Content-Type-Options") == "nosniff" && h.Get("Cache-Control") == "no-store"
+			if guarded != tt.guarded {
+				t.Errorf("GET %s: nosniff and no-store = %v, want %v (headers %v)", tt.path, guarded, tt.guarded, h)
+			}
+		})
+	}
+}

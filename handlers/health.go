@@ -25,7 +25,8 @@ func (a *API) healthRoutes() []route {
 		// Encoded once: probes are the most frequent requests and always answer the same.
 		body := envelope.EncodeJSON(Health{OK: true, Status: status, Version: a.opts.Version})
 		return func(w http.ResponseWriter, r *http.Request) error {
-			envelope.WriteEncoded(w, http.StatusOK, body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(body)
 			return nil
 		}
 	}
@@ -41,13 +42,13 @@ func (a *API) healthRoutes() []route {
 			},
 		},
 		{
-			method: "GET", path: "/health", id: "health", tag: "health", public: true,
+			method: "GET", path: "/health", id: "health", probe: true, tag: "health", public: true,
 			summary:   "General health",
 			responses: []response{{status: http.StatusOK, description: "The runtime is serving", body: Health{}}},
 			handle:    probe("healthy"),
 		},
 		{
-			method: "GET", path: "/health/ready", id: "healthReady", tag: "health", public: true,
+			method: "GET", path: "/health/ready", id: "healthReady", probe: true, tag: "health", public: true,
 			summary:     "Readiness probe",
 			description: "Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic.",
 			responses: []response{
@@ -62,7 +63,7 @@ func (a *API) healthRoutes() []route {
 			},
 		},
 		{
-			method: "GET", path: "/health/live", id: "healthLive", tag: "health", public: true,
+			method: "GET", path: "/health/live", id: "healthLive", probe: true, tag: "health", public: true,
 			summary:   "Liveness probe",
 			responses: []response{{status: http.StatusOK, description: "The process is alive", body: Health{}}},
 			handle:    probe("live"),

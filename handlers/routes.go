@@ -26,10 +26,14 @@ type route struct {
 	// public routes need no credential; others need one, holding permission when it is set.
 	public     bool
 	permission string
-	params     []openapi.Parameter
-	request    *request
-	responses  []response
-	handle     handlerFunc
+	// probe marks a health probe: a fixed public body for load balancers, the most frequent
+	// request, answered without the headers that guard other answers (nosniff, no-store):
+	// there is nothing in it to sniff or to keep from a cache.
+	probe     bool
+	params    []openapi.Parameter
+	request   *request
+	responses []response
+	handle    handlerFunc
 }
 
 // request documents a request body.
