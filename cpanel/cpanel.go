@@ -9,6 +9,7 @@ import (
 	"embed"
 	"errors"
 	"html"
+	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -103,11 +104,13 @@ func (h *Handler) serveAsset(w http.ResponseWriter, r *http.Request, name string
 		envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no cpanel asset at %s", r.URL.Path))
 		return
 	}
-	data, err := fs.ReadFile(h.assets, name)
+	f, err := h.assets.Open(name)
 	if err != nil {
 		envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no cpanel asset at %s", r.URL.Path))
 		return
 	}
+	defer f.Close()
 	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
-	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
+	// An embedded file seeks over the binary's own bytes: nothing is copied.
+	http.ServeContent(w, r, name, time.Time{}, f.(io.ReadSeeker))
 }

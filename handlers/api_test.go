@@ -32,7 +32,7 @@ func testAPI(t *testing.T, opts Options) (*API, *openapitest.Validator) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := openapitest.New(a.doc.body, opts.Prefix)
+	v, err := openapitest.New(a.doc.body.raw, opts.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,12 @@ const maxCachedBodies = 64
 type bodyCache struct {
 	mu     sync.Mutex
 	gen    uint64
-	bodies map[string][]byte
+	bodies map[string]*compressible
 }
 
 // serve answers with the body for gen and the namespaces of p, building it with build when
 // it is not kept; cacheable false (the source could not name its generation) always builds.
-func (c *bodyCache) serve(w http.ResponseWriter, p keystore.Principal, gen uint64, cacheable bool, build func() (any, error)) error {
+func (c *bodyCache) serve(w http.ResponseWriter, r *http.Request, p keystore.Principal, gen uint64, cacheable bool, build func() (any, error)) error {
 	key := "*"
 	if !p.Unrestricted() {
 		key = strings.Join(p.Namespaces, "\x00")
@@ -37,7 +37,7 @@ func (c *bodyCache) serve(w http.ResponseWriter, p keystore.Principal, gen uint6
 		}
 		c.mu.Unlock()
 		if ok {
-			envelope.WriteEncoded(w, http.StatusOK, body)
+			writeCompressible(w, r, body)
 			return nil
 		}
 	}
@@ -45,15 +45,22 @@ func (c *bodyCache) serve(w http.ResponseWriter, p keystore.Principal, gen uint6
 	if err != nil {
 		return err
 	}
-	body := envelope.EncodeJSON(v)
+	body := newCompressible(envelope.EncodeJSON(v))
 	if cacheable {
 		c.mu.Lock()
 		if c.gen != gen || c.bodies == nil || len(c.bodies) >= maxCachedBodies {
-			c.gen, c.bodies = gen, map[string][]byte{}
+			c.gen, c.bodies = gen, map[string]*compressible{}
 		}
 		c.bodies[key] = body
 		c.mu.Unlock()
 	}
-	envelope.WriteEncoded(w, http.StatusOK, body)
+	writeCompressible(w, r, body)
 	return nil
+}
+
+// writeCompressible writes body as a JSON answer, in gzip when r accepts it.
+func writeCompressible(w http.ResponseWriter, r *http.Request, body *compressible) {
+	data, gzipped := body.pick(r)
+	setEncoding(w.Header(), gzipped)
+	envelope.WriteEncoded(w, http.StatusOK, data)
 }

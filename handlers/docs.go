@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"sync"
 	"time"
 
 	"github.com/caddy-runtime/runtime/mount"
@@ -31,29 +32,38 @@ const docsCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; scr
 
 // docsUI is the interactive reference: its page, rendered once for the API path, and its assets.
 type docsUI struct {
-	page   asset
-	assets map[string]asset
+	page asset
+	// assets are read on first use: Swagger UI is over a megabyte, which a runtime whose docs
+	// nobody opens should not hold in memory.
+	assets map[string]func() asset
 }
 
 // asset is an in-memory file with its content type and ETag.
 type asset struct {
-	body        []byte
+	body        *compressible
 	contentType string
 	etag        string
 }
 
 func newAsset(body []byte, contentType string) asset {
 	sum := sha256.Sum256(body)
-	return asset{body: body, contentType: contentType, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+	return asset{body: newCompressible(body), contentType: contentType, etag: hex.EncodeToString(sum[:12])}
 }
 
-// serve answers with the asset, honouring If-None-Match so clients revalidate cheaply.
+// serve answers with the asset, in gzip when r accepts it, honouring If-None-Match so
+// clients revalidate cheaply; each form has its own ETag.
 func (f asset) serve(w http.ResponseWriter, r *http.Request) {
+	body, gzipped := f.body.pick(r)
 	h := w.Header()
 	h.Set("Content-Type", f.contentType)
 	h.Set("Cache-Control", "no-cache")
-	h.Set("ETag", f.etag)
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
+	setEncoding(h, gzipped)
+	if gzipped {
+		h.Set("ETag", `"`+f.etag+`-gz"`)
+	} else {
+		h.Set("ETag", `"`+f.etag+`"`)
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 }
 
 var docsPageTemplate = template.Must(template.ParseFS(docsFiles, "docsui/index.html"))
@@ -72,7 +82,7 @@ func newDocsUI(prefix string) (docsUI, error) {
 	if err != nil {
 		return docsUI{}, err
 	}
-	ui := docsUI{page: page, assets: map[string]asset{}}
+	ui := docsUI{page: page, assets: map[string]func() asset{}}
 	entries, err := fs.ReadDir(docsFiles, "docsui/dist")
 	if err != nil {
 		return docsUI{}, err
@@ -82,11 +92,11 @@ func newDocsUI(prefix string) (docsUI, error) {
 		if e.IsDir() {
 			continue
 		}
-		body, err := fs.ReadFile(docsFiles, "docsui/dist/"+e.Name())
-		if err != nil {
-			return docsUI{}, err
-		}
-		ui.assets[e.Name()] = newAsset(body, mime.TypeByExtension(ext))
+		name := "docsui/dist/" + e.Name()
+		ui.assets[e.Name()] = sync.OnceValue(func() asset {
+			body, _ := fs.ReadFile(docsFiles, name) // listed above: it is there
+			return newAsset(body, mime.TypeByExtension(ext))
+		})
 	}
 	return ui, nil
 }
@@ -185,6 +195,6 @@ func (a *API) serveDocsAsset(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return Errorf(http.StatusNotFound, CodeNotFound, "no docs asset named %q", r.PathValue("asset"))
 	}
-	f.serve(w, r)
+	f().serve(w, r)
 	return nil
 }

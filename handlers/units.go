@@ -282,7 +282,7 @@ func listUnits[R any](w http.ResponseWriter, r *http.Request, c *packages.Catalo
 		return err
 	}
 	p := principalOf(r.Context())
-	return cache.serve(w, p, gen, cached, func() (any, error) {
+	return cache.serve(w, r, p, gen, cached, func() (any, error) {
 		records := make([]R, 0, len(units))
 		for _, u := range units {
 			if p.CanAccess(u.Name) {

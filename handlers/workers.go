@@ -15,6 +15,8 @@ type WorkerRecord struct {
 	Removable        bool     `json:"removable" doc:"true only when source is uploaded"`
 	Source           string   `json:"source" enum:"built-in,uploaded"`
 	Versions         []string `json:"versions" doc:"installed versions, disabled ones included, in semver order"`
+	// Sizes extends the spec's record: clients show what each version occupies.
+	Sizes map[string]int64 `json:"sizes" doc:"bytes in each version's regular files (links not followed), by version, as of the last scan of its folder"`
 }
 
 // WorkerDryRun is the body of a worker upload with ?dryRun=1.
@@ -120,9 +122,10 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	}
 	return listUnits(w, r, c, &a.workerList, func(u packages.Unit) WorkerRecord {
 		rec := WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
-			Versions: []string{}, DisabledVersions: []string{}}
+			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}}
 		for _, v := range u.Versions {
 			rec.Versions = append(rec.Versions, v.Version)
+			rec.Sizes[v.Version] = v.Size
 			if !v.Enabled {
 				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
 			}

@@ -18,12 +18,13 @@ import (
 )
 
 type workerRecord struct {
-	DisabledVersions []string `json:"disabledVersions"`
-	Name             string   `json:"name"`
-	Path             string   `json:"path"`
-	Removable        bool     `json:"removable"`
-	Source           string   `json:"source"`
-	Versions         []string `json:"versions"`
+	DisabledVersions []string         `json:"disabledVersions"`
+	Name             string           `json:"name"`
+	Path             string           `json:"path"`
+	Removable        bool             `json:"removable"`
+	Source           string           `json:"source"`
+	Versions         []string         `json:"versions"`
+	Sizes            map[string]int64 `json:"sizes"`
 }
 
 type pluginRecord struct {
@@ -133,7 +134,8 @@ func TestWorkerLifecycle(t *testing.T) {
 
 	got := workers(t, s, rootKey)
 	if w := got["app"]; !reflect.DeepEqual(w, workerRecord{DisabledVersions: []string{}, Name: "app", Path: filepath.Join(s.DataDir, "apps", "app"),
-		Removable: true, Source: "uploaded", Versions: []string{"1.0.0", "1.10.0"}}) {
+		Removable: true, Source: "uploaded", Versions: []string{"1.0.0", "1.10.0"},
+		Sizes: map[string]int64{"1.0.0": want.Bytes, "1.10.0": int64(len(`{"name":"app","version":"1.10.0"}`))}}) {
 		t.Fatalf("app = %+v", w)
 	}
 	if w := got["@team/tool"]; w.Path != filepath.Join(s.DataDir, "apps", "@team", "tool") || !reflect.DeepEqual(w.Versions, []string{"latest"}) {

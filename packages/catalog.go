@@ -56,6 +56,7 @@ type Version struct {
 	Enabled  bool
 	Path     string
 	Metadata Metadata
+	Size     int64 // bytes in its regular files, as of the scan that read its metadata
 }
 
 // Source reports where a unit comes from: "built-in" or "uploaded".

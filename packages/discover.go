@@ -43,6 +43,7 @@ type metaEntry struct {
 	dir   time.Time   // the version folder's mtime: adding or removing a file changes it
 	files []fileStamp // the metadata files present at the last read
 	md    Metadata
+	size  int64 // bytes in the folder's regular files
 	err   error
 }
 
@@ -175,11 +176,11 @@ func (c *scanCache) scanDir(layout Layout, d Dir, root *os.Root) []Unit {
 func (c *scanCache) scanUnit(layout Layout, d Dir, root *os.Root, name string) (Unit, bool) {
 	u := Unit{Name: name, Dir: d, Path: filepath.Join(d.Path, filepath.FromSlash(name))}
 	if !layout.Versioned {
-		md, ok := c.metadata(root, d.Path, name)
+		md, size, ok := c.metadata(root, d.Path, name)
 		if !ok || md.Name != name || ValidateVersion(md.Version) != nil {
 			return u, false
 		}
-		u.Versions = []Version{{Version: md.Version, Enabled: md.Enabled, Path: u.Path, Metadata: md}}
+		u.Versions = []Version{{Version: md.Version, Enabled: md.Enabled, Path: u.Path, Metadata: md, Size: size}}
 		return u, true
 	}
 	for _, v := range c.subdirs(root, d.Path, name) {
@@ -187,11 +188,11 @@ func (c *scanCache) scanUnit(layout Layout, d Dir, root *os.Root, name string) (
 			continue
 		}
 		rel := path.Join(name, v)
-		md, ok := c.metadata(root, d.Path, rel)
+		md, size, ok := c.metadata(root, d.Path, rel)
 		if !ok || md.Name != name {
 			continue // not a package, or one of another name: ignored
 		}
-		u.Versions = append(u.Versions, Version{Version: v, Enabled: md.Enabled, Path: filepath.Join(u.Path, v), Metadata: md})
+		u.Versions = append(u.Versions, Version{Version: v, Enabled: md.Enabled, Path: filepath.Join(u.Path, v), Metadata: md, Size: size})
 	}
 	slices.SortFunc(u.Versions, func(a, b Version) int { return CompareVersions(a.Version, b.Version) })
 	return u, len(u.Versions) > 0
@@ -252,18 +253,18 @@ func (c *scanCache) subdirs(root *os.Root, base, rel string) []string {
 
 // metadata reads a package's metadata, cached while its folder and metadata files are
 // unchanged.
-func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, bool) {
+func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, int64, bool) {
 	key := filepath.Join(base, rel)
 	c.visit(key)
 	c.mapMu.Lock()
 	e, ok := c.metas[key]
 	c.mapMu.Unlock()
 	if ok && e.current(key) {
-		return e.md, e.err == nil
+		return e.md, e.size, e.err == nil
 	}
 	info, err := os.Stat(key)
 	if err != nil {
-		return Metadata{}, false
+		return Metadata{}, 0, false
 	}
 	entry := metaEntry{dir: info.ModTime()}
 	for _, name := range []string{ManifestYAML, ManifestYML, PackageJSON} {
@@ -272,6 +273,9 @@ func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, bool) {
 		}
 	}
 	entry.md, entry.err = ReadMetadata(root, rel)
+	if entry.err == nil {
+		entry.size = folderSize(root, rel)
+	}
 	if entry.err == nil && entry.md.Manifest == ManifestYAML && entry.md.declares() {
 		// Nothing else in the folder can change what manifest.yaml says: watch it alone.
 		entry.dir, entry.files = time.Time{}, entry.files[:1]
@@ -281,5 +285,21 @@ func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, bool) {
 		c.metas[key] = entry
 		c.mapMu.Unlock()
 	}
-	return entry.md, entry.err == nil
+	return entry.md, entry.size, entry.err == nil
+}
+
+// folderSize sums the sizes of the regular files below rel, without following links; it
+// reads through root, so nothing outside it is counted.
+func folderSize(root *os.Root, rel string) int64 {
+	var total int64
+	_ = fs.WalkDir(root.FS(), rel, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil // an unreadable part counts as empty
+		}
+		if info, err := d.Info(); err == nil {
+			total += info.Size()
+		}
+		return nil
+	})
+	return total
 }
