@@ -78,10 +78,10 @@ clean:
 	rm -rf bin
 
 ## ui: build the cpanel (cpanel/ui, Svelte and Vite at the versions its lockfile pins) into
-## cpanel/dist, and the API reference (Swagger UI) into handlers/docsui/dist, which the Go
+## cpanel/dist after a type check, and the API reference (Swagger UI) into handlers/docsui/dist, which the Go
 ## packages embed: go build and xcaddy builds need no Node
 ui:
-	cd cpanel/ui && npm ci --no-audit --no-fund && npm run build
+	cd cpanel/ui && npm ci --no-audit --no-fund && npm run check && npm run build
 
 ## ui-check: rebuild the bundles and fail when the committed ones differ from their sources
 UI_DIST := cpanel/dist handlers/docsui/dist

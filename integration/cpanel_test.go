@@ -344,6 +344,8 @@ func TestCPanelApps(t *testing.T) {
 	if done, err := chromedp.Run(ctx, chromedp.Evaluate[float64]("document.querySelector('.drop progress').value")); err != nil || done != 1 {
 		t.Errorf("the progress bar stopped at %v (%v)", done, err)
 	}
+	// The version's size: its manifest and index.html.
+	p.do("waiting for the app's size", chromedp.WaitVisible(chromedp.Search(`//table[contains(@class,"apps")]//td[normalize-space()="47 B"]`)))
 	if resp := s.Get("/site/"); resp.Status != 200 || !strings.Contains(body(resp), "from the panel") {
 		t.Fatalf("the uploaded app = %s", resp)
 	}

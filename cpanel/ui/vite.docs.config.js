@@ -12,11 +12,11 @@ export default defineConfig({
     modulePreload: { polyfill: false },
     chunkSizeWarningLimit: 4096,
     rollupOptions: {
-      input: 'docs/main.js',
+      input: 'docs/main.ts',
       output: {
         entryFileNames: 'docs.js',
         assetFileNames: 'docs[extname]',
-        inlineDynamicImports: true,
+        codeSplitting: false,
       },
     },
   },

@@ -6,7 +6,7 @@ import 'swagger-ui-dist/swagger-ui.css'
 import './docs.css'
 
 SwaggerUI({
-  url: document.body.dataset.spec,
+  url: document.body.dataset.spec ?? '',
   dom_id: '#docs',
   deepLinking: true,
   validatorUrl: null,
