@@ -206,3 +206,26 @@ func furnished(t *testing.T) *harness.Server {
 	reload(t, s)
 	return s
 }
+
+// TestCPanelMounted runs the panel with the runtime mounted below a path in each supported
+// form: it signs in, moves between sections with addresses below the mount, and keeps the
+// section across a reload.
+func TestCPanelMounted(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Sites: mountedSites, Mount: "/hp"})
+	p, problems := openPanel(t, s)
+	for _, at := range []string{"/hp", "/x", "/rt"} {
+		p.base = s.URL + at + "/cpanel"
+		p.do("opening the panel below "+at, chromedp.Navigate(p.base+"/"))
+		p.signIn(rootKey)
+		p.do("opening Apps below "+at, chromedp.WaitVisible(chromedp.CSS("nav")), chromedp.Click(chromedp.CSS(`nav a[href$="/apps"]`)),
+			chromedp.WaitVisible(chromedp.Search(`//main/h1[normalize-space()="Apps"]`)),
+			chromedp.Reload(), chromedp.WaitVisible(chromedp.Search(`//main/h1[normalize-space()="Apps"]`)))
+		if path, err := chromedp.Run(p.ctx, chromedp.Evaluate[string]("location.pathname")); err != nil || path != at+"/cpanel/apps" {
+			t.Errorf("below %s the address is %q (%v)", at, path, err)
+		}
+		p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	}
+	p.onlyFrom(s.URL)
+	problems.check(t)
+}
