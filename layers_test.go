@@ -63,6 +63,9 @@ func TestLayers(t *testing.T) {
 		"workers":  {"handlers", "serving", "caddymodule"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
+		// The command-line client speaks HTTP only: no server state.
+		"client": {"handlers", "serving", "caddymodule", "cpanel", "workers", "keystore", "plugins", "filemanager"},
+		"cli":    {"handlers", "serving", "caddymodule", "cpanel", "workers", "keystore", "plugins", "filemanager"},
 	} {
 		got, ok := all[pkg]
 		if !ok {

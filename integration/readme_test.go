@@ -303,7 +303,8 @@ func runReadme(t *testing.T, dir string, blocks []shellBlock, rewrite func(strin
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", file)
 	cmd.Dir = dir
-	cmd.Env = readmeEnv()
+	// The command-line client's logins go to a config folder of the test's own.
+	cmd.Env = append(readmeEnv(), "XDG_CONFIG_HOME="+t.TempDir())
 	cmd.WaitDelay = 5 * time.Second // a command left running in the background holds the output open
 	out, err := cmd.CombinedOutput()
 	if err == nil {

@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/caddy-runtime/runtime/client"
+)
+
+type principal struct {
+	Name       string   `json:"name"`
+	Role       string   `json:"role"`
+	Namespaces []string `json:"namespaces"`
+}
+
+func loginCommand() caddycmd.Command {
+	return command("login", "--url URL --key KEY [--profile NAME]", "Save a runtime's URL and API key for the other commands",
+		`Checks the key against the runtime and saves both in the user's config folder
+(profiles.json, readable by the user alone), as a profile named after the server's host
+unless --profile names it. The profile becomes the one used when no --url is given.
+
+Example:
+  runtime login --url https://runtime.example.com --key "$RUNTIME_API_KEY"`,
+		func(cmd *cobra.Command) { cmd.RunE = run(login) })
+}
+
+func login(e *env, args []string) error {
+	if len(args) > 0 {
+		return usagef("login takes no arguments")
+	}
+	url, _ := e.cmd.Flags().GetString("url")
+	key, _ := e.cmd.Flags().GetString("key")
+	if url == "" || key == "" {
+		return usagef("login needs --url and --key")
+	}
+	c, err := client.New(url, key)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	var s struct{ Principal principal }
+	if err := c.JSON(e.ctx, "GET", "/admin/session", nil, &s); err != nil {
+		return err
+	}
+	saved, file, err := loadProfiles()
+	if err != nil {
+		return err
+	}
+	name, _ := e.cmd.Flags().GetString("profile")
+	if name == "" {
+		name = profileName(url)
+	}
+	saved.Profiles[name] = profile{URL: c.BaseURL(), Key: key}
+	saved.Current = name
+	if err := saved.save(file); err != nil {
+		return fmt.Errorf("saving the profile: %v", err)
+	}
+	fmt.Fprintf(e.out, "Logged in to %s as %s (%s); saved as profile %q in %s\n", c.BaseURL(), s.Principal.Name, s.Principal.Role, name, file)
+	return nil
+}
+
+func logoutCommand() caddycmd.Command {
+	return command("logout", "[--profile NAME]", "Remove a saved runtime login",
+		`Removes the profile (by default the current one) from the profiles file. The key itself
+stays valid; revoke it with runtime keys revoke.
+
+Example:
+  runtime logout --profile runtime.example.com`,
+		func(cmd *cobra.Command) { cmd.RunE = run(logout) })
+}
+
+func logout(e *env, _ []string) error {
+	saved, file, err := loadProfiles()
+	if err != nil {
+		return err
+	}
+	name, _ := e.cmd.Flags().GetString("profile")
+	if name == "" {
+		name = saved.Current
+	}
+	if _, ok := saved.Profiles[name]; !ok {
+		return usagef("no saved login named %q", name)
+	}
+	delete(saved.Profiles, name)
+	if saved.Current == name {
+		saved.Current = ""
+	}
+	if err := saved.save(file); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "Removed the login %q\n", name)
+	return nil
+}
+
+func healthCommand() caddycmd.Command {
+	return command("health", "[--url URL]", "Show whether a runtime is up and ready",
+		`Reads the runtime's readiness probe and version; exits 1 when it is not ready.
+
+Example:
+  runtime health --url https://runtime.example.com`,
+		func(cmd *cobra.Command) { cmd.RunE = run(health) })
+}
+
+func health(e *env, _ []string) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	var h struct {
+		OK      bool   `json:"ok"`
+		Status  string `json:"status"`
+		Version string `json:"version"`
+	}
+	if err := c.JSON(e.ctx, "GET", "/health/ready", nil, &h); err != nil {
+		return err
+	}
+	return e.emit(h, func(w io.Writer) { fmt.Fprintf(w, "%s\t%s\tversion %s\n", c.BaseURL(), h.Status, h.Version) })
+}
+
+// installed is what an upload answers about the unit.
+type installed struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	InstalledAt string `json:"installedAt"`
+	Files       int    `json:"files"`
+	Bytes       int64  `json:"bytes"`
+	SHA256      string `json:"sha256"`
+}
+
+func auditCommand() caddycmd.Command {
+	return command("audit", "[--action A] [--actor NAME] [--limit N]", "List the audit trail, newest first",
+		`Prints audited actions (logins, key changes, uploads, enable/disable, deletes, reloads).
+
+Example:
+  runtime audit --action worker.upload --limit 20`,
+		func(cmd *cobra.Command) {
+			cmd.Flags().String("action", "", "only this action, e.g. key.create")
+			cmd.Flags().String("actor", "", "only actions of this key name")
+			cmd.Flags().Int("limit", 50, "entries to show")
+			cmd.RunE = run(audit)
+		})
+}
+
+func audit(e *env, _ []string) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	for _, f := range []string{"action", "actor"} {
+		if v, _ := e.cmd.Flags().GetString(f); v != "" {
+			q.Set(f, v)
+		}
+	}
+	limit, _ := e.cmd.Flags().GetInt("limit")
+	q.Set("limit", fmt.Sprint(limit))
+	var page struct {
+		Entries []struct {
+			Time    string `json:"time"`
+			Actor   *struct{ Name string }
+			Action  string `json:"action"`
+			Target  string `json:"target"`
+			Outcome string `json:"outcome"`
+		} `json:"entries"`
+	}
+	var raw json.RawMessage
+	if err := c.JSON(e.ctx, "GET", "/audit?"+q.Encode(), nil, &raw); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return err
+	}
+	return e.emit(raw, func(w io.Writer) {
+		fmt.Fprintln(w, "TIME\tACTOR\tACTION\tTARGET\tOUTCOME")
+		for _, a := range page.Entries {
+			actor := "-"
+			if a.Actor != nil {
+				actor = a.Actor.Name
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Time, actor, a.Action, a.Target, a.Outcome)
+		}
+	})
+}
+
+// since formats a Unix time for a table.
+func since(unix int64) string {
+	if unix == 0 {
+		return "-"
+	}
+	return time.Unix(unix, 0).UTC().Format("2006-01-02 15:04")
+}
+
+// joined prints a list for a table cell.
+func joined(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}

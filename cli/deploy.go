@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/caddy-runtime/runtime/client"
+)
+
+func deployCommand() caddycmd.Command {
+	return command("deploy", "[DIR] [--plugin] [--dry-run] [--wait] [--json]", "Pack a folder and install it as a worker (or a plugin)",
+		`Reads DIR's manifest.yaml (or package.json), checks its name and version with the runtime's
+rules, packs the folder as a .tgz (leaving out .git, node_modules and what .runtimeignore names;
+"!node_modules" there takes it back in), uploads it, and prints the URLs that now serve it and
+the archive's sha256. --dry-run asks the runtime to check the archive without installing it;
+--plugin installs a plugin and reloads the plugins; --wait waits until the new version answers.
+
+Example:
+  runtime deploy ./site --url https://runtime.example.com --key "$RUNTIME_API_KEY"
+  runtime deploy --plugin ./my-plugin`,
+		func(cmd *cobra.Command) {
+			cmd.Flags().Bool("plugin", false, "deploy a plugin, then reload the plugins")
+			cmd.Flags().Bool("dry-run", false, "check the archive on the runtime without installing it")
+			cmd.Flags().Bool("wait", false, "wait (up to 60 s) until the new version answers")
+			cmd.Args = cobra.MaximumNArgs(1)
+			cmd.RunE = run(deploy)
+		})
+}
+
+// deployed is what deploy prints with --json.
+type deployed struct {
+	Name     string          `json:"name"`
+	Version  string          `json:"version"`
+	SHA256   string          `json:"sha256"`
+	Bytes    int64           `json:"bytes"`
+	DryRun   bool            `json:"dryRun"`
+	URLs     []string        `json:"urls,omitempty"`
+	Upload   json.RawMessage `json:"upload"`           // the upload's answer, as the API gave it
+	Reloaded json.RawMessage `json:"reload,omitempty"` // the plugin reload's answer
+}
+
+func deploy(e *env, args []string) error {
+	dir := "."
+	if len(args) == 1 {
+		dir = args[0]
+	}
+	plugin, _ := e.cmd.Flags().GetBool("plugin")
+	dryRun, _ := e.cmd.Flags().GetBool("dry-run")
+	wait, _ := e.cmd.Flags().GetBool("wait")
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+
+	archive, err := os.CreateTemp("", "runtime-deploy-*.tgz")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(archive.Name())
+	defer archive.Close()
+	packed, err := client.Pack(dir, archive)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if _, err := archive.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+
+	surface := "/workers"
+	if plugin {
+		surface = "/plugins"
+	}
+	path := surface + "/upload"
+	if dryRun {
+		path += "?dryRun=1"
+	}
+	var progress func(int64)
+	if interactive(e.errOut) && !e.json {
+		progress = bar(e.errOut, fmt.Sprintf("%s %s", packed.Name, packed.Version), packed.Bytes)
+	}
+	out := deployed{Name: packed.Name, Version: packed.Version, SHA256: packed.SHA256, Bytes: packed.Bytes, DryRun: dryRun}
+	err = c.Upload(e.ctx, path, filepath.Base(dir)+".tgz", archive, packed.Bytes, progress, &out.Upload)
+	if progress != nil {
+		fmt.Fprintln(e.errOut)
+	}
+	if err != nil {
+		return err
+	}
+	if plugin && !dryRun {
+		if err := c.JSON(e.ctx, "POST", "/plugins/reload", nil, &out.Reloaded); err != nil {
+			return fmt.Errorf("installed %s %s, but reloading the plugins failed: %w", packed.Name, packed.Version, err)
+		}
+	}
+	if !plugin && !dryRun {
+		d, err := c.Discover(e.ctx)
+		if err != nil {
+			return err
+		}
+		base := c.BaseURL()
+		if d.Workers != "" {
+			base = strings.TrimRight(d.Workers, "/")
+		}
+		out.URLs = []string{base + "/" + packed.Name + "/", base + "/" + packed.Name + "@" + packed.Version + "/"}
+		if wait {
+			ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
+			defer cancel()
+			if err := waitServed(ctx, c, out.URLs[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return e.emit(out, func(w io.Writer) {
+		switch {
+		case dryRun:
+			fmt.Fprintf(w, "%s %s would install (dry run: nothing was installed)\n", packed.Name, packed.Version)
+		case plugin:
+			fmt.Fprintf(w, "Installed plugin %s %s and reloaded the plugins\n", packed.Name, packed.Version)
+			var r struct {
+				Failed []struct{ Name, Error string }
+			}
+			if json.Unmarshal(out.Reloaded, &r) == nil {
+				for _, f := range r.Failed {
+					fmt.Fprintf(w, "  not loaded: %s: %s\n", f.Name, f.Error)
+				}
+			}
+		default:
+			fmt.Fprintf(w, "Deployed %s %s\n", packed.Name, packed.Version)
+			for _, u := range out.URLs {
+				fmt.Fprintf(w, "  %s\n", u)
+			}
+		}
+		fmt.Fprintf(w, "sha256 %s (%d bytes)\n", packed.SHA256, packed.Bytes)
+	})
+}
+
+// waitServed waits until url answers with neither 404 nor a server error: the version is
+// being served.
+func waitServed(ctx context.Context, c *client.Client, url string) error {
+	for {
+		status, err := c.Get(ctx, url)
+		if err == nil && status != http.StatusNotFound && status < 500 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not answer in time (last: status %d, %v)", url, status, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// bar draws a progress bar of an upload of total bytes on w, a terminal.
+func bar(w io.Writer, label string, total int64) func(int64) {
+	const width = 30
+	last := -1
+	return func(sent int64) {
+		pct := int(sent * 100 / max(total, 1))
+		if pct == last {
+			return
+		}
+		last = pct
+		filled := pct * width / 100
+		fmt.Fprintf(w, "\rUploading %s [%s%s] %3d%%", label, strings.Repeat("#", filled), strings.Repeat(" ", width-filled), pct)
+	}
+}
+
+func rollbackCommand() caddycmd.Command {
+	return command("rollback", "NAME", "Serve a worker's previous version again",
+		`Disables the newest enabled version of the worker, so that the version before it serves,
+and says which. Enable it again with runtime workers enable NAME@VERSION.
+
+Example:
+  runtime rollback @team/shop`,
+		func(cmd *cobra.Command) {
+			cmd.Args = cobra.ExactArgs(1)
+			cmd.RunE = run(rollback)
+		})
+}
+
+func rollback(e *env, args []string) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	name, _ := splitVersion(args[0])
+	w, err := findWorker(e, c, name)
+	if err != nil {
+		return err
+	}
+	var enabled []string
+	for _, v := range w.Versions {
+		if !slices.Contains(w.DisabledVersions, v) {
+			enabled = append(enabled, v)
+		}
+	}
+	if len(enabled) < 2 {
+		return usagef("%s has %d enabled version(s): there is no previous version to roll back to", name, len(enabled))
+	}
+	newest, previous := enabled[len(enabled)-1], enabled[len(enabled)-2]
+	var raw json.RawMessage
+	if err := c.JSON(e.ctx, "POST", "/workers/"+unitPath(name)+"/"+newest+"/disable", nil, &raw); err != nil {
+		return err
+	}
+	return e.emit(raw, func(w io.Writer) {
+		fmt.Fprintf(w, "Disabled %s %s: %s is served now\n", name, newest, previous)
+	})
+}

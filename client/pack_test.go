@@ -1,0 +1,119 @@
+package client
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestIgnoreRules(t *testing.T) {
+	rules := parseIgnore(append(skippedByDefault, "# a comment", "*.log", "/build/", "docs/draft.md", "!keep.log", "cache/"))
+	for _, tt := range []struct {
+		name string
+		dir  bool
+		skip bool
+	}{
+		{".git", true, true},
+		{"node_modules", true, true},
+		{"web/node_modules", true, true},
+		{IgnoreFile, false, true},
+		{"app.log", false, true},
+		{"deep/er/app.log", false, true},
+		{"keep.log", false, false},
+		{"build", true, true},
+		{"src/build", true, false}, // rooted: only at the top
+		{"build", false, false},    // a file, and the rule names folders
+		{"docs/draft.md", false, true},
+		{"other/docs/draft.md", false, false},
+		{"cache", true, true},
+		{"index.html", false, false},
+	} {
+		if got := rules.skips(tt.name, tt.dir); got != tt.skip {
+			t.Errorf("skips(%q, dir=%v) = %v, want %v", tt.name, tt.dir, got, tt.skip)
+		}
+	}
+	if parseIgnore(append(skippedByDefault, "!node_modules/")).skips("node_modules", true) {
+		t.Error("!node_modules/ does not take node_modules back in")
+	}
+}
+
+func TestPack(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("manifest.yaml", "name: site\nversion: 1.2.0\n")
+	write("index.html", "<p>hi</p>")
+	write("assets/app.js", "1")
+	write(".git/HEAD", "ref")
+	write("node_modules/x/index.js", "x")
+	write("debug.log", "noise")
+	write(IgnoreFile, "*.log\n")
+	if err := os.Symlink("index.html", filepath.Join(dir, "home.html")); err != nil {
+		t.Fatal(err)
+	}
+
+	var out bytes.Buffer
+	p, err := Pack(dir, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(out.Bytes())
+	if p.Name != "site" || p.Version != "1.2.0" || p.Files != 4 || p.Bytes != int64(out.Len()) || p.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("packed = %+v (archive of %d bytes)", p, out.Len())
+	}
+	zr, err := gzip.NewReader(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	var names []string
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, hdr.Name)
+		if hdr.Name == "home.html" && (hdr.Typeflag != tar.TypeSymlink || hdr.Linkname != "index.html") {
+			t.Errorf("home.html packed as type %c to %q, want the link", hdr.Typeflag, hdr.Linkname)
+		}
+	}
+	want := []string{"assets/", "assets/app.js", "home.html", "index.html", "manifest.yaml"}
+	if !slices.Equal(names, want) {
+		t.Errorf("archive holds %v, want %v", names, want)
+	}
+
+	for _, tt := range []struct{ manifest, want string }{
+		{"name: Bad Name\n", "package name"},
+		{"name: ok\nversion: one\n", "version"},
+	} {
+		bad := t.TempDir()
+		if err := os.WriteFile(filepath.Join(bad, "manifest.yaml"), []byte(tt.manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Pack(bad, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("packing %q: %v, want an error about the %s", tt.manifest, err, tt.want)
+		}
+	}
+	if _, err := Pack(t.TempDir(), io.Discard); err == nil || !strings.Contains(err.Error(), "no manifest.yaml or package.json") {
+		t.Errorf("packing an empty folder: %v", err)
+	}
+}
