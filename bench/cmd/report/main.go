@@ -63,6 +63,14 @@ var checks = []check{
 			"folder on the same disk.",
 	},
 	{
+		title: "`runtime deploy` of a 10 MB folder / `tar -czf` + `curl` upload time", a: "BenchmarkDeploy/cli", b: "BenchmarkDeploy/tar-curl",
+		metric: "ns/op", target: 1.5, atMost: true,
+		what: "`runtime deploy DIR` (the command-line client in `bin/runtime`: reading the manifest, packing the folder " +
+			"of 2 000 files of incompressible content, about 10 MB, as `.tgz`, the upload and the install) against " +
+			"`tar -czf` of the same folder followed by a bare `curl -F file=@…` upload of the result, against one " +
+			"runtime, each installing the same version again.",
+	},
+	{
 		title: "static worker / `file_server` throughput", a: "BenchmarkServing/static-worker", b: "BenchmarkServing/file-server",
 		metric: "req/s", target: 0.9,
 		what: "`GET /site/`, a static worker's index file, against `file_server` on the same file " +

@@ -21,6 +21,10 @@ BenchmarkInstall/runtime-2           	       10	  200000000 ns/op
 BenchmarkInstall/tar-xzf-2           	       10	  150000000 ns/op
 BenchmarkInstall/runtime#01-2        	       10	  210000000 ns/op
 BenchmarkInstall/tar-xzf#01-2        	       10	  100000000 ns/op
+BenchmarkDeploy/cli-2                	       3	  900000000 ns/op
+BenchmarkDeploy/tar-curl-2           	       3	 1000000000 ns/op
+BenchmarkDeploy/cli#01-2             	       3	 1200000000 ns/op
+BenchmarkDeploy/tar-curl#01-2        	       3	 1000000000 ns/op
 BenchmarkServing/static-worker-2     	   10000	    100000 ns/op	     10000 req/s
 BenchmarkServing/file-server-2       	   10000	    100000 ns/op	     10500 req/s
 BenchmarkServing/process-worker-2    	   10000	    100000 ns/op	      8000 req/s
@@ -62,7 +66,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 44 || len(res.order) != 24 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 48 || len(res.order) != 26 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -78,6 +82,8 @@ func TestReport(t *testing.T) {
 		// per-round ratios 1.333 and 2.1: median 1.717
 		"| worker install / `tar -xzf` time | 1.717 | ≤ 1.50 | **FAIL** |",
 		"| listing 1 000 workers × 3 versions (ms) | 8.500 | ≤ 20.00 | **PASS** |",
+		// per-round ratios 0.9 and 1.2
+		"| `runtime deploy` of a 10 MB folder / `tar -czf` + `curl` upload time | 1.050 | ≤ 1.50 | **PASS** |",
 		"| static worker / `file_server` throughput | 0.952 | ≥ 0.90 | **PASS** |",
 		"| process worker / `reverse_proxy` throughput | 0.800 | ≥ 0.90 | **FAIL** |",
 		"| process worker cold start to first byte (ms) | 22.680 | — | measured |",
