@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/caddy-runtime/runtime/packages"
@@ -35,7 +36,7 @@ type Packed struct {
 
 // Pack reads the package in dir (its manifest.yaml or package.json), checks its name and
 // version with the runtime's own rules, and writes it as a .tgz to w, leaving out .git,
-// node_modules and what the ignore file names. Files are read through dir as an os.Root, so
+// node_modules (unless the manifest's deploy.include names it) and what the ignore file names. Files are read through dir as an os.Root, so
 // links are packed as links, never followed.
 func Pack(dir string, w io.Writer) (Packed, error) {
 	root, err := os.OpenRoot(dir)
@@ -56,7 +57,15 @@ func Pack(dir string, w io.Writer) (Packed, error) {
 	if err := packages.ValidateVersion(md.Version); err != nil {
 		return Packed{}, fmt.Errorf("the version %q of %s: %v", md.Version, md.Name, err)
 	}
-	ignore, err := readIgnore(root)
+	var keys struct {
+		Deploy struct {
+			Include []string `yaml:"include"`
+		} `yaml:"deploy"`
+	}
+	if err := md.Decode(&keys); err != nil {
+		return Packed{}, err
+	}
+	ignore, err := readIgnore(root, keys.Deploy.Include)
 	if err != nil {
 		return Packed{}, err
 	}
@@ -169,8 +178,13 @@ func parseIgnore(lines []string) ignoreRules {
 	return rules
 }
 
-func readIgnore(root *os.Root) (ignoreRules, error) {
-	lines := skippedByDefault
+// readIgnore reads the ignore file after the default rules, and the names the manifest's
+// deploy.include takes back in.
+func readIgnore(root *os.Root, include []string) (ignoreRules, error) {
+	lines := slices.Clone(skippedByDefault)
+	for _, name := range include {
+		lines = append(lines, "!"+name)
+	}
 	f, err := root.Open(IgnoreFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return parseIgnore(lines), nil

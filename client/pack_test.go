@@ -117,3 +117,25 @@ func TestPack(t *testing.T) {
 		t.Errorf("packing an empty folder: %v", err)
 	}
 }
+
+// TestPackIncludes checks that the manifest's deploy.include takes node_modules back in.
+func TestPackIncludes(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"manifest.yaml":           "name: api\nversion: 1.0.0\ndeploy:\n  include: [node_modules]\n",
+		"node_modules/x/index.js": "x",
+		".git/HEAD":               "ref",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := Pack(dir, io.Discard)
+	if err != nil || p.Files != 2 {
+		t.Errorf("packed %+v, %v; want the manifest and node_modules/x/index.js", p, err)
+	}
+}
