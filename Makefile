@@ -72,7 +72,7 @@ xcaddy:
 	GOPRIVATE=$(MODULE) go tool xcaddy build $(CADDY_VERSION) --with $(MODULE)@v0.0.0=. --output bin/caddy
 	./bin/caddy list-modules | grep -qx 'http.handlers.runtime'
 	./bin/caddy version | grep -q '^runtime v0.0.0, Caddy $(CADDY_VERSION) '
-	./bin/caddy deploy --help | grep -q 'Pack a folder'
+	./bin/caddy deploy --help | grep -q 'runtime deploy ./site'
 	@echo "xcaddy build has http.handlers.runtime, the command-line client and names the runtime's version"
 
 clean:

@@ -22,8 +22,8 @@ func deployCommand() caddycmd.Command {
 	return command("deploy", "[DIR] [--plugin] [--dry-run] [--wait] [--json]", "Pack a folder and install it as a worker (or a plugin)",
 		`Reads DIR's manifest.yaml (or package.json), checks its name and version with the runtime's
 rules, packs the folder as a .tgz (leaving out .git, node_modules and what .runtimeignore names;
-"deploy: {include: [node_modules]}" in the manifest takes node_modules back in), uploads it, and prints the URLs that now serve it and
-the archive's sha256. --dry-run asks the runtime to check the archive without installing it;
+"deploy: {include: [node_modules]}" in the manifest takes node_modules back in), uploads it,
+and prints the URLs that now serve it and the archive's sha256. --dry-run asks the runtime to check the archive without installing it;
 --plugin installs a plugin and reloads the plugins; --wait waits until the new version answers.
 
 Example:
