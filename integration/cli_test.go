@@ -268,3 +268,36 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCLIPlugins deploys the example plugin with --plugin (which reloads the plugins), sees it
+// loaded and serving, disables it, and finds the actions in the audit trail.
+func TestCLIPlugins(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	c := newCLI(t)
+	c.env = []string{"RUNTIME_URL=" + s.URL, "RUNTIME_API_KEY=" + rootKey}
+	if out := c.ok("deploy", "--plugin", "../examples/hello-plugin"); !strings.Contains(out, "Installed plugin hello-plugin 1.0.0 and reloaded") {
+		t.Errorf("deploy --plugin printed %q", out)
+	}
+	if out := c.ok("plugins", "loaded"); !strings.Contains(out, "hello-plugin") || !strings.Contains(out, "/hello-plugin") {
+		t.Errorf("plugins loaded printed %q", out)
+	}
+	if resp := s.Get("/hello-plugin/api/greeting"); resp.Status != 200 || !strings.Contains(body(resp), "Hello from a plugin") {
+		t.Fatalf("the deployed plugin = %s", resp)
+	}
+	c.ok("plugins", "disable", "hello-plugin")
+	if resp := s.Get("/hello-plugin/api/greeting"); resp.Status == 200 {
+		t.Errorf("the disabled plugin still answers: %s", resp)
+	}
+	var trail struct{ Entries []struct{ Action string } }
+	if err := json.Unmarshal([]byte(c.ok("audit", "--json", "--limit", "10")), &trail); err != nil || len(trail.Entries) == 0 {
+		t.Fatalf("audit --json: %v %+v", err, trail)
+	}
+	var actions []string
+	for _, e := range trail.Entries {
+		actions = append(actions, e.Action)
+	}
+	if got := strings.Join(actions, " "); !strings.Contains(got, "plugin.disable") || !strings.Contains(got, "plugin.upload") {
+		t.Errorf("the audit trail has %q", got)
+	}
+}
