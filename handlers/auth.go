@@ -64,21 +64,29 @@ func cookieCredential(r *http.Request) string {
 	return decodeCookieValue(c.Value)
 }
 
-type (
-	principalKey struct{}
-	sessionKey   struct{}
-)
+// callerKey holds a request's *caller in its context.
+type callerKey struct{}
+
+// caller is who an authenticated request runs as: one context value for both.
+type caller struct {
+	principal keystore.Principal
+	session   *keystore.SessionRecord // nil unless the credential is a session
+}
 
 // principalOf returns the principal an authenticated route runs as.
 func principalOf(ctx context.Context) keystore.Principal {
-	p, _ := ctx.Value(principalKey{}).(keystore.Principal)
-	return p
+	if c, ok := ctx.Value(callerKey{}).(*caller); ok {
+		return c.principal
+	}
+	return keystore.Principal{}
 }
 
 // sessionOf returns the session an authenticated route runs in, if its credential is one.
 func sessionOf(ctx context.Context) (keystore.SessionRecord, bool) {
-	s, ok := ctx.Value(sessionKey{}).(keystore.SessionRecord)
-	return s, ok
+	if c, ok := ctx.Value(callerKey{}).(*caller); ok && c.session != nil {
+		return *c.session, true
+	}
+	return keystore.SessionRecord{}, false
 }
 
 // authorize runs the pipeline in front of a route: CSRF on mutating methods, then (unless the
@@ -108,11 +116,12 @@ func (a *API) authorize(rt route, r *http.Request) (*http.Request, error) {
 		return r, Errorf(http.StatusForbidden, CodePermissionDenied,
 			"this key lacks permission %s; ask an admin for a key that holds it", rt.permission)
 	}
-	ctx := context.WithValue(r.Context(), principalKey{}, p)
+	c := &caller{principal: p}
 	if sess != nil {
-		ctx = context.WithValue(ctx, sessionKey{}, *sess)
+		copied := *sess // the request's own copy, whatever the store does with its record
+		c.session = &copied
 	}
-	return r.WithContext(ctx), nil
+	return r.WithContext(context.WithValue(r.Context(), callerKey{}, c)), nil
 }
 
 // logPrincipal puts who a request runs as on its access log line: the key's id and prefix,
