@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,8 +95,16 @@ func BenchmarkCosts(b *testing.B) {
 			b.Fatalf("warming up %s: %v", name, err)
 		}
 	}
-	for range *rounds {
-		for _, name := range order {
+	reversed := slices.Clone(order)
+	slices.Reverse(reversed)
+	for round := range *rounds {
+		// Every other round runs the other way round, so that whatever the first or the last
+		// measurement of a round meets (a warm-up, a collection) falls on both sides of a pair.
+		names := order
+		if round%2 == 1 {
+			names = reversed
+		}
+		for _, name := range names {
 			b.Run(name, func(b *testing.B) { benchGet(b, client, reqs[name]) })
 		}
 	}

@@ -93,6 +93,9 @@ func sessionOf(ctx context.Context) (keystore.SessionRecord, bool) {
 // route is public) the credential, where a cookie must come from the runtime's own pages, the
 // root key, the store and the route's permission.
 func (a *API) authorize(rt route, r *http.Request) (*http.Request, error) {
+	if rt.public && !mutating(r.Method) {
+		return r, nil // nothing to check: no credential is read
+	}
 	cred := credentialOf(r)
 	if mutating(r.Method) {
 		if err := a.checkCSRF(r, cred); err != nil {
