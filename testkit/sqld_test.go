@@ -2,10 +2,14 @@ package testkit
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+
+	_ "github.com/tursodatabase/libsql-client-go/libsql"
 )
 
 // TestStartSqld starts the libSQL server the sync-mode tests use and runs a statement on it
@@ -38,5 +42,37 @@ func TestStartSqld(t *testing.T) {
 	s.Stop()
 	if err := s.ready(); err == nil {
 		t.Error("sqld still answers after Stop")
+	}
+}
+
+// TestSqldThroughTheDriver reaches sqld with the driver the key store uses
+// (libsql-client-go, over http://), in a transaction, as the sync mode will.
+func TestSqldThroughTheDriver(t *testing.T) {
+	s := StartSqld(t, "..")
+	db, err := sql.Open("libsql", s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE changes (n INTEGER PRIMARY KEY AUTOINCREMENT, what TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"create", "revoke"} {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO changes (what) VALUES (?)", what); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var last string
+	if err := db.QueryRowContext(ctx, "SELECT count(*), max(what) FROM changes WHERE n > ?", 0).Scan(&n, &last); err != nil || n != 2 || last != "revoke" {
+		t.Errorf("read back %d rows, last %q, %v", n, last, err)
 	}
 }
