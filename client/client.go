@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -16,7 +15,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
 
 // Client is a connection to one runtime.
@@ -268,22 +266,4 @@ func readError(resp *http.Response) error {
 		e.Code, e.Message = fmt.Sprintf("HTTP_%d", resp.StatusCode), strings.TrimSpace(http.StatusText(resp.StatusCode)+" "+string(bytes.TrimSpace(data)))
 	}
 	return e
-}
-
-// Wait polls url until it answers status want or ctx ends.
-func (c *Client) Wait(ctx context.Context, url string, want int) error {
-	for {
-		got, err := c.Get(ctx, url)
-		if err == nil && got == want {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("%s answers %d", url, got)
-			}
-			return fmt.Errorf("waiting for %s: %w", url, errors.Join(ctx.Err(), err))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

@@ -72,7 +72,6 @@ type API struct {
 	auditLog *zap.Logger
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
-	probes   map[string]http.Handler // "/path" → handler, for the GET health probes
 	// The encoded answers of the listings, kept while their source is unchanged.
 	workerList, pluginList, keyList bodyCache
 	handler                         http.Handler
@@ -114,15 +113,12 @@ func New(opts Options) (*API, error) {
 		return nil, err
 	}
 	table := a.routes()
-	a.exact, a.probes = map[string]http.Handler{}, map[string]http.Handler{}
+	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
 		pattern, h := rt.method+" "+a.fullPath(rt.path), a.endpoint(rt)
 		a.mux.Handle(pattern, h)
 		if !strings.Contains(rt.path, "{") {
 			a.exact[pattern] = h
-		}
-		if rt.probe {
-			a.probes[a.fullPath(rt.path)] = h
 		}
 	}
 	a.spec = a.document(table)
@@ -168,11 +164,6 @@ func (a *API) fullPath(p string) string {
 // dispatch routes a request, answering unknown paths and methods with the error envelope.
 func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
-	if h, ok := a.probes[p]; ok && r.Method == http.MethodGet {
-		h.ServeHTTP(w, r)
-		return
-	}
-	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if len(p) > 1 && strings.HasSuffix(p, "/") {
 		// A trailing slash is accepted on every API path.
 		r = trimTrailingSlash(r)
@@ -181,6 +172,7 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 	if path.Clean(p) != p {
 		// Dot segments and double slashes never name an API resource; refuse rather than
 		// redirect so that no path is reachable under two names.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no API route at %s", r.URL.Path))
 		a.opts.Metrics.APIRequest(unmatchedRoute, http.StatusNotFound)
 		return
@@ -191,6 +183,7 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, pattern := a.mux.Handler(r); pattern == "" {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		sw := &trace.StatusRecorder{ResponseWriter: w}
 		a.routeMiss(sw, r)
 		a.opts.Metrics.APIRequest(unmatchedRoute, sw.Status)
@@ -254,6 +247,9 @@ func (a *API) endpoint(rt route) http.Handler {
 			w = sw
 		}
 		defer func() { counter.Count(sw.Status) }()
+		if !rt.probe {
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+		}
 		r, err := a.authorize(rt, r)
 		if err == nil {
 			err = rt.handle(w, r)

@@ -374,6 +374,7 @@ func TestAnswerHeaders(t *testing.T) {
 		{"/_/api/health", 200, false},
 		{"/_/api/health/ready", 200, false},
 		{"/_/api/health/live", 200, false},
+		{"/_/api/health/", 200, false}, // the probe under its other name
 		{"/.well-known/runtime", 200, true},
 		{"/_/api/workers", 401, true},
 		{"/_/api/nope", 404, true},
