@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -489,6 +490,14 @@ func TestCPanelLogs(t *testing.T) {
 		t.Fatalf("say = %s", resp)
 	}
 	p.do("the new line", chromedp.WaitVisible(chromedp.Search(`//pre[contains(., "said-while-watching")]`)))
+	// A worker's output is hostile: markup in it is shown as text, never made into elements.
+	if resp := s.Get("/echo/say?text=" + url.QueryEscape(`<img src=x onerror="window.pwned=1">`)); resp.Status != 200 {
+		t.Fatalf("say = %s", resp)
+	}
+	p.do("the markup line", chromedp.WaitVisible(chromedp.Search(`//pre[contains(., "<img src=x")]`)))
+	if hostile, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.querySelector('section.logs img') !== null || window.pwned === 1`)); err != nil || hostile {
+		t.Errorf("a worker's output became markup in the panel (%v)", err)
+	}
 	p.do("restarting", chromedp.Click(chromedp.Search(`//button[normalize-space()="Restart echo"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Restarted echo 1.0.0")]`)))
 	harness.Eventually(t, "the restart to show in the pool", 5*time.Second, func() bool {

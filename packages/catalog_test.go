@@ -667,3 +667,30 @@ func TestListWhileInvalidated(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionSize checks a version's size: the bytes of its regular files, links left
+// uncounted, so that a link an upload (or a hand edit) points at a large file or folder
+// outside cannot make the listing read or count it.
+func TestVersionSize(t *testing.T) {
+	c, base := newCatalog(t, WorkerLayout)
+	manifest := "name: app\nversion: 1.0.0\n"
+	writeTree(t, base, map[string]string{
+		"uploads/app/1.0.0/manifest.yaml":    manifest,
+		"uploads/app/1.0.0/assets/app.js":    "12345",
+		filepath.Join("outside", "big.bin"):  strings.Repeat("x", 1<<20),
+		filepath.Join("outside", "more.bin"): strings.Repeat("y", 1<<20),
+	})
+	version := filepath.Join(base, "uploads", "app", "1.0.0")
+	for link, target := range map[string]string{"big.bin": "../../../outside/big.bin", "all": "../../../outside"} {
+		if err := os.Symlink(target, filepath.Join(version, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := c.Lookup("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(len(manifest) + 5); len(u.Versions) != 1 || u.Versions[0].Size != want {
+		t.Fatalf("versions %+v, want one of %d bytes", u.Versions, want)
+	}
+}
