@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
@@ -44,15 +45,7 @@ func (a *API) sessionRoutes() []route {
 			summary:     "The principal of the current credential",
 			description: "Any credential channel: X-API-Key, Authorization: Bearer or the session cookie.",
 			responses:   []response{{status: http.StatusOK, description: "Authenticated", body: Session{}}},
-			handle: func(w http.ResponseWriter, r *http.Request) error {
-				body := Session{Authenticated: true, Principal: principalOf(r.Context())}
-				if rec, ok := sessionOf(r.Context()); ok {
-					rec.Current = true
-					body.Session = &rec
-				}
-				writeJSON(w, http.StatusOK, body)
-				return nil
-			},
+			handle:      a.getSession,
 		},
 		{
 			method: "POST", path: "/admin/session", id: "login", tag: "session", public: true,
@@ -99,6 +92,25 @@ func (a *API) sessionRoutes() []route {
 			handle: a.endSession,
 		},
 	}
+}
+
+// getSession describes the caller. The answer depends only on the verification the credential
+// came from, so it is encoded once per cached verification (the most frequent authenticated
+// request: every page of the cpanel asks it).
+func (a *API) getSession(w http.ResponseWriter, r *http.Request) error {
+	p := principalOf(r.Context())
+	body := p.Memo().Load()
+	if body == nil {
+		answer := Session{Authenticated: true, Principal: p}
+		if rec, ok := sessionOf(r.Context()); ok {
+			rec.Current = true
+			answer.Session = &rec
+		}
+		body = envelope.EncodeJSON(answer)
+		p.Memo().Store(body)
+	}
+	envelope.WriteEncoded(w, http.StatusOK, body)
+	return nil
 }
 
 func (a *API) login(w http.ResponseWriter, r *http.Request) error {

@@ -3,6 +3,7 @@ package keystore
 import (
 	"crypto/sha256"
 	"sync"
+	"sync/atomic"
 )
 
 // verifyCache remembers verified credentials by hash, so a request does not read the
@@ -14,33 +15,59 @@ type verifyCache[V any] struct {
 }
 
 type cached[V any] struct {
-	val V
-	gen uint64
+	val  V
+	gen  uint64
+	memo *Memo
+}
+
+// Memo keeps an answer derived from one cached verification (the caller's own description,
+// encoded), so that it is built once per verification rather than once per request. A new
+// read of the credential's rows comes with a new, empty Memo. Its methods accept nil.
+type Memo struct{ body atomic.Pointer[[]byte] }
+
+// Load returns the stored answer, or nil.
+func (m *Memo) Load() []byte {
+	if m == nil {
+		return nil
+	}
+	if b := m.body.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// Store keeps body, which must not be changed afterwards.
+func (m *Memo) Store(body []byte) {
+	if m != nil {
+		m.body.Store(&body)
+	}
 }
 
 // maxCached bounds a cache; past it, the cache starts over.
 const maxCached = 10000
 
-// get returns the entry for sum if it was read at generation gen.
-func (c *verifyCache[V]) get(sum [sha256.Size]byte, gen uint64) (V, bool) {
+// get returns the entry for sum, and its memo, if it was read at generation gen.
+func (c *verifyCache[V]) get(sum [sha256.Size]byte, gen uint64) (V, *Memo, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e, ok := c.entries[sum]
 	if !ok || e.gen != gen {
 		var zero V
-		return zero, false
+		return zero, nil, false
 	}
-	return e.val, true
+	return e.val, e.memo, true
 }
 
-// put remembers val for sum, as read at generation gen.
-func (c *verifyCache[V]) put(sum [sha256.Size]byte, val V, gen uint64) {
+// put remembers val for sum, as read at generation gen, and returns its new memo.
+func (c *verifyCache[V]) put(sum [sha256.Size]byte, val V, gen uint64) *Memo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil || len(c.entries) >= maxCached {
 		c.entries = map[[sha256.Size]byte]cached[V]{}
 	}
-	c.entries[sum] = cached[V]{val: val, gen: gen}
+	m := &Memo{}
+	c.entries[sum] = cached[V]{val: val, gen: gen, memo: m}
+	return m
 }
 
 // invalidate ends every cached verification; a write that ends a credential calls it after

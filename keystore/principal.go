@@ -18,7 +18,13 @@ type Principal struct {
 	Namespaces  []string `json:"namespaces" doc:"[\"*\"] for full access, else the @scope namespaces the key may see and manage"`
 	IsRoot      bool     `json:"isRoot" doc:"true only for the root key"`
 	ExpiresAt   int64    `json:"expiresAt,omitempty" doc:"Unix seconds; absent for keys that never expire"`
+
+	memo *Memo // of the cached verification this principal came from; nil for Root()
 }
+
+// Memo returns the memo of the verification the principal came from: it lives as long as the
+// store serves that verification from its cache. Nil (a no-op memo) for the root principal.
+func (p Principal) Memo() *Memo { return p.memo }
 
 // Root is the synthetic principal of the root key.
 func Root() Principal {

@@ -130,13 +130,13 @@ func (s *Store) VerifySession(ctx context.Context, token, rootKey string) (Princ
 	}
 	now := s.now()
 	gen := s.gen.Load() // before the rows are read: see Store.gen
-	e, ok := s.sessions.get(sum, gen)
+	e, memo, ok := s.sessions.get(sum, gen)
 	if !ok {
 		var err error
 		if e, err = s.readSession(ctx, sum); err != nil {
 			return Principal{}, SessionRecord{}, err
 		}
-		s.sessions.put(sum, e, gen)
+		memo = s.sessions.put(sum, e, gen)
 	}
 	if now.Unix() >= e.sess.ExpiresAt {
 		return Principal{}, SessionRecord{}, ErrInvalidSession
@@ -155,6 +155,7 @@ func (s *Store) VerifySession(ctx context.Context, token, rootKey string) (Princ
 		p = e.key.Principal()
 	}
 	s.seen.touch(e.sess.ID, e.sess.LastSeenAt, now)
+	p.memo = memo
 	return p, e.sess, nil
 }
 

@@ -465,7 +465,7 @@ func (s *Store) Verify(ctx context.Context, key string) (Principal, error) {
 	}
 	now := s.now()
 	gen := s.gen.Load() // before the row is read: see Store.gen
-	rec, ok := s.keys.get(sum, gen)
+	rec, memo, ok := s.keys.get(sum, gen)
 	if !ok {
 		var stored string
 		var err error
@@ -481,13 +481,15 @@ func (s *Store) Verify(ctx context.Context, key string) (Principal, error) {
 		if !sameHash(stored, sum) {
 			return Principal{}, ErrInvalidKey
 		}
-		s.keys.put(sum, rec, gen)
+		memo = s.keys.put(sum, rec, gen)
 	}
 	if rec.Expired(now) {
 		return Principal{}, ErrInvalidKey
 	}
 	s.usage.touch(rec.ID, rec.LastUsedAt, now)
-	return rec.Principal(), nil
+	p := rec.Principal()
+	p.memo = memo
+	return p, nil
 }
 
 // CountActive returns the number of keys that are neither revoked nor expired.

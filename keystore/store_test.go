@@ -73,7 +73,8 @@ func TestCreateVerifyListRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Principal{ID: k.ID, Name: "ci deploy", KeyPrefix: k.KeyPrefix, Role: RoleEditor, Permissions: RolePermissions(RoleEditor), Namespaces: []string{"@team"}}
+	want := Principal{ID: k.ID, Name: "ci deploy", KeyPrefix: k.KeyPrefix, Role: RoleEditor, Permissions: RolePermissions(RoleEditor), Namespaces: []string{"@team"},
+		memo: p.memo} // see TestMemoLivesWithItsVerification
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("principal = %+v, want %+v", p, want)
 	}
