@@ -63,14 +63,23 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	if e.Actor != nil {
 		actorID, name, prefix = e.Actor.ID, e.Actor.Name, e.Actor.KeyPrefix
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO audit
-		(at, actor_id, actor_name, actor_prefix, action, target, scope, outcome, request_id, remote_addr, details)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.Time.UnixMilli(), actorID, name, prefix, e.Action, e.Target, e.Scope, e.Outcome, e.RequestID, e.RemoteAddr, string(details))
+	row := auditRow{e.Time.UnixMilli(), actorID, name, prefix, e.Action, e.Target, e.Scope, e.Outcome, e.RequestID, e.RemoteAddr, string(details)}
+	if s.replica != nil {
+		return s.replica.appendAudit(ctx, row)
+	}
+	return s.write(ctx, func(tx writeTx) error { return insertAudit(ctx, tx, row) })
+}
+
+// auditRow is an audit entry's columns, in the order insertAudit writes them.
+type auditRow [11]any
+
+// insertAudit stores an audit entry in tx.
+func insertAudit(ctx context.Context, tx writeTx, row auditRow) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO audit
+		(at, actor_id, actor_name, actor_prefix, action, target, scope, outcome, request_id, remote_addr, details, change_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append(row[:], tx.seq)...)
 	if err != nil {
-		return fmt.Errorf("storing an audit entry: %v", err)
+		return fmt.Errorf("storing an audit entry: %w", err)
 	}
 	return nil
 }
@@ -151,13 +160,22 @@ func (s *Store) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, bool
 // PruneAudit deletes the entries older than before and returns how many went.
 func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error) {
 	defer s.timed("prune_audit")()
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	res, err := s.db.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, before.UnixMilli())
-	if err != nil {
-		return 0, fmt.Errorf("pruning the audit trail: %v", err)
+	var n int64
+	err := s.write(ctx, func(tx writeTx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, before.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("pruning the audit trail: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	if s.replica != nil {
+		// The replica drops the same entries itself: a deletion is not pulled.
+		if _, lerr := s.db.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, before.UnixMilli()); lerr != nil && err == nil {
+			err = fmt.Errorf("pruning the audit trail: %w", lerr)
+		}
 	}
-	return res.RowsAffected()
+	return n, err
 }
 
 func anySlice(ss []string) []any {

@@ -17,25 +17,54 @@ const BootstrapFile = "bootstrap-key"
 
 // EnsureBootstrap creates an admin key named "bootstrap" when the store holds no active key,
 // and writes its secret to BootstrapFile beside the store's file (mode 0600). It returns the
-// created key, or nil when keys already exist.
+// created key, or nil when keys already exist. The count and the creation are one write
+// transaction (in sync mode, on the primary), so instances starting together against an
+// empty primary create one key, and only the instance that created it writes the file.
 func (s *Store) EnsureBootstrap(ctx context.Context) (*Created, error) {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	n, err := s.CountActive(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if n > 0 {
-		return nil, nil
-	}
-	// The file first: a key whose secret nobody can read would lock the operator out.
-	k, err := s.createLocked(ctx, NewKey{Name: "bootstrap", Role: RoleAdmin}, func(secret string) error {
-		return writeSecret(s.dir, secret)
+	var created *Created
+	wrote := false
+	err := s.write(ctx, func(tx writeTx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, countActive, s.now().Unix()).Scan(&n); err != nil {
+			return fmt.Errorf("counting the active keys: %w", err)
+		}
+		if n > 0 {
+			return nil
+		}
+		// The file first: a key whose secret nobody can read would lock the operator out.
+		k, err := s.createIn(ctx, tx, NewKey{Name: "bootstrap", Role: RoleAdmin}, func(secret string) error {
+			wrote = true
+			return writeSecret(s.dir, secret)
+		})
+		if err != nil {
+			return err
+		}
+		created = &k
+		return nil
 	})
 	if err != nil {
+		if wrote {
+			_ = removeSecret(s.dir) // its key was not stored
+		}
 		return nil, err
 	}
-	return &k, nil
+	if created != nil {
+		s.keysChanged()
+	}
+	return created, nil
+}
+
+// removeSecret deletes BootstrapFile from dir, if it is there.
+func removeSecret(dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.Remove(BootstrapFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // writeSecret writes the secret through an os.Root, so a link planted at the file's name

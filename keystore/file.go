@@ -18,12 +18,12 @@ var sqliteHeader = []byte("SQLite format 3\x00")
 var errForeign = errors.New("this is a SQLite database of something else (it has no api_keys table); " +
 	"restore the key store from a backup, or move this file away to start over with a new, empty store (and a new bootstrap key)")
 
-// prepareFile checks the file where the store should be: a new store is created where there
-// is none, and an existing file must be a SQLite database.
-func prepareFile(ctx context.Context, path string) error {
+// prepareFile checks the file where the store should be: a new store of mode is created where
+// there is none, and an existing file must be a SQLite database.
+func prepareFile(ctx context.Context, path, mode string) error {
 	info, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return createStore(ctx, path)
+		return createStore(ctx, path, mode)
 	}
 	if err != nil {
 		return fmt.Errorf("key store %s: %v", path, err)
@@ -59,9 +59,9 @@ func prepareFile(ctx context.Context, path string) error {
 	return nil
 }
 
-// createStore creates a new, migrated store at path through a temporary file renamed into
-// place, so that a crash never leaves an empty file that the next start would refuse.
-func createStore(ctx context.Context, path string) error {
+// createStore creates a new, migrated store of mode at path through a temporary file renamed
+// into place, so that a crash never leaves an empty file that the next start would refuse.
+func createStore(ctx context.Context, path, mode string) error {
 	tmp := path + ".new"
 	for _, f := range []string{tmp, tmp + "-wal", tmp + "-shm"} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -77,6 +77,9 @@ func createStore(ctx context.Context, path string) error {
 	db, err := openDB(tmp)
 	if err == nil {
 		err = migrate(ctx, db)
+		if err == nil {
+			_, err = db.ExecContext(ctx, `INSERT INTO store_meta (name, value) VALUES ('mode', ?)`, mode)
+		}
 		// Closing the last connection checkpoints the WAL into the file and removes it.
 		err = errors.Join(err, db.Close())
 	}
@@ -88,4 +91,31 @@ func createStore(ctx context.Context, path string) error {
 		return fmt.Errorf("creating key store %s: %v", path, err)
 	}
 	return nil
+}
+
+// The modes a store file is kept in (store_meta's "mode"; files from before it are local).
+const (
+	modeLocal = "local"
+	modeSync  = "sync" // a replica of a primary
+)
+
+// checkMode refuses to open a store file in a mode it was not made for: a local store is not
+// a replica of anything, and a replica is a copy that its primary would overwrite.
+func checkMode(ctx context.Context, db *sql.DB, path, mode string) error {
+	have := modeLocal
+	err := db.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE name = 'mode'`).Scan(&have)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("key store %s: reading its mode: %v", path, err)
+	}
+	switch {
+	case have == mode:
+		return nil
+	case mode == modeSync:
+		return fmt.Errorf("key store %s is a local store (key_store local), not a replica: to share its keys, copy them into "+
+			"an empty primary with `caddy keystore-migrate --from %s --to <sync_url>` (the token from RUNTIME_AUTH_DB_SYNC_TOKEN), "+
+			"which also makes this file the replica; or move the file away to start with the primary's keys", path, path)
+	default:
+		return fmt.Errorf("key store %s is the replica of a sync-mode primary (key_store sync): start with key_store sync and "+
+			"its sync_url, or move the file away to start over with a new, empty local store (and a new bootstrap key)", path)
+	}
 }

@@ -56,30 +56,28 @@ func race(fns ...func()) {
 func credentials(t *testing.T, s *Store, n int) (keys []Created, tokens []string) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
 	now := s.now().Unix()
-	for i := range n {
-		secret, _ := newSecret(KeyPrefix)
-		token, _ := newSecret(SessionPrefix)
-		rec, err := Normalize(NewKey{Name: fmt.Sprintf("race-%d", i)}, s.now())
-		if err != nil {
-			t.Fatal(err)
+	err := s.write(ctx, func(tx writeTx) error {
+		for i := range n {
+			secret, _ := newSecret(KeyPrefix)
+			token, _ := newSecret(SessionPrefix)
+			rec, err := Normalize(NewKey{Name: fmt.Sprintf("race-%d", i)}, s.now())
+			if err != nil {
+				return err
+			}
+			rec.KeyPrefix, rec.CreatedAt = secret[:KeyPrefixLength], now
+			if rec.ID, err = insertKey(ctx, tx, rec, HashKey(secret)); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (token_hash, key_id, created_at, expires_at, last_seen_at)
+				VALUES (?, ?, ?, ?, ?)`, HashKey(token), rec.ID, now, now+3600, now); err != nil {
+				return err
+			}
+			keys, tokens = append(keys, Created{KeyRecord: rec, Secret: secret}), append(tokens, token)
 		}
-		rec.KeyPrefix, rec.CreatedAt = secret[:KeyPrefixLength], now
-		if rec.ID, err = insertKey(ctx, tx, rec, HashKey(secret)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (token_hash, key_id, created_at, expires_at, last_seen_at)
-			VALUES (?, ?, ?, ?, ?)`, HashKey(token), rec.ID, now, now+3600, now); err != nil {
-			t.Fatal(err)
-		}
-		keys, tokens = append(keys, Created{KeyRecord: rec, Secret: secret}), append(tokens, token)
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return keys, tokens

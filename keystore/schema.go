@@ -61,6 +61,17 @@ var migrations = []string{
 	);
 	 CREATE INDEX audit_at ON audit (at);
 	 CREATE INDEX audit_scope ON audit (scope, id)`,
+	// 5: change numbers, so a replica can pull what changed since its cursor (sync mode): each
+	// write transaction takes the next number from store_meta and stamps every row it writes.
+	// Ended sessions stay as rows until they expire, so their end reaches the replicas.
+	`ALTER TABLE api_keys ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+	 ALTER TABLE sessions ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+	 ALTER TABLE sessions ADD COLUMN ended_at INTEGER;
+	 ALTER TABLE audit ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+	 CREATE INDEX api_keys_change ON api_keys (change_seq);
+	 CREATE INDEX sessions_change ON sessions (change_seq);
+	 CREATE INDEX audit_change ON audit (change_seq);
+	 INSERT INTO store_meta (name, value) VALUES ('change_seq', '0')`,
 }
 
 // SchemaVersion is the schema version this package writes.

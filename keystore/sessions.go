@@ -88,33 +88,33 @@ func (s *Store) CreateSession(ctx context.Context, ns NewSession) (string, Sessi
 	if err != nil {
 		return "", rec, err
 	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	var ended int64
+	err = s.write(ctx, func(tx writeTx) error {
+		// Expired rows go: every replica knows they are dead without being told.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, now.Unix()); err != nil {
+			return fmt.Errorf("pruning expired sessions: %w", err)
+		}
+		err := tx.QueryRowContext(ctx, `INSERT INTO sessions
+			(token_hash, key_id, root_fp, created_at, expires_at, last_seen_at, user_agent, change_seq)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, HashKey(token), rec.keyID, rec.rootFP, rec.CreatedAt, rec.ExpiresAt,
+			rec.LastSeenAt, rec.UserAgent, tx.seq).Scan(&rec.ID)
+		if err != nil {
+			return fmt.Errorf("storing the session: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET ended_at = ?, change_seq = ?
+			WHERE key_id = ? AND ended_at IS NULL AND id NOT IN
+			(SELECT id FROM sessions WHERE key_id = ? AND ended_at IS NULL ORDER BY id DESC LIMIT ?)`,
+			now.Unix(), tx.seq, rec.keyID, rec.keyID, MaxSessionsPerOwner)
+		if err != nil {
+			return fmt.Errorf("ending the oldest sessions: %w", err)
+		}
+		ended, _ = res.RowsAffected()
+		return nil
+	})
 	if err != nil {
-		return "", rec, fmt.Errorf("storing the session: %v", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, now.Unix()); err != nil {
-		return "", rec, fmt.Errorf("pruning expired sessions: %v", err)
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO sessions (token_hash, key_id, root_fp, created_at, expires_at, last_seen_at, user_agent)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, HashKey(token), rec.keyID, rec.rootFP, rec.CreatedAt, rec.ExpiresAt, rec.LastSeenAt, rec.UserAgent)
-	if err != nil {
-		return "", rec, fmt.Errorf("storing the session: %v", err)
-	}
-	if rec.ID, err = res.LastInsertId(); err != nil {
 		return "", rec, err
 	}
-	res, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE key_id = ? AND id NOT IN
-		(SELECT id FROM sessions WHERE key_id = ? ORDER BY id DESC LIMIT ?)`, rec.keyID, rec.keyID, MaxSessionsPerOwner)
-	if err != nil {
-		return "", rec, fmt.Errorf("ending the oldest sessions: %v", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return "", rec, fmt.Errorf("storing the session: %v", err)
-	}
-	if n, _ := res.RowsAffected(); n > 0 {
+	if ended > 0 {
 		s.invalidate()
 	}
 	return token, rec, nil
@@ -133,7 +133,7 @@ func (s *Store) VerifySession(ctx context.Context, token, rootKey string) (Princ
 	e, memo, ok := s.sessions.get(sum, gen)
 	if !ok {
 		var err error
-		if e, err = s.readSession(ctx, sum); err != nil {
+		if e, gen, err = readFresh(ctx, s, gen, ErrInvalidSession, func() (sessionEntry, error) { return s.readSession(ctx, sum) }); err != nil {
 			return Principal{}, SessionRecord{}, err
 		}
 		memo = s.sessions.put(sum, e, gen)
@@ -217,7 +217,7 @@ func (s *Store) ListSessions(ctx context.Context, p Principal, rootKey string) (
 	}
 	defer s.timed("list_sessions")()
 	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
-		WHERE key_id = ? AND root_fp = ? AND expires_at > ? ORDER BY id`, keyID, fp, s.now().Unix())
+		WHERE key_id = ? AND root_fp = ? AND expires_at > ? AND ended_at IS NULL ORDER BY id`, keyID, fp, s.now().Unix())
 	if err != nil {
 		return nil, fmt.Errorf("listing sessions: %v", err)
 	}
@@ -239,8 +239,7 @@ func (s *Store) EndSession(ctx context.Context, p Principal, rootKey string, id 
 	if !ok {
 		return ErrSessionNotFound
 	}
-	return s.endSessions(ctx, `DELETE FROM sessions WHERE id = ? AND key_id = ? AND root_fp = ? AND expires_at > ?`,
-		id, keyID, fp, s.now().Unix())
+	return s.endSessions(ctx, `id = ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, id, keyID, fp, s.now().Unix())
 }
 
 // EndSessionToken ends the session with token, if there is one (logout).
@@ -249,25 +248,31 @@ func (s *Store) EndSessionToken(ctx context.Context, token string) error {
 	if !ok {
 		return nil
 	}
-	err := s.endSessions(ctx, `DELETE FROM sessions WHERE token_hash = ?`, hex.EncodeToString(sum[:]))
+	err := s.endSessions(ctx, `token_hash = ?`, hex.EncodeToString(sum[:]))
 	if errors.Is(err, ErrSessionNotFound) {
 		return nil
 	}
 	return err
 }
 
-// endSessions deletes the sessions query selects, and makes their end effective on the next
-// verification; none gives ErrSessionNotFound.
-func (s *Store) endSessions(ctx context.Context, query string, args ...any) error {
+// endSessions ends the live sessions that where (a condition on their columns, with args)
+// selects, effective from the next verification on; none gives ErrSessionNotFound. The rows
+// stay until they expire, so that the end reaches every replica.
+func (s *Store) endSessions(ctx context.Context, where string, args ...any) error {
 	defer s.timed("end_sessions")()
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	res, err := s.db.ExecContext(ctx, query, args...)
+	err := s.write(ctx, func(tx writeTx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET ended_at = ?, change_seq = ? WHERE ended_at IS NULL AND `+where,
+			append([]any{s.now().Unix(), tx.seq}, args...)...)
+		if err != nil {
+			return fmt.Errorf("ending a session: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrSessionNotFound
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("ending a session: %v", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrSessionNotFound
+		return err
 	}
 	s.invalidate()
 	return nil

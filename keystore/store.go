@@ -4,6 +4,7 @@
 package keystore
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -97,9 +98,13 @@ type Store struct {
 	sessions verifyCache[sessionEntry]
 	usage    *usageRecorder // keys' lastUsedAt
 	seen     *usageRecorder // sessions' lastSeenAt
-	rootSalt []byte
-	rootFPs  sync.Map   // SHA-256 of a root key → its fingerprint
-	rootMu   sync.Mutex // one derivation of a root fingerprint at a time
+	rootSalt []byte         // under rootMu: a replica takes its primary's
+	rootFPs  sync.Map       // SHA-256 of a root key → its fingerprint
+	rootMu   sync.Mutex     // one derivation of a root fingerprint at a time
+	replica  *replica       // nil for a local store
+
+	closeOnce sync.Once
+	closeErr  error
 	// listGen counts the writes to the keys' rows; listed is the last listing with the
 	// generation read before its rows were, served while that generation is current. The store
 	// is the only writer of its file, so no other change can make it stale.
@@ -111,11 +116,27 @@ type Store struct {
 	observer                                    atomic.Pointer[Observer]
 }
 
-// Open opens the key store at path and migrates its schema. A new store is created only where
-// no file exists: an empty, damaged or foreign file is refused with an error naming it, since
-// starting on it would silently lose every key.
+// Open opens the local key store at path and migrates its schema. A new store is created
+// only where no file exists: an empty, damaged or foreign file is refused with an error
+// naming it, since starting on it would silently lose every key.
 func Open(ctx context.Context, path string) (*Store, error) {
-	if err := prepareFile(ctx, path); err != nil {
+	return open(ctx, path, nil)
+}
+
+// OpenSync opens the key store at path as a replica of the primary opts names (sync mode):
+// credentials are checked against the replica, writes go to the primary first. A primary
+// that cannot be reached leaves the store serving what the replica holds; one that refuses
+// the token is an error.
+func OpenSync(ctx context.Context, path string, opts SyncOptions) (*Store, error) {
+	return open(ctx, path, &opts)
+}
+
+func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
+	mode := modeLocal
+	if sync != nil {
+		mode = modeSync
+	}
+	if err := prepareFile(ctx, path, mode); err != nil {
 		return nil, err
 	}
 	db, err := openDB(path)
@@ -123,28 +144,54 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now}
-	if err := migrate(ctx, db); err != nil {
+	fail := func(format string, args ...any) (*Store, error) {
+		s.closeStatements()
 		db.Close()
-		return nil, fmt.Errorf("key store %s: %w", path, err)
+		return nil, fmt.Errorf(format, args...)
+	}
+	if err := migrate(ctx, db); err != nil {
+		return fail("key store %s: %w", path, err)
+	}
+	if err := checkMode(ctx, db, path, mode); err != nil {
+		return fail("%w", err)
 	}
 	var salt string
 	if err := db.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE name = 'root_salt'`).Scan(&salt); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("key store %s: reading its salt: %v", path, err)
+		return fail("key store %s: reading its salt: %v", path, err)
 	}
-	if s.rootSalt, err = hex.DecodeString(salt); err != nil || len(s.rootSalt) == 0 {
-		db.Close()
-		return nil, fmt.Errorf("key store %s: its salt is damaged; restore the file from a backup", path)
+	if err := s.setSalt(salt); err != nil {
+		return fail("key store %s: %v", path, err)
 	}
 	if err := s.prepare(ctx); err != nil {
-		s.closeStatements()
-		db.Close()
-		return nil, fmt.Errorf("key store %s: %v", path, err)
+		return fail("key store %s: %v", path, err)
 	}
-	s.usage = newUsageRecorder(db, &s.writeMu,
-		`UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`, s.keysChanged)
-	s.seen = newUsageRecorder(db, &s.writeMu, `UPDATE sessions SET last_seen_at = ? WHERE id = ? AND last_seen_at < ?`, func() {})
+	s.usage = newUsageRecorder(s.write,
+		`UPDATE api_keys SET last_used_at = ?, change_seq = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)`, s.keysChanged)
+	s.seen = newUsageRecorder(s.write,
+		`UPDATE sessions SET last_seen_at = ?, change_seq = ? WHERE id = ? AND last_seen_at < ?`, func() {})
+	if sync != nil {
+		if s.replica, err = startReplica(ctx, s, *sync); err != nil {
+			s.usage.stop()
+			s.seen.stop()
+			return fail("%w", err)
+		}
+	}
 	return s, nil
+}
+
+// setSalt sets the salt of root fingerprints (hex), forgetting those derived with another.
+func (s *Store) setSalt(salt string) error {
+	b, err := hex.DecodeString(salt)
+	if err != nil || len(b) == 0 {
+		return errors.New("its salt is damaged; restore the file from a backup")
+	}
+	s.rootMu.Lock()
+	defer s.rootMu.Unlock()
+	if !bytes.Equal(b, s.rootSalt) {
+		s.rootSalt = b
+		s.rootFPs.Clear()
+	}
+	return nil
 }
 
 // prepare prepares the statements of a verification and of the key listing.
@@ -155,7 +202,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	}{
 		{&s.keyByHash, `SELECT ` + keyColumns + `, key_hash FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL`},
 		{&s.keyByID, `SELECT ` + keyColumns + ` FROM api_keys WHERE id = ? AND revoked_at IS NULL`},
-		{&s.sessionByHash, `SELECT ` + sessionColumns + `, token_hash FROM sessions WHERE token_hash = ?`},
+		{&s.sessionByHash, `SELECT ` + sessionColumns + `, token_hash FROM sessions WHERE token_hash = ? AND ended_at IS NULL`},
 		{&s.listKeys, `SELECT ` + keyColumns + ` FROM api_keys WHERE revoked_at IS NULL ORDER BY id`},
 	} {
 		var err error
@@ -185,12 +232,24 @@ func openDB(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// Close records pending key and session usage, closes the prepared statements and closes the
-// database.
+// Close records pending key and session usage, stops pulling (sync mode), closes the prepared
+// statements and closes the database.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Store) close() error {
+	var errs []error
+	if s.replica != nil {
+		s.replica.quitPulls()
+	}
 	s.usage.stop()
 	s.seen.stop()
-	return errors.Join(s.closeStatements(), s.db.Close())
+	if s.replica != nil {
+		errs = append(errs, s.replica.stop())
+	}
+	return errors.Join(append(errs, s.closeStatements(), s.db.Close())...)
 }
 
 // closeStatements closes the statements prepare made; those it did not make are nil.
@@ -242,14 +301,22 @@ func sameHash(stored string, sum [sha256.Size]byte) bool {
 // Create validates nk and stores a new key.
 func (s *Store) Create(ctx context.Context, nk NewKey) (Created, error) {
 	defer s.timed("create")()
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	return s.createLocked(ctx, nk, nil)
+	var c Created
+	err := s.write(ctx, func(tx writeTx) error {
+		var err error
+		c, err = s.createIn(ctx, tx, nk, nil)
+		return err
+	})
+	if err != nil {
+		return Created{}, err
+	}
+	s.keysChanged()
+	return c, nil
 }
 
-// createLocked stores a new key; the caller holds writeMu. persist, when set, receives the
-// secret before the key is stored, and an error from it stores nothing.
-func (s *Store) createLocked(ctx context.Context, nk NewKey, persist func(secret string) error) (Created, error) {
+// createIn stores a new key in tx. persist, when set, receives the secret before the key is
+// stored, and an error from it stores nothing.
+func (s *Store) createIn(ctx context.Context, tx writeTx, nk NewKey, persist func(secret string) error) (Created, error) {
 	rec, err := Normalize(nk, s.now())
 	if err != nil {
 		return Created{}, err
@@ -265,28 +332,25 @@ func (s *Store) createLocked(ctx context.Context, nk NewKey, persist func(secret
 	}
 	rec.KeyPrefix = secret[:KeyPrefixLength]
 	rec.CreatedAt = s.now().Unix()
-	if rec.ID, err = insertKey(ctx, s.db, rec, HashKey(secret)); err != nil {
+	if rec.ID, err = insertKey(ctx, tx, rec, HashKey(secret)); err != nil {
 		return Created{}, err
 	}
-	s.keysChanged()
 	return Created{KeyRecord: rec, Secret: secret}, nil
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-func insertKey(ctx context.Context, db execer, rec KeyRecord, hash string) (int64, error) {
+func insertKey(ctx context.Context, tx writeTx, rec KeyRecord, hash string) (int64, error) {
 	perms, _ := json.Marshal(storedPermissions(rec))
 	ns, _ := json.Marshal(rec.Namespaces)
-	res, err := db.ExecContext(ctx, `INSERT INTO api_keys
-		(name, description, key_hash, key_prefix, role, permissions, namespaces, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		rec.Name, nullString(rec.Description), hash, rec.KeyPrefix, rec.Role, string(perms), string(ns), rec.CreatedAt, nullInt(rec.ExpiresAt))
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO api_keys
+		(name, description, key_hash, key_prefix, role, permissions, namespaces, created_at, expires_at, change_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		rec.Name, nullString(rec.Description), hash, rec.KeyPrefix, rec.Role, string(perms), string(ns), rec.CreatedAt,
+		nullInt(rec.ExpiresAt), tx.seq).Scan(&id)
 	if err != nil {
-		return 0, fmt.Errorf("storing key: %v", err)
+		return 0, fmt.Errorf("storing key: %w", err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 // storedPermissions keeps explicit permissions for custom keys only; other roles take theirs
@@ -431,25 +495,24 @@ func (s *Store) Get(ctx context.Context, id int64) (KeyRecord, error) {
 // listed or accepted again, from the next verification on.
 func (s *Store) Revoke(ctx context.Context, id int64) error {
 	defer s.timed("revoke")()
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	err := s.write(ctx, func(tx writeTx) error {
+		now := s.now().Unix()
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ?, change_seq = ? WHERE id = ? AND revoked_at IS NULL`,
+			now, tx.seq, id)
+		if err != nil {
+			return fmt.Errorf("revoking key %d: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET ended_at = ?, change_seq = ? WHERE key_id = ? AND ended_at IS NULL`,
+			now, tx.seq, id); err != nil {
+			return fmt.Errorf("ending the sessions of key %d: %w", id, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("revoking key %d: %v", id, err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, s.now().Unix(), id)
-	if err != nil {
-		return fmt.Errorf("revoking key %d: %v", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrNotFound
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE key_id = ?`, id); err != nil {
-		return fmt.Errorf("ending the sessions of key %d: %v", id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("revoking key %d: %v", id, err)
+		return err
 	}
 	s.keysChanged()
 	s.invalidate()
@@ -467,19 +530,9 @@ func (s *Store) Verify(ctx context.Context, key string) (Principal, error) {
 	gen := s.gen.Load() // before the row is read: see Store.gen
 	rec, memo, ok := s.keys.get(sum, gen)
 	if !ok {
-		var stored string
 		var err error
-		done := s.timed("verify")
-		rec, err = scanKey(s.keyByHash.QueryRowContext(ctx, hex.EncodeToString(sum[:])), &stored)
-		done()
-		if errors.Is(err, sql.ErrNoRows) {
-			return Principal{}, ErrInvalidKey
-		}
-		if err != nil {
+		if rec, gen, err = readFresh(ctx, s, gen, ErrInvalidKey, func() (KeyRecord, error) { return s.readKey(ctx, sum) }); err != nil {
 			return Principal{}, err
-		}
-		if !sameHash(stored, sum) {
-			return Principal{}, ErrInvalidKey
 		}
 		memo = s.keys.put(sum, rec, gen)
 	}
@@ -492,13 +545,50 @@ func (s *Store) Verify(ctx context.Context, key string) (Principal, error) {
 	return p, nil
 }
 
+// readFresh reads a credential's rows with read, read at generation gen. In sync mode, a
+// credential the replica does not hold (read gives unknown) may have been made on another
+// instance since the last pull: the replica pulls, and it is read again, at the generation
+// after the pull, which it returns.
+func readFresh[V any](ctx context.Context, s *Store, gen uint64, unknown error, read func() (V, error)) (V, uint64, error) {
+	v, err := read()
+	if !errors.Is(err, unknown) || s.replica == nil {
+		return v, gen, err
+	}
+	again, uerr := s.replica.unknown(ctx)
+	switch {
+	case again:
+		gen = s.gen.Load()
+		v, err = read()
+	case uerr != nil:
+		err = uerr
+	}
+	return v, gen, err
+}
+
+// readKey reads the key whose secret has hash sum, unless it is revoked.
+func (s *Store) readKey(ctx context.Context, sum [sha256.Size]byte) (KeyRecord, error) {
+	var stored string
+	done := s.timed("verify")
+	rec, err := scanKey(s.keyByHash.QueryRowContext(ctx, hex.EncodeToString(sum[:])), &stored)
+	done()
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && !sameHash(stored, sum):
+		return rec, ErrInvalidKey
+	case err != nil:
+		return rec, err
+	}
+	return rec, nil
+}
+
 // CountActive returns the number of keys that are neither revoked nor expired.
 func (s *Store) CountActive(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL
-		AND (expires_at IS NULL OR expires_at > ?)`, s.now().Unix()).Scan(&n)
+	err := s.db.QueryRowContext(ctx, countActive, s.now().Unix()).Scan(&n)
 	return n, err
 }
+
+// countActive counts the keys that are neither revoked nor expired at its parameter.
+const countActive = `SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`
 
 func nullString(s string) any {
 	if s == "" {

@@ -2,7 +2,6 @@ package keystore
 
 import (
 	"context"
-	"database/sql"
 	"sync"
 	"time"
 )
@@ -14,9 +13,8 @@ const usageInterval = time.Minute
 // usageRecorder writes a usage time in the background, at most once per usageInterval per
 // row, so verifying a credential never waits for a database write.
 type usageRecorder struct {
-	db      *sql.DB
-	writeMu *sync.Mutex
-	update  string // the UPDATE statement, with parameters time, id, time
+	write  func(ctx context.Context, fn func(tx writeTx) error) error
+	update string // the UPDATE statement, with parameters time, change number, id, time
 
 	onWrite func()     // called after each batch of writes
 	flushMu sync.Mutex // one flush at a time, so a flush returns after any write under way
@@ -30,11 +28,12 @@ type usageRecorder struct {
 	once sync.Once
 }
 
-// newUsageRecorder starts a recorder writing with update, whose parameters are the time, the
-// row id and the time again (so a write never moves the time back).
-func newUsageRecorder(db *sql.DB, writeMu *sync.Mutex, update string, written func()) *usageRecorder {
+// newUsageRecorder starts a recorder writing through write with update, whose parameters are
+// the time, the change number, the row id and the time again (so a write never moves the time
+// back).
+func newUsageRecorder(write func(ctx context.Context, fn func(tx writeTx) error) error, update string, written func()) *usageRecorder {
 	u := &usageRecorder{
-		db: db, writeMu: writeMu, update: update, onWrite: written,
+		write: write, update: update, onWrite: written,
 		written: map[int64]int64{}, pending: map[int64]int64{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), quit: make(chan struct{}),
 	}
@@ -87,15 +86,39 @@ func (u *usageRecorder) flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	u.writeMu.Lock()
-	defer u.writeMu.Unlock()
 	defer u.onWrite() // after the writes, failed ones included: some may have gone through
-	for id, at := range batch {
-		if _, err := u.db.ExecContext(ctx, u.update, at, id, at); err != nil {
-			return err
+	err := u.write(ctx, func(tx writeTx) error {
+		for id, at := range batch {
+			if _, err := tx.ExecContext(ctx, u.update, at, tx.seq, id, at); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Kept for the next flush (sync mode: when the primary is back), so no use is lost.
+		u.mu.Lock()
+		for id, at := range batch {
+			if at > u.pending[id] {
+				u.pending[id] = at
+			}
+		}
+		u.mu.Unlock()
+	}
+	return err
+}
+
+// kick flushes pending writes in the background, if there are any.
+func (u *usageRecorder) kick() {
+	u.mu.Lock()
+	n := len(u.pending)
+	u.mu.Unlock()
+	if n > 0 {
+		select {
+		case u.wake <- struct{}{}:
+		default:
 		}
 	}
-	return nil
 }
 
 func (u *usageRecorder) stop() {

