@@ -258,7 +258,13 @@ func (a *API) endpoint(rt route) http.Handler {
 			return
 		}
 		var apiErr *Error
-		if !errors.As(err, &apiErr) {
+		switch {
+		case errors.As(err, &apiErr):
+		case errors.Is(err, keystore.ErrPrimaryUnavailable):
+			// Sync mode: the write did not happen; the message names the primary, never its token.
+			w.Header().Set("Retry-After", "5")
+			apiErr = Errorf(http.StatusServiceUnavailable, CodeKeyStoreUnavailable, "%v; try again shortly", err)
+		default:
 			a.opts.Logger.Error("API request failed",
 				zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
 			apiErr = Errorf(http.StatusInternalServerError, CodeInternal,

@@ -22,6 +22,9 @@ const (
 	CodeNotReady         = envelope.CodeNotReady
 	CodeBadRequest       = envelope.CodeBadRequest
 	CodePayloadTooLarge  = envelope.CodePayloadTooLarge
+	// CodeKeyStoreUnavailable answers a write to the key store (keys, sessions) in sync mode
+	// while its primary cannot be reached.
+	CodeKeyStoreUnavailable = "KEY_STORE_UNAVAILABLE"
 )
 
 // WriteError writes err as the error envelope.

@@ -11,6 +11,8 @@ type Health struct {
 	OK      bool   `json:"ok"`
 	Status  string `json:"status" enum:"healthy,ready,live"`
 	Version string `json:"version" doc:"runtime version"`
+	// KeyStore is set by the readiness probe in sync mode only.
+	KeyStore string `json:"keyStore,omitempty" enum:"ok,degraded" doc:"sync mode only: degraded while the key store's primary is unreachable (credentials are checked against the instance's replica; key and session writes answer 503)"`
 }
 
 // Discovery is the discovery document at /.well-known/runtime.
@@ -49,18 +51,14 @@ func (a *API) healthRoutes() []route {
 		},
 		{
 			method: "GET", path: "/health/ready", id: "healthReady", probe: true, tag: "health", public: true,
-			summary:     "Readiness probe",
-			description: "Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic.",
+			summary: "Readiness probe",
+			description: "Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic, and in sync mode until the key store's replica has pulled from its primary once. " +
+				"In sync mode the answer says whether the key store is degraded (its primary unreachable); the instance stays ready, as its replica checks credentials.",
 			responses: []response{
 				{status: http.StatusOK, description: "Ready to take traffic", body: Health{}},
-				errorResponse(http.StatusServiceUnavailable, "Starting or shutting down (code NOT_READY)"),
+				errorResponse(http.StatusServiceUnavailable, "Starting or shutting down, or in sync mode before the key store's first pull from its primary (code NOT_READY)"),
 			},
-			handle: func(w http.ResponseWriter, r *http.Request) error {
-				if err := a.opts.Ready(); err != nil {
-					return Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
-				}
-				return probe("ready")(w, r)
-			},
+			handle: a.ready(probe("ready")),
 		},
 		{
 			method: "GET", path: "/health/live", id: "healthLive", probe: true, tag: "health", public: true,
@@ -68,5 +66,33 @@ func (a *API) healthRoutes() []route {
 			responses: []response{{status: http.StatusOK, description: "The process is alive", body: Health{}}},
 			handle:    probe("live"),
 		},
+	}
+}
+
+// ready answers the readiness probe: with the fixed answer probe where the key store is local,
+// and with the state of the key store's primary in sync mode.
+func (a *API) ready(probe handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := a.opts.Ready(); err != nil {
+			return Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
+		}
+		store, err := a.keyStore()
+		if err != nil {
+			return probe(w, r) // no key store to report on: Ready speaks for the runtime
+		}
+		st, ok := store.Sync()
+		if !ok {
+			return probe(w, r)
+		}
+		if !st.Synced {
+			return Errorf(http.StatusServiceUnavailable, CodeNotReady, "the key store has not pulled from its primary yet")
+		}
+		body := Health{OK: true, Status: "ready", Version: a.opts.Version, KeyStore: "ok"}
+		if !st.Reachable {
+			body.KeyStore = "degraded"
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, body)
+		return nil
 	}
 }

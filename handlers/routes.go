@@ -160,7 +160,7 @@ func withPipelineResponses(rt route) []response {
 		all = append(all,
 			errorResponse(http.StatusForbidden, "Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED)"),
 			errorResponse(http.StatusUnauthorized, "No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED)"),
-			errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY)"))
+			errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE)"))
 	}
 	if rt.permission != "" {
 		all = append(all, errorResponse(http.StatusForbidden, "The key lacks permission "+rt.permission+" (PERMISSION_DENIED)"))

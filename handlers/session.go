@@ -59,7 +59,7 @@ func (a *API) sessionRoutes() []route {
 				errorResponse(http.StatusBadRequest, "The body or its key is missing or malformed (BAD_REQUEST)"),
 				errorResponse(http.StatusUnauthorized, "The key is neither the root key nor an active API key (INVALID_KEY)"),
 				errorResponse(http.StatusRequestEntityTooLarge, "Body over 64 KiB (PAYLOAD_TOO_LARGE)"),
-				errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY)"),
+				errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE)"),
 			},
 			handle: a.login,
 		},
@@ -69,7 +69,7 @@ func (a *API) sessionRoutes() []route {
 			description: "Ends the cookie's session on the server, so a copy of the cookie no longer works, and clears the cookie. Always succeeds (idempotent). Subject to the CSRF rule.",
 			responses: []response{
 				{status: http.StatusNoContent, description: "Logged out; Set-Cookie clears the session"},
-				errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY)"),
+				errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE)"),
 			},
 			handle: a.logout,
 		},

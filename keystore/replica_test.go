@@ -2,6 +2,8 @@ package keystore
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -281,4 +283,106 @@ func TestModeMismatch(t *testing.T) {
 
 func contains(err error, s string) bool {
 	return err != nil && len(s) > 0 && strings.Contains(err.Error(), s)
+}
+
+// TestMigrate copies a local store into an empty primary: its keys, sessions (the root key's
+// included) and audit trail work on the file, now a replica, and on a new instance; a second
+// migration into the same primary is refused.
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	primary := testkit.StartSqld(t, "..")
+	const root = "the-root-key-of-this-test-0123456789"
+	local, _, path := newStore(t)
+	k, err := local.Create(ctx, NewKey{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := local.Verify(ctx, k.Secret)
+	token, _, err := local.CreateSession(ctx, NewSession{Principal: p, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootToken, _, err := local.CreateSession(ctx, NewSession{Principal: Root(), RootKey: root, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := local.AppendAudit(ctx, AuditEntry{Action: "key.create", Target: "ci", Outcome: "success"}); err != nil {
+		t.Fatal(err)
+	}
+	local.Close()
+
+	rep, err := Migrate(ctx, path, SyncOptions{URL: primary.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep != (MigrateReport{Keys: 1, Sessions: 2, AuditEntries: 1}) {
+		t.Fatalf("report = %+v", rep)
+	}
+	if _, err := Open(ctx, path); err == nil {
+		t.Fatal("the migrated file still opens as a local store")
+	}
+	replica, err := OpenSync(ctx, path, SyncOptions{URL: primary.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close()
+	other, _ := syncStore(t, primary, time.Hour)
+	for name, s := range map[string]*Store{"the migrated file": replica, "a new instance": other} {
+		if _, err := s.Verify(ctx, k.Secret); err != nil {
+			t.Errorf("%s: the key: %v", name, err)
+		}
+		if _, _, err := s.VerifySession(ctx, token, root); err != nil {
+			t.Errorf("%s: the key's session: %v", name, err)
+		}
+		if _, _, err := s.VerifySession(ctx, rootToken, root); err != nil {
+			t.Errorf("%s: the root session: %v", name, err)
+		}
+		if entries, _, err := s.ListAudit(ctx, AuditQuery{Limit: 10}); err != nil || len(entries) != 1 {
+			t.Errorf("%s: the audit trail = %+v, %v", name, entries, err)
+		}
+	}
+
+	_, _, second := newStore(t)
+	if _, err := Migrate(ctx, second, SyncOptions{URL: primary.URL}); err == nil || !contains(err, "empty primary") {
+		t.Fatalf("a migration into a primary with keys: %v", err)
+	}
+}
+
+// TestSyncToken runs a primary that requires a JWT (sqld --auth-jwt-key-file): the store's
+// token is accepted; another is refused at start with an error that says so and does not
+// repeat it.
+func TestSyncToken(t *testing.T) {
+	ctx := context.Background()
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	_, otherPriv, _ := ed25519.GenerateKey(nil)
+	keyFile := filepath.Join(t.TempDir(), "jwt.pub")
+	if err := os.WriteFile(keyFile, []byte(base64.RawURLEncoding.EncodeToString(pub)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	primary := testkit.StartSqld(t, "..", "--auth-jwt-key-file", keyFile)
+
+	if _, err := OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL}); err == nil ||
+		!contains(err, "refused the token") {
+		t.Fatalf("no token: %v", err)
+	}
+	wrong := signJWT(otherPriv)
+	_, err := OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL, Token: wrong})
+	if err == nil || !contains(err, "refused the token") || strings.Contains(err.Error(), wrong) {
+		t.Fatalf("a wrong token: %v", err)
+	}
+	s, err := OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL, Token: signJWT(priv)})
+	if err != nil {
+		t.Fatalf("the right token: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Create(ctx, NewKey{Name: "with a token"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// signJWT returns an EdDSA JWT with full access signed with key, as Turso issues them.
+func signJWT(key ed25519.PrivateKey) string {
+	enc := base64.RawURLEncoding
+	msg := enc.EncodeToString([]byte(`{"alg":"EdDSA","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(`{"a":"rw"}`))
+	return msg + "." + enc.EncodeToString(ed25519.Sign(key, []byte(msg)))
 }
