@@ -86,7 +86,11 @@ func mountAt(matchers caddy.ModuleMap) (string, error) {
 //		max_unpacked_size <size>
 //		max_archive_entries <count>
 //		pool_size       <count>
-//		key_store       local|sync
+//		key_store       local|sync [{
+//			url      <libSQL primary URL>
+//			token    <auth token, e.g. {env.RUNTIME_AUTH_DB_SYNC_TOKEN}>
+//			interval <pull interval, e.g. 10s>
+//		}]
 //		serve           all|api|cpanel|workers...
 //		workers_url     <url>
 //		process_workers on|off|<@namespace...>
@@ -116,7 +120,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"worker_log_lines": &h.WorkerLogLines}
 	strs := map[string]*string{"api_prefix": &h.APIPrefix, "state_dir": &h.StateDir, "root_key": &h.RootKey,
 		"session_ttl": &h.SessionTTL, "audit_retention": &h.AuditRetention, "retire_delay": &h.RetireDelay, "key_store": &h.KeyStore, "workers_url": &h.WorkersURL, "worker_user": &h.WorkerUser,
-		"worker_group": &h.WorkerGroup, "scratch_dir": &h.ScratchDir, "worker_cpu": &h.WorkerCPU}
+		"worker_group": &h.WorkerGroup, "scratch_dir": &h.ScratchDir, "worker_cpu": &h.WorkerCPU,
+		"sync_url": &h.SyncURL, "sync_token": &h.SyncToken, "sync_interval": &h.SyncInterval}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		name := d.Val()
@@ -126,6 +131,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		seen[name] = true
 		args := d.RemainingArgs()
 		switch {
+		case name == "key_store":
+			if err := h.unmarshalKeyStore(d, args); err != nil {
+				return err
+			}
 		case lists[name] != nil:
 			if len(args) == 0 {
 				return d.Errf("%s needs at least one value", name)
@@ -161,6 +170,36 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return h.checkWritten(d)
 }
 
+// unmarshalKeyStore reads key_store local|sync, and after sync an optional block of the
+// primary's url, token and interval (the sync_url, sync_token and sync_interval settings).
+func (h *Handler) unmarshalKeyStore(d *caddyfile.Dispenser, args []string) error {
+	if len(args) != 1 {
+		return d.Errf("key_store takes local or sync")
+	}
+	h.KeyStore = args[0]
+	fields := map[string]*string{"url": &h.SyncURL, "token": &h.SyncToken, "interval": &h.SyncInterval}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if !strings.EqualFold(args[0], "sync") {
+			return d.Errf("only key_store sync takes a block (url, token, interval)")
+		}
+		sub := d.Val()
+		field := fields[sub]
+		switch {
+		case field == nil:
+			return d.Errf("unknown key_store sync setting %q; known settings: url, token, interval", sub)
+		case *field != "":
+			return d.Errf("key_store sync: %s is set twice", sub)
+		case !d.NextArg():
+			return d.ArgErr()
+		}
+		*field = d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
 // checkWritten validates the values written in the Caddyfile at adapt time, so mistakes are
 // reported with their file and line; values holding placeholders are checked at provisioning.
 func (h *Handler) checkWritten(d *caddyfile.Dispenser) error {
@@ -174,6 +213,9 @@ func (h *Handler) checkWritten(d *caddyfile.Dispenser) error {
 		if hasPlaceholder(*list) {
 			*list = nil
 		}
+	}
+	if v.SyncURL == "" {
+		v.SyncURL = "libsql://from-the-environment" // RUNTIME_AUTH_DB_SYNC_URL may give it at start
 	}
 	if _, err := config.Resolve(v, func(string) string { return "" }); err != nil {
 		return d.Errf("%v", err)

@@ -79,7 +79,12 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"bad prefix", "runtime {\n\tapi_prefix /a//b\n}", []string{"invalid api_prefix", "double slash"}},
 		{"bare ttl", "runtime {\n\tsession_ttl 3600\n}", []string{"invalid session_ttl", "bare number"}},
 		{"long ttl", "runtime {\n\tsession_ttl 401d\n}", []string{"invalid session_ttl", "400d"}},
-		{"sync store", "runtime {\n\tkey_store sync\n}", []string{"invalid key_store", "not available", "use local"}},
+		{"sync url with a token", "runtime {\n\tkey_store sync {\n\t\turl http://h?authToken=s3cret\n\t}\n}", []string{"invalid sync_url", "credentials"}},
+		{"sync interval", "runtime {\n\tkey_store sync {\n\t\turl http://h\n\t\tinterval 2h\n\t}\n}", []string{"invalid sync_interval", "1s to 1h"}},
+		{"block after local", "runtime {\n\tkey_store local {\n\t\turl http://h\n\t}\n}", []string{"only key_store sync takes a block"}},
+		{"unknown sync setting", "runtime {\n\tkey_store sync {\n\t\tpassword x\n\t}\n}", []string{`unknown key_store sync setting "password"`}},
+		{"sync setting twice", "runtime {\n\tkey_store sync {\n\t\turl http://h\n\t\turl http://i\n\t}\n}", []string{"url is set twice"}},
+		{"sync setting without value", "runtime {\n\tkey_store sync {\n\t\ttoken\n\t}\n}", []string{"wrong argument count"}},
 		{"weak root key", "runtime {\n\troot_key short\n}", []string{"invalid root_key", "at least 16"}},
 		{"shared dir", "runtime {\n\tworker_dirs /x\n\tplugin_dirs /x\n}", []string{"invalid plugin_dirs", "worker_dirs"}},
 	}
@@ -129,5 +134,24 @@ func TestDocumentedCaddyfilesAreFormatted(t *testing.T) {
 		for _, w := range warnings {
 			t.Errorf("%s: %s", name, w.String())
 		}
+	}
+}
+
+// TestCaddyfileSyncBlock checks that the key_store sync block adapts to the sync_* settings and
+// that a token written as a placeholder stays one in the adapted JSON.
+func TestCaddyfileSyncBlock(t *testing.T) {
+	t.Setenv("SYNC_TOKEN", "the-secret-token")
+	out, err := adapt(t, []byte(":8080 {\n\truntime {\n\t\tkey_store sync {\n\t\t\turl http://127.0.0.1:8081\n"+
+		"\t\t\ttoken {env.SYNC_TOKEN}\n\t\t\tinterval 5s\n\t\t}\n\t}\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"key_store":"sync"`, `"sync_url":"http://127.0.0.1:8081"`, `"sync_token":"{env.SYNC_TOKEN}"`, `"sync_interval":"5s"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("adapted JSON lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "the-secret-token") {
+		t.Errorf("the token is in the adapted JSON:\n%s", out)
 	}
 }

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,7 +38,7 @@ var states = caddy.NewUsagePool()
 // The README's Reloads section lists them.
 var stateSettings = []string{
 	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
-	"pool_size", "key_store", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
+	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
 	"worker_memory", "worker_processes", "worker_cpu", "worker_log_rate", "worker_log_lines",
 }
 
@@ -49,11 +50,21 @@ func stateKey(s config.Settings) string {
 		"workers=" + strings.Join(s.WorkerDirs, "\x00"),
 		"plugins=" + strings.Join(s.PluginDirs, "\x00"),
 		"state=" + s.StateDir,
-		"keystore=" + s.KeyStore,
+		"keystore=" + s.KeyStore + syncKey(s.Sync),
 		fmt.Sprintf("sandbox=%s:%s/%q/%s/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir,
 			s.WorkerMemory, s.WorkerProcesses, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
 	}, "\n")
+}
+
+// syncKey identifies the primary and the way to it: a new token starts a new state (the token
+// as a hash, as the key is kept in memory).
+func syncKey(s config.SyncSettings) string {
+	if s.URL == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s.Token))
+	return fmt.Sprintf(" %s %x %s", s.URL, sum[:8], s.Interval)
 }
 
 const (
@@ -111,7 +122,7 @@ func (s *state) start() error {
 			zap.Strings("worker_dirs", s.settings.WorkerDirs),
 			zap.Strings("plugin_dirs", s.settings.PluginDirs),
 			zap.String("state_dir", s.settings.StateDir),
-			zap.String("key_store", s.settings.KeyStore))
+			zap.String("key_store", s.settings.KeyStore), zap.String("sync_url", s.settings.Sync.URL))
 	})
 	return s.startErr
 }
@@ -151,7 +162,7 @@ func (s *state) open() error {
 			return fmt.Errorf("cleaning up after an interrupted upload: %v", err)
 		}
 	}
-	store, err := keystore.Open(context.Background(), filepath.Join(s.settings.StateDir, keyStoreFile))
+	store, err := s.openKeyStore()
 	if err != nil {
 		return err
 	}
@@ -299,6 +310,19 @@ func (s *state) workerPool() *workerspkg.Pool { return s.pool.Load() }
 // keyStoreFile is the key store's file name inside state_dir.
 const keyStoreFile = "api-keys.db"
 
+// openKeyStore opens the key store file in state_dir: the store itself (local), or the
+// replica of the primary sync_url names (sync).
+func (s *state) openKeyStore() (*keystore.Store, error) {
+	path := filepath.Join(s.settings.StateDir, keyStoreFile)
+	if s.settings.KeyStore != "sync" {
+		return keystore.Open(context.Background(), path)
+	}
+	sync := s.settings.Sync
+	return keystore.OpenSync(context.Background(), path, keystore.SyncOptions{
+		URL: sync.URL, Token: sync.Token, Interval: sync.Interval, Logger: s.logger.Named("key_store"),
+	})
+}
+
 // keyStore returns the key store once the state has started.
 func (s *state) keyStore() (*keystore.Store, error) {
 	if store := s.keys.Load(); store != nil {
@@ -318,6 +342,13 @@ func (s *state) ensureBootstrap() error {
 		return err
 	}
 	created, err := store.EnsureBootstrap(context.Background())
+	if errors.Is(err, keystore.ErrPrimaryUnavailable) {
+		// Sync mode: whether the primary holds a key cannot be known now; the keys of the
+		// replica, if any, work meanwhile.
+		s.logger.Warn("no root key, and the key store primary cannot say whether it holds a key: no bootstrap key was created; "+
+			"restart once the primary is reachable, or set root_key", zap.Error(err))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("creating the bootstrap key: %v", err)
 	}

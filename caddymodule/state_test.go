@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-runtime/runtime/config"
 )
@@ -26,6 +27,9 @@ func TestStateSettings(t *testing.T) {
 		"max_archive_entries": func(s *config.Settings) { s.MaxArchiveEntries++ },
 		"pool_size":           func(s *config.Settings) { s.PoolSize++ },
 		"key_store":           func(s *config.Settings) { s.KeyStore = "sync" },
+		"sync_url":            func(s *config.Settings) { s.Sync.URL = "libsql://keys.example.com" },
+		"sync_token":          func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", Token: "t"} },
+		"sync_interval":       func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", Interval: time.Minute} },
 		"serve":               func(s *config.Settings) { s.Serve.CPanel = !s.Serve.CPanel },
 		"workers_url":         func(s *config.Settings) { s.WorkersURL = "https://apps.example.com" },
 		"process_workers":     func(s *config.Settings) { s.ProcessWorkers = config.Namespaces{List: []string{"@team"}} },

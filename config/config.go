@@ -4,8 +4,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +48,15 @@ type Values struct {
 	PoolSize int `json:"pool_size,omitempty"`
 	// KeyStore is the key store mode: "local" or "sync".
 	KeyStore string `json:"key_store,omitempty"`
+	// SyncURL is the URL of the libSQL primary a sync-mode key store replicates
+	// (libsql://, https://, http://, wss:// or ws://), without credentials.
+	SyncURL string `json:"sync_url,omitempty"`
+	// SyncToken is the primary's auth token; write it as a placeholder such as
+	// {env.RUNTIME_AUTH_DB_SYNC_TOKEN} so the secret never lands in the adapted JSON.
+	SyncToken string `json:"sync_token,omitempty"`
+	// SyncInterval is how often the replica pulls from the primary, e.g. "10s", or a number of
+	// seconds.
+	SyncInterval string `json:"sync_interval,omitempty"`
 
 	// Serve lists the surfaces this handler serves: "api" (with discovery and the docs),
 	// "cpanel" and "workers" (workers, plugin routes and hooks), or "all".
@@ -91,6 +103,7 @@ type Settings struct {
 	MaxArchiveEntries int
 	PoolSize          int
 	KeyStore          string
+	Sync              SyncSettings // KeyStore "sync" only
 
 	Serve           Surfaces
 	WorkersURL      string // "" when workers share the API's origin
@@ -105,6 +118,13 @@ type Settings struct {
 	WorkerLogRate   int     // lines per second
 	WorkerLogLines  int     // lines kept per worker
 	PluginHandlers  []string
+}
+
+// SyncSettings are the settings of a sync-mode key store.
+type SyncSettings struct {
+	URL      string
+	Token    string
+	Interval time.Duration
 }
 
 // Definition describes one setting: its Caddyfile subdirective (also its JSON key), its
@@ -128,6 +148,9 @@ var Definitions = []Definition{
 	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000"},
 	{"pool_size", "RUNTIME_POOL_SIZE", "16"},
 	{"key_store", "RUNTIME_AUTH_DB_MODE", "local"},
+	{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL", ""},
+	{"sync_token", "RUNTIME_AUTH_DB_SYNC_TOKEN", ""},
+	{"sync_interval", "RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS", "10s"},
 	{"serve", "RUNTIME_SERVE", "all"},
 	{"workers_url", "RUNTIME_WORKERS_URL", ""},
 	{"process_workers", "RUNTIME_PROCESS_WORKERS", "on"},
@@ -233,6 +256,11 @@ func Resolve(v Values, getenv func(string) string) (Settings, error) {
 	raw, fromEnv = r.pick("key_store", v.KeyStore)
 	if s.KeyStore, err = checkKeyStore(raw); err != nil {
 		return s, r.fail("key_store", fromEnv, raw, err)
+	}
+	if s.KeyStore == "sync" {
+		if s.Sync, err = r.sync(v); err != nil {
+			return s, err
+		}
 	}
 	if err := r.isolation(v, &s); err != nil {
 		return s, err
@@ -439,11 +467,71 @@ func RootKeyWarning(k string) string {
 }
 
 func checkKeyStore(mode string) (string, error) {
-	switch strings.ToLower(mode) {
-	case "local":
-		return "local", nil
-	case "sync":
-		return "", fmt.Errorf("embedded-replica mode (sync) is not available in this version yet; use local")
+	switch m := strings.ToLower(mode); m {
+	case "local", "sync":
+		return m, nil
 	}
 	return "", fmt.Errorf("must be local or sync")
+}
+
+// sync resolves the settings of a sync-mode key store.
+func (r resolver) sync(v Values) (SyncSettings, error) {
+	var out SyncSettings
+	raw, fromEnv := r.pick("sync_url", v.SyncURL)
+	if raw == "" {
+		return out, r.fail("sync_url", false, "", errors.New("key_store sync needs the primary's URL: write key_store sync { url … } "+
+			"or set RUNTIME_AUTH_DB_SYNC_URL"))
+	}
+	if err := CheckSyncURL(raw); err != nil {
+		return out, r.fail("sync_url", fromEnv, "", err) // the value may hold a secret: not shown
+	}
+	out.URL = raw
+	out.Token, _ = r.pick("sync_token", v.SyncToken)
+	if strings.ContainsAny(out.Token, " \t\r\n") {
+		_, fromEnv = r.pick("sync_token", v.SyncToken)
+		return out, r.fail("sync_token", fromEnv, "", errors.New("must not hold spaces or line breaks"))
+	}
+	raw, fromEnv = r.pick("sync_interval", v.SyncInterval)
+	var err error
+	if out.Interval, err = ParseSyncInterval(raw); err != nil {
+		return out, r.fail("sync_interval", fromEnv, raw, err)
+	}
+	return out, nil
+}
+
+// CheckSyncURL checks the URL of a sync-mode key store's primary: a libSQL scheme, a host,
+// and no credentials, query or fragment, since the token has a setting of its own that is
+// kept out of logs and errors.
+func CheckSyncURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	switch {
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return errors.New("must not carry credentials, a query or a fragment: give the token in sync_token " +
+			"(in the Caddyfile: key_store sync { token … })")
+	case !slices.Contains([]string{"libsql", "https", "http", "wss", "ws"}, u.Scheme):
+		return fmt.Errorf("scheme %q: use libsql://, https://, http://, wss:// or ws://", u.Scheme)
+	case u.Host == "":
+		return errors.New("names no host")
+	}
+	return nil
+}
+
+// ParseSyncInterval parses the pull interval of a sync-mode key store: a duration such as
+// "10s" or "1m", or a number of seconds, from 1s to 1h.
+func ParseSyncInterval(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.Atoi(s)
+		if nerr != nil {
+			return 0, errors.New("want a duration such as 10s or 1m, or a number of seconds")
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < time.Second || d > time.Hour {
+		return 0, errors.New("must be from 1s to 1h")
+	}
+	return d, nil
 }

@@ -225,7 +225,20 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"retention from env", Values{}, map[string]string{"RUNTIME_AUDIT_RETENTION": "90"}, []string{"audit_retention", "from environment variable RUNTIME_AUDIT_RETENTION", "bare number"}, ""},
 		{"retire delay negative", Values{RetireDelay: "-1s"}, nil, []string{"retire_delay", "negative"}, "RUNTIME_RETIRE_DELAY"},
 		{"retire delay from env", Values{}, map[string]string{"RUNTIME_RETIRE_DELAY": "soon"}, []string{"retire_delay", "from environment variable RUNTIME_RETIRE_DELAY", "2s"}, ""},
-		{"key store sync", Values{KeyStore: "sync"}, nil, []string{"key_store", "not available", "use local"}, "RUNTIME_AUTH_DB_MODE"},
+		{"sync without a url", Values{KeyStore: "sync"}, nil, []string{"sync_url", "needs the primary's URL", "RUNTIME_AUTH_DB_SYNC_URL"}, ""},
+		{"sync url with a token", Values{KeyStore: "sync", SyncURL: "libsql://db.example.com?authToken=s3cret"}, nil,
+			[]string{"sync_url", "must not carry credentials", "sync_token"}, "s3cret"},
+		{"sync url with user info", Values{KeyStore: "sync"}, map[string]string{"RUNTIME_AUTH_DB_SYNC_URL": "https://u:s3cret@db.example.com"},
+			[]string{"sync_url", "from environment variable RUNTIME_AUTH_DB_SYNC_URL", "credentials"}, "s3cret"},
+		{"sync url scheme", Values{KeyStore: "sync", SyncURL: "ftp://db.example.com"}, nil, []string{"sync_url", `scheme "ftp"`, "libsql://"}, ""},
+		{"sync url without host", Values{KeyStore: "sync", SyncURL: "http:///x"}, nil, []string{"sync_url", "no host"}, ""},
+		{"sync token with a space", Values{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080", SyncToken: "ey s3cret"}, nil,
+			[]string{"sync_token", "spaces"}, "s3cret"},
+		{"sync interval too short", Values{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080", SyncInterval: "500ms"}, nil,
+			[]string{"sync_interval", "1s to 1h"}, ""},
+		{"sync interval from env", Values{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080"},
+			map[string]string{"RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS": "often"},
+			[]string{"sync_interval", "from environment variable RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS", "number of seconds"}, ""},
 		{"key store unknown", Values{}, map[string]string{"RUNTIME_AUTH_DB_MODE": "remote"}, []string{"key_store", "from environment variable RUNTIME_AUTH_DB_MODE", "local or sync"}, ""},
 		{"short root key is not echoed", Values{RootKey: "short-secret"}, nil, []string{"root_key", "at least 16", "openssl rand -base64 32"}, "short-secret"},
 		{"root key of one character", Values{RootKey: "aaaaaaaaaaaaaaaa"}, nil, []string{"root_key", "only 1 distinct", "at least 12", "openssl rand -base64 32"}, "aaaa"},
@@ -297,5 +310,33 @@ func TestREADMEDocumentsEverySetting(t *testing.T) {
 		if !strings.Contains(string(readme), row) {
 			t.Errorf("README.md has no configuration row starting %q", row)
 		}
+	}
+}
+
+func TestResolveSync(t *testing.T) {
+	const url = "libsql://keys.example.com"
+	tests := []struct {
+		name   string
+		values Values
+		env    map[string]string
+		want   SyncSettings
+	}{
+		{"written", Values{KeyStore: "sync", SyncURL: url, SyncToken: "tok", SyncInterval: "1m"}, nil, SyncSettings{url, "tok", time.Minute}},
+		{"default interval", Values{KeyStore: "sync", SyncURL: url}, nil, SyncSettings{URL: url, Interval: 10 * time.Second}},
+		{"from the environment, interval in seconds", Values{}, map[string]string{"RUNTIME_AUTH_DB_MODE": "sync",
+			"RUNTIME_AUTH_DB_SYNC_URL": url, "RUNTIME_AUTH_DB_SYNC_TOKEN": "tok", "RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS": "30"},
+			SyncSettings{url, "tok", 30 * time.Second}},
+		{"local mode ignores them", Values{SyncURL: url, SyncInterval: "nonsense"}, nil, SyncSettings{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Resolve(tt.values, envMap(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Sync != tt.want {
+				t.Fatalf("Sync = %+v, want %+v", s.Sync, tt.want)
+			}
+		})
 	}
 }

@@ -213,7 +213,7 @@ func within(path, dir string) bool {
 // StringFields are the written string settings, which may hold placeholders such as
 // {env.X}.
 func (v *Values) StringFields() []*string {
-	return []*string{&v.APIPrefix, &v.StateDir, &v.RootKey, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.KeyStore, &v.WorkersURL,
+	return []*string{&v.APIPrefix, &v.StateDir, &v.RootKey, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.KeyStore, &v.SyncURL, &v.SyncToken, &v.SyncInterval, &v.WorkersURL,
 		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerCPU}
 }
 

@@ -104,6 +104,9 @@ func (s *Store) BootstrapPath() string { return filepath.Join(s.dir, BootstrapFi
 // expired or unknown to the store), so no dead secret lingers on disk. It returns why it
 // deleted the file, or "" when there is none or its key still works.
 func (s *Store) RemoveStaleBootstrap(ctx context.Context) (string, error) {
+	if st, ok := s.Sync(); ok && !st.Synced {
+		return "", nil // a replica that never pulled knows no key: it cannot tell
+	}
 	root, err := os.OpenRoot(s.dir)
 	if err != nil {
 		return "", fmt.Errorf("opening state folder: %v", err)

@@ -2,8 +2,6 @@ package keystore
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -353,24 +351,20 @@ func TestMigrate(t *testing.T) {
 // repeat it.
 func TestSyncToken(t *testing.T) {
 	ctx := context.Background()
-	pub, priv, _ := ed25519.GenerateKey(nil)
-	_, otherPriv, _ := ed25519.GenerateKey(nil)
-	keyFile := filepath.Join(t.TempDir(), "jwt.pub")
-	if err := os.WriteFile(keyFile, []byte(base64.RawURLEncoding.EncodeToString(pub)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	keyFile, priv := testkit.JWTKeys(t)
+	_, otherPriv := testkit.JWTKeys(t) // a key the primary does not know
 	primary := testkit.StartSqld(t, "..", "--auth-jwt-key-file", keyFile)
 
 	if _, err := OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL}); err == nil ||
 		!contains(err, "refused the token") {
 		t.Fatalf("no token: %v", err)
 	}
-	wrong := signJWT(otherPriv)
+	wrong := testkit.SignJWT(otherPriv)
 	_, err := OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL, Token: wrong})
 	if err == nil || !contains(err, "refused the token") || strings.Contains(err.Error(), wrong) {
 		t.Fatalf("a wrong token: %v", err)
 	}
-	s, err := OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL, Token: signJWT(priv)})
+	s, err := OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL, Token: testkit.SignJWT(priv)})
 	if err != nil {
 		t.Fatalf("the right token: %v", err)
 	}
@@ -380,9 +374,3 @@ func TestSyncToken(t *testing.T) {
 	}
 }
 
-// signJWT returns an EdDSA JWT with full access signed with key, as Turso issues them.
-func signJWT(key ed25519.PrivateKey) string {
-	enc := base64.RawURLEncoding
-	msg := enc.EncodeToString([]byte(`{"alg":"EdDSA","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(`{"a":"rw"}`))
-	return msg + "." + enc.EncodeToString(ed25519.Sign(key, []byte(msg)))
-}

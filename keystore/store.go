@@ -132,6 +132,10 @@ func OpenSync(ctx context.Context, path string, opts SyncOptions) (*Store, error
 }
 
 func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
+	path, err := filepath.Abs(path) // a file: URL takes absolute paths only
+	if err != nil {
+		return nil, fmt.Errorf("key store %s: %v", path, err)
+	}
 	mode := modeLocal
 	if sync != nil {
 		mode = modeSync

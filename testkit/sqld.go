@@ -3,6 +3,8 @@ package testkit
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
@@ -103,3 +105,25 @@ func (s *Sqld) Stop() {
 
 // Output is what sqld printed.
 func (s *Sqld) Output() string { return s.out.String() }
+
+// JWTKeys makes an Ed25519 key pair for sqld's --auth-jwt-key-file: it writes the public key
+// (unpadded base64url) to a file and returns its path and the private key.
+func JWTKeys(tb testing.TB) (string, ed25519.PrivateKey) {
+	tb.Helper()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	file := filepath.Join(tb.TempDir(), "jwt.pub")
+	if err := os.WriteFile(file, []byte(base64.RawURLEncoding.EncodeToString(pub)), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return file, priv
+}
+
+// SignJWT returns an EdDSA JWT granting full access, signed with key, as Turso issues them.
+func SignJWT(key ed25519.PrivateKey) string {
+	enc := base64.RawURLEncoding
+	msg := enc.EncodeToString([]byte(`{"alg":"EdDSA","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(`{"a":"rw"}`))
+	return msg + "." + enc.EncodeToString(ed25519.Sign(key, []byte(msg)))
+}

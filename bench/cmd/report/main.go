@@ -56,6 +56,13 @@ var checks = []check{
 			"key store, through its cache) against `GET /api/health`, on the same process and in the same rounds as the row above.",
 	},
 	{
+		title: "authenticated request, `sync` / `local` key store throughput", a: "BenchmarkKeyStore/sync-auth", b: "BenchmarkKeyStore/local-auth",
+		metric: "req/s", target: 0.95,
+		what: "`GET /api/admin/session` with a `viewer` key on a runtime whose key store is a replica of a libSQL primary " +
+			"(`key_store sync`, `sqld` 0.24.32 on the same machine) against the same request on a runtime with a local key store, " +
+			"in alternating order round by round: credentials are checked against the replica, never over the network.",
+	},
+	{
 		title: "worker install / `tar -xzf` time", a: "BenchmarkInstall/runtime", b: "BenchmarkInstall/tar-xzf",
 		metric: "ns/op", target: 1.5, atMost: true,
 		what: "installing a 2 000-file `.tgz` of about 10 MB (incompressible content) through the worker catalog " +
