@@ -268,7 +268,6 @@ func TestSyncToken(t *testing.T) {
 	}
 }
 
-
 // TestSyncMigrate starts on a local store, refuses to start the same state in sync mode
 // (saying how to migrate), migrates it with caddy keystore-migrate, and then serves its keys
 // in sync mode, on it and on a new instance.

@@ -373,4 +373,3 @@ func TestSyncToken(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
