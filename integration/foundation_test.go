@@ -365,7 +365,11 @@ func TestValidate(t *testing.T) {
 		{"ttl bare number", "session_ttl 3600", nil, []string{"session_ttl", "bare number"}},
 		{"ttl in env", "", map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "1y"}, []string{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL"}},
 		{"ttl over 400 days", "", map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "401d"}, []string{"session_ttl", "400d"}},
-		{"sync key store", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync"}, []string{"key_store", "RUNTIME_AUTH_DB_MODE", "not available"}},
+		// validate contacts no primary: nothing listens on port 9
+		{"sync key store", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync", "RUNTIME_AUTH_DB_SYNC_URL": "http://127.0.0.1:9"}, nil},
+		{"sync key store without url", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync"}, []string{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL"}},
+		{"sync url with a token", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync", "RUNTIME_AUTH_DB_SYNC_URL": "libsql://h?authToken=s3cret"},
+			[]string{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL", "credentials"}},
 		{"weak root key from env", "root_key {env.RUNTIME_ROOT_KEY}", map[string]string{"RUNTIME_ROOT_KEY": "tiny"}, []string{"root_key", "at least 16"}},
 		{"upload size", "", map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "-5"}, []string{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE"}},
 		{"dirs in env", "", map[string]string{"RUNTIME_WORKER_DIRS": "./a:./a"}, []string{"worker_dirs", "twice"}},
@@ -403,8 +407,8 @@ func TestValidate(t *testing.T) {
 					t.Errorf("validate output does not contain %q:\n%s", w, out)
 				}
 			}
-			if strings.Contains(out, "tiny") {
-				t.Errorf("validate output reveals the root key:\n%s", out)
+			if strings.Contains(out, "tiny") || strings.Contains(out, "s3cret") {
+				t.Errorf("validate output reveals a secret:\n%s", out)
 			}
 		})
 	}
