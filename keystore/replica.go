@@ -124,6 +124,7 @@ type replica struct {
 	pullMu sync.Mutex // one pull at a time
 	cursor int64      // the last change number pulled, -1 before the first pull; under pullMu
 
+	prepared atomic.Bool // the primary's schema is up to date
 	synced   atomic.Bool
 	down     atomic.Bool // the last exchange with the primary failed
 	lastErr  atomic.Pointer[string]
@@ -199,21 +200,33 @@ func startReplica(ctx context.Context, s *Store, opts SyncOptions) (*replica, er
 		return nil, err
 	}
 	r.synced.Store(r.cursor >= 0)
-	pctx, cancel := context.WithTimeout(ctx, primaryTimeout)
-	defer cancel()
-	if _, err := preparePrimary(pctx, primary); err != nil {
-		perr := &primaryError{url: r.url, err: err}
+	if err := r.prepare(ctx); err != nil {
 		if refusedToken(err) || !unreachable(err) {
 			primary.Close()
-			return nil, perr
+			return nil, &primaryError{url: r.url, err: err}
 		}
-		r.failed(perr)
+		r.failed(&primaryError{url: r.url, err: err})
 	} else if err := r.pull(ctx); err != nil && !errors.Is(err, ErrPrimaryUnavailable) {
 		primary.Close()
 		return nil, err
 	}
 	go r.loop()
 	return r, nil
+}
+
+// prepare prepares the primary (its schema and identity) unless that is done: a primary that
+// was away when the instance started may come back empty.
+func (r *replica) prepare(ctx context.Context) error {
+	if r.prepared.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, primaryTimeout)
+	defer cancel()
+	if _, err := preparePrimary(ctx, r.primary); err != nil {
+		return err
+	}
+	r.prepared.Store(true)
+	return nil
 }
 
 // unreachable reports whether err means the primary could not be reached (as opposed to an
@@ -277,6 +290,9 @@ func (r *replica) write(ctx context.Context, fn func(tx writeTx) error) error {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 10 * time.Millisecond)
 		}
+		if err = r.prepare(ctx); err != nil {
+			break
+		}
 		wctx, cancel := context.WithTimeout(ctx, primaryTimeout)
 		err = runWrite(wctx, r.primary, fn)
 		cancel()
@@ -306,7 +322,11 @@ func (r *replica) write(ctx context.Context, fn func(tx writeTx) error) error {
 func (r *replica) loop() {
 	defer close(r.done)
 	backoff := time.Second
-	timer := time.NewTimer(r.interval)
+	first := r.interval
+	if r.down.Load() {
+		first = min(backoff, r.interval) // away at the start: try again soon
+	}
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	for {
 		demanded := false
@@ -424,6 +444,9 @@ func (r *replica) pull(ctx context.Context) error {
 }
 
 func (r *replica) pullLocked(ctx context.Context) error {
+	if err := r.prepare(ctx); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, primaryTimeout)
 	defer cancel()
 	tx, err := r.primary.BeginTx(ctx, nil)

@@ -373,3 +373,25 @@ func TestSyncToken(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSyncPrimaryEmptyAfterOutage starts a replica while a new primary is down: when the
+// primary comes up, still empty, the replica gives it the store's tables and starts pulling.
+func TestSyncPrimaryEmptyAfterOutage(t *testing.T) {
+	ctx := context.Background()
+	primary := testkit.StartSqld(t, "..")
+	primary.Stop()
+	s, _ := syncStore(t, primary, time.Hour) // the back-off after a failed start is shorter
+	if st, _ := s.Sync(); st.Synced || st.Reachable {
+		t.Fatalf("status without the primary = %+v", st)
+	}
+	primary.Restart(t)
+	testkit.EventuallyNil(t, 10*time.Second, func() error {
+		if st, _ := s.Sync(); !st.Synced || !st.Reachable {
+			return fmt.Errorf("status after the primary came up = %+v", st)
+		}
+		return nil
+	})
+	if _, err := s.Create(ctx, NewKey{Name: "first"}); err != nil {
+		t.Fatal(err)
+	}
+}
