@@ -7,9 +7,11 @@ import (
 	"crypto/rand"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // RequestIDHeader carries the correlation id of a request and its response.
@@ -23,6 +25,34 @@ type requestKey struct{}
 type request struct {
 	id  string
 	set func(zap.Field) // nil without an access log line
+
+	// In Caddy: the fields, put on the access log line as one inline field when it is written,
+	// since each field added to ExtraLogFields costs an allocation of its own.
+	mu     sync.Mutex
+	fields []zap.Field
+}
+
+// add sets field among the request's own log fields, replacing one of the same key.
+func (st *request) add(field zap.Field) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i := range st.fields {
+		if st.fields[i].Key == field.Key {
+			st.fields[i] = field
+			return
+		}
+	}
+	st.fields = append(st.fields, field)
+}
+
+// MarshalLogObject writes the request's own log fields, as the access log line is written.
+func (st *request) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, f := range st.fields {
+		f.AddTo(enc)
+	}
+	return nil
 }
 
 // varsKey holds a request's *request among Caddy's per-request vars, which a request served by
@@ -67,7 +97,9 @@ func InCaddy(r *http.Request) *http.Request {
 	}
 	st := &request{}
 	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		st.set = extra.Set
+		st.fields = make([]zap.Field, 0, 4)
+		st.set = st.add
+		extra.Add(zap.Inline(st))
 	}
 	vars[varsKey] = st
 	return r

@@ -365,7 +365,8 @@ func write(w io.Writer, res *results, m facts, benchtime string) {
 	}
 	p("")
 	p("Compared benchmarks alternate round by round (`-rounds`, each round %s), so a slow spell of", benchtime)
-	p("the shared machine falls on both; a ratio is the median of the per-round ratios. The client")
+	p("the shared machine falls on both, and their order changes from round to round, so neither")
+	p("always runs first; a ratio is the median of the per-round ratios. The client")
 	p("runs on the same machine as the server, so absolute figures are lower than a separate load")
 	p("generator would see.")
 	p("")
