@@ -22,10 +22,12 @@ const costsKeys = 100
 // /api/workers with 1 000 workers on another; and the health probe with Caddy's respond
 // serving the same bytes on the first. All alternate round by round.
 func BenchmarkCosts(b *testing.B) {
-	// The respond route serves the health probe's bytes, which name the version: it serves a
-	// placeholder until they are known.
+	// The respond route serves the health probe's bytes, which name the version (it serves a
+	// placeholder until they are known), with the same headers: the X-Request-Id that every
+	// answer of the runtime carries is Caddy's request UUID there too.
 	respondSite := func(body string) string {
-		return "\thandle /respond {\n\t\theader Content-Type application/json\n\t\trespond `" + body + "` 200\n\t}"
+		return "\thandle /respond {\n\t\theader Content-Type application/json\n\t\theader X-Request-Id {http.request.uuid}\n" +
+			"\t\trespond `" + body + "` 200\n\t}"
 	}
 	small := startWithWorkers(b, 20, respondSite("pending"))
 	large := startWithWorkers(b, 1000, "")
@@ -86,7 +88,8 @@ func BenchmarkCosts(b *testing.B) {
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
-		return err == nil && resp.StatusCode == http.StatusOK && string(body) == health
+		return err == nil && resp.StatusCode == http.StatusOK && string(body) == health &&
+			resp.Header.Get("Content-Type") == "application/json" && len(resp.Header.Get("X-Request-Id")) == len("01234567-89ab-cdef-0123-456789abcdef")
 	})
 
 	order := []string{"health", "respond", "workers-20", "keys-100", "health-1000", "workers-1000"}

@@ -24,12 +24,15 @@ type requestKey struct{}
 // server adding log fields and the id costs one context.
 type request struct {
 	id  string
-	set func(zap.Field) // nil without an access log line
+	set func(zap.Field) // outside Caddy: the host's; nil without an access log line
 
 	// In Caddy: the fields, put on the access log line as one inline field when it is written,
-	// since each field added to ExtraLogFields costs an allocation of its own.
-	mu     sync.Mutex
-	fields []zap.Field
+	// since each field added to ExtraLogFields costs an allocation of its own. buf holds the
+	// usual few (id, principal, unit) in the same allocation as the request's state.
+	inCaddy bool
+	mu      sync.Mutex
+	fields  []zap.Field
+	buf     [4]zap.Field
 }
 
 // add sets field among the request's own log fields, replacing one of the same key.
@@ -97,8 +100,8 @@ func InCaddy(r *http.Request) *http.Request {
 	}
 	st := &request{}
 	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		st.fields = make([]zap.Field, 0, 4)
-		st.set = st.add
+		st.inCaddy = true
+		st.fields = st.buf[:0]
 		extra.Add(zap.Inline(st))
 	}
 	vars[varsKey] = st
@@ -107,7 +110,12 @@ func InCaddy(r *http.Request) *http.Request {
 
 // LogField puts field on the access log line of the request of ctx, if it has one.
 func LogField(ctx context.Context, field zap.Field) {
-	if st := from(ctx); st != nil && st.set != nil {
+	st := from(ctx)
+	switch {
+	case st == nil:
+	case st.inCaddy:
+		st.add(field)
+	case st.set != nil:
 		st.set(field)
 	}
 }

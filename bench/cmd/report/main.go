@@ -135,7 +135,8 @@ var checks = []check{
 		title: "health / Caddy `respond` throughput", a: "BenchmarkCosts/health", b: "BenchmarkCosts/respond",
 		metric: "req/s", target: 0.95,
 		what: "`GET /api/health` against a Caddy `respond` route (`handle /respond` in the same site) serving the same " +
-			"body with the same `Content-Type`, on the 20-worker runtime.",
+			"bytes: the body, its `Content-Type` and an `X-Request-Id` made from Caddy's `{http.request.uuid}` (which " +
+			"the runtime puts on every answer), on the 20-worker runtime.",
 	},
 	{
 		title: "process worker beside a flooding worker / alone throughput", a: "BenchmarkFlood/flooded", b: "BenchmarkFlood/quiet",
