@@ -30,6 +30,7 @@ func syncStore(t *testing.T, primary *testkit.Sqld, interval time.Duration) (*St
 // a write is read at once where it was made and on first use elsewhere, and an end (a
 // revocation, a sign-out) reaches the other instance within its interval.
 func TestSyncSharesKeysAndSessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	a, _ := syncStore(t, primary, 300*time.Millisecond)
@@ -92,6 +93,7 @@ func TestSyncSharesKeysAndSessions(t *testing.T) {
 // pulls every few milliseconds: every key must be on the third's replica afterwards, since a
 // cursor that skipped a change would never read it again.
 func TestSyncPullMissesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	writers := []*Store{}
@@ -138,6 +140,7 @@ func TestSyncPullMissesNothing(t *testing.T) {
 // fail with ErrPrimaryUnavailable, background writes wait, and once the primary is back they
 // reach it and the replica converges.
 func TestSyncPrimaryDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	a, _ := syncStore(t, primary, 200*time.Millisecond)
@@ -185,6 +188,7 @@ func TestSyncPrimaryDown(t *testing.T) {
 // from an earlier run serves its keys; a new one holds none and says so, and both catch up
 // once the primary is back.
 func TestSyncStartsWithoutPrimary(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	first, path := syncStore(t, primary, time.Hour)
@@ -228,6 +232,7 @@ func TestSyncStartsWithoutPrimary(t *testing.T) {
 // TestSyncBootstrapOnce starts instances together against an empty primary: one bootstrap
 // key is created, and only its instance writes the file.
 func TestSyncBootstrapOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	const n = 4
@@ -266,6 +271,7 @@ func TestSyncBootstrapOnce(t *testing.T) {
 // TestModeMismatch checks that a local store is not opened as a replica, nor a replica as a
 // local store, and that each refusal says what to do.
 func TestModeMismatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	_, _, local := newStore(t)
@@ -287,6 +293,7 @@ func contains(err error, s string) bool {
 // included) and audit trail work on the file, now a replica, and on a new instance; a second
 // migration into the same primary is refused.
 func TestMigrate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	const root = "the-root-key-of-this-test-0123456789"
@@ -350,6 +357,7 @@ func TestMigrate(t *testing.T) {
 // token is accepted; another is refused at start with an error that says so and does not
 // repeat it.
 func TestSyncToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	keyFile, priv := testkit.JWTKeys(t)
 	_, otherPriv := testkit.JWTKeys(t) // a key the primary does not know
@@ -377,6 +385,7 @@ func TestSyncToken(t *testing.T) {
 // TestSyncPrimaryEmptyAfterOutage starts a replica while a new primary is down: when the
 // primary comes up, still empty, the replica gives it the store's tables and starts pulling.
 func TestSyncPrimaryEmptyAfterOutage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	primary.Stop()
