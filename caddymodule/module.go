@@ -266,7 +266,14 @@ func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
 		envelope.Write(w, envelope.Errorf(http.StatusServiceUnavailable, "PLUGIN_ONREQUEST_FAILED",
 			"plugin %s could not handle the request before it was served; try again later", he.plugin))
 	case err != nil:
-		envelope.Write(w, pluginError(err))
+		id := trace.RequestID(r.Context())
+		answer := pluginError(err, id)
+		level := zap.DebugLevel // a 404 of a file_server is routine
+		if answer.Status >= 500 {
+			level = zap.WarnLevel
+		}
+		h.logger.Log(level, "plugin route error", zap.Int("status", answer.Status), zap.String("request_id", id), zap.Error(err))
+		envelope.Write(w, answer)
 	}
 }
 

@@ -265,14 +265,19 @@ func (run *hookRun) from(w http.ResponseWriter, r *http.Request, i int) error {
 	return run.final.ServeHTTP(w, r)
 }
 
-// pluginError turns an error from a plugin's handlers into the envelope's status.
-func pluginError(err error) *envelope.Error {
+// pluginError is the answer to an error a plugin route returned: its status and a message
+// without the error's text, which for Caddy's handlers names a Go source line and the
+// server's own file paths; the log has the text.
+func pluginError(err error, requestID string) *envelope.Error {
 	var he caddyhttp.HandlerError
 	status := http.StatusInternalServerError
 	if errors.As(err, &he) && he.StatusCode != 0 {
 		status = he.StatusCode
 	}
-	return envelope.Errorf(status, "PLUGIN_ERROR", "%v", err)
+	if status >= 500 {
+		return envelope.Errorf(status, "PLUGIN_ERROR", "the plugin route failed; report request id %s to the operator", requestID)
+	}
+	return envelope.Errorf(status, "PLUGIN_ERROR", "the plugin route answered %d %s", status, http.StatusText(status))
 }
 
 // Loaded returns the live table's loaded plugins, in load order, and the ones left out.

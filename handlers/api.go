@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,6 +254,9 @@ func (a *API) endpoint(rt route) http.Handler {
 		}
 		r, err := a.authorize(rt, r)
 		if err == nil {
+			err = checkWriteQuery(rt, r)
+		}
+		if err == nil {
 			err = rt.handle(w, r)
 		}
 		if err == nil {
@@ -278,4 +283,33 @@ func (a *API) endpoint(rt route) http.Handler {
 		}
 		WriteError(w, apiErr)
 	})
+}
+
+// checkWriteQuery refuses a query parameter that a mutating route does not take: a misspelt
+// flag (?dryrun=1 for ?dryRun=1) must not turn a rehearsal into the real change.
+func checkWriteQuery(rt route, r *http.Request) error {
+	if !mutating(r.Method) || r.URL.RawQuery == "" {
+		return nil
+	}
+	var known []string
+	for _, p := range rt.params {
+		if p.In == "query" {
+			known = append(known, p.Name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.URL.Query())) {
+		if slices.Contains(known, name) {
+			continue
+		}
+		for _, k := range known {
+			if strings.EqualFold(k, name) {
+				return Errorf(http.StatusBadRequest, CodeBadRequest, "unknown query parameter %q; did you mean %s? Nothing was changed", name, k)
+			}
+		}
+		if len(known) == 0 {
+			return Errorf(http.StatusBadRequest, CodeBadRequest, "unknown query parameter %q: %s %s takes none; nothing was changed", name, r.Method, r.URL.Path)
+		}
+		return Errorf(http.StatusBadRequest, CodeBadRequest, "unknown query parameter %q; %s %s takes %s; nothing was changed", name, r.Method, r.URL.Path, strings.Join(known, ", "))
+	}
+	return nil
 }

@@ -278,7 +278,8 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 		{
 			method: "POST", path: base + "refresh", id: id("RefreshPost"), tag: tag, permission: s.read,
 			summary:     "Refresh a " + s.noun + " folder",
-			description: desc("As GET; the body {path?} may be empty."),
+			description: desc("As GET; the body {path?} may be empty, and then the query's path is read."),
+			params:      pathParam(false, "the folder, when the body is empty; optional"),
 			request:     jsonBody(FileRefreshRequest{}),
 			responses: []response{
 				{status: http.StatusOK, description: "Nothing to drop", body: Success{}},

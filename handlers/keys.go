@@ -178,9 +178,11 @@ func (a *API) storeAndID(r *http.Request, what string) (*keystore.Store, int64, 
 	if err != nil {
 		return nil, 0, err
 	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return nil, 0, Errorf(http.StatusBadRequest, CodeBadRequest, "%q is not a %s id; ids are positive integers", r.PathValue("id"), what)
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	// One name per id: "01" or "+1" would reach key 1 under a name no listing shows.
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != raw {
+		return nil, 0, Errorf(http.StatusBadRequest, CodeBadRequest, "%q is not a %s id; ids are positive integers written without leading zeros or a sign", raw, what)
 	}
 	return store, id, nil
 }

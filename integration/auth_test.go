@@ -439,6 +439,9 @@ func TestKeyLifecycle(t *testing.T) {
 		"/keys/abc":                        "400 BAD_REQUEST",
 		"/keys/0":                          "400 BAD_REQUEST",
 		"/keys/-3":                         "400 BAD_REQUEST",
+		// A live key's id spelt another way is refused, not taken for the key.
+		fmt.Sprintf("/keys/0%d", admin.ID): "400 BAD_REQUEST",
+		fmt.Sprintf("/keys/+%d", admin.ID): "400 BAD_REQUEST",
 	} {
 		resp := s.Do("DELETE", s.API+path, harness.WithKey(rootKey))
 		if got := fmt.Sprintf("%d %s", resp.Status, resp.ErrorCode()); got != want {

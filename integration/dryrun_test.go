@@ -108,6 +108,17 @@ func TestDryRunUpload(t *testing.T) {
 	if resp := s.Upload(s.API+"/workers/upload?dryRun=yes", "a.tgz", app, harness.WithKey(rootKey)); resp.Status != 400 || resp.ErrorCode() != "BAD_REQUEST" {
 		t.Errorf("dryRun=yes = %s", resp)
 	}
+	// A misspelt flag is refused, not taken for a real upload.
+	other := harness.TarGz(t, pkg("name: typo\nversion: 1.0.0\n")...)
+	for _, query := range []string{"dryrun=1", "DRYRUN=true", "dryRun=1&force=1", "dry-run=1"} {
+		resp := s.Upload(s.API+"/workers/upload?"+query, "a.tgz", other, harness.WithKey(rootKey))
+		if resp.Status != 400 || resp.ErrorCode() != "BAD_REQUEST" || !strings.Contains(string(resp.Body), "dryRun") {
+			t.Errorf("upload?%s = %s, want 400 BAD_REQUEST naming dryRun", query, resp)
+		}
+	}
+	if _, ok := workers(t, s, rootKey)["typo"]; ok {
+		t.Fatal("an upload with a misspelt dryRun installed the worker")
+	}
 
 	// A plugin: the plan the next reload would make, with the plugin in it.
 	uploadOK(t, s, "plugins", "base.tgz", harness.TarGz(t, pkg("name: base\nversion: 1.0.0\n")...), rootKey)

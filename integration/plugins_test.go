@@ -95,6 +95,11 @@ func TestPluginRoutesGoLive(t *testing.T) {
 	if got := s.Get("/hello/files/doc.txt"); got.Status != 200 || body(got) != "a plugin file" {
 		t.Fatalf("file_server in the plugin's folder = %s", got)
 	}
+	// A file the plugin lacks: the status, and neither Caddy's source line nor a server path.
+	if got := s.Get("/hello/files/missing.txt"); got.Status != 404 || got.ErrorCode() != "PLUGIN_ERROR" ||
+		strings.Contains(body(got), ".go:") || strings.Contains(body(got), s.Dir) {
+		t.Fatalf("a missing plugin file = %s", got)
+	}
 	l := loaded(t, s, rootKey)
 	if len(l) != 1 || l[0].Base != "/hello" || len(l[0].Menus) != 1 || l[0].Menus[0].Title != "Hello" || l[0].Menus[0].Path != "/hello/" {
 		t.Fatalf("loaded = %+v", l)
