@@ -2,8 +2,9 @@ package serving
 
 import (
 	"errors"
-	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/Masterminds/semver/v3"
 
@@ -76,28 +77,57 @@ func splitPath(p string) (name, pin, base, rest string, ok bool) {
 	return name, pin, base, rest, packages.ValidateName(name) == nil
 }
 
-// choose picks the version a request gets.
+// choose picks the version a request gets: the highest enabled one, or with a pin the enabled
+// version it names exactly, else the highest enabled one its semver range admits.
 func choose(u packages.Unit, pin string) (packages.Version, error) {
-	enabled := slices.DeleteFunc(slices.Clone(u.Versions), func(v packages.Version) bool { return !v.Enabled })
-	if len(enabled) == 0 {
+	enabled := false
+	for i := len(u.Versions) - 1; i >= 0; i-- {
+		if v := u.Versions[i]; v.Enabled {
+			if pin == "" || v.Version == pin {
+				return v, nil
+			}
+			enabled = true
+		}
+	}
+	if !enabled {
 		return packages.Version{}, ErrNoEnabledVersion
 	}
-	if pin == "" {
-		return enabled[len(enabled)-1], nil
+	constraint := constraintOf(pin)
+	if constraint == nil {
+		return packages.Version{}, ErrNoMatchingPin
 	}
-	for _, v := range enabled {
-		if v.Version == pin {
+	for i := len(u.Versions) - 1; i >= 0; i-- {
+		v := u.Versions[i]
+		if sv, err := semver.StrictNewVersion(v.Version); v.Enabled && err == nil && constraint.Check(sv) {
 			return v, nil
 		}
 	}
-	constraint, err := semver.NewConstraint(pin)
-	if err != nil {
-		return packages.Version{}, ErrNoMatchingPin
+	return packages.Version{}, ErrNoMatchingPin
+}
+
+// constraints holds the pins parsed so far (nil for one that is not a range), so a pinned
+// request parses nothing after the first. Pins come from URLs: past maxConstraints a new one is
+// parsed and not kept.
+var constraints struct {
+	m sync.Map // pin → *semver.Constraints
+	n atomic.Int64
+}
+
+const maxConstraints = 1024
+
+// constraintOf returns pin parsed as a semver range, nil when it is not one.
+func constraintOf(pin string) *semver.Constraints {
+	if c, ok := constraints.m.Load(pin); ok {
+		return c.(*semver.Constraints)
 	}
-	for i := len(enabled) - 1; i >= 0; i-- {
-		if sv, err := semver.StrictNewVersion(enabled[i].Version); err == nil && constraint.Check(sv) {
-			return enabled[i], nil
+	c, err := semver.NewConstraint(pin)
+	if err != nil {
+		c = nil
+	}
+	if constraints.n.Load() < maxConstraints {
+		if _, loaded := constraints.m.LoadOrStore(pin, c); !loaded {
+			constraints.n.Add(1)
 		}
 	}
-	return packages.Version{}, ErrNoMatchingPin
+	return c
 }

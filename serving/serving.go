@@ -150,7 +150,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *string) er
 			w.Header().Set("Allow", "GET, HEAD")
 			return envelope.Errorf(http.StatusMethodNotAllowed, envelope.CodeMethodNotAllowed, "worker %q serves files: only GET and HEAD", name)
 		}
-		err := ServeStatic(w, r, t, m, served.Root)
+		err := ServeStatic(w, r, t, served)
 		if errors.Is(err, ErrFileNotFound) {
 			return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "worker %q has no file at %s", name, t.Rest)
 		}

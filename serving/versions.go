@@ -1,8 +1,10 @@
 package serving
 
 import (
+	"maps"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-runtime/runtime/packages"
@@ -13,40 +15,63 @@ import (
 // folder, so a request decodes nothing and opens no folder. An entry holds while the catalog's
 // metadata of the version is the same read (see packages.Metadata.Serial): an install, an edit
 // or any change the catalog notices opens the folder afresh.
+//
+// Readers take no lock: the entries are an immutable map swapped whole, copied on the rare
+// write (a version served for the first time or changed, and the sweep of idle ones).
 type Versions struct {
-	mu    sync.Mutex
-	m     map[string]*Served
-	swept time.Time
+	m     atomic.Pointer[map[string]*Served]
+	mu    sync.Mutex   // serialises writers
+	swept atomic.Int64 // Unix nanoseconds of the last sweep
 }
 
 // Served is what serving a version needs.
 type Served struct {
 	serial   uint64
-	used     time.Time
+	used     atomic.Int64 // Unix nanoseconds of the last request
 	Manifest workers.Manifest
 	Root     *os.Root // the version folder
+	pages    basePages
 }
 
 // NewVersions returns an empty cache; Close releases it.
-func NewVersions() *Versions { return &Versions{m: map[string]*Served{}} }
+func NewVersions() *Versions {
+	vs := &Versions{}
+	vs.m.Store(&map[string]*Served{})
+	vs.swept.Store(time.Now().UnixNano())
+	return vs
+}
 
 // rootGrace keeps a replaced folder handle open for requests still using it; idleAfter drops
 // entries of versions no longer served, so a removed folder is not held open.
 const (
-	rootGrace = 30 * time.Second
-	idleAfter = 10 * time.Minute
+	rootGrace  = 30 * time.Second
+	idleAfter  = 10 * time.Minute
+	sweepEvery = time.Minute
 )
 
 // Get returns the cached manifest and folder of v, reading them when v changed.
 func (vs *Versions) Get(v packages.Version) (*Served, error) {
 	serial := v.Metadata.Serial()
-	now := time.Now()
+	now := time.Now().UnixNano()
+	if last := vs.swept.Load(); now-last > int64(sweepEvery) && vs.swept.CompareAndSwap(last, now) {
+		vs.sweep(now)
+	}
+	if s, ok := (*vs.m.Load())[v.Path]; ok && s.serial == serial {
+		if s.used.Load() < now-int64(time.Second) {
+			s.used.Store(now) // at most once a second: the line stays shared between cores
+		}
+		return s, nil
+	}
+	return vs.load(v, serial, now)
+}
+
+// load reads v's manifest, opens its folder and publishes the entry.
+func (vs *Versions) load(v packages.Version, serial uint64, now int64) (*Served, error) {
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
-	vs.sweepLocked(now)
-	if s, ok := vs.m[v.Path]; ok && s.serial == serial {
-		s.used = now
-		return s, nil
+	cur := *vs.m.Load()
+	if s, ok := cur[v.Path]; ok && s.serial == serial {
+		return s, nil // another request loaded it meanwhile
 	}
 	m, err := workers.ReadManifest(v.Metadata)
 	if err != nil {
@@ -56,34 +81,43 @@ func (vs *Versions) Get(v packages.Version) (*Served, error) {
 	if err != nil {
 		return nil, err
 	}
-	if old, ok := vs.m[v.Path]; ok {
-		time.AfterFunc(rootGrace, func() { old.Root.Close() })
+	s := &Served{serial: serial, Manifest: m, Root: root}
+	s.used.Store(now)
+	next := maps.Clone(cur)
+	if old, ok := cur[v.Path]; ok {
+		closeLater(old)
 	}
-	s := &Served{serial: serial, used: now, Manifest: m, Root: root}
-	vs.m[v.Path] = s
+	next[v.Path] = s
+	vs.m.Store(&next)
 	return s, nil
 }
 
-// sweepLocked drops entries unused for idleAfter, at most once a minute.
-func (vs *Versions) sweepLocked(now time.Time) {
-	if now.Sub(vs.swept) < time.Minute {
-		return
-	}
-	vs.swept = now
-	for k, s := range vs.m {
-		if now.Sub(s.used) > idleAfter {
-			delete(vs.m, k)
-			time.AfterFunc(rootGrace, func() { s.Root.Close() })
+// sweep drops entries unused for idleAfter.
+func (vs *Versions) sweep(now int64) {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	cur := *vs.m.Load()
+	next := maps.Clone(cur)
+	for k, s := range cur {
+		if now-s.used.Load() > int64(idleAfter) {
+			delete(next, k)
+			closeLater(s)
 		}
 	}
+	if len(next) != len(cur) {
+		vs.m.Store(&next)
+	}
 }
+
+// closeLater closes a dropped entry's folder once requests still using it are done.
+func closeLater(s *Served) { time.AfterFunc(rootGrace, func() { s.Root.Close() }) }
 
 // Close releases every folder handle.
 func (vs *Versions) Close() {
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
-	for k, s := range vs.m {
+	for _, s := range *vs.m.Load() {
 		s.Root.Close()
-		delete(vs.m, k)
 	}
+	vs.m.Store(&map[string]*Served{})
 }
