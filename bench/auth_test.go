@@ -110,6 +110,11 @@ var rounds = flag.Int("rounds", 5, "rounds of each compared pair of benchmarks")
 // newClient returns a keep-alive client with a connection for each load goroutine.
 func newClient() (*http.Client, int) {
 	conns := parallelism * runtime.GOMAXPROCS(0)
+	return clientWith(conns), conns
+}
+
+// clientWith returns a keep-alive client keeping up to conns connections.
+func clientWith(conns int) *http.Client {
 	return &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
@@ -118,7 +123,7 @@ func newClient() (*http.Client, int) {
 			IdleConnTimeout:     time.Minute,
 			DisableCompression:  true,
 		},
-	}, conns
+	}
 }
 
 // newRequest returns a GET request for url with header.
@@ -134,12 +139,19 @@ func newRequest(url string, header http.Header) (*http.Request, error) {
 // benchGet sends b.N copies of req from parallel goroutines, failing the benchmark on the
 // first transport error or status other than 200, and reports req/s.
 func benchGet(b *testing.B, client *http.Client, req *http.Request) {
-	b.SetParallelism(parallelism)
+	benchGetEach(b, client, []*http.Request{req}, parallelism*runtime.GOMAXPROCS(0))
+}
+
+// benchGetEach sends b.N requests from conns goroutines, each going through reqs in turn from
+// its own starting point, and reports req/s.
+func benchGetEach(b *testing.B, client *http.Client, reqs []*http.Request, conns int) {
+	b.SetParallelism((conns + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	var failed atomic.Bool
+	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
-		req := req.Clone(req.Context())
-		for pb.Next() {
-			if err := get(client, req); err != nil {
+		own := clones(reqs)
+		for i := int(next.Add(1)); pb.Next(); i++ {
+			if err := get(client, own[i%len(own)]); err != nil {
 				if !failed.Swap(true) {
 					b.Error(err)
 				}
@@ -152,13 +164,18 @@ func benchGet(b *testing.B, client *http.Client, req *http.Request) {
 
 // load sends copies of req from conns goroutines for d, untimed.
 func load(client *http.Client, req *http.Request, conns int, d time.Duration) error {
+	return loadEach(client, []*http.Request{req}, conns, d)
+}
+
+// loadEach sends reqs in turn from conns goroutines for d, untimed.
+func loadEach(client *http.Client, reqs []*http.Request, conns int, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	errs := make(chan error, conns)
-	for range conns {
+	for g := range conns {
 		go func() {
-			req := req.Clone(req.Context())
-			for time.Now().Before(deadline) {
-				if err := get(client, req); err != nil {
+			own := clones(reqs)
+			for i := g; time.Now().Before(deadline); i++ {
+				if err := get(client, own[i%len(own)]); err != nil {
 					errs <- err
 					return
 				}
@@ -173,6 +190,15 @@ func load(client *http.Client, req *http.Request, conns int, d time.Duration) er
 		}
 	}
 	return first
+}
+
+// clones copies reqs for one goroutine, which sends the same copies again and again.
+func clones(reqs []*http.Request) []*http.Request {
+	out := make([]*http.Request, len(reqs))
+	for i, req := range reqs {
+		out[i] = req.Clone(req.Context())
+	}
+	return out
 }
 
 // get performs req and reads the whole body, so the connection goes back to the pool.

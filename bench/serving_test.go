@@ -34,8 +34,9 @@ func BenchmarkServing(b *testing.B) {
 	// does, so the ratio measures the runtime's proxying and not the default CPU cap (1 core).
 	s := harness.Start(b, harness.Config{Global: accessLog, Site: site,
 		Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_WORKER_CPU": strconv.Itoa(runtime.NumCPU())}})
-	writeWorker(b, s, "site", "name: site\nversion: 1.0.0\nentrypoint: index.html\n",
-		map[string]string{"index.html": "<!doctype html><html><head><title>bench</title></head><body>" + strings.Repeat("<p>static content</p>", 100) + "</body></html>"})
+	page := "<!doctype html><html><head><title>bench</title></head><body>" + strings.Repeat("<p>static content</p>", 100) + "</body></html>"
+	writeWorker(b, s, "site", "name: site\nversion: 1.0.0\nentrypoint: index.html\n", map[string]string{"index.html": page})
+	writeWorker(b, s, "spa", "name: spa\nversion: 1.0.0\nentrypoint: index.html\ninjectBase: true\n", map[string]string{"index.html": page})
 	writeProcessWorker(b, s, "proc", "")
 
 	client, conns := newClient()
@@ -43,6 +44,7 @@ func BenchmarkServing(b *testing.B) {
 	reqs := map[string]*http.Request{}
 	for name, path := range map[string]string{
 		"static-worker": "/site/", "file-server": "/fs/", "process-worker": "/proc/sleep?d=0", "reverse-proxy": "/rp/sleep?d=0",
+		"pinned-worker": "/site@^1.0.0/", "inject-base": "/spa/",
 	} {
 		req, err := newRequest(s.URL+path, nil)
 		if err != nil {
@@ -57,14 +59,59 @@ func BenchmarkServing(b *testing.B) {
 			b.Fatalf("%s answers %q, %s answers %q", pair[0], a, pair[1], c)
 		}
 	}
+	if a, c := fetch(b, client, reqs["pinned-worker"]), fetch(b, client, reqs["static-worker"]); a != c {
+		b.Fatalf("the pinned version answers %q, the unpinned %q", a, c)
+	}
+	if got := fetch(b, client, reqs["inject-base"]); !strings.Contains(got, `<base href="/spa/">`) {
+		b.Fatalf("the inject_base page answers %q", got)
+	}
 	for _, req := range reqs {
 		if err := load(client, req, conns, warmUp); err != nil {
 			b.Fatalf("warming up: %v", err)
 		}
 	}
-	for range *rounds {
-		for _, name := range []string{"static-worker", "file-server", "process-worker", "reverse-proxy"} {
+	names := []string{"static-worker", "file-server", "process-worker", "reverse-proxy", "pinned-worker", "inject-base"}
+	for i := range *rounds {
+		for j := range names {
+			name := names[(i+j)%len(names)]
 			b.Run(name, func(b *testing.B) { benchGet(b, client, reqs[name]) })
+		}
+	}
+}
+
+// BenchmarkManyWorkers compares 64 connections spread over 50 static workers, each request to
+// the next worker, with the same connections all on one of them: serving many workers at once
+// must cost about what serving one does.
+func BenchmarkManyWorkers(b *testing.B) {
+	s := harness.Start(b, harness.Config{Global: accessLog, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	const workers, conns = 50, 64
+	var many []*http.Request
+	for i := range workers {
+		name := fmt.Sprintf("w%02d", i)
+		writeWorker(b, s, name, "name: "+name+"\nversion: 1.0.0\nentrypoint: index.html\n",
+			map[string]string{"index.html": "<!doctype html><title>bench</title><p>" + strings.Repeat("static content ", 100)})
+		req, err := newRequest(s.URL+"/"+name+"/", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		many = append(many, req)
+	}
+	client := clientWith(conns)
+	defer client.CloseIdleConnections()
+	for _, req := range many {
+		fetch(b, client, req)
+	}
+	sets := map[string][]*http.Request{"one-worker": many[:1], "fifty-workers": many}
+	for _, set := range sets {
+		if err := loadEach(client, set, conns, warmUp); err != nil {
+			b.Fatalf("warming up: %v", err)
+		}
+	}
+	names := []string{"one-worker", "fifty-workers"}
+	for i := range *rounds {
+		for j := range names {
+			name := names[(i+j)%len(names)]
+			b.Run(name, func(b *testing.B) { benchGetEach(b, client, sets[name], conns) })
 		}
 	}
 }

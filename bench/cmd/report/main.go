@@ -92,6 +92,24 @@ var checks = []check{
 			"as each worker does (the kernel schedules a session as one group).",
 	},
 	{
+		title: "pinned version (`/site@^1.0.0/`) / unpinned static worker throughput", a: "BenchmarkServing/pinned-worker", b: "BenchmarkServing/static-worker",
+		metric: "req/s", target: 0.95,
+		what: "the static worker's index file through a semver-range pin against the same file unpinned, on the process of " +
+			"the `file_server` row: the pin's range is parsed once, not per request.",
+	},
+	{
+		title: "`injectBase` page / plain static file throughput", a: "BenchmarkServing/inject-base", b: "BenchmarkServing/static-worker",
+		metric: "req/s", target: 0.95,
+		what: "a single-page app's entrypoint with `injectBase: true` (a `<base href>` inserted after `<head>`) against the " +
+			"same page from a worker without it, on the same process: the rewritten page is kept per version and base.",
+	},
+	{
+		title: "64 connections over 50 workers / over one worker throughput", a: "BenchmarkManyWorkers/fifty-workers", b: "BenchmarkManyWorkers/one-worker",
+		metric: "req/s", target: 0.9,
+		what: "64 keep-alive connections each sending requests to 50 static workers in turn against the same connections " +
+			"all sending to one of them, on one runtime process: finding a worker's version takes no lock.",
+	},
+	{
 		title: "process worker cold start to first byte (ms)", a: "BenchmarkColdStart", metric: "ms/start", info: true,
 		what: "the first request to a process worker whose process is not running: start, readiness, proxying, " +
 			"until the answer's first byte (stopping it between rounds is not timed).",
