@@ -82,15 +82,22 @@ INTEGRATION_PARALLEL ?= 4
 integration: build
 	RUNTIME_BINARY=$(CURDIR)/$(BIN) RUNTIME_EXPECT_VERSION=$(VERSION) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
 
-## xcaddy: build a stock Caddy with this checkout through xcaddy and check the module is in it.
+## xcaddy: build a stock Caddy with this checkout through xcaddy and check the module is in it:
+## its commands under caddy runtime and none at the top level, Caddy's own version untouched.
 ## xcaddy's default flags (cgo off, -trimpath, its build tags) would compile all of Caddy a
 ## third time; with the settings of the other steps it reuses what they compiled.
+RUNTIME_COMMANDS := login logout deploy rollback workers plugins keys health audit version build-info keystore-migrate
 xcaddy:
 	CGO_ENABLED=$$(go env CGO_ENABLED) XCADDY_GO_BUILD_FLAGS="-ldflags='-w -s'" GOPRIVATE=$(MODULE) go tool xcaddy build $(CADDY_VERSION) --with $(MODULE)@v0.0.0=. --output bin/caddy
 	./bin/caddy list-modules | grep -qx 'http.handlers.runtime'
-	./bin/caddy version | grep -q '^runtime v0.0.0, Caddy $(CADDY_VERSION) '
-	./bin/caddy deploy --help | grep -q 'runtime deploy ./site'
-	@echo "xcaddy build has http.handlers.runtime, the command-line client and names the runtime's version"
+	./bin/caddy version | grep -q '^$(CADDY_VERSION) '
+	./bin/caddy runtime version | grep -qx 'runtime v0.0.0'
+	./bin/caddy runtime deploy --help | grep -q 'caddy runtime deploy ./site'
+	@help="$$(./bin/caddy runtime --help)"; for c in $(RUNTIME_COMMANDS); do \
+		echo "$$help" | grep -q "^  $$c " || { echo "caddy runtime --help lists no $$c"; exit 1; }; done
+	@top="$$(./bin/caddy --help)"; for c in $(RUNTIME_COMMANDS); do \
+		if [ $$c != version ] && [ $$c != build-info ] && echo "$$top" | grep -q "^  $$c "; then echo "caddy has a top-level $$c command"; exit 1; fi; done
+	@echo "xcaddy build has http.handlers.runtime, its commands under caddy runtime only, and Caddy's own version"
 
 clean:
 	rm -rf bin

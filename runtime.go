@@ -1,9 +1,24 @@
-// Package runtime plugs the runtime module and its command-line client into Caddy:
+// Package runtime plugs the runtime module and its commands into Caddy:
 //
 //	xcaddy build --with github.com/caddy-runtime/runtime
+//
+// The commands live under one Caddy command, caddy runtime (caddy runtime deploy …), so
+// that they cannot clash with another module's; the module leaves the host's version alone.
 package runtime
 
 import (
-	_ "github.com/caddy-runtime/runtime/caddymodule"
-	_ "github.com/caddy-runtime/runtime/cli"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/caddy-runtime/runtime/caddymodule"
+	"github.com/caddy-runtime/runtime/cli"
 )
+
+func init() {
+	caddycmd.RegisterCommand(cli.Group(Commands()))
+}
+
+// Commands returns the runtime's commands, the subcommands of caddy runtime: the command-line
+// client's and keystore-migrate.
+func Commands() []caddycmd.Command {
+	return append(cli.Commands(), caddymodule.KeyStoreMigrateCommand())
+}

@@ -41,7 +41,7 @@ func BenchmarkDeploy(b *testing.B) {
 	}
 	work := b.TempDir()
 	archive := filepath.Join(work, "big.tgz")
-	deploy := exec.Command(harness.Binary(b), "deploy", dir, "--url", s.URL, "--key", rootKey)
+	deploy := exec.Command(harness.Binary(b), "runtime", "deploy", dir, "--url", s.URL, "--key", rootKey)
 	deploy.Env = []string{"HOME=" + work, "XDG_CONFIG_HOME=" + work, "PATH=" + os.Getenv("PATH")}
 	run := func(b *testing.B, name string, args ...string) {
 		cmd := exec.Command(name, args...)

@@ -16,8 +16,10 @@ import (
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
-func init() {
-	caddycmd.RegisterCommand(caddycmd.Command{
+// KeyStoreMigrateCommand returns the keystore-migrate command, which the module's entry point
+// registers under caddy runtime.
+func KeyStoreMigrateCommand() caddycmd.Command {
+	return caddycmd.Command{
 		Name:  "keystore-migrate",
 		Usage: "[--from PATH] [--to URL]",
 		Short: "Copy a local key store into an empty sync-mode primary",
@@ -30,14 +32,14 @@ Stop the runtime first. The token is read from RUNTIME_AUTH_DB_SYNC_TOKEN, never
 command line, where other users of the machine could read it.
 
 Example:
-  RUNTIME_AUTH_DB_SYNC_TOKEN="$TURSO_TOKEN" caddy keystore-migrate \
+  RUNTIME_AUTH_DB_SYNC_TOKEN="$TURSO_TOKEN" caddy runtime keystore-migrate \
     --from ./data/state/api-keys.db --to libsql://keys-example.turso.io`,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("from", "", "the local key store file (default: api-keys.db in $RUNTIME_STATE_DIR, else ./data/state)")
 			cmd.Flags().String("to", "", "the primary's URL (default: $RUNTIME_AUTH_DB_SYNC_URL)")
 			cmd.RunE = caddycmd.WrapCommandFuncForCobra(migrateKeyStore)
 		},
-	})
+	}
 }
 
 // migrateKeyStore runs keystore-migrate.

@@ -30,14 +30,6 @@ import (
 func init() {
 	caddy.RegisterModule(Handler{})
 	caddy.RegisterModule(new(App))
-	caddy.CustomVersion = customVersion(caddy.CustomVersion)
-}
-
-// customVersion returns the text `caddy version` prints in front of Caddy's own version
-// (Caddy owns that command): the runtime's version, then what a packager set, if anything.
-// It prints as "runtime v1.2.3, Caddy v2.11.9 h1:…".
-func customVersion(packaged string) string {
-	return strings.TrimSpace("runtime " + version.String() + ", Caddy " + packaged)
 }
 
 // runtimeMetrics are the runtime's series, one set for the process. Caddy gives each config

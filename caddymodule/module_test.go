@@ -14,7 +14,6 @@ import (
 
 	"github.com/caddy-runtime/runtime/config"
 	"github.com/caddy-runtime/runtime/testkit"
-	"github.com/caddy-runtime/runtime/version"
 )
 
 // siteConfig returns a Caddy JSON config with one server on port whose routes are the given
@@ -315,17 +314,5 @@ func TestStartFailureIsReported(t *testing.T) {
 	}
 	if s.ready() == nil {
 		t.Fatal("a state that failed to start reports ready")
-	}
-}
-
-func TestVersionNamesTheRuntime(t *testing.T) {
-	// A test binary records no dependencies, so Caddy's own version is missing here;
-	// TestVersionCommand in integration/ checks the real binary.
-	_, full := caddy.Version()
-	if want := "runtime " + version.String() + ", Caddy"; !strings.HasPrefix(full, want) {
-		t.Fatalf("caddy.Version() full = %q, want it to start with %q", full, want)
-	}
-	if got, want := customVersion("v2.11.9-debian"), "runtime "+version.String()+", Caddy v2.11.9-debian"; got != want {
-		t.Fatalf("customVersion kept the packager's version as %q, want %q", got, want)
 	}
 }

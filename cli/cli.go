@@ -1,6 +1,8 @@
-// Package cli is the runtime's command-line client: commands registered with Caddy's command
-// registry (so they exist in bin/runtime and in every xcaddy build with the module) that
-// drive a runtime over HTTP through package client, from a terminal or from CI.
+// Package cli is the runtime's command-line client: Caddy commands that drive a runtime over
+// HTTP through package client, from a terminal or from CI. The module's entry point registers
+// them once, as the subcommands of one runtime command (caddy runtime deploy …), so that they
+// cannot clash with another module's commands in an xcaddy build; bin/runtime also offers them
+// at its top level.
 package cli
 
 import (
@@ -49,34 +51,84 @@ func exitCode(err error) int {
 	}
 }
 
-func init() {
-	for _, c := range []caddycmd.Command{loginCommand(), logoutCommand(), deployCommand(), rollbackCommand(),
-		workersCommand(), pluginsCommand(), keysCommand(), healthCommand(), auditCommand()} {
-		caddycmd.RegisterCommand(c)
+// Commands returns the client's commands. The module's entry point registers them under
+// Group's command; they are not registered here, so that importing the package changes no
+// binary's command line.
+func Commands() []caddycmd.Command {
+	return []caddycmd.Command{loginCommand(), logoutCommand(), deployCommand(), rollbackCommand(), workersCommand(),
+		pluginsCommand(), keysCommand(), healthCommand(), auditCommand(), versionCommand(), buildInfoCommand()}
+}
+
+// Group returns the runtime command, whose subcommands are subs: the one command the module
+// adds to Caddy's command line.
+func Group(subs []caddycmd.Command) caddycmd.Command {
+	return caddycmd.Command{Name: "runtime", Usage: "<command>", Short: "Drive a runtime: deploy, workers, keys, … (the runtime module's commands)",
+		Long: `The runtime module's commands. Most drive a runtime over HTTP, from a terminal or from CI:
+the target comes from --url, else $RUNTIME_URL, else the profile caddy runtime login saved; the key
+from --key, else $RUNTIME_API_KEY, else the profile. Every such command takes --json.
+
+Exit codes: 0 done; 1 a usage error or a refusal from the server; 3 the server cannot be
+reached; 4 the key was not accepted.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			for _, sub := range subs {
+				cmd.AddCommand(cobraCommand(sub))
+			}
+			cmd.RunE = unknownCommand
+		}}
+}
+
+// cobraCommand builds the cobra form of c as Caddy builds a top-level command's.
+func cobraCommand(c caddycmd.Command) *cobra.Command {
+	cmd := &cobra.Command{Use: strings.TrimSpace(c.Name + " " + c.Usage), Short: c.Short, Long: c.Long}
+	if c.CobraFunc != nil {
+		c.CobraFunc(cmd)
+		return cmd
 	}
+	cmd.RunE = caddycmd.WrapCommandFuncForCobra(c.Func)
+	cmd.Flags().AddGoFlagSet(c.Flags)
+	return cmd
+}
+
+// unknownCommand runs a command that only groups others: without arguments it shows the help;
+// an argument is a subcommand it does not have.
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	return fail(cmd, usagef("%s has no command %q", cmd.CommandPath(), args[0]))
 }
 
 // run adapts a command to cobra: the error is printed as "error: …" (with the server's code
-// and the request id for a refusal) and the process exits with its code.
+// and the request id for a refusal), and Caddy's command line exits with its code.
 func run(f func(env *env, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
 		e := &env{cmd: cmd, ctx: ctx, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
 		e.json, _ = cmd.Flags().GetBool("json")
-		err := f(e, args)
-		if err == nil {
-			return nil
+		if err := f(e, args); err != nil {
+			return fail(cmd, err)
 		}
-		fmt.Fprintln(e.errOut, "error: "+err.Error())
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(e.errOut, "run %s --help for the usage\n", cmd.CommandPath())
-		}
-		stop()
-		os.Exit(exitCode(err))
 		return nil
 	}
+}
+
+// fail prints err for a person and returns what makes caddycmd.Main exit with err's code.
+// Caddy's command wrapper alone makes the error that carries a code other than 1 (its type is
+// unexported); it would also log err through Caddy's logger, so it is given the code only.
+// Any other error exits 1.
+func fail(cmd *cobra.Command, err error) error {
+	errOut := cmd.ErrOrStderr()
+	fmt.Fprintln(errOut, "error: "+err.Error())
+	if errors.As(err, new(usageError)) {
+		fmt.Fprintf(errOut, "run %s --help for the usage\n", cmd.CommandPath())
+	}
+	cmd.SilenceErrors = true // printed already
+	code := exitCode(err)
+	if code == exitRefused {
+		return err
+	}
+	return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) { return code, nil })(cmd, nil)
 }
 
 // env is what a running command works with.
@@ -92,6 +144,11 @@ func targetFlags(cmd *cobra.Command) {
 	cmd.Flags().String("url", "", "the runtime's base URL (default $RUNTIME_URL, else the profile's)")
 	cmd.Flags().String("key", "", "the API key (default $RUNTIME_API_KEY, else the profile's)")
 	cmd.Flags().String("profile", "", "the saved login to use (default: the last one logged in)")
+	jsonFlag(cmd)
+}
+
+// jsonFlag adds --json.
+func jsonFlag(cmd *cobra.Command) {
 	cmd.Flags().Bool("json", false, "print the API's JSON instead of a table, for scripts")
 }
 
@@ -125,11 +182,11 @@ func (e *env) client() (*client.Client, error) {
 		case ok && strings.TrimRight(p.URL, "/") == strings.TrimRight(url, "/") && key == "":
 			key = p.Key
 		case name != "" && !ok && url == "":
-			return nil, usagef("no profile named %q; runtime login --profile %s saves one", name, name)
+			return nil, usagef("no profile named %q; caddy runtime login --profile %s saves one", name, name)
 		}
 	}
 	if url == "" {
-		return nil, usagef("which runtime? pass --url or set RUNTIME_URL, or save one with runtime login")
+		return nil, usagef("which runtime? pass --url or set RUNTIME_URL, or save one with caddy runtime login")
 	}
 	return client.New(url, key)
 }

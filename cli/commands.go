@@ -27,7 +27,7 @@ func loginCommand() caddycmd.Command {
 unless --profile names it. The profile becomes the one used when no --url is given.
 
 Example:
-  runtime login --url https://runtime.example.com --key "$RUNTIME_API_KEY"`,
+  caddy runtime login --url https://runtime.example.com --key "$RUNTIME_API_KEY"`,
 		func(cmd *cobra.Command) { cmd.RunE = run(login) })
 }
 
@@ -61,17 +61,27 @@ func login(e *env, args []string) error {
 	if err := saved.save(file); err != nil {
 		return fmt.Errorf("saving the profile: %v", err)
 	}
-	fmt.Fprintf(e.out, "Logged in to %s as %s (%s); saved as profile %q in %s\n", c.BaseURL(), s.Principal.Name, s.Principal.Role, name, file)
-	return nil
+	out := loggedIn{URL: c.BaseURL(), Profile: name, File: file, Principal: s.Principal}
+	return e.emit(out, func(w io.Writer) {
+		fmt.Fprintf(w, "Logged in to %s as %s (%s); saved as profile %q in %s\n", out.URL, out.Principal.Name, out.Principal.Role, name, file)
+	})
+}
+
+// loggedIn is what login prints with --json.
+type loggedIn struct {
+	URL       string    `json:"url"`
+	Profile   string    `json:"profile"`
+	File      string    `json:"file"`
+	Principal principal `json:"principal"`
 }
 
 func logoutCommand() caddycmd.Command {
 	return command("logout", "[--profile NAME]", "Remove a saved runtime login",
 		`Removes the profile (by default the current one) from the profiles file. The key itself
-stays valid; revoke it with runtime keys revoke.
+stays valid; revoke it with caddy runtime keys revoke.
 
 Example:
-  runtime logout --profile runtime.example.com`,
+  caddy runtime logout --profile runtime.example.com`,
 		func(cmd *cobra.Command) { cmd.RunE = run(logout) })
 }
 
@@ -94,8 +104,9 @@ func logout(e *env, _ []string) error {
 	if err := saved.save(file); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "Removed the login %q\n", name)
-	return nil
+	return e.emit(struct {
+		Profile string `json:"profile"`
+	}{name}, func(w io.Writer) { fmt.Fprintf(w, "Removed the login %q\n", name) })
 }
 
 func healthCommand() caddycmd.Command {
@@ -103,7 +114,7 @@ func healthCommand() caddycmd.Command {
 		`Reads the runtime's readiness probe and version; exits 1 when it is not ready.
 
 Example:
-  runtime health --url https://runtime.example.com`,
+  caddy runtime health --url https://runtime.example.com`,
 		func(cmd *cobra.Command) { cmd.RunE = run(health) })
 }
 
@@ -138,7 +149,7 @@ func auditCommand() caddycmd.Command {
 		`Prints audited actions (logins, key changes, uploads, enable/disable, deletes, reloads).
 
 Example:
-  runtime audit --action worker.upload --limit 20`,
+  caddy runtime audit --action worker.upload --limit 20`,
 		func(cmd *cobra.Command) {
 			cmd.Flags().String("action", "", "only this action, e.g. key.create")
 			cmd.Flags().String("actor", "", "only actions of this key name")

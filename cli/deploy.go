@@ -27,8 +27,8 @@ and prints the URLs that now serve it and the archive's sha256. --dry-run asks t
 --plugin installs a plugin and reloads the plugins; --wait waits until the new version answers.
 
 Example:
-  runtime deploy ./site --url https://runtime.example.com --key "$RUNTIME_API_KEY"
-  runtime deploy --plugin ./my-plugin`,
+  caddy runtime deploy ./site --url https://runtime.example.com --key "$RUNTIME_API_KEY"
+  caddy runtime deploy --plugin ./my-plugin`,
 		func(cmd *cobra.Command) {
 			cmd.Flags().Bool("plugin", false, "deploy a plugin, then reload the plugins")
 			cmd.Flags().Bool("dry-run", false, "check the archive on the runtime without installing it")
@@ -178,10 +178,10 @@ func bar(w io.Writer, label string, total int64) func(int64) {
 func rollbackCommand() caddycmd.Command {
 	return command("rollback", "NAME", "Serve a worker's previous version again",
 		`Disables the newest enabled version of the worker, so that the version before it serves,
-and says which. Enable it again with runtime workers enable NAME@VERSION.
+and says which. Enable it again with caddy runtime workers enable NAME@VERSION.
 
 Example:
-  runtime rollback @team/shop`,
+  caddy runtime rollback @team/shop`,
 		func(cmd *cobra.Command) {
 			cmd.Args = cobra.ExactArgs(1)
 			cmd.RunE = run(rollback)

@@ -62,7 +62,8 @@ func workersCommand() caddycmd.Command {
 	return caddycmd.Command{Name: "workers", Usage: "list|enable|disable|delete|restart|logs", Short: "List and manage workers",
 		Long: "Lists the workers this key may see and changes them. Names like @team/app@1.2.0 name a version.",
 		CobraFunc: func(cmd *cobra.Command) {
-			subcommand(cmd, "list", "List workers with their versions", "  runtime workers list --json", cobra.NoArgs, func(e *env, _ []string) error {
+			cmd.RunE = unknownCommand
+			subcommand(cmd, "list", "List workers with their versions", "  caddy runtime workers list --json", cobra.NoArgs, func(e *env, _ []string) error {
 				return listing(e, "/workers", "NAME\tVERSION\tSTATE\tSIZE\tSOURCE", func(raw json.RawMessage, w io.Writer) {
 					var list []worker
 					_ = json.Unmarshal(raw, &list)
@@ -78,7 +79,7 @@ func workersCommand() caddycmd.Command {
 				})
 			})
 			for _, op := range []string{"enable", "disable"} {
-				subcommand(cmd, op+" NAME@VERSION", strings.ToUpper(op[:1])+op[1:]+" a version", "  runtime workers "+op+" @team/shop@1.2.0", cobra.ExactArgs(1), func(e *env, args []string) error {
+				subcommand(cmd, op+" NAME@VERSION", strings.ToUpper(op[:1])+op[1:]+" a version", "  caddy runtime workers "+op+" @team/shop@1.2.0", cobra.ExactArgs(1), func(e *env, args []string) error {
 					name, version, err := versioned(args[0])
 					if err != nil {
 						return err
@@ -86,7 +87,7 @@ func workersCommand() caddycmd.Command {
 					return act(e, "POST", "/workers/"+unitPath(name)+"/"+version+"/"+op, op+"d "+name+" "+version)
 				})
 			}
-			subcommand(cmd, "delete NAME[@VERSION]", "Delete a worker, or one version of it", "  runtime workers delete shop@1.0.0", cobra.ExactArgs(1), func(e *env, args []string) error {
+			subcommand(cmd, "delete NAME[@VERSION]", "Delete a worker, or one version of it", "  caddy runtime workers delete shop@1.0.0", cobra.ExactArgs(1), func(e *env, args []string) error {
 				name, version := splitVersion(args[0])
 				path := "/workers/" + unitPath(name)
 				if version != "" {
@@ -94,11 +95,11 @@ func workersCommand() caddycmd.Command {
 				}
 				return act(e, "DELETE", path, "deleted "+args[0])
 			})
-			subcommand(cmd, "restart NAME", "Drain and restart a process worker", "  runtime workers restart api", cobra.ExactArgs(1), func(e *env, args []string) error {
+			subcommand(cmd, "restart NAME", "Drain and restart a process worker", "  caddy runtime workers restart api", cobra.ExactArgs(1), func(e *env, args []string) error {
 				name, _ := splitVersion(args[0])
 				return act(e, "POST", "/workers/"+unitPath(name)+"/restart", "restarted "+name)
 			})
-			logs := subcommand(cmd, "logs NAME", "Print a process worker's recent output", "  runtime workers logs api -f", cobra.ExactArgs(1), workerLogs)
+			logs := subcommand(cmd, "logs NAME", "Print a process worker's recent output", "  caddy runtime workers logs api -f", cobra.ExactArgs(1), workerLogs)
 			logs.Flags().BoolP("follow", "f", false, "keep printing new lines until interrupted")
 			logs.Flags().Int("limit", 100, "recent lines to print")
 		}}
@@ -171,9 +172,10 @@ func workerLogs(e *env, args []string) error {
 
 func pluginsCommand() caddycmd.Command {
 	return caddycmd.Command{Name: "plugins", Usage: "list|loaded|reload|enable|disable|delete", Short: "List and manage plugins",
-		Long: "Lists the installed and loaded plugins and changes them. Installing one is runtime deploy --plugin.",
+		Long: "Lists the installed and loaded plugins and changes them. Installing one is caddy runtime deploy --plugin.",
 		CobraFunc: func(cmd *cobra.Command) {
-			subcommand(cmd, "list", "List installed plugins", "  runtime plugins list", cobra.NoArgs, func(e *env, _ []string) error {
+			cmd.RunE = unknownCommand
+			subcommand(cmd, "list", "List installed plugins", "  caddy runtime plugins list", cobra.NoArgs, func(e *env, _ []string) error {
 				return listing(e, "/plugins", "NAME\tVERSION\tENABLED\tSOURCE", func(raw json.RawMessage, w io.Writer) {
 					var list []struct {
 						Name, Version, Source string
@@ -185,7 +187,7 @@ func pluginsCommand() caddycmd.Command {
 					}
 				})
 			})
-			subcommand(cmd, "loaded", "List the plugins loaded now, in load order", "  runtime plugins loaded", cobra.NoArgs, func(e *env, _ []string) error {
+			subcommand(cmd, "loaded", "List the plugins loaded now, in load order", "  caddy runtime plugins loaded", cobra.NoArgs, func(e *env, _ []string) error {
 				return listing(e, "/plugins/loaded", "NAME\tVERSION\tBASE", func(raw json.RawMessage, w io.Writer) {
 					var list []struct{ Name, Version, Base string }
 					_ = json.Unmarshal(raw, &list)
@@ -194,15 +196,15 @@ func pluginsCommand() caddycmd.Command {
 					}
 				})
 			})
-			subcommand(cmd, "reload", "Load the enabled plugins again", "  runtime plugins reload", cobra.NoArgs, func(e *env, _ []string) error {
+			subcommand(cmd, "reload", "Load the enabled plugins again", "  caddy runtime plugins reload", cobra.NoArgs, func(e *env, _ []string) error {
 				return act(e, "POST", "/plugins/reload", "reloaded the plugins")
 			})
 			for _, op := range []string{"enable", "disable"} {
-				subcommand(cmd, op+" NAME", strings.ToUpper(op[:1])+op[1:]+" a plugin (and reload)", "  runtime plugins "+op+" hello", cobra.ExactArgs(1), func(e *env, args []string) error {
+				subcommand(cmd, op+" NAME", strings.ToUpper(op[:1])+op[1:]+" a plugin (and reload)", "  caddy runtime plugins "+op+" hello", cobra.ExactArgs(1), func(e *env, args []string) error {
 					return act(e, "POST", "/plugins/"+url.PathEscape(args[0])+"/"+op, op+"d "+args[0])
 				})
 			}
-			subcommand(cmd, "delete NAME", "Delete a plugin (and reload)", "  runtime plugins delete hello", cobra.ExactArgs(1), func(e *env, args []string) error {
+			subcommand(cmd, "delete NAME", "Delete a plugin (and reload)", "  caddy runtime plugins delete hello", cobra.ExactArgs(1), func(e *env, args []string) error {
 				return act(e, "DELETE", "/plugins/"+url.PathEscape(args[0]), "deleted "+args[0])
 			})
 		}}
@@ -228,7 +230,8 @@ func keysCommand() caddycmd.Command {
 	return caddycmd.Command{Name: "keys", Usage: "list|create|revoke", Short: "List, create and revoke API keys",
 		Long: "Manages the API keys this key may see. A new key's secret is printed once.",
 		CobraFunc: func(cmd *cobra.Command) {
-			subcommand(cmd, "list", "List keys", "  runtime keys list", cobra.NoArgs, func(e *env, _ []string) error {
+			cmd.RunE = unknownCommand
+			subcommand(cmd, "list", "List keys", "  caddy runtime keys list", cobra.NoArgs, func(e *env, _ []string) error {
 				return listing(e, "/keys", "ID\tNAME\tPREFIX\tROLE\tNAMESPACES\tCREATED\tEXPIRES\tLAST USED", func(raw json.RawMessage, w io.Writer) {
 					var page struct {
 						Keys []struct {
@@ -245,12 +248,12 @@ func keysCommand() caddycmd.Command {
 					}
 				})
 			})
-			create := subcommand(cmd, "create NAME", "Create a key and print its secret once", "  runtime keys create ci --role editor --namespace @team --expires 90d", cobra.ExactArgs(1), createKey)
+			create := subcommand(cmd, "create NAME", "Create a key and print its secret once", "  caddy runtime keys create ci --role editor --namespace @team --expires 90d", cobra.ExactArgs(1), createKey)
 			create.Flags().String("role", "editor", "admin, editor, viewer or custom")
 			create.Flags().StringSlice("permission", nil, "a permission of a custom key (repeat)")
 			create.Flags().StringSlice("namespace", nil, "a namespace the key may act in, e.g. @team (repeat; default: yours)")
 			create.Flags().String("expires", "", "lifetime, e.g. 30d, 6w, 1y (default: never)")
-			subcommand(cmd, "revoke ID", "Revoke a key", "  runtime keys revoke 12", cobra.ExactArgs(1), func(e *env, args []string) error {
+			subcommand(cmd, "revoke ID", "Revoke a key", "  caddy runtime keys revoke 12", cobra.ExactArgs(1), func(e *env, args []string) error {
 				return act(e, "DELETE", "/keys/"+url.PathEscape(args[0]), "revoked key "+args[0])
 			})
 		}}

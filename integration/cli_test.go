@@ -2,10 +2,8 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/testkit"
 )
 
 // cli runs the runtime binary as the command-line client, with its own config folder.
@@ -28,24 +27,25 @@ func newCLI(t *testing.T) *cli {
 	return &cli{t: t, bin: harness.Binary(t), config: t.TempDir()}
 }
 
-// run runs the client with args and returns its stdout, stderr and exit code.
+// run runs the client's command args (runtime args, as in every build with the module) and
+// returns its stdout, stderr and exit code.
 func (c *cli) run(args ...string) (stdout, stderr string, code int) {
+	c.t.Helper()
+	return c.runTop(append([]string{"runtime"}, args...)...)
+}
+
+// runTop runs the binary with args as they are: bin/runtime's short forms (runtime deploy …).
+func (c *cli) runTop(args ...string) (string, string, int) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // a safety net
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.config, "XDG_CONFIG_HOME=" + c.config}, c.env...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
+	stdout, stderr, code, err := testkit.Run(cmd)
+	if err != nil {
 		c.t.Fatalf("running %v: %v", args, err)
 	}
-	return out.String(), errOut.String(), code
+	return stdout, stderr, code
 }
 
 // ok runs the client and fails the test unless it exits 0.
@@ -118,7 +118,7 @@ func TestCLIDeploy(t *testing.T) {
 	}
 
 	// Logs, followed: the process's start-up line arrives.
-	follow := exec.Command(c.bin, "workers", "logs", "hello-process", "-f")
+	follow := exec.Command(c.bin, "runtime", "workers", "logs", "hello-process", "-f")
 	follow.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.config, "XDG_CONFIG_HOME=" + c.config}
 	stdout, err := follow.StdoutPipe()
 	if err != nil {
@@ -246,6 +246,11 @@ func TestCLIKeysAndExitCodes(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, errOut, code := c.run(tt.args...)
+			if code != tt.code || !strings.Contains(errOut, tt.says) {
+				t.Errorf("runtime %v: exit %d, %q; want %d and %q", tt.args, code, errOut, tt.code, tt.says)
+			}
+			// bin/runtime's short form is the same command.
+			_, errOut, code = c.runTop(tt.args...)
 			if code != tt.code || !strings.Contains(errOut, tt.says) {
 				t.Errorf("%v: exit %d, %q; want %d and %q", tt.args, code, errOut, tt.code, tt.says)
 			}

@@ -20,7 +20,9 @@ type health struct {
 }
 
 // TestVersionCommand checks that `runtime version`, Caddy's command, names the runtime's
-// version, the one discovery reports, before Caddy's.
+// version, the one discovery reports, before Caddy's (bin/runtime sets it: the module leaves
+// the host's version alone), and that `runtime runtime version`, the module's command in any
+// build, names the same.
 func TestVersionCommand(t *testing.T) {
 	t.Parallel()
 	out, err := harness.RunCommand(t, t.TempDir(), nil, "version")
@@ -37,6 +39,9 @@ func TestVersionCommand(t *testing.T) {
 	}
 	if want := os.Getenv("RUNTIME_EXPECT_VERSION"); want != "" && m[1] != want {
 		t.Errorf("runtime version names %q, want the build's %q", m[1], want)
+	}
+	if out, err := harness.RunCommand(t, t.TempDir(), nil, "runtime", "version"); err != nil || out != "runtime "+m[1]+"\n" {
+		t.Errorf("runtime runtime version: %v, %q; want \"runtime %s\"", err, out, m[1])
 	}
 }
 

@@ -269,8 +269,8 @@ func TestSyncToken(t *testing.T) {
 }
 
 // TestSyncMigrate starts on a local store, refuses to start the same state in sync mode
-// (saying how to migrate), migrates it with caddy keystore-migrate, and then serves its keys
-// in sync mode, on it and on a new instance.
+// (saying how to migrate), migrates it with caddy runtime keystore-migrate, and then serves its
+// keys in sync mode, on it and on a new instance.
 func TestSyncMigrate(t *testing.T) {
 	primary := testkit.StartSqld(t, "..")
 	dir := t.TempDir()
@@ -282,11 +282,11 @@ func TestSyncMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !refused.WaitExit(30*time.Second) || !strings.Contains(refused.Logs(), "keystore-migrate") {
+	if !refused.WaitExit(30*time.Second) || !strings.Contains(refused.Logs(), "caddy runtime keystore-migrate") {
 		t.Fatalf("a local store started in sync mode:\n%s", refused.Logs())
 	}
 
-	out, err := harness.RunCommand(t, dir, map[string]string{"RUNTIME_AUTH_DB_SYNC_URL": primary.URL}, "keystore-migrate")
+	out, err := harness.RunCommand(t, dir, map[string]string{"RUNTIME_AUTH_DB_SYNC_URL": primary.URL}, "runtime", "keystore-migrate")
 	if err != nil || !strings.Contains(out, "copied 1 keys") {
 		t.Fatalf("keystore-migrate: %v\n%s", err, out)
 	}

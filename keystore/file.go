@@ -112,7 +112,7 @@ func checkMode(ctx context.Context, db *sql.DB, path, mode string) error {
 		return nil
 	case mode == modeSync:
 		return fmt.Errorf("key store %s is a local store (key_store local), not a replica: to share its keys, copy them into "+
-			"an empty primary with `caddy keystore-migrate --from %s --to <sync_url>` (the token from RUNTIME_AUTH_DB_SYNC_TOKEN), "+
+			"an empty primary with `caddy runtime keystore-migrate --from %s --to <sync_url>` (the token from RUNTIME_AUTH_DB_SYNC_TOKEN), "+
 			"which also makes this file the replica; or move the file away to start with the primary's keys", path, path)
 	default:
 		return fmt.Errorf("key store %s is the replica of a sync-mode primary (key_store sync): start with key_store sync and "+

@@ -275,7 +275,7 @@ func TestModeMismatch(t *testing.T) {
 	ctx := context.Background()
 	primary := testkit.StartSqld(t, "..")
 	_, _, local := newStore(t)
-	if _, err := OpenSync(ctx, local, SyncOptions{URL: primary.URL}); err == nil || !contains(err, "keystore-migrate") {
+	if _, err := OpenSync(ctx, local, SyncOptions{URL: primary.URL}); err == nil || !contains(err, "caddy runtime keystore-migrate") {
 		t.Fatalf("a local store opened in sync mode: %v", err)
 	}
 	s, replica := syncStore(t, primary, time.Hour)

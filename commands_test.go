@@ -1,0 +1,81 @@
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/caddy-runtime/runtime/testkit"
+	"github.com/caddy-runtime/runtime/version"
+)
+
+// This test binary is what an xcaddy build takes from the module (this package and what it
+// imports, not cmd/runtime) plus another module that registers a top-level deploy command, as
+// a module does, in its init. Caddy panics on a command name registered twice, so the binary
+// starts only when the module's commands are not top-level.
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "deploy",
+		Short: "Another module's deploy",
+		Func: func(caddycmd.Flags) (int, error) {
+			fmt.Println("another module's deploy ran")
+			return caddy.ExitCodeSuccess, nil
+		},
+	})
+}
+
+func TestMain(m *testing.M) {
+	if testkit.Reexeced() {
+		caddycmd.Main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// caddyMain runs this test binary as Caddy's command line with args.
+func caddyMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return testkit.Reexec(t, []string{"HOME=" + t.TempDir()}, args...)
+}
+
+// TestCommandsBesideAnotherModules checks that the module's commands live under one runtime
+// command, beside another module's top-level deploy, and that the module leaves the host's
+// version alone while runtime version reports the module's.
+func TestCommandsBesideAnotherModules(t *testing.T) {
+	t.Parallel()
+	if out, errOut, code := caddyMain(t, "deploy"); code != 0 || out != "another module's deploy ran\n" {
+		t.Errorf("caddy deploy: exit %d, %q %q; want the other module's command", code, out, errOut)
+	}
+	out, errOut, code := caddyMain(t, "runtime", "--help")
+	if code != 0 {
+		t.Fatalf("caddy runtime --help: exit %d, %s", code, errOut)
+	}
+	for _, sub := range []string{"login", "logout", "deploy", "rollback", "workers", "plugins", "keys", "health", "audit",
+		"version", "build-info", "keystore-migrate"} {
+		if !strings.Contains(out, "\n  "+sub+" ") {
+			t.Errorf("caddy runtime --help lists no %s:\n%s", sub, out)
+		}
+	}
+	if out, _, code := caddyMain(t, "runtime", "deploy", "--help"); code != 0 || !strings.Contains(out, "caddy runtime deploy ./site") {
+		t.Errorf("caddy runtime deploy --help: exit %d, %q; want the runtime's deploy", code, out)
+	}
+	for _, name := range []string{"login", "keys", "health", "keystore-migrate"} {
+		if _, ok := caddycmd.Commands()[name]; ok {
+			t.Errorf("the module registers a top-level %s command", name)
+		}
+	}
+
+	if caddy.CustomVersion != "" {
+		t.Errorf("the module set caddy.CustomVersion to %q", caddy.CustomVersion)
+	}
+	if out, _, _ := caddyMain(t, "version"); strings.Contains(out, "runtime") {
+		t.Errorf("caddy version prints %q: the module changed the host's version", out)
+	}
+	if out, _, code := caddyMain(t, "runtime", "version"); code != 0 || out != "runtime "+version.String()+"\n" {
+		t.Errorf("caddy runtime version: exit %d, %q; want the module's version", code, out)
+	}
+}
