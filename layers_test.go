@@ -18,6 +18,13 @@ const module = "github.com/caddy-runtime/runtime/"
 // deps lists the runtime's own packages that pkg depends on, directly or not.
 func deps(t *testing.T) map[string][]string {
 	t.Helper()
+	return depsWithPrefix(t, module)
+}
+
+// depsWithPrefix lists, for each of the runtime's packages, the packages whose import path
+// starts with prefix that it depends on, directly or not, without the prefix.
+func depsWithPrefix(t *testing.T, prefix string) map[string][]string {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -39,8 +46,8 @@ func deps(t *testing.T) map[string][]string {
 		}
 		var own []string
 		for _, d := range p.Deps {
-			if strings.HasPrefix(d, module) {
-				own = append(own, strings.TrimPrefix(d, module))
+			if strings.HasPrefix(d, prefix) {
+				own = append(own, strings.TrimPrefix(d, prefix))
 			}
 		}
 		all[strings.TrimPrefix(p.ImportPath, module)] = own
@@ -75,6 +82,23 @@ func TestLayers(t *testing.T) {
 			if slices.Contains(got, f) {
 				t.Errorf("%s depends on %s", pkg, f)
 			}
+		}
+	}
+}
+
+// TestCaddyStaysInTheGlue: only the Caddy glue, the command line registered with Caddy's
+// commands, and the binaries import Caddy; the API, the data plane and everything below them
+// can be used and tested without it.
+func TestCaddyStaysInTheGlue(t *testing.T) {
+	glue := []string{"caddymodule", "cli", "cmd/runtime"}
+	for pkg, caddy := range depsWithPrefix(t, "github.com/caddyserver/") {
+		if len(caddy) > 0 && !slices.Contains(glue, strings.TrimSuffix(pkg, "/")) {
+			t.Errorf("%s imports Caddy (%s)", pkg, strings.Join(caddy[:min(3, len(caddy))], ", "))
+		}
+	}
+	for _, pkg := range []string{"handlers", "serving", "trace"} {
+		if _, ok := deps(t)[pkg]; !ok {
+			t.Errorf("package %s is missing", pkg)
 		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 )
 
 func init() {
+	trace.UseHostVars(caddyhttp.VarsCtxKey)
 	caddy.RegisterModule(Handler{})
 	caddy.RegisterModule(new(App))
 }
@@ -170,7 +171,7 @@ func replaceAll(repl *caddy.Replacer, in []string) []string {
 // handlers compose with it through matchers; when one in front stripped a path prefix, the
 // request carries it as the mount path for the URLs the runtime builds.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	r = trace.InCaddy(r)
+	attachTrace(r)
 	r = trace.EnsureRequestID(w, r, func() string { return requestUUID(r) })
 	if p := mountPath(r); p != "" {
 		r = r.WithContext(mount.With(r.Context(), p))
@@ -199,6 +200,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		serving.GuardResponse(w, handlers.SessionCookie, func(w http.ResponseWriter) { h.serveUnits(w, r) })
 	}
 	return nil
+}
+
+// attachTrace keeps the request's trace state among Caddy's per-request vars and its log fields
+// on Caddy's access log line, so the runtime copies no request to carry them.
+func attachTrace(r *http.Request) {
+	vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if !ok {
+		return
+	}
+	var add func(zap.Field)
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		add = extra.Add
+	}
+	trace.Attach(vars, add)
 }
 
 // requestUUID is Caddy's {http.request.uuid} of r, which also puts it on the access log line

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -26,13 +25,13 @@ type request struct {
 	id  string
 	set func(zap.Field) // outside Caddy: the host's; nil without an access log line
 
-	// In Caddy: the fields, put on the access log line as one inline field when it is written,
+	// In a host server: the fields, put on the access log line as one inline field when it is written,
 	// since each field added to ExtraLogFields costs an allocation of its own. buf holds the
 	// usual few (id, principal, unit) in the same allocation as the request's state.
-	inCaddy bool
-	mu      sync.Mutex
-	fields  []zap.Field
-	buf     [4]zap.Field
+	inHost bool
+	mu     sync.Mutex
+	fields []zap.Field
+	buf    [4]zap.Field
 }
 
 // add sets field among the request's own log fields, replacing one of the same key.
@@ -58,14 +57,25 @@ func (st *request) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-// varsKey holds a request's *request among Caddy's per-request vars, which a request served by
-// Caddy already carries: attaching there copies no request and makes no context.
+// varsKey holds a request's *request among the host server's per-request vars, which a
+// request served by Caddy already carries: attaching there copies no request and makes no
+// context.
 const varsKey = "runtime.trace"
 
+// hostVars is the context key under which the host server keeps a request's vars
+// (map[string]any), nil outside one; see UseHostVars.
+var hostVars any
+
+// UseHostVars names the context key of the host server's per-request vars (in Caddy,
+// caddyhttp.VarsCtxKey), so the package can keep its state there; call it once, at init.
+func UseHostVars(key any) { hostVars = key }
+
 func from(ctx context.Context) *request {
-	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		if st, ok := vars[varsKey].(*request); ok {
-			return st
+	if hostVars != nil {
+		if vars, ok := ctx.Value(hostVars).(map[string]any); ok {
+			if st, ok := vars[varsKey].(*request); ok {
+				return st
+			}
 		}
 	}
 	st, _ := ctx.Value(requestKey{}).(*request)
@@ -88,24 +98,19 @@ func WithLogFields(ctx context.Context, set func(zap.Field)) context.Context {
 	return context.WithValue(ctx, requestKey{}, &request{set: set})
 }
 
-// InCaddy prepares r, served by a Caddy server, for the package without copying it: the
-// request's state sits among Caddy's per-request vars, and its log fields go onto Caddy's access
-// log line through the request's ExtraLogFields (as caddyauth puts the user id there). A request
-// not served by Caddy is returned as it is.
-func InCaddy(r *http.Request) *http.Request {
-	ctx := r.Context()
-	vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
-	if !ok {
-		return r
-	}
+// Attach prepares a request served by a host server for the package without copying it: the
+// request's state sits among its vars (the value under the key UseHostVars named), and when
+// addLineField is set, its log fields go onto the host's access log line as one inline field,
+// written with the line (in Caddy, the request's ExtraLogFields.Add, as caddyauth puts the
+// user id there).
+func Attach(vars map[string]any, addLineField func(zap.Field)) {
 	st := &request{}
-	if extra, ok := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		st.inCaddy = true
+	if addLineField != nil {
+		st.inHost = true
 		st.fields = st.buf[:0]
-		extra.Add(zap.Inline(st))
+		addLineField(zap.Inline(st))
 	}
 	vars[varsKey] = st
-	return r
 }
 
 // LogField puts field on the access log line of the request of ctx, if it has one.
@@ -113,7 +118,7 @@ func LogField(ctx context.Context, field zap.Field) {
 	st := from(ctx)
 	switch {
 	case st == nil:
-	case st.inCaddy:
+	case st.inHost:
 		st.add(field)
 	case st.set != nil:
 		st.set(field)
