@@ -138,7 +138,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.workers = serving.New(serving.Options{
 		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
-		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookie: handlers.SessionCookie, Bearer: h.api.IsCredential},
+		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Token: h.api.IsCredential},
 		Logger:      h.logger, Metrics: runtimeMetrics,
 	})
 	// Followed log streams end when this handler's server begins to shut down (a reload
@@ -148,6 +148,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	return nil
 }
+
+// sessionCookies name the runtime's session cookies, which uploaded code neither sees in a
+// request nor sets in an answer. "__Host-runtime_api_key" is the session cookie over HTTPS
+// (issue 22): handlers.HostSessionCookie once that lands.
+var sessionCookies = []string{handlers.SessionCookie, "__Host-runtime_api_key"}
 
 // policies are what uploaded workers and plugins may do under settings.
 func policies(s config.Settings) (workers.Policy, plugins.Policy) {
@@ -197,7 +202,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		envelope.Write(w, notServed("workers are not served on this host"))
 	default:
-		serving.GuardResponse(w, handlers.SessionCookie, func(w http.ResponseWriter) { h.serveUnits(w, r) })
+		serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { h.serveUnits(w, r) })
 	}
 	return nil
 }
@@ -244,14 +249,20 @@ func notServed(format string, args ...any) *envelope.Error {
 
 // serveUnits serves a request with what was uploaded: it goes through the plugins' onRequest
 // hooks (unless it carries a valid header credential) and then to the plugin whose base is its
-// first path segment, else to a worker.
+// first path segment, else to a worker. None of them sees the runtime's credentials: once the
+// header credential has decided on the hooks, they are stripped from the request itself, since
+// Caddy's placeholders read the request the server received.
 func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
 	t := h.plugins.acquire()
+	if t != nil {
+		defer t.release()
+	}
+	hooks := t != nil && len(t.hooks) > 0 && !h.api.SkipsHooks(r)
+	h.workers.StripCredentials(r.Header)
 	if t == nil {
 		h.workers.ServeHTTP(w, r)
 		return
 	}
-	defer t.release()
 	dispatch := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 		if routes, ok := t.bases[first]; ok {
@@ -261,7 +272,7 @@ func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	var err error
-	if len(t.hooks) > 0 && !h.api.SkipsHooks(r) {
+	if hooks {
 		err = t.runHooks(w, r, dispatch, h.logger)
 	} else {
 		err = dispatch.ServeHTTP(w, r)

@@ -299,10 +299,11 @@ func withoutDefaultPort(scheme, hostport string) string {
 	return hostport
 }
 
-// IsCredential reports whether token, as sent in Authorization: Bearer, is one of the runtime's
-// credentials (a key or the root key, valid or not), which must not reach workers.
+// IsCredential reports whether token is one of the runtime's credentials (a key, a session
+// token or the root key, valid or not), which must not reach uploaded code, whatever header
+// carries it.
 func (a *API) IsCredential(token string) bool {
-	return strings.HasPrefix(token, keystore.KeyPrefix) || a.isRoot(token)
+	return strings.HasPrefix(token, keystore.KeyPrefix) || strings.HasPrefix(token, keystore.SessionPrefix) || a.isRoot(token)
 }
 
 // SkipsHooks reports whether a request carries a valid header credential (X-API-Key or

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -150,8 +151,9 @@ func TestNamespacedPlugins(t *testing.T) {
 	if resp := s.Do("POST", s.API+"/plugins/"+harness.PathEscape("@team/spy")+"/enable", harness.WithKey(rootKey), harness.WithOrigin("")); resp.Status != 200 {
 		t.Errorf("enable by root = %s", resp)
 	}
-	if resp := s.Get("/team-x/", harness.WithCookie("runtime_api_key", "visitor")); resp.Header.Get("X-Seen") == "" {
-		t.Errorf("root's hook is not loaded: %s", resp)
+	// The hook sees the visitors' cookies, but not the runtime's session.
+	if resp := s.Get("/team-x/", harness.WithHeader("Cookie", "theme=dark; runtime_api_key=visitor")); resp.Header.Get("X-Seen") != "theme=dark" {
+		t.Errorf("root's hook saw Cookie %q: %s", resp.Header.Get("X-Seen"), resp)
 	}
 }
 
@@ -225,5 +227,71 @@ func TestReservedWorkerNames(t *testing.T) {
 	spa(t, s, "api", "1.0.0", "")
 	if resp := s.Get("/api/keys"); resp.Status != 404 || strings.Contains(body(resp), "api 1.0.0") {
 		t.Errorf("/api/keys under /_ = %s", resp)
+	}
+}
+
+// TestPluginMenusStayUnderBase is the attack of a namespaced plugin putting a link to another
+// site (or another tenant's path) in every admin's cpanel navigation: a menu path must lie
+// under the plugin's own base, written /<base>/… or relative to it. Anything else is refused
+// at upload, through the file manager and at reload, naming the entry; a relative path is
+// served as a path under the base.
+func TestPluginMenusStayUnderBase(t *testing.T) {
+	t.Parallel()
+	s := startFiles(t, nil)
+	team := s.CreateKey(rootKey, map[string]any{"name": "team", "role": "editor", "namespaces": []string{"@team"}})
+	manifest := func(name, base string, paths ...string) string {
+		m := "name: '" + name + "'\nversion: 1.0.0\nbase: " + base + "\nmenus:\n"
+		for _, p := range paths {
+			m += fmt.Sprintf("  - {title: Link, path: %q}\n", p)
+		}
+		return m + respond("menu")
+	}
+	bad := []string{
+		"https://evil.example/x", "HTTPS://evil.example/", "//evil.example/x", "///evil.example",
+		`/\evil.example/`, `\\evil.example`, "javascript:alert(1)", "data:text/html,hi", "mailto:x@evil.example",
+		" https://evil.example", "/team-m/\tx", "/other/", "/team-m-other/", "/", "..", "/team-m/../api/",
+		"/team-m/%2e%2e/api/", "/team-m/%2F..%2F..%2Fapi", "x/../../api", "./x", "https:/evil.example",
+	}
+	for i, p := range bad {
+		// The bad entry comes second, after a good one, so the message must name the right one.
+		resp := s.Upload(s.API+"/plugins/upload", "m.tgz", pluginArchive(t, manifest("@team/m", "/team-m", "/team-m/", p)), harness.WithKey(team.Secret))
+		refused(t, fmt.Sprintf("upload with menu path %q", p), resp, 400, "INVALID_MANIFEST", fmt.Sprintf("menus[1] path %q", p))
+		name := fmt.Sprintf("hand%d", i)
+		plugin(t, s.Server, name, strings.SplitN(manifest(name, "/"+name, p), "\n", 2)[1], nil)
+	}
+	failed := failedReasons(t, s.Server)
+	for i, p := range bad {
+		if name := fmt.Sprintf("hand%d", i); !strings.Contains(failed[name], fmt.Sprintf("menus[0] path %q", p)) {
+			t.Errorf("%s (menu path %q) at reload: %q, want it left out naming the entry", name, p, failed[name])
+		}
+	}
+	for _, l := range loaded(t, s.Server, rootKey) {
+		if strings.HasPrefix(l.Name, "hand") {
+			t.Errorf("plugin %s with a bad menu was loaded: %+v", l.Name, l.Menus)
+		}
+	}
+	refused(t, "a menu through the file manager", s.call("POST", "plugins", "upload", team.Secret,
+		uploadForm(t, "plugins/@team/p", [3]string{"manifest.yaml", "", manifest("@team/p", "/team-p", "https://evil.example/")})),
+		400, "INVALID_MANIFEST", `menus[0] path "https://evil.example/"`)
+	refused(t, "a menu without a base", s.Upload(s.API+"/plugins/upload", "m.tgz",
+		pluginArchive(t, "name: '@team/nb'\nversion: 1.0.0\nmenus:\n  - {title: Link, path: /team-nb/}\n"), harness.WithKey(team.Secret)),
+		400, "INVALID_MANIFEST", "menus[0]")
+
+	good := manifest("@team/m", "/team-m", "/team-m", "/team-m/", "/team-m/page?tab=1#top", "docs/", "docs/a%20b")
+	if resp := s.Upload(s.API+"/plugins/upload", "m.tgz", pluginArchive(t, good), harness.WithKey(team.Secret)); resp.Status != 200 {
+		t.Fatalf("menus under the base = %s", resp)
+	}
+	for name := range failedReasons(t, s.Server) {
+		os.RemoveAll(filepath.Join(s.DataDir, "plugins", name))
+	}
+	reload(t, s.Server)
+	var paths []string
+	for _, l := range loaded(t, s.Server, rootKey) {
+		for _, m := range l.Menus {
+			paths = append(paths, l.Name+" "+m.Path)
+		}
+	}
+	if want := []string{"@team/m /team-m", "@team/m /team-m/", "@team/m /team-m/page?tab=1#top", "@team/m /team-m/docs/", "@team/m /team-m/docs/a%20b"}; !reflect.DeepEqual(paths, want) {
+		t.Errorf("menu paths = %q, want %q", paths, want)
 	}
 }

@@ -88,10 +88,8 @@ func ReadManifest(md packages.Metadata, policy Policy, dir string) (Manifest, er
 			return m, invalid("dependency %q: %v", dep, err)
 		}
 	}
-	for i, menu := range m.Menus {
-		if menu.Title == "" || menu.Path == "" {
-			return m, invalid("menu %d needs a title and a path", i+1)
-		}
+	if m.Menus, err = checkMenus(m.Base, m.Menus); err != nil {
+		return m, err
 	}
 	return m, nil
 }

@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -104,7 +102,7 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			h.Set("X-Forwarded-Prefix", t.base)
 			h.Set("X-Base", t.base)
 			h.Set(trace.RequestIDHeader, t.requestID)
-			s.stripCredentials(h)
+			s.opts.Credentials.Strip(h)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// The response already carries the runtime's id; the proxy would add the worker's.
@@ -112,7 +110,7 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// A protocol switch writes its header on the hijacked connection, past the
 				// writer that guards the session cookie everywhere else.
-				DropCookie(resp.Header, s.opts.Credentials.Cookie)
+				DropCookie(resp.Header, s.opts.Credentials.Cookies...)
 			}
 			return nil
 		},
@@ -144,34 +142,4 @@ func (bufferPool) Put(b []byte) { proxyBuffers.Put(&b) }
 
 func bodyTooLarge(name string, limit int64) *envelope.Error {
 	return envelope.Errorf(http.StatusRequestEntityTooLarge, envelope.CodePayloadTooLarge, "the request body is larger than worker %q accepts (maxBodySize %d bytes)", name, limit)
-}
-
-// stripCredentials removes the runtime's own credentials, which a worker must never see: the
-// API key header, an Authorization: Bearer carrying a runtime key, and the session cookie.
-// A worker's own credentials (other Authorization values, other cookies) pass.
-func (s *Server) stripCredentials(h http.Header) {
-	creds := s.opts.Credentials
-	if creds.Header != "" {
-		h.Del(creds.Header)
-	}
-	if scheme, token, ok := strings.Cut(h.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") &&
-		creds.Bearer(strings.TrimSpace(token)) {
-		h.Del("Authorization")
-	}
-	cookies := h.Values("Cookie")
-	if creds.Cookie == "" || !slices.ContainsFunc(cookies, func(c string) bool { return strings.Contains(c, creds.Cookie) }) {
-		return
-	}
-	h.Del("Cookie")
-	for _, line := range cookies {
-		var kept []string
-		for _, c := range strings.Split(line, ";") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != creds.Cookie && strings.TrimSpace(c) != "" {
-				kept = append(kept, strings.TrimSpace(c))
-			}
-		}
-		if len(kept) > 0 {
-			h.Add("Cookie", strings.Join(kept, "; "))
-		}
-	}
 }

@@ -39,22 +39,12 @@ type Options struct {
 	// Reserved are the first path segments the runtime keeps for itself: no worker is served
 	// there, even one put in place by hand.
 	Reserved []string
-	// Credentials are the runtime's own, which no worker sees.
+	// Credentials are the runtime's own, which no worker sees (see Credentials.Strip).
 	Credentials Credentials
 	// Logger receives failures to serve.
 	Logger *zap.Logger
 	// Metrics counts the requests each worker served; nil counts nothing.
 	Metrics *metrics.Set
-}
-
-// Credentials name the runtime's credentials, which are stripped from requests to workers
-// and kept out of the answers of uploaded code.
-type Credentials struct {
-	Header string // the API key header, e.g. X-API-Key
-	Cookie string // the session cookie
-	// Bearer reports whether an Authorization: Bearer token is one of the runtime's (a key
-	// or the root key); a worker's own bearer tokens pass.
-	Bearer func(token string) bool
 }
 
 // Server serves workers.
@@ -74,13 +64,14 @@ func New(opts Options) *Server {
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
 	}
-	if opts.Credentials.Bearer == nil {
-		opts.Credentials.Bearer = func(string) bool { return false }
-	}
 	s := &Server{opts: opts}
 	s.proxy = s.newProxy()
 	return s
 }
+
+// StripCredentials removes the runtime's credentials from a request header (see
+// Credentials.Strip); the proxy to process workers strips them again from what it sends.
+func (s *Server) StripCredentials(h http.Header) { s.opts.Credentials.Strip(h) }
 
 // ServeHTTP serves a request for a worker: a worker version, or an error envelope.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

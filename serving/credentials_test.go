@@ -1,0 +1,70 @@
+package serving
+
+import (
+	"encoding/base64"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// testCredentials recognise keys (rtk_), session tokens (rts_) and a root key with the
+// characters a root key may hold.
+var testCredentials = Credentials{Header: "X-API-Key", Cookies: testCookies, Token: func(s string) bool {
+	return strings.HasPrefix(s, "rtk_") || strings.HasPrefix(s, "rts_") || s == testRoot
+}}
+
+const testRoot = "root;key, with=odd chars"
+
+func basic(user, pass string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+}
+
+func TestStrip(t *testing.T) {
+	tests := []struct {
+		name     string
+		in, want http.Header
+	}{
+		{"nothing of the runtime's", http.Header{"Authorization": {"Bearer app"}, "Cookie": {"a=1;b=2"}, "X-Other": {"rtk_x"}},
+			http.Header{"Authorization": {"Bearer app"}, "Cookie": {"a=1;b=2"}, "X-Other": {"rtk_x"}}},
+		{"every API key line, any case", http.Header{"X-Api-Key": {"a", "b"}, "x-api-key": {"c"}, "X-Keep": {"1"}}, http.Header{"X-Keep": {"1"}}},
+		{"a second Authorization", http.Header{"Authorization": {"Bearer app", "Bearer rtk_k"}}, http.Header{"Authorization": {"Bearer app"}}},
+		{"the first Authorization", http.Header{"Authorization": {"Bearer rtk_k", "Basic x"}}, http.Header{"Authorization": {"Basic x"}}},
+		{"Authorization written in another case", http.Header{"authorization": {"bearer rtk_k"}}, http.Header{}},
+		{"a session token", http.Header{"Authorization": {"Bearer rts_s"}}, http.Header{}},
+		{"the root key", http.Header{"Authorization": {"Bearer " + testRoot}}, http.Header{}},
+		{"a bare key", http.Header{"Authorization": {"  rtk_k "}}, http.Header{}},
+		{"a bare root key", http.Header{"Authorization": {testRoot}}, http.Header{}},
+		{"another scheme", http.Header{"Authorization": {"Token rtk_k"}}, http.Header{}},
+		{"an auth-param", http.Header{"Authorization": {`Token realm="x", token="rtk_k"`}}, http.Header{}},
+		{"Basic with a key as password", http.Header{"Authorization": {basic("ci", "rtk_k")}}, http.Header{}},
+		{"Basic with the root key as user", http.Header{"Authorization": {basic(testRoot, "")}}, http.Header{}},
+		{"the app's own Basic", http.Header{"Authorization": {basic("user", "pass")}}, http.Header{"Authorization": {basic("user", "pass")}}},
+		{"the app's Basic naming rtk_ in its realm", http.Header{"Authorization": {"Basic bm90OmFrZXk="}}, http.Header{"Authorization": {"Basic bm90OmFrZXk="}}},
+		{"a session cookie among others", http.Header{"Cookie": {"a=1; runtime_api_key=rts_s;b=2"}}, http.Header{"Cookie": {"a=1; b=2"}}},
+		{"several in one line", http.Header{"Cookie": {"runtime_api_key=x; a=1; runtime_api_key=y"}}, http.Header{"Cookie": {"a=1"}}},
+		{"several lines", http.Header{"Cookie": {"runtime_api_key=x", "a=1", "b=2; __Host-runtime_api_key=y"}}, http.Header{"Cookie": {"a=1", "b=2"}}},
+		{"names in another case or with blanks", http.Header{"Cookie": {"RUNTIME_API_KEY=x;  runtime_api_key\t=y; __host-RUNTIME_api_key=z; a=1"}},
+			http.Header{"Cookie": {"a=1"}}},
+		{"a nameless pair", http.Header{"Cookie": {"runtime_api_key; a=1"}}, http.Header{"Cookie": {"a=1"}}},
+		{"only session cookies", http.Header{"cookie": {"runtime_api_key=x"}}, http.Header{}},
+		{"longer or prefixed names pass", http.Header{"Cookie": {"runtime_api_key2=1; my_runtime_api_key=2; __Secure-runtime_api_key=3; a=runtime_api_key"}},
+			http.Header{"Cookie": {"runtime_api_key2=1; my_runtime_api_key=2; __Secure-runtime_api_key=3; a=runtime_api_key"}}},
+	}
+	for _, tt := range tests {
+		h := tt.in.Clone()
+		testCredentials.Strip(h)
+		if !reflect.DeepEqual(h, tt.want) {
+			t.Errorf("%s: %q left %q, want %q", tt.name, tt.in, h, tt.want)
+		}
+	}
+}
+
+// TestStripAllocations checks that a request carrying nothing of the runtime's costs no
+// allocation.
+func TestStripAllocations(t *testing.T) {
+	h := http.Header{"Accept": {"*/*"}, "Cookie": {"theme=dark; lang=en"}, "User-Agent": {"test"}}
+	if n := testing.AllocsPerRun(100, func() { testCredentials.Strip(h) }); n > 0 {
+		t.Errorf("Strip allocated %v times", n)
+	}
+}
