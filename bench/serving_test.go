@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -159,10 +158,7 @@ func startBackend(b *testing.B) string {
 	l.Close()
 	cmd := exec.Command(harness.TestWorker(b))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOST=127.0.0.1", "PORT=" + strconv.Itoa(port)}
-	// A session of its own, as the runtime gives each process worker: with the kernel's
-	// autogroup scheduling a session is one scheduling entity, so both servers compete for the
-	// CPU with the benchmark's client on the same terms.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	ownSession(cmd)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
