@@ -98,6 +98,7 @@ func mountAt(matchers caddy.ModuleMap) (string, error) {
 //		worker_group    <group>
 //		worker_read_dirs <dir...>
 //		scratch_dir     <dir>
+//		worker_network  host|isolated
 //		worker_memory   <size>
 //		worker_processes <count>
 //		worker_cpu      <cores>
@@ -120,7 +121,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"worker_log_lines": &h.WorkerLogLines}
 	strs := map[string]*string{"api_prefix": &h.APIPrefix, "state_dir": &h.StateDir, "root_key": &h.RootKey,
 		"session_ttl": &h.SessionTTL, "audit_retention": &h.AuditRetention, "retire_delay": &h.RetireDelay, "key_store": &h.KeyStore, "workers_url": &h.WorkersURL, "worker_user": &h.WorkerUser,
-		"worker_group": &h.WorkerGroup, "scratch_dir": &h.ScratchDir, "worker_cpu": &h.WorkerCPU,
+		"worker_group": &h.WorkerGroup, "scratch_dir": &h.ScratchDir, "worker_network": &h.WorkerNetwork, "worker_cpu": &h.WorkerCPU,
 		"sync_url": &h.SyncURL, "sync_token": &h.SyncToken, "sync_interval": &h.SyncInterval}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {

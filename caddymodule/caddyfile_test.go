@@ -87,6 +87,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"sync setting without value", "runtime {\n\tkey_store sync {\n\t\ttoken\n\t}\n}", []string{"wrong argument count"}},
 		{"weak root key", "runtime {\n\troot_key short\n}", []string{"invalid root_key", "at least 16"}},
 		{"shared dir", "runtime {\n\tworker_dirs /x\n\tplugin_dirs /x\n}", []string{"invalid plugin_dirs", "worker_dirs"}},
+		{"network", "runtime {\n\tworker_network none\n}", []string{`invalid worker_network "none"`, "host or isolated"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

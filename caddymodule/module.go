@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -80,6 +81,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	settings, err := config.Resolve(values, os.Getenv)
 	if err != nil {
+		return err
+	}
+	if err := config.CheckPlatform(settings, runtime.GOOS, os.Geteuid()); err != nil {
 		return err
 	}
 	h.settings = settings

@@ -74,6 +74,9 @@ type Values struct {
 	WorkerReadDirs []string `json:"worker_read_dirs,omitempty"`
 	// ScratchDir holds each process worker's writable scratch folder (its TMPDIR).
 	ScratchDir string `json:"scratch_dir,omitempty"`
+	// WorkerNetwork is "host" (workers share the host's network) or "isolated" (each worker
+	// in a network namespace of its own, serving on a socket the runtime hands over).
+	WorkerNetwork string `json:"worker_network,omitempty"`
 	// WorkerMemory caps a process worker's memory, in bytes.
 	WorkerMemory int64 `json:"worker_memory,omitempty"`
 	// WorkerProcesses caps the processes (and threads) of one process worker.
@@ -112,6 +115,7 @@ type Settings struct {
 	WorkerGroup     string
 	WorkerReadDirs  []string
 	ScratchDir      string
+	WorkerNetwork   string // NetworkHost or NetworkIsolated
 	WorkerMemory    int64
 	WorkerProcesses int
 	WorkerCPU       float64 // cores
@@ -158,6 +162,7 @@ var Definitions = []Definition{
 	{"worker_group", "RUNTIME_WORKER_GROUP", ""},
 	{"worker_read_dirs", "RUNTIME_WORKER_READ_DIRS", ""},
 	{"scratch_dir", "RUNTIME_SCRATCH_DIR", "./data/scratch"},
+	{"worker_network", "RUNTIME_WORKER_NETWORK", NetworkHost},
 	{"worker_memory", "RUNTIME_WORKER_MEMORY", "512MiB"},
 	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64"},
 	{"worker_cpu", "RUNTIME_WORKER_CPU", "1"},

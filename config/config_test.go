@@ -165,6 +165,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.Serve = Surfaces{API: true, CPanel: true, Workers: true}
 	s.ProcessWorkers = Namespaces{All: true}
 	s.ScratchDir = filepath.Join(wd, "data/scratch")
+	s.WorkerNetwork = NetworkHost
 	s.WorkerMemory = 512 << 20
 	s.WorkerProcesses = 64
 	s.WorkerCPU = 1
@@ -189,6 +190,9 @@ func TestResolveIsolation(t *testing.T) {
 			return s.ProcessWorkers.Allows("@team/x") && s.ProcessWorkers.Allows("@ops/y") && !s.ProcessWorkers.Allows("@other/x") && !s.ProcessWorkers.Allows("x")
 		}},
 		{"cpu", Values{WorkerCPU: "0.5"}, nil, func(s Settings) bool { return s.WorkerCPU == 0.5 }},
+		{"network isolated", Values{WorkerNetwork: "Isolated"}, nil, func(s Settings) bool { return s.WorkerNetwork == NetworkIsolated }},
+		{"network from env", Values{}, map[string]string{"RUNTIME_WORKER_NETWORK": "isolated"}, func(s Settings) bool { return s.WorkerNetwork == NetworkIsolated }},
+		{"network written beats env", Values{WorkerNetwork: "host"}, map[string]string{"RUNTIME_WORKER_NETWORK": "isolated"}, func(s Settings) bool { return s.WorkerNetwork == NetworkHost }},
 		{"read dirs from env", Values{}, map[string]string{"RUNTIME_WORKER_READ_DIRS": "/opt/node:/opt/py"}, func(s Settings) bool {
 			return reflect.DeepEqual(s.WorkerReadDirs, []string{"/opt/node", "/opt/py"})
 		}},
@@ -262,6 +266,8 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"scratch holds workers", Values{WorkerDirs: []string{"/x/apps"}, ScratchDir: "/x"}, nil, []string{"scratch_dir", "overlap"}, ""},
 		{"cpu", Values{}, map[string]string{"RUNTIME_WORKER_CPU": "fast"}, []string{"worker_cpu", "cores"}, ""},
 		{"memory", Values{}, map[string]string{"RUNTIME_WORKER_MEMORY": "0"}, []string{"worker_memory"}, ""},
+		{"network", Values{WorkerNetwork: "bridge"}, nil, []string{`worker_network "bridge"`, "host or isolated"}, "environment"},
+		{"network from env", Values{}, map[string]string{"RUNTIME_WORKER_NETWORK": "none"}, []string{"worker_network", "from environment variable RUNTIME_WORKER_NETWORK", "host or isolated"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,6 +302,42 @@ func TestRootKeyWarning(t *testing.T) {
 		if warn != (got != "") || warn && (!strings.Contains(got, "openssl rand -base64 32") || strings.Contains(got, key)) {
 			t.Errorf("RootKeyWarning(%d characters) = %q", len(key), got)
 		}
+	}
+}
+
+// TestCheckPlatform: worker_network isolated needs Linux and root, and says so naming the
+// setting; host runs anywhere.
+func TestCheckPlatform(t *testing.T) {
+	tests := []struct {
+		name    string
+		network string
+		goos    string
+		euid    int
+		want    []string // nil: accepted
+	}{
+		{"host as a user", NetworkHost, "darwin", 501, nil},
+		{"isolated as root on linux", NetworkIsolated, "linux", 0, nil},
+		{"isolated as a user", NetworkIsolated, "linux", 1000, []string{`invalid worker_network "isolated"`, "must run as root", "use host"}},
+		{"isolated elsewhere", NetworkIsolated, "windows", -1, []string{`invalid worker_network "isolated"`, "need Linux"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckPlatform(Settings{WorkerNetwork: tt.network}, tt.goos, tt.euid)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
 	}
 }
 

@@ -129,6 +129,10 @@ func (r resolver) isolation(v Values, s *Settings) error {
 	if err := scratchApart(*s); err != nil {
 		return r.fail("scratch_dir", fromEnv, one, err)
 	}
+	one, fromEnv = r.pick("worker_network", v.WorkerNetwork)
+	if s.WorkerNetwork, err = parseWorkerNetwork(one); err != nil {
+		return r.fail("worker_network", fromEnv, one, err)
+	}
 	if s.WorkerMemory, err = r.size("worker_memory", v.WorkerMemory); err != nil {
 		return err
 	}
@@ -147,6 +151,40 @@ func (r resolver) isolation(v Values, s *Settings) error {
 	}
 	raw, _ = r.list("plugin_handlers", v.PluginHandlers)
 	s.PluginHandlers = raw
+	return nil
+}
+
+// The values of worker_network.
+const (
+	NetworkHost     = "host"     // workers share the host's network, loopback included
+	NetworkIsolated = "isolated" // each worker has a network namespace of its own
+)
+
+func parseWorkerNetwork(raw string) (string, error) {
+	switch v := strings.ToLower(strings.TrimSpace(raw)); v {
+	case NetworkHost, NetworkIsolated:
+		return v, nil
+	}
+	return "", fmt.Errorf("want host or isolated")
+}
+
+// CheckPlatform refuses settings this process cannot honour on its system and account:
+// worker_network isolated needs Linux and root. Provisioning (start-up and caddy validate)
+// calls it; adapting a Caddyfile does not, so a config may be adapted on another machine.
+func CheckPlatform(s Settings, goos string, euid int) error {
+	if s.WorkerNetwork != NetworkIsolated {
+		return nil
+	}
+	fail := func(reason string) error {
+		return &Error{Setting: Lookup("worker_network"), Value: s.WorkerNetwork, Reason: reason}
+	}
+	if goos != "linux" {
+		return fail("network namespaces need Linux; use host")
+	}
+	if euid != 0 {
+		return fail("the runtime must run as root to give each worker a network namespace of its own " +
+			"(set worker_user to run the workers under another account); run it as root or use host")
+	}
 	return nil
 }
 
@@ -214,7 +252,7 @@ func within(path, dir string) bool {
 // {env.X}.
 func (v *Values) StringFields() []*string {
 	return []*string{&v.APIPrefix, &v.StateDir, &v.RootKey, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.KeyStore, &v.SyncURL, &v.SyncToken, &v.SyncInterval, &v.WorkersURL,
-		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerCPU}
+		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerNetwork, &v.WorkerCPU}
 }
 
 // ListFields are the written list settings, which may hold placeholders.

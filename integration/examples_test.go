@@ -16,29 +16,9 @@ func TestExamples(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
 	work := t.TempDir()
-	run := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
 	static := filepath.Join(work, "static-app.tgz")
-	run("..", "tar", "-czf", static, "-C", "examples/static-app", ".")
-	run("../examples/hello-process", "go", "build", "-o", filepath.Join(work, "hello"), ".")
-	manifest, err := os.ReadFile("../examples/hello-process/manifest.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(work, "manifest.yaml"), manifest, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	proc := filepath.Join(work, "hello-process.tgz")
-	run(work, "tar", "-czf", proc, "manifest.yaml", "hello")
-
-	for _, archive := range []string{static, proc} {
+	runIn(t, "..", "tar", "-czf", static, "-C", "examples/static-app", ".")
+	for _, archive := range []string{static, helloProcess(t, work)} {
 		data, err := os.ReadFile(archive)
 		if err != nil {
 			t.Fatal(err)
@@ -52,22 +32,12 @@ func TestExamples(t *testing.T) {
 	if css := s.Get("/hello-static/assets/style.css"); css.Status != 200 || !strings.HasPrefix(css.Header.Get("Content-Type"), "text/css") {
 		t.Fatalf("static example asset = %s", css)
 	}
-	var hello map[string]string
-	resp := s.Get("/hello-process/anything", harness.WithHeader("X-Request-Id", "ex-1"))
-	if resp.Status != 200 || resp.JSON(&hello) != nil {
-		t.Fatalf("process example = %s", resp)
-	}
-	if hello["message"] != "Hello from a process worker" || hello["path"] != "/anything" || hello["base"] != "/hello-process" || hello["requestId"] != "ex-1" {
-		t.Fatalf("process example answered %v", hello)
-	}
-	if s.LogCount("worker started", 1) != 1 {
-		t.Fatal("the process example's start was not logged")
-	}
+	checkHelloProcess(t, s)
 
 	// The example plugins: upload, reload, and see their routes, menu and hook.
 	for _, name := range []string{"hello-plugin", "header-plugin"} {
 		archive := filepath.Join(work, name+".tgz")
-		run("..", "tar", "-czf", archive, "-C", "examples/"+name, ".")
+		runIn(t, "..", "tar", "-czf", archive, "-C", "examples/"+name, ".")
 		data, err := os.ReadFile(archive)
 		if err != nil {
 			t.Fatal(err)
@@ -90,5 +60,65 @@ func TestExamples(t *testing.T) {
 	l := loaded(t, s, rootKey)
 	if len(l) != 2 || l[1].Name != "hello-plugin" || len(l[1].Menus) != 1 || l[1].Menus[0].Path != "/hello-plugin/" {
 		t.Fatalf("loaded example plugins = %+v", l)
+	}
+}
+
+// TestExamplesIsolatedNetwork: the process example serves on the socket it is handed when
+// workers run in a network of their own.
+func TestExamplesIsolatedNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("worker_network isolated needs root")
+	}
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "worker_network isolated"})
+	data, err := os.ReadFile(helloProcess(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploadOK(t, s, "workers", "hello-process.tgz", data, rootKey)
+	checkHelloProcess(t, s)
+}
+
+// runIn runs a command in dir, with cgo off as examples/README.md builds.
+func runIn(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+}
+
+// helloProcess builds and packages the process example in work as examples/README.md says,
+// and returns the archive's path.
+func helloProcess(t *testing.T, work string) string {
+	t.Helper()
+	runIn(t, "../examples/hello-process", "go", "build", "-o", filepath.Join(work, "hello"), ".")
+	manifest, err := os.ReadFile("../examples/hello-process/manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "manifest.yaml"), manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(work, "hello-process.tgz")
+	runIn(t, work, "tar", "-czf", archive, "manifest.yaml", "hello")
+	return archive
+}
+
+// checkHelloProcess checks the uploaded process example's answer and that its start was logged.
+func checkHelloProcess(t *testing.T, s *harness.Server) {
+	t.Helper()
+	var hello map[string]string
+	resp := s.Get("/hello-process/anything", harness.WithHeader("X-Request-Id", "ex-1"))
+	if resp.Status != 200 || resp.JSON(&hello) != nil {
+		t.Fatalf("process example = %s", resp)
+	}
+	if hello["message"] != "Hello from a process worker" || hello["path"] != "/anything" || hello["base"] != "/hello-process" || hello["requestId"] != "ex-1" {
+		t.Fatalf("process example answered %v", hello)
+	}
+	if s.LogCount("worker started", 1) != 1 {
+		t.Fatal("the process example's start was not logged")
 	}
 }

@@ -379,6 +379,7 @@ func TestValidate(t *testing.T) {
 		{"upload size", "", map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "-5"}, []string{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE"}},
 		{"dirs in env", "", map[string]string{"RUNTIME_WORKER_DIRS": "./a:./a"}, []string{"worker_dirs", "twice"}},
 		{"unknown setting", "workers ./x", nil, []string{"unknown runtime setting", "worker_dirs"}},
+		{"network in env", "", map[string]string{"RUNTIME_WORKER_NETWORK": "bridge"}, []string{"worker_network", "RUNTIME_WORKER_NETWORK", "host or isolated"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -161,23 +159,8 @@ func TestUnitsCannotSetSessionCookie(t *testing.T) {
 	checkNoSessionCookie(t, "process worker", resp.Header, "theme=dark")
 
 	// A protocol switch writes its header past the response writer.
-	req, _ := http.NewRequest("GET", s.URL+"/echo/upgrade?"+q.Encode(), nil)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "echo")
-	up, err := new(http.Client).Do(req) // with no timeout, so the switched body is writable
-	if err != nil {
-		t.Fatal(err)
-	}
-	if up.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade = %d", up.StatusCode)
-	}
+	up := switchProtocols(t, s.URL+"/echo/upgrade?"+q.Encode())
 	checkNoSessionCookie(t, "process worker switching protocols", up.Header, "theme=dark")
-	conn := up.Body.(io.ReadWriteCloser)
-	fmt.Fprint(conn, "ping\n")
-	if line, _ := bufio.NewReader(conn).ReadString('\n'); line != "ping\n" {
-		t.Errorf("the switched connection echoed %q", line)
-	}
-	conn.Close()
 
 	cookieList := func(extra string) string {
 		quoted := []string{}

@@ -31,6 +31,9 @@ type launch struct {
 	Cgroup1 []string            `json:"cgroup1"` // v1 leaves the worker starts in
 	Rlimits Limits              `json:"rlimits"`
 	Cred    *syscall.Credential `json:"cred"`
+	// Network: the launcher runs in a network namespace of its own and holds the worker's
+	// listener as listenerFD (worker_network isolated).
+	Network bool `json:"network"`
 }
 
 // termGrace is how long a worker has to exit after SIGTERM before the launcher kills it; it is
@@ -65,6 +68,11 @@ func runLauncher() int {
 	}
 	if err := setRlimits(l.Rlimits); err != nil {
 		return fail("%v", err)
+	}
+	if l.Network {
+		if err := loopbackUp(); err != nil {
+			return fail("%v", err)
+		}
 	}
 	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -151,8 +159,12 @@ func confineAndStart(l launch) (int, error) {
 		return 0, err
 	}
 	defer null.Close()
-	p, err := os.StartProcess(path, l.Argv, &os.ProcAttr{
-		Dir: l.Dir, Env: l.Env, Files: []*os.File{null, os.Stdout, os.Stderr},
+	argv, files := l.Argv, []*os.File{null, os.Stdout, os.Stderr}
+	if l.Network {
+		path, argv, files = activation(path, argv, files)
+	}
+	p, err := os.StartProcess(path, argv, &os.ProcAttr{
+		Dir: l.Dir, Env: l.Env, Files: files,
 		// A session of its own: no terminal to reach, one group to signal.
 		Sys: sys,
 	})

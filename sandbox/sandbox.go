@@ -19,6 +19,10 @@ type Options struct {
 	ReadDirs []string
 	// Caps bound what a manifest may ask for.
 	Caps Limits
+	// IsolateNetwork runs each worker in a network namespace of its own, with nothing but its
+	// own loopback, serving on a unix socket the sandbox creates and hands over as
+	// descriptor 3 (socket activation). It needs Linux and root.
+	IsolateNetwork bool
 	// Private lists folders no worker may reach (the runtime's state, the unit folders); the
 	// start-up check warns when a folder workers may read contains one of them.
 	Private []string
@@ -55,6 +59,12 @@ type Spec struct {
 	Limits  Limits
 }
 
+// How workers reach the network, as the start-up log tells it.
+const (
+	NetworkHost     = "host (workers share the host's loopback)"
+	NetworkIsolated = "isolated (own network namespace, listener passed as fd 3)"
+)
+
 // Layers tells which confinement layers are in force, for the start-up log.
 type Layers struct {
 	Launcher     bool   // a subreaper launcher stops every descendant with its worker
@@ -63,6 +73,7 @@ type Layers struct {
 	Landlock     int    // Landlock ABI version in use, 0 when unavailable
 	Seccomp      bool   // workers cannot open unix sockets
 	Cgroup       string // how limits and stopping work, e.g. "cgroup v2 (kill) + cgroup v1 (memory, pids, cpu)"
+	Network      string // NetworkHost or NetworkIsolated; "" where the sandbox has no say
 	User         string // the account workers run as
 	NonDumpable  bool   // the runtime's memory and environment are closed to same-user processes
 	Warnings     []string
@@ -84,6 +95,9 @@ func (l Layers) String() string {
 	add(l.Seccomp, "seccomp (no unix sockets)")
 	if l.Cgroup != "" {
 		on = append(on, "limits and stopping by "+l.Cgroup)
+	}
+	if l.Network != "" {
+		on = append(on, "network: "+l.Network)
 	}
 	if len(on) == 0 {
 		return "none"

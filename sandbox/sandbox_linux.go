@@ -28,6 +28,8 @@ type Sandbox struct {
 	layers    Layers
 	nonDump   bool
 	readRules []Rule
+	sockets   string // the folder of the workers' listeners; "" when workers share the host's network
+	exe       string // the runtime binary, which the socket activation shim runs
 }
 
 var sandboxes atomic.Int64
@@ -43,6 +45,11 @@ func New(opts Options) (*Sandbox, error) {
 			return nil, err
 		}
 		s.cred = cred
+	}
+	if opts.IsolateNetwork {
+		if err := s.isolateNetwork(); err != nil {
+			return nil, err
+		}
 	}
 	s.readRules = systemRules()
 	for _, dir := range opts.ReadDirs {
@@ -79,7 +86,11 @@ func lookupCredential(name, group string) (*syscall.Credential, error) {
 }
 
 func (s *Sandbox) probe() Layers {
-	l := Layers{Launcher: true, NoNewPrivs: true, Capabilities: true, Landlock: s.abi, Seccomp: auditArch != 0, Cgroup: s.cg.mode, NonDumpable: s.nonDump}
+	l := Layers{Launcher: true, NoNewPrivs: true, Capabilities: true, Landlock: s.abi, Seccomp: auditArch != 0, Cgroup: s.cg.mode, NonDumpable: s.nonDump,
+		Network: NetworkHost}
+	if s.sockets != "" {
+		l.Network = NetworkIsolated
+	}
 	switch {
 	case s.cred != nil:
 		l.User = s.opts.User
@@ -120,6 +131,10 @@ func within(path, dir string) bool {
 // Layers reports the layers in force.
 func (s *Sandbox) Layers() Layers { return s.layers }
 
+// IsolatedNetwork reports whether each worker runs in a network of its own and serves on the
+// listener the sandbox hands it (Process.Socket).
+func (s *Sandbox) IsolatedNetwork() bool { return s.sockets != "" }
+
 // Close removes the runtime's parent cgroups; call it once every worker has stopped.
 func (s *Sandbox) Close() {
 	dirs := []string{s.cg.v2}
@@ -131,12 +146,19 @@ func (s *Sandbox) Close() {
 			_ = os.Remove(d)
 		}
 	}
+	if s.sockets != "" {
+		_ = os.RemoveAll(s.sockets)
+	}
 }
 
 // Process is a running worker under its launcher.
 type Process struct {
 	cmd   *exec.Cmd
 	group *group
+	// The worker's listener in an isolated network: the runtime keeps a copy, to see whether
+	// the worker accepts, until the worker exits.
+	listener *os.File
+	socket   string
 }
 
 // Start starts the worker of spec under a launcher; its output goes to stdout and stderr.
@@ -146,20 +168,31 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	}
 	l := launch{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, ABI: s.abi, Cred: s.cred}
 	l.Rules = append(append([]Rule{{spec.Dir, llExec}}, s.readRules...), Rule{spec.Scratch, llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
-	g, left, err := s.cg.create(fmt.Sprintf("w%d", s.seq.Add(1)), spec.Limits.Cap(s.opts.Caps))
+	n := s.seq.Add(1)
+	g, left, err := s.cg.create(fmt.Sprintf("w%d", n), spec.Limits.Cap(s.opts.Caps))
 	if err != nil {
 		return nil, err
+	}
+	proc := &Process{group: g}
+	if s.sockets != "" {
+		l.Network = true
+		l.Rules = append(l.Rules, Rule{s.exe, llExec})
+		proc.socket = socketPath(s.sockets, n)
+		if proc.listener, err = listen(proc.socket); err != nil {
+			g.remove()
+			return nil, err
+		}
 	}
 	l.Cgroup2, l.Cgroup1 = g.v2, g.v1
 	l.Rlimits = left
 	payload, err := json.Marshal(l)
 	if err != nil {
-		g.remove()
+		proc.release()
 		return nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		g.remove()
+		proc.release()
 		return nil, err
 	}
 	defer r.Close()
@@ -170,22 +203,52 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// The launcher's own group, so a stop reaches it; killed with the runtime.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if l.Network {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, proc.listener) // the launcher's listenerFD
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
+	}
 	// A descendant that outlives the worker and holds its output open must not stall Wait.
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		w.Close()
-		g.remove()
+		proc.release()
 		return nil, err
 	}
+	proc.cmd = cmd
 	_, werr := w.Write(payload)
 	w.Close()
 	if werr != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		g.remove()
+		proc.release()
 		return nil, werr
 	}
-	return &Process{cmd: cmd, group: g}, nil
+	return proc, nil
+}
+
+// isolateNetwork prepares worker_network isolated: creating network namespaces takes root.
+func (s *Sandbox) isolateNetwork() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("worker_network isolated: the runtime must run as root to give each worker a network namespace of its own")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("worker_network isolated: finding the runtime binary: %v", err)
+	}
+	if s.sockets, err = socketFolder(); err != nil {
+		return err
+	}
+	s.exe = exe
+	return nil
+}
+
+// release removes what Start made for a worker that has exited or never started.
+func (p *Process) release() {
+	p.group.remove()
+	if p.listener != nil {
+		p.listener.Close()
+		os.Remove(p.socket)
+	}
 }
 
 // prepareScratch empties the worker's scratch folder, owned by the worker's account.
@@ -212,9 +275,16 @@ func (p *Process) State() string { return p.cmd.ProcessState.String() }
 func (p *Process) Wait() error {
 	err := p.cmd.Wait()
 	p.group.stop()
-	p.group.remove()
+	p.release()
 	return err
 }
+
+// Socket is the path of the worker's listener in an isolated network, "" otherwise.
+func (p *Process) Socket() string { return p.socket }
+
+// Pending reports whether connections wait on the worker's listener that it has not
+// accepted; always false without one.
+func (p *Process) Pending() bool { return p.listener != nil && pending(p.listener) }
 
 // Terminate asks the worker to stop; its launcher ends every descendant after a grace period.
 func (p *Process) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }

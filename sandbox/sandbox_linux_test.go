@@ -193,3 +193,28 @@ func TestWorkerUnixSockets(t *testing.T) {
 		}
 	}
 }
+
+// TestIsolatedNetwork: the worker's network namespace holds its loopback alone, and the worker
+// is handed its listener as descriptor 3 with LISTEN_FDS and its own pid in LISTEN_PID.
+func TestIsolatedNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a network namespace per worker needs root")
+	}
+	sb, err := New(Options{IsolateNetwork: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	if got := sb.Layers().String(); !strings.Contains(got, "network: "+NetworkIsolated) {
+		t.Errorf("layers = %q, want the isolated network named", got)
+	}
+	out, errOut := run(t, sb, `echo "pid=$$ fds=$LISTEN_FDS listen_pid=$LISTEN_PID"; readlink /proc/self/fd/3; tail -n +3 /proc/net/dev | cut -d: -f1`, Limits{})
+	lines := strings.Fields(out)
+	if len(lines) != 5 || lines[0] != strings.Replace(lines[2], "listen_pid", "pid", 1) || lines[1] != "fds=1" ||
+		!strings.HasPrefix(lines[3], "socket:[") || lines[4] != "lo" {
+		t.Fatalf("worker output %q (stderr %q), want its own pid in LISTEN_PID, LISTEN_FDS=1, a socket as descriptor 3 and only lo", out, errOut)
+	}
+	if got := newSandbox(t).Layers().String(); !strings.Contains(got, "network: "+NetworkHost) {
+		t.Errorf("layers = %q, want the host network named", got)
+	}
+}

@@ -18,6 +18,9 @@ func New(opts Options) (*Sandbox, error) {
 	if opts.User != "" {
 		return nil, fmt.Errorf("worker_user is supported on Linux only")
 	}
+	if opts.IsolateNetwork {
+		return nil, fmt.Errorf("worker_network isolated is supported on Linux only (network namespaces); use host")
+	}
 	return &Sandbox{opts: opts}, nil
 }
 
@@ -25,6 +28,9 @@ func New(opts Options) (*Sandbox, error) {
 func (s *Sandbox) Layers() Layers {
 	return Layers{Warnings: []string{"process workers run unconfined: the sandbox needs Linux (Landlock, cgroups)"}}
 }
+
+// IsolatedNetwork is false: outside Linux workers share the host's network.
+func (s *Sandbox) IsolatedNetwork() bool { return false }
 
 // Close does nothing here.
 func (s *Sandbox) Close() {}
@@ -72,6 +78,12 @@ func (p *Process) Wait() error {
 	p.release()
 	return err
 }
+
+// Socket is "": outside Linux workers share the host's network.
+func (p *Process) Socket() string { return "" }
+
+// Pending is false: there is no listener to watch.
+func (p *Process) Pending() bool { return false }
 
 // Terminate asks the worker to stop.
 func (p *Process) Terminate() { terminate(p.cmd) }

@@ -2,6 +2,7 @@ package serving
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -24,10 +25,17 @@ const (
 	CodeWorkerTimeout     = "WORKER_TIMEOUT"
 )
 
-// newWorkerTransport connects to worker processes on the loopback interface.
+// newWorkerTransport connects to worker processes on the loopback interface, or on their unix
+// sockets when they run in a network of their own (named by socketHost).
 func newWorkerTransport() *http.Transport {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if path, ok := socketOf(addr); ok {
+				return dialer.DialContext(ctx, "unix", path)
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
@@ -67,7 +75,11 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, 
 	}
 	defer lease.Release()
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	target := &proxyTarget{addr: lease.Addr(), base: t.Base, rest: t.Rest, name: name, limit: limit,
+	addr := lease.Addr()
+	if lease.Network() == "unix" {
+		addr = socketHost(addr)
+	}
+	target := &proxyTarget{addr: addr, base: t.Base, rest: t.Rest, name: name, limit: limit,
 		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx}
 	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
 	return nil
@@ -92,6 +104,9 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
 			pr.SetURL(&url.URL{Scheme: "http", Host: t.addr})
+			if strings.HasSuffix(t.addr, socketSuffix) {
+				pr.Out.Host = "localhost" // not the socket's hex name
+			}
 			pr.Out.URL.Path, pr.Out.URL.RawPath = t.rest, ""
 			if pr.Out.URL.Path == "" {
 				pr.Out.URL.Path = "/"
@@ -130,6 +145,28 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			}
 		},
 	}
+}
+
+// socketSuffix ends the host name that stands for a worker's unix socket.
+const socketSuffix = ".sock.invalid"
+
+// socketHost names a worker's unix socket as a URL host: the transport keeps one pool of
+// connections per host, so each socket needs a name of its own, and the dialer reads the
+// path back from it (socketOf). The path is hex-encoded, since a host may not hold slashes.
+func socketHost(path string) string { return hex.EncodeToString([]byte(path)) + socketSuffix }
+
+// socketOf returns the socket path a dialled host:port names, if it names one.
+func socketOf(addr string) (string, bool) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", false
+	}
+	name, ok := strings.CutSuffix(host, socketSuffix)
+	if !ok {
+		return "", false
+	}
+	path, err := hex.DecodeString(name)
+	return string(path), err == nil
 }
 
 // bufferPool recycles the proxy's copy buffers instead of allocating one per response.

@@ -136,12 +136,12 @@ type proc struct {
 	m       Manifest
 	logger  *zap.Logger
 
-	addr   string
-	pid    atomic.Int64 // set once started, for its output lines
-	cmd    *sandbox.Process
-	ready  chan struct{} // closed when started or failed
-	err    error         // why the start failed, set before ready closes
-	exited chan struct{} // closed when the process has exited
+	network, addr string       // "tcp" and host:port, or "unix" and the socket's path (isolated network)
+	pid           atomic.Int64 // set once started, for its output lines
+	cmd           *sandbox.Process
+	ready         chan struct{} // closed when started or failed
+	err           error         // why the start failed, set before ready closes
+	exited        chan struct{} // closed when the process has exited
 
 	// Guarded by pool.mu.
 	inflight int
@@ -158,7 +158,10 @@ type Lease struct {
 	once sync.Once
 }
 
-// Addr is the process's host:port.
+// Network is how to reach the process: "tcp", or "unix" when it runs in a network of its own.
+func (l *Lease) Network() string { return l.p.network }
+
+// Addr is the process's host:port, or the path of its unix socket.
 func (l *Lease) Addr() string { return l.p.addr }
 
 // PID is the process id.
@@ -330,13 +333,24 @@ func (p *Pool) Close() {
 // start launches the process and waits until it accepts connections.
 func (pr *proc) start() {
 	defer close(pr.ready)
-	port, err := freePort()
-	if err == nil {
-		pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		err = pr.launch(port)
-	}
-	if err == nil {
-		err = pr.awaitReady()
+	var err error
+	if pr.pool.opts.Sandbox.IsolatedNetwork() {
+		// The sandbox hands the worker a listener, whose path it tells once started.
+		pr.network = "unix"
+		if err = pr.launch(0); err == nil {
+			pr.addr = pr.cmd.Socket()
+			err = pr.awaitAccept()
+		}
+	} else {
+		var port int
+		pr.network = "tcp"
+		if port, err = freePort(); err == nil {
+			pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			err = pr.launch(port)
+		}
+		if err == nil {
+			err = pr.awaitReady()
+		}
 	}
 	if err != nil {
 		pr.err = fmt.Errorf("worker %s@%s did not start: %v", pr.name, pr.version, err)
@@ -421,15 +435,18 @@ func (pr *proc) argv() ([]string, error) {
 	return []string{filepath.Join(pr.dir, entry)}, nil
 }
 
-// environ is all a worker gets: PATH, HOME, its PORT and HOST, and the manifest's env. No
-// runtime setting or credential reaches it.
+// environ is all a worker gets: PATH, HOME, its PORT and HOST (none in an isolated network,
+// port 0, where it serves on the listener it is handed), and the manifest's env. No runtime
+// setting or credential reaches it.
 func (pr *proc) environ(port int, scratch string) []string {
 	env := map[string]string{"PATH": pr.pool.opts.Path, "HOME": pr.dir}
 	for k, v := range pr.m.Env {
 		env[k] = v
 	}
-	env["PORT"] = strconv.Itoa(port)
-	env["HOST"] = "127.0.0.1"
+	if port > 0 {
+		env["PORT"] = strconv.Itoa(port)
+		env["HOST"] = "127.0.0.1"
+	}
 	env["TMPDIR"] = scratch
 	out := make([]string, 0, len(env))
 	for k, v := range env {
@@ -455,6 +472,36 @@ func (pr *proc) awaitReady() error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("it did not listen on PORT %s within startTimeout %s", pr.addr, time.Duration(pr.m.StartTimeout))
 		}
+	}
+}
+
+// awaitAccept waits until the process accepts a connection on the listener it was handed
+// (which accepts connections into its queue from the start), exits, or startTimeout passes:
+// one connection is made and waits in the queue until the worker takes it.
+func (pr *proc) awaitAccept() error {
+	timeout := time.Duration(pr.m.StartTimeout)
+	conn, err := net.DialTimeout("unix", pr.addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(timeout)
+	for pr.cmd.Pending() {
+		select {
+		case <-pr.exited:
+			return fmt.Errorf("it exited before accepting a connection on its listener, descriptor 3 (%s)", pr.cmd.State())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("it did not accept connections on its listener within startTimeout %s: with worker_network isolated "+
+				"a worker has no PORT and must serve on descriptor 3 (LISTEN_FDS, socket activation)", timeout)
+		}
+	}
+	select {
+	case <-pr.exited:
+		return fmt.Errorf("it exited at start (%s)", pr.cmd.State())
+	default:
+		return nil
 	}
 }
 

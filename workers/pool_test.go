@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -39,9 +40,16 @@ type echo struct {
 
 func newPool(t *testing.T, size int) (*Pool, *observer.ObservedLogs) {
 	t.Helper()
+	return newPoolWith(t, size, sandbox.Options{})
+}
+
+// newPoolWith returns a pool whose sandbox has opts, and lets workers run the test worker.
+func newPoolWith(t *testing.T, size int, opts sandbox.Options) (*Pool, *observer.ObservedLogs) {
+	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	// The test worker lives outside the version folders, so the sandbox lets workers run it.
-	sb, err := sandbox.New(sandbox.Options{ReadDirs: []string{filepath.Dir(testkit.TestWorker(t))}})
+	opts.ReadDirs = append(opts.ReadDirs, filepath.Dir(testkit.TestWorker(t)))
+	sb, err := sandbox.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +74,12 @@ func get(t *testing.T, p *Pool, name, dir string, m Manifest, path string) (echo
 		return echo{}, err
 	}
 	defer l.Release()
-	resp, err := http.Get("http://" + l.Addr() + path)
+	// The lease's address is a loopback host:port, or a unix socket's path.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return new(net.Dialer).DialContext(ctx, l.Network(), l.Addr())
+		}}}
+	resp, err := client.Get("http://worker" + path)
 	if err != nil {
 		return echo{}, err
 	}
@@ -356,4 +369,35 @@ func TestPoolStatusAndRestart(t *testing.T) {
 		st := p.Status()
 		return len(st) == 1 && st[0].PID != oldPID && st[0].State == Running && st[0].Requests == 1
 	})
+}
+
+// TestPoolIsolatedNetwork: in a network of its own the worker gets no port, serves on the
+// listener it is handed as descriptor 3, and a worker that listens elsewhere fails to start
+// within its startTimeout, saying why.
+func TestPoolIsolatedNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a network namespace per worker needs root")
+	}
+	p, _ := newPoolWith(t, 4, sandbox.Options{IsolateNetwork: true})
+	e, err := get(t, p, "app", t.TempDir(), manifest(t, map[string]string{"LISTEN_PID": "1"}), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Join(e.Env, "\n") + "\n"
+	for _, want := range []string{"LISTEN_FDS=1\n", fmt.Sprintf("LISTEN_PID=%d\n", e.PID)} {
+		if !strings.Contains(env, want) {
+			t.Errorf("worker environment lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "PORT=") || strings.Contains(env, "HOST=") || strings.Contains(env, "LISTEN_PID=1\n") {
+		t.Errorf("worker environment in an isolated network:\n%s", env)
+	}
+
+	m := manifest(t, map[string]string{"IGNORE_LISTEN_FDS": "1"})
+	m.StartTimeout = Duration(time.Second)
+	_, err = get(t, p, "deaf", t.TempDir(), m, "/")
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "descriptor 3") || !strings.Contains(ue.Reason, "startTimeout 1s") {
+		t.Fatalf("a worker that ignores its listener: %v, want unavailable naming descriptor 3 and startTimeout", err)
+	}
 }

@@ -1,7 +1,8 @@
-// Command testworker is a process worker for tests: an HTTP server on $HOST:$PORT that
-// reports what it received and can sleep, crash, or misbehave at start on request. Each
-// query parameter set=Name:value adds a response header, on every path; /upgrade switches
-// protocols (an echo of bytes) with those headers.
+// Command testworker is a process worker for tests: an HTTP server on $HOST:$PORT, or on the
+// listener it is handed as descriptor 3 (LISTEN_FDS=1 and LISTEN_PID its own pid, unless
+// IGNORE_LISTEN_FDS is set), that reports what it received and can sleep, crash, or misbehave
+// at start on request. Each query parameter set=Name:value adds a response header, on every
+// path; /upgrade switches protocols (an echo of bytes) with those headers.
 package main
 
 import (
@@ -54,7 +55,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "exiting at start as asked")
 		os.Exit(2)
 	}
-	fmt.Println("testworker listening on", os.Getenv("HOST")+":"+os.Getenv("PORT"))
 	if rate, _ := strconv.Atoi(os.Getenv("FLOOD_RATE")); rate > 0 {
 		go flood(rate)
 	}
@@ -98,10 +98,21 @@ func main() {
 		setHeaders(w.Header(), r)
 		json.NewEncoder(w).Encode(e)
 	})
-	if err := http.ListenAndServe(os.Getenv("HOST")+":"+os.Getenv("PORT"), nil); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	l, err := listener()
+	if err == nil {
+		fmt.Println("testworker listening on", l.Addr())
+		err = http.Serve(l, nil)
 	}
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+// listener is the socket handed over as descriptor 3, else a new one on $HOST:$PORT.
+func listener() (net.Listener, error) {
+	if os.Getenv("LISTEN_FDS") == "1" && os.Getenv("LISTEN_PID") == strconv.Itoa(os.Getpid()) && os.Getenv("IGNORE_LISTEN_FDS") == "" {
+		return net.FileListener(os.NewFile(3, "listener"))
+	}
+	return net.Listen("tcp", os.Getenv("HOST")+":"+os.Getenv("PORT"))
 }
 
 // attacks are what a hostile worker tries: reading and writing files, leaving orphans,
@@ -140,8 +151,29 @@ func attacks() {
 			return
 		}
 		defer c.Close()
+		// What the other end says first, if anything: an HTTP server says nothing.
+		c.SetReadDeadline(time.Now().Add(time.Second))
 		b, _ := io.ReadAll(io.LimitReader(c, 64))
-		w.Write(b)
+		fmt.Fprintf(w, "connected: %s", b)
+	})
+	http.HandleFunc("/listen", func(w http.ResponseWriter, r *http.Request) {
+		// A listener beside the worker's own, on the worker's loopback: it greets and hangs up.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintf(c, "hello from %d", os.Getpid())
+				c.Close()
+			}
+		}()
+		fmt.Fprint(w, l.Addr())
 	})
 	http.HandleFunc("/orphan", func(w http.ResponseWriter, r *http.Request) {
 		cmd := exec.Command(self())
