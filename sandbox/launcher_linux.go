@@ -31,6 +31,7 @@ type launch struct {
 	Cgroup1 []string            `json:"cgroup1"` // v1 leaves the worker starts in
 	Rlimits Limits              `json:"rlimits"`
 	Cred    *syscall.Credential `json:"cred"`
+	Scratch *scratchTmpfs       `json:"scratch"` // nil: no tmpfs, the runtime watches the folder
 }
 
 // termGrace is how long a worker has to exit after SIGTERM before the launcher kills it; it is
@@ -62,6 +63,11 @@ func runLauncher() int {
 	spec.Close()
 	if err != nil || len(l.Argv) == 0 {
 		return fail("reading the launch spec: %v", err)
+	}
+	if l.Scratch != nil {
+		if err := l.Scratch.mount(); err != nil {
+			return fail("scratch folder: %v", err)
+		}
 	}
 	if err := setRlimits(l.Rlimits); err != nil {
 		return fail("%v", err)
