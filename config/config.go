@@ -74,6 +74,8 @@ type Values struct {
 	WorkerReadDirs []string `json:"worker_read_dirs,omitempty"`
 	// ScratchDir holds each process worker's writable scratch folder (its TMPDIR).
 	ScratchDir string `json:"scratch_dir,omitempty"`
+	// WorkerScratch caps the bytes a process worker may keep in its scratch folder.
+	WorkerScratch int64 `json:"worker_scratch,omitempty"`
 	// WorkerMemory caps a process worker's memory, in bytes.
 	WorkerMemory int64 `json:"worker_memory,omitempty"`
 	// WorkerProcesses caps the processes (and threads) of one process worker.
@@ -112,6 +114,7 @@ type Settings struct {
 	WorkerGroup     string
 	WorkerReadDirs  []string
 	ScratchDir      string
+	WorkerScratch   int64
 	WorkerMemory    int64
 	WorkerProcesses int
 	WorkerCPU       float64 // cores
@@ -158,6 +161,7 @@ var Definitions = []Definition{
 	{"worker_group", "RUNTIME_WORKER_GROUP", ""},
 	{"worker_read_dirs", "RUNTIME_WORKER_READ_DIRS", ""},
 	{"scratch_dir", "RUNTIME_SCRATCH_DIR", "./data/scratch"},
+	{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "256MiB"},
 	{"worker_memory", "RUNTIME_WORKER_MEMORY", "512MiB"},
 	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64"},
 	{"worker_cpu", "RUNTIME_WORKER_CPU", "1"},

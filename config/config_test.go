@@ -165,6 +165,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.Serve = Surfaces{API: true, CPanel: true, Workers: true}
 	s.ProcessWorkers = Namespaces{All: true}
 	s.ScratchDir = filepath.Join(wd, "data/scratch")
+	s.WorkerScratch = 256 << 20
 	s.WorkerMemory = 512 << 20
 	s.WorkerProcesses = 64
 	s.WorkerCPU = 1
@@ -262,6 +263,8 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"scratch holds workers", Values{WorkerDirs: []string{"/x/apps"}, ScratchDir: "/x"}, nil, []string{"scratch_dir", "overlap"}, ""},
 		{"cpu", Values{}, map[string]string{"RUNTIME_WORKER_CPU": "fast"}, []string{"worker_cpu", "cores"}, ""},
 		{"memory", Values{}, map[string]string{"RUNTIME_WORKER_MEMORY": "0"}, []string{"worker_memory"}, ""},
+		{"scratch", Values{}, map[string]string{"RUNTIME_WORKER_SCRATCH": "lots"}, []string{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "100MiB"}, ""},
+		{"negative scratch", Values{WorkerScratch: -1}, nil, []string{"worker_scratch", "positive"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -129,6 +129,9 @@ func (r resolver) isolation(v Values, s *Settings) error {
 	if err := scratchApart(*s); err != nil {
 		return r.fail("scratch_dir", fromEnv, one, err)
 	}
+	if s.WorkerScratch, err = r.size("worker_scratch", v.WorkerScratch); err != nil {
+		return err
+	}
 	if s.WorkerMemory, err = r.size("worker_memory", v.WorkerMemory); err != nil {
 		return err
 	}
