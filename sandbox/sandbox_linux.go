@@ -251,7 +251,8 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // State describes how the worker exited, once Wait has returned.
 func (p *Process) State() string { return p.cmd.ProcessState.String() }
 
-// Wait waits for the worker and its launcher to exit, then stops whatever is left of it.
+// Wait waits for the worker and its launcher to exit, then stops whatever is left of it and
+// removes its scratch folder.
 func (p *Process) Wait() error {
 	err := p.cmd.Wait()
 	p.unwatch()

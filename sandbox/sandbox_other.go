@@ -72,7 +72,7 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // State describes how the worker exited, once Wait has returned.
 func (p *Process) State() string { return p.cmd.ProcessState.String() }
 
-// Wait waits for the worker to exit.
+// Wait waits for the worker to exit and removes its scratch folder.
 func (p *Process) Wait() error {
 	err := p.cmd.Wait()
 	p.unwatch()
