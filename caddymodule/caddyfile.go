@@ -99,6 +99,7 @@ func mountAt(matchers caddy.ModuleMap) (string, error) {
 //		worker_read_dirs <dir...>
 //		scratch_dir     <dir>
 //		worker_network  host|isolated
+//		worker_scratch  <size>
 //		worker_memory   <size>
 //		worker_processes <count>
 //		worker_cpu      <cores>
@@ -115,7 +116,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"worker_dirs": &h.WorkerDirs, "plugin_dirs": &h.PluginDirs, "worker_read_dirs": &h.WorkerReadDirs,
 		"serve": &h.Serve, "process_workers": &h.ProcessWorkers, "plugin_handlers": &h.PluginHandlers,
 	}
-	sizes := map[string]*int64{"max_upload_size": &h.MaxUploadSize, "max_unpacked_size": &h.MaxUnpackedSize, "worker_memory": &h.WorkerMemory}
+	sizes := map[string]*int64{"max_upload_size": &h.MaxUploadSize, "max_unpacked_size": &h.MaxUnpackedSize, "worker_memory": &h.WorkerMemory,
+		"worker_scratch": &h.WorkerScratch}
 	counts := map[string]*int{"max_archive_entries": &h.MaxArchiveEntries, "pool_size": &h.PoolSize,
 		"worker_processes": &h.WorkerProcesses, "worker_log_rate": &h.WorkerLogRate,
 		"worker_log_lines": &h.WorkerLogLines}

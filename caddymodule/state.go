@@ -39,7 +39,7 @@ var states = caddy.NewUsagePool()
 var stateSettings = []string{
 	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
 	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
-	"worker_network", "worker_memory", "worker_processes", "worker_cpu", "worker_log_rate", "worker_log_lines",
+	"worker_network", "worker_scratch", "worker_memory", "worker_processes", "worker_cpu", "worker_log_rate", "worker_log_lines",
 }
 
 // stateKey identifies the state a handler needs (the values of stateSettings); handlers with
@@ -51,8 +51,8 @@ func stateKey(s config.Settings) string {
 		"plugins=" + strings.Join(s.PluginDirs, "\x00"),
 		"state=" + s.StateDir,
 		"keystore=" + s.KeyStore + syncKey(s.Sync),
-		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
-			s.WorkerMemory, s.WorkerProcesses, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
+		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
+			s.WorkerScratch, s.WorkerMemory, s.WorkerProcesses, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
 	}, "\n")
 }
@@ -287,7 +287,7 @@ func (s *state) sandbox() (*sandbox.Sandbox, error) {
 	sb, err := sandbox.New(sandbox.Options{
 		User: st.WorkerUser, Group: st.WorkerGroup, ReadDirs: st.WorkerReadDirs,
 		IsolateNetwork: st.WorkerNetwork == config.NetworkIsolated,
-		Caps:           sandbox.Limits{Memory: st.WorkerMemory, Processes: st.WorkerProcesses, CPU: st.WorkerCPU},
+		Caps:           sandbox.Limits{Memory: st.WorkerMemory, Processes: st.WorkerProcesses, CPU: st.WorkerCPU, Scratch: st.WorkerScratch},
 		Private:        append(append([]string{st.StateDir, st.ScratchDir}, st.WorkerDirs...), st.PluginDirs...),
 	})
 	if err != nil {

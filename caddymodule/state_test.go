@@ -38,6 +38,7 @@ func TestStateSettings(t *testing.T) {
 		"worker_read_dirs":    func(s *config.Settings) { s.WorkerReadDirs = append(s.WorkerReadDirs, "/opt") },
 		"scratch_dir":         func(s *config.Settings) { s.ScratchDir = "/scratch" },
 		"worker_network":      func(s *config.Settings) { s.WorkerNetwork = config.NetworkIsolated },
+		"worker_scratch":      func(s *config.Settings) { s.WorkerScratch++ },
 		"worker_memory":       func(s *config.Settings) { s.WorkerMemory++ },
 		"worker_processes":    func(s *config.Settings) { s.WorkerProcesses++ },
 		"worker_cpu":          func(s *config.Settings) { s.WorkerCPU += 0.5 },

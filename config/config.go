@@ -77,6 +77,8 @@ type Values struct {
 	// WorkerNetwork is "host" (workers share the host's network) or "isolated" (each worker
 	// in a network namespace of its own, serving on a socket the runtime hands over).
 	WorkerNetwork string `json:"worker_network,omitempty"`
+	// WorkerScratch caps the bytes a process worker may keep in its scratch folder.
+	WorkerScratch int64 `json:"worker_scratch,omitempty"`
 	// WorkerMemory caps a process worker's memory, in bytes.
 	WorkerMemory int64 `json:"worker_memory,omitempty"`
 	// WorkerProcesses caps the processes (and threads) of one process worker.
@@ -116,6 +118,7 @@ type Settings struct {
 	WorkerReadDirs  []string
 	ScratchDir      string
 	WorkerNetwork   string // NetworkHost or NetworkIsolated
+	WorkerScratch   int64
 	WorkerMemory    int64
 	WorkerProcesses int
 	WorkerCPU       float64 // cores
@@ -163,6 +166,7 @@ var Definitions = []Definition{
 	{"worker_read_dirs", "RUNTIME_WORKER_READ_DIRS", ""},
 	{"scratch_dir", "RUNTIME_SCRATCH_DIR", "./data/scratch"},
 	{"worker_network", "RUNTIME_WORKER_NETWORK", NetworkHost},
+	{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "256MiB"},
 	{"worker_memory", "RUNTIME_WORKER_MEMORY", "512MiB"},
 	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64"},
 	{"worker_cpu", "RUNTIME_WORKER_CPU", "1"},

@@ -166,6 +166,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.ProcessWorkers = Namespaces{All: true}
 	s.ScratchDir = filepath.Join(wd, "data/scratch")
 	s.WorkerNetwork = NetworkHost
+	s.WorkerScratch = 256 << 20
 	s.WorkerMemory = 512 << 20
 	s.WorkerProcesses = 64
 	s.WorkerCPU = 1
@@ -268,6 +269,8 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"memory", Values{}, map[string]string{"RUNTIME_WORKER_MEMORY": "0"}, []string{"worker_memory"}, ""},
 		{"network", Values{WorkerNetwork: "bridge"}, nil, []string{`worker_network "bridge"`, "host or isolated"}, "environment"},
 		{"network from env", Values{}, map[string]string{"RUNTIME_WORKER_NETWORK": "none"}, []string{"worker_network", "from environment variable RUNTIME_WORKER_NETWORK", "host or isolated"}, ""},
+		{"scratch", Values{}, map[string]string{"RUNTIME_WORKER_SCRATCH": "lots"}, []string{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "100MiB"}, ""},
+		{"negative scratch", Values{WorkerScratch: -1}, nil, []string{"worker_scratch", "positive"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -133,6 +133,9 @@ func (r resolver) isolation(v Values, s *Settings) error {
 	if s.WorkerNetwork, err = parseWorkerNetwork(one); err != nil {
 		return r.fail("worker_network", fromEnv, one, err)
 	}
+	if s.WorkerScratch, err = r.size("worker_scratch", v.WorkerScratch); err != nil {
+		return err
+	}
 	if s.WorkerMemory, err = r.size("worker_memory", v.WorkerMemory); err != nil {
 		return err
 	}

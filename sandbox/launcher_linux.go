@@ -33,7 +33,8 @@ type launch struct {
 	Cred    *syscall.Credential `json:"cred"`
 	// Network: the launcher runs in a network namespace of its own and holds the worker's
 	// listener as listenerFD (worker_network isolated).
-	Network bool `json:"network"`
+	Network bool          `json:"network"`
+	Scratch *scratchTmpfs `json:"scratch"` // nil: no tmpfs, the runtime watches the folder
 }
 
 // termGrace is how long a worker has to exit after SIGTERM before the launcher kills it; it is
@@ -65,6 +66,11 @@ func runLauncher() int {
 	spec.Close()
 	if err != nil || len(l.Argv) == 0 {
 		return fail("reading the launch spec: %v", err)
+	}
+	if l.Scratch != nil {
+		if err := l.Scratch.mount(); err != nil {
+			return fail("scratch folder: %v", err)
+		}
 	}
 	if err := setRlimits(l.Rlimits); err != nil {
 		return fail("%v", err)

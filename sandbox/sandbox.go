@@ -33,6 +33,7 @@ type Limits struct {
 	Memory    int64   // bytes
 	Processes int     // processes and threads
 	CPU       float64 // cores
+	Scratch   int64   // bytes in the scratch folder
 }
 
 // Cap returns l with each unset or larger value replaced by the cap's.
@@ -46,6 +47,9 @@ func (l Limits) Cap(c Limits) Limits {
 	if l.CPU <= 0 || c.CPU > 0 && l.CPU > c.CPU {
 		l.CPU = c.CPU
 	}
+	if l.Scratch <= 0 || c.Scratch > 0 && l.Scratch > c.Scratch {
+		l.Scratch = c.Scratch
+	}
 	return l
 }
 
@@ -54,9 +58,14 @@ type Spec struct {
 	Argv []string
 	Dir  string   // working directory; read and execute
 	Env  []string // the whole environment
-	// Scratch is the worker's writable folder; it is emptied before the worker starts.
+	// Scratch is the worker's writable folder: emptied before the worker starts, removed once
+	// it has exited. Limits.Scratch bounds it.
 	Scratch string
 	Limits  Limits
+	// OverScratch, when a watcher rather than the kernel bounds the scratch folder, is told
+	// why once the folder passes its limit or cannot be measured, just before the sandbox
+	// kills the worker. It must not wait for the worker to exit.
+	OverScratch func(reason error)
 }
 
 // How workers reach the network, as the start-up log tells it.
@@ -76,8 +85,19 @@ type Layers struct {
 	Network      string // NetworkHost or NetworkIsolated; "" where the sandbox has no say
 	User         string // the account workers run as
 	NonDumpable  bool   // the runtime's memory and environment are closed to same-user processes
+	Scratch      string // what bounds scratch folders: ScratchTmpfs or ScratchWatcher
 	Warnings     []string
 }
+
+// What bounds a worker's scratch folder.
+const (
+	// ScratchTmpfs: a size-limited tmpfs in the worker's own mount namespace; writes past it
+	// fail, and its pages count against the worker's memory.
+	ScratchTmpfs = "tmpfs"
+	// ScratchWatcher: the runtime measures the folder every second and stops the worker
+	// past its limit.
+	ScratchWatcher = "watcher"
+)
 
 // String summarises the layers in one line.
 func (l Layers) String() string {
@@ -98,6 +118,12 @@ func (l Layers) String() string {
 	}
 	if l.Network != "" {
 		on = append(on, "network: "+l.Network)
+	}
+	switch l.Scratch {
+	case ScratchTmpfs:
+		on = append(on, "scratch limit by tmpfs (counts as worker memory)")
+	case ScratchWatcher:
+		on = append(on, "scratch limit by a watcher (every second)")
 	}
 	if len(on) == 0 {
 		return "none"

@@ -30,12 +30,14 @@ type Sandbox struct {
 	readRules []Rule
 	sockets   string // the folder of the workers' listeners; "" when workers share the host's network
 	exe       string // the runtime binary, which the socket activation shim runs
+	noTmpfs   error  // why workers get no tmpfs scratch folder; nil when they do
 }
 
 var sandboxes atomic.Int64
 
 // New prepares the sandbox: it closes the runtime's memory and environment to same-user
-// processes, resolves the worker account, probes Landlock and creates the runtime's cgroups.
+// processes, resolves the worker account, probes Landlock and tmpfs scratch folders, and
+// creates the runtime's cgroups.
 func New(opts Options) (*Sandbox, error) {
 	s := &Sandbox{opts: opts, abi: landlockABI()}
 	s.nonDump = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) == nil
@@ -57,6 +59,7 @@ func New(opts Options) (*Sandbox, error) {
 	}
 	s.parent = fmt.Sprintf("%s%d-%d", parentPrefix, os.Getpid(), sandboxes.Add(1))
 	s.cg = newCgroups(s.parent)
+	s.noTmpfs = probeTmpfs()
 	s.layers = s.probe()
 	return s, nil
 }
@@ -104,6 +107,13 @@ func (s *Sandbox) probe() Layers {
 	}
 	if s.abi == 0 {
 		l.Warnings = append(l.Warnings, "this kernel has no Landlock: process workers can read every file the runtime's account can, state_dir included")
+	}
+	l.Scratch = ScratchTmpfs
+	if s.noTmpfs != nil {
+		l.Scratch = ScratchWatcher
+		if os.Geteuid() == 0 {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("no tmpfs can be mounted for scratch folders (%v): a watcher measures each one every second and stops a worker past worker_scratch", s.noTmpfs))
+		}
 	}
 	if missing := s.cg.missing(); len(missing) > 0 {
 		msg := "no cgroup may be created here for " + strings.Join(missing, ", ") + ": those worker limits use rlimits (memory, processes) or none (cpu)"
@@ -159,6 +169,8 @@ type Process struct {
 	// the worker accepts, until the worker exits.
 	listener *os.File
 	socket   string
+	scratch  string
+	unwatch  func() // stops the scratch watcher
 }
 
 // Start starts the worker of spec under a launcher; its output goes to stdout and stderr.
@@ -166,14 +178,24 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if err := s.prepareScratch(spec.Scratch); err != nil {
 		return nil, err
 	}
-	l := launch{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, ABI: s.abi, Cred: s.cred}
+	p, err := s.start(spec, stdout, stderr)
+	if err != nil {
+		removeScratch(spec.Scratch)
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
+	limits := spec.Limits.Cap(s.opts.Caps)
+	l := launch{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, ABI: s.abi, Cred: s.cred, Scratch: s.tmpfs(spec.Scratch, limits.Scratch)}
 	l.Rules = append(append([]Rule{{spec.Dir, llExec}}, s.readRules...), Rule{spec.Scratch, llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
 	n := s.seq.Add(1)
-	g, left, err := s.cg.create(fmt.Sprintf("w%d", n), spec.Limits.Cap(s.opts.Caps))
+	g, left, err := s.cg.create(fmt.Sprintf("w%d", n), limits)
 	if err != nil {
 		return nil, err
 	}
-	proc := &Process{group: g}
+	proc := &Process{group: g, scratch: spec.Scratch, unwatch: func() {}}
 	if s.sockets != "" {
 		l.Network = true
 		l.Rules = append(l.Rules, Rule{s.exe, llExec})
@@ -207,6 +229,9 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, proc.listener) // the launcher's listenerFD
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
+	if l.Scratch != nil {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNS // for the scratch tmpfs
+	}
 	// A descendant that outlives the worker and holds its output open must not stall Wait.
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -222,6 +247,9 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		_ = cmd.Wait()
 		proc.release()
 		return nil, werr
+	}
+	if l.Scratch == nil {
+		proc.unwatch = watch(spec, limits.Scratch, proc.Kill)
 	}
 	return proc, nil
 }
@@ -251,6 +279,19 @@ func (p *Process) release() {
 	}
 }
 
+// tmpfs returns the tmpfs to mount on a worker's scratch folder, nil when a watcher bounds it
+// instead.
+func (s *Sandbox) tmpfs(dir string, size int64) *scratchTmpfs {
+	if s.noTmpfs != nil || size <= 0 || dir == "" {
+		return nil
+	}
+	t := &scratchTmpfs{Path: dir, Size: size}
+	if s.cred != nil {
+		t.UID, t.GID = s.cred.Uid, s.cred.Gid
+	}
+	return t
+}
+
 // prepareScratch empties the worker's scratch folder, owned by the worker's account.
 func (s *Sandbox) prepareScratch(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
@@ -271,11 +312,14 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // State describes how the worker exited, once Wait has returned.
 func (p *Process) State() string { return p.cmd.ProcessState.String() }
 
-// Wait waits for the worker and its launcher to exit, then stops whatever is left of it.
+// Wait waits for the worker and its launcher to exit, then stops whatever is left of it and
+// removes its scratch folder.
 func (p *Process) Wait() error {
 	err := p.cmd.Wait()
+	p.unwatch()
 	p.group.stop()
 	p.release()
+	removeScratch(p.scratch)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -216,5 +217,78 @@ func TestIsolatedNetwork(t *testing.T) {
 	}
 	if got := newSandbox(t).Layers().String(); !strings.Contains(got, "network: "+NetworkHost) {
 		t.Errorf("layers = %q, want the host network named", got)
+	}
+}
+
+// startScratch starts a shell script as a worker with a scratch limit and returns it, its
+// scratch folder and its output.
+func startScratch(t *testing.T, sb *Sandbox, script string, limit int64, over func(error)) (*Process, string, *testkit.Buffer) {
+	t.Helper()
+	root := t.TempDir()
+	scratch := filepath.Join(root, "scratch")
+	var out testkit.Buffer
+	p, err := sb.Start(Spec{Argv: []string{"/bin/sh", "-c", script}, Dir: root, Env: []string{"PATH=/usr/bin:/bin", "TMPDIR=" + scratch},
+		Scratch: scratch, Limits: Limits{Scratch: limit}, OverScratch: over}, &out, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill() })
+	return p, scratch, &out
+}
+
+// TestScratchTmpfs: as root, a worker's scratch folder is a tmpfs of its own size: writing
+// past it fails, the runtime's folder stays empty, and the folder goes with the worker.
+func TestScratchTmpfs(t *testing.T) {
+	sb := newSandbox(t)
+	if sb.Layers().Scratch != ScratchTmpfs {
+		t.Skipf("no tmpfs scratch folders here: %v", sb.noTmpfs)
+	}
+	p, scratch, out := startScratch(t, sb, `dd if=/dev/zero of="$TMPDIR/big" bs=1M count=8 2>&1; echo written; sleep 60`, 2<<20, nil)
+	testkit.Eventually(t, "the worker to write", 10*time.Second, func() bool { return strings.Contains(out.String(), "written") })
+	if !strings.Contains(out.String(), "No space left on device") {
+		t.Errorf("writing 8 MiB into a 2 MiB scratch folder: %s", out)
+	}
+	if used, err := scratchUsage(scratch, 1<<30); used != 0 || err != nil {
+		t.Errorf("the runtime's scratch folder holds %d bytes (%v), want nothing", used, err)
+	}
+	p.Terminate()
+	p.Wait()
+	if _, err := os.Lstat(scratch); !os.IsNotExist(err) {
+		t.Errorf("the scratch folder outlived its worker: %v", err)
+	}
+}
+
+// TestScratchWatcher: where no tmpfs can be mounted, as when the runtime does not run as
+// root, the watcher stops a worker that fills its scratch folder past its limit, says why,
+// and the folder goes with the worker.
+func TestScratchWatcher(t *testing.T) {
+	sb := newSandbox(t)
+	sb.noTmpfs = errors.New("the runtime does not run as root") // what New finds then
+	reasons := make(chan error, 2)
+	p, scratch, out := startScratch(t, sb, `dd if=/dev/zero of="$TMPDIR/big" bs=1M count=8 2>&1; echo written; sleep 60`, 2<<20,
+		func(reason error) { reasons <- reason })
+	exited := make(chan struct{})
+	go func() { p.Wait(); close(exited) }()
+	testkit.Eventually(t, "the watcher to stop the worker", 15*time.Second, func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+			return false
+		}
+	})
+	if !strings.Contains(out.String(), "written") {
+		t.Fatalf("the worker did not write: %s", out)
+	}
+	select {
+	case reason := <-reasons:
+		if !strings.Contains(reason.Error(), "2.0 MiB") {
+			t.Errorf("reason %q does not name the limit", reason)
+		}
+	default:
+		t.Fatal("the worker was stopped without a reason")
+	}
+	if _, err := os.Lstat(scratch); !os.IsNotExist(err) {
+		t.Errorf("the scratch folder outlived its worker: %v", err)
 	}
 }

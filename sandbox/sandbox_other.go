@@ -24,9 +24,9 @@ func New(opts Options) (*Sandbox, error) {
 	return &Sandbox{opts: opts}, nil
 }
 
-// Layers reports that no layer is in force.
+// Layers reports that no layer is in force but the scratch watcher.
 func (s *Sandbox) Layers() Layers {
-	return Layers{Warnings: []string{"process workers run unconfined: the sandbox needs Linux (Landlock, cgroups)"}}
+	return Layers{Scratch: ScratchWatcher, Warnings: []string{"process workers run unconfined: the sandbox needs Linux (Landlock, cgroups)"}}
 }
 
 // IsolatedNetwork is false: outside Linux workers share the host's network.
@@ -39,6 +39,8 @@ func (s *Sandbox) Close() {}
 type Process struct {
 	cmd     *exec.Cmd
 	release func() // ends the guard that stops the worker with the runtime
+	scratch string
+	unwatch func() // stops the scratch watcher
 }
 
 // Start starts the worker of spec; its output goes to stdout and stderr.
@@ -55,15 +57,19 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	cmd.WaitDelay = 2 * time.Second
 	setGroup(cmd)
 	if err := cmd.Start(); err != nil {
+		removeScratch(spec.Scratch)
 		return nil, err
 	}
 	release, err := guard(cmd)
 	if err != nil {
 		kill(cmd)
 		_ = cmd.Wait()
+		removeScratch(spec.Scratch)
 		return nil, fmt.Errorf("worker would outlive the runtime: %v", err)
 	}
-	return &Process{cmd: cmd, release: release}, nil
+	p := &Process{cmd: cmd, release: release, scratch: spec.Scratch}
+	p.unwatch = watch(spec, spec.Limits.Cap(s.opts.Caps).Scratch, p.Kill)
+	return p, nil
 }
 
 // Pid is the worker's process id.
@@ -72,10 +78,12 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // State describes how the worker exited, once Wait has returned.
 func (p *Process) State() string { return p.cmd.ProcessState.String() }
 
-// Wait waits for the worker to exit.
+// Wait waits for the worker to exit and removes its scratch folder.
 func (p *Process) Wait() error {
 	err := p.cmd.Wait()
+	p.unwatch()
 	p.release()
+	removeScratch(p.scratch)
 	return err
 }
 

@@ -55,10 +55,11 @@ type Limits struct {
 	Memory    Size    `yaml:"memory"`
 	Processes int     `yaml:"processes"`
 	CPU       float64 `yaml:"cpu"`
+	Scratch   Size    `yaml:"scratch"`
 }
 
 func (l Limits) sandbox() sandbox.Limits {
-	return sandbox.Limits{Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPU}
+	return sandbox.Limits{Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPU, Scratch: int64(l.Scratch)}
 }
 
 // ReadManifest decodes the serving keys of a version and fills in the defaults.

@@ -28,13 +28,16 @@ func TestManifest(t *testing.T) {
 			t.Errorf("%q: kind %v, %v; want %v", manifest, m.Kind(), err, want)
 		}
 	}
-	os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\ntimeout: 5\nttl: 2m\nmaxBodySize: 1MiB\nmaxRequests: 3\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\ntimeout: 5\nttl: 2m\nmaxBodySize: 1MiB\nmaxRequests: 3\nlimits:\n  scratch: 8MiB\n"), 0o644)
 	md, _ := packages.ReadMetadata(root, ".")
 	m, err := ReadManifest(md)
 	if err != nil || m.Timeout != Duration(5e9) || m.TTL != Duration(120e9) || m.MaxBodySize != 1<<20 || m.MaxRequests != 3 || m.StartTimeout != Duration(DefaultStartTimeout) {
 		t.Fatalf("manifest = %+v, %v", m, err)
 	}
-	for _, bad := range []string{"timeout: soon\n", "ttl: -3\n", "maxBodySize: big\n", "maxRequests: -1\n"} {
+	if got := m.Limits.sandbox().Scratch; got != 8<<20 {
+		t.Errorf("limits.scratch = %d bytes, want 8MiB", got)
+	}
+	for _, bad := range []string{"timeout: soon\n", "ttl: -3\n", "maxBodySize: big\n", "maxRequests: -1\n", "limits:\n  scratch: lots\n"} {
 		os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\n"+bad), 0o644)
 		md, _ := packages.ReadMetadata(root, ".")
 		if _, err := ReadManifest(md); err == nil {

@@ -27,7 +27,7 @@ type PoolOptions struct {
 	Path string
 	// Sandbox confines the processes; nil starts them in a sandbox with default options.
 	Sandbox *sandbox.Sandbox
-	// ScratchDir holds each version's scratch folder, its TMPDIR.
+	// ScratchDir holds each process's scratch folder, its TMPDIR, removed when it exits.
 	ScratchDir string
 	// Allowed tells whether a worker may run as a process; nil allows every worker.
 	Allowed func(name string) bool
@@ -120,6 +120,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		}
 		opts.Sandbox = sb
 	}
+	sweepScratch(opts.ScratchDir, opts.Logger)
 	p := &Pool{opts: opts, procs: map[string]*proc{}, live: map[*proc]struct{}{}, crashes: map[string]*backoff{},
 		restarts: map[string]int{}, quit: make(chan struct{})}
 	go p.reap()
@@ -396,13 +397,14 @@ func (pr *proc) launch(port int) error {
 	if err != nil {
 		return err
 	}
-	scratch := filepath.Join(pr.pool.opts.ScratchDir, scratchName(pr.name, pr.version))
+	scratch := scratchFolder(pr.pool.opts.ScratchDir, pr.name, pr.version)
 	limit := newRateLimit(pr.logger, pr.pool.opts.LogRate)
 	output := func(stream string) *lineLog {
 		return &lineLog{logger: pr.logger, stream: stream, limit: limit, book: pr.pool.opts.Logs, worker: pr.name, version: pr.version, pid: &pr.pid}
 	}
 	stdout, stderr := output("stdout"), output("stderr")
-	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox()}
+	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox(),
+		OverScratch: pr.overScratch}
 	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
 	if err != nil {
 		return err
@@ -416,11 +418,6 @@ func (pr *proc) launch(port int) error {
 		pr.exitedWith(err)
 	}()
 	return nil
-}
-
-// scratchName is a version's scratch folder name: one path segment per name and version.
-func scratchName(name, version string) string {
-	return strings.ReplaceAll(name, "/", "+") + "@" + version
 }
 
 // argv is the command line: the manifest's command, or the executable entrypoint.

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -115,8 +116,8 @@ func listener() (net.Listener, error) {
 	return net.Listen("tcp", os.Getenv("HOST")+":"+os.Getenv("PORT"))
 }
 
-// attacks are what a hostile worker tries: reading and writing files, leaving orphans,
-// forking, allocating and flooding its output. Each answers 200 with what it achieved, or 403
+// attacks are what a hostile worker tries: reading and writing files, filling its scratch
+// folder, leaving orphans, forking, allocating and flooding its output. Each answers 200 with what it achieved, or 403
 // with the error that stopped it.
 func attacks() {
 	http.HandleFunc("/read", func(w http.ResponseWriter, r *http.Request) {
@@ -210,6 +211,11 @@ func attacks() {
 		}
 		fmt.Fprintf(w, "allocated %d MiB\n", len(held))
 	})
+	http.HandleFunc("/fill", func(w http.ResponseWriter, r *http.Request) {
+		mb, _ := strconv.Atoi(r.URL.Query().Get("mb"))
+		written, err := fill(filepath.Join(os.TempDir(), "fill"), mb)
+		json.NewEncoder(w).Encode(map[string]any{"written": written, "error": fmt.Sprint(err)})
+	})
 	http.HandleFunc("/say", func(w http.ResponseWriter, r *http.Request) {
 		out := os.Stdout
 		if r.URL.Query().Get("stream") == "stderr" {
@@ -240,6 +246,29 @@ func flood(rate int) {
 		}
 		out.Flush()
 	}
+}
+
+// fill writes mb MiB of data to path, one MiB at a time and synced, and reports how many MiB it
+// wrote before the first error.
+func fill(path string, mb int) (int, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	for n := range mb {
+		if _, err := f.Write(chunk); err != nil {
+			return n, err
+		}
+		if err := f.Sync(); err != nil {
+			return n, err
+		}
+	}
+	return mb, nil
 }
 
 func self() string {
