@@ -45,6 +45,9 @@ func customVersion(packaged string) string {
 // across reloads, and handlers sharing a load register it once.
 var runtimeMetrics = metrics.New()
 
+// sessionCookies are the API's session cookies, which uploaded code neither sees nor sets.
+var sessionCookies = []string{handlers.SessionCookie, handlers.HostSessionCookie}
+
 // Handler is the http.handlers.runtime module: it serves the management API with the
 // discovery document, the cpanel, and workers with plugin routes, or those of them its serve
 // setting names.
@@ -145,7 +148,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.workers = serving.New(serving.Options{
 		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
-		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookie: handlers.SessionCookie, Bearer: h.api.IsCredential},
+		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Bearer: h.api.IsCredential},
 		Logger:      h.logger, Metrics: runtimeMetrics,
 	})
 	// Followed log streams end when this handler's server begins to shut down (a reload
@@ -204,7 +207,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		envelope.Write(w, notServed("workers are not served on this host"))
 	default:
-		serving.GuardResponse(w, handlers.SessionCookie, func(w http.ResponseWriter) { h.serveUnits(w, r) })
+		serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { h.serveUnits(w, r) })
 	}
 	return nil
 }

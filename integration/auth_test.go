@@ -133,6 +133,10 @@ func TestSessionCookie(t *testing.T) {
 		t.Fatalf("login body = %s", resp)
 	}
 	// The cookie holds an opaque token, never the key.
+	// Over plain HTTP there is no __Host- twin: the runtime_api_key cookie is all.
+	if lines := resp.Header.Values("Set-Cookie"); len(lines) != 1 {
+		t.Fatalf("Set-Cookie lines of a sign-in over HTTP = %q, want one", lines)
+	}
 	set := resp.Header.Get("Set-Cookie")
 	if !regexp.MustCompile(`^runtime_api_key=rts_[A-Za-z0-9_-]{43}; Max-Age=7200; Path=/; HttpOnly; SameSite=Strict$`).MatchString(set) {
 		t.Fatalf("Set-Cookie = %q, want a session token with Max-Age=7200; Path=/; HttpOnly; SameSite=Strict", set)

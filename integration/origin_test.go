@@ -127,6 +127,7 @@ var evilCookies = []string{
 	"runtime_api_key=; Max-Age=0; Path=/",
 	"runtime_api_key; Path=/api",
 	"runtime_api_key=evil; Domain=localhost; Path=/",
+	"__Host-runtime_api_key=evil; Secure; Path=/",
 }
 
 // checkNoSessionCookie fails unless the response's Set-Cookie lines are exactly want and it

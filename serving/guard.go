@@ -8,13 +8,13 @@ import (
 )
 
 // GuardResponse lets serve answer through a writer that keeps the response from setting or
-// clearing the session cookie named cookie; serve is the part of a request's handling where
+// clearing the session cookies named cookies; serve is the part of a request's handling where
 // uploaded code answers (a worker, a plugin route or an onRequest hook). Whatever the
-// handlers put in the header, Set-Cookie lines naming the cookie and a Clear-Site-Data that
+// handlers put in the header, Set-Cookie lines naming one of them and a Clear-Site-Data that
 // clears cookies are dropped just before the header goes out, also when serve returns
 // without writing and leaves the header to the server.
-func GuardResponse(w http.ResponseWriter, cookie string, serve func(http.ResponseWriter)) {
-	gw := &unitWriter{ResponseWriter: w, cookie: cookie}
+func GuardResponse(w http.ResponseWriter, cookies []string, serve func(http.ResponseWriter)) {
+	gw := &unitWriter{ResponseWriter: w, cookies: cookies}
 	defer gw.guard()
 	serve(gw)
 }
@@ -25,13 +25,13 @@ func GuardResponse(w http.ResponseWriter, cookie string, serve func(http.Respons
 // guards that header itself.
 type unitWriter struct {
 	http.ResponseWriter
-	cookie string
-	sent   bool // the final header is out; later changes to the map are not sent
+	cookies []string
+	sent    bool // the final header is out; later changes to the map are not sent
 }
 
 func (w *unitWriter) guard() {
 	if !w.sent {
-		DropCookie(w.ResponseWriter.Header(), w.cookie)
+		DropCookie(w.ResponseWriter.Header(), w.cookies...)
 	}
 }
 
@@ -69,19 +69,19 @@ func (w *unitWriter) FlushError() error {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *unitWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// DropCookie removes from a response header the lines that would set or clear the session
-// cookie named cookie. A cookie's name is case-sensitive, but a browser or a client library
-// may be lenient, so names equal to it but for case and surrounding blanks or
+// DropCookie removes from a response header the lines that would set or clear a session
+// cookie named in cookies. A cookie's name is case-sensitive, but a browser or a client library
+// may be lenient, so names equal to one but for case and surrounding blanks or
 // control characters go too; a pair without "=" counts by its whole text, since browsers
 // store it as a nameless cookie that servers read back as a cookie of that name.
 // Clear-Site-Data naming "cookies" (or "*") would clear every cookie of the site, the session
 // included, so it goes as well. Header names are compared without regard to case, since
 // a handler may write the map directly.
-func DropCookie(h http.Header, cookie string) {
+func DropCookie(h http.Header, cookies ...string) {
 	for name, lines := range h {
 		switch {
 		case strings.EqualFold(name, "Set-Cookie"):
-			if kept := slices.DeleteFunc(lines, func(line string) bool { return setsCookie(line, cookie) }); len(kept) > 0 {
+			if kept := slices.DeleteFunc(lines, func(line string) bool { return setsCookie(line, cookies) }); len(kept) > 0 {
 				h[name] = kept
 			} else {
 				delete(h, name)
@@ -94,10 +94,11 @@ func DropCookie(h http.Header, cookie string) {
 	}
 }
 
-func setsCookie(line, cookie string) bool {
+func setsCookie(line string, cookies []string) bool {
 	pair, _, _ := strings.Cut(line, ";")
 	name, _, _ := strings.Cut(pair, "=")
-	return strings.EqualFold(strings.TrimFunc(name, blankOrControl), cookie)
+	name = strings.TrimFunc(name, blankOrControl)
+	return slices.ContainsFunc(cookies, func(cookie string) bool { return strings.EqualFold(name, cookie) })
 }
 
 func clearsCookies(value string) bool {

@@ -12,8 +12,8 @@ import (
 	"testing"
 )
 
-// testCookie is the runtime's session cookie, as the tests' lines name it.
-const testCookie = "runtime_api_key"
+// testCookies are the runtime's session cookies, as the tests' lines name them.
+var testCookies = []string{"runtime_api_key", "__Host-runtime_api_key"}
 
 func TestDropCookie(t *testing.T) {
 	tests := []struct {
@@ -29,6 +29,8 @@ func TestDropCookie(t *testing.T) {
 		{"blank before =", "runtime_api_key =evil", true},
 		{"leading control character", "\x01runtime_api_key=evil", true},
 		{"nameless, read back as the name", "runtime_api_key; Path=/api", true},
+		{"the __Host- twin", "__Host-runtime_api_key=evil; Secure; Path=/", true},
+		{"the __Host- twin in other case", "__host-Runtime_Api_Key=evil; Secure; Path=/", true},
 		{"another cookie", "theme=dark; Path=/", false},
 		{"a longer name", "runtime_api_key2=x", false},
 		{"a prefixed name", "my_runtime_api_key=x", false},
@@ -37,7 +39,7 @@ func TestDropCookie(t *testing.T) {
 	}
 	for _, tt := range tests {
 		h := http.Header{"Set-Cookie": {"keep=1", tt.line, "keep=2"}}
-		DropCookie(h, testCookie)
+		DropCookie(h, testCookies...)
 		want := []string{"keep=1", tt.line, "keep=2"}
 		if tt.drop {
 			want = []string{"keep=1", "keep=2"}
@@ -48,7 +50,7 @@ func TestDropCookie(t *testing.T) {
 	}
 
 	h := http.Header{"set-cookie": {"runtime_api_key=evil"}, "Set-Cookie": {"runtime_api_key=evil"}, "X-Other": {"runtime_api_key=1"}}
-	DropCookie(h, testCookie)
+	DropCookie(h, testCookies...)
 	if len(h) != 1 || h.Get("X-Other") == "" {
 		t.Errorf("a header map written directly kept %v", h)
 	}
@@ -58,7 +60,7 @@ func TestDropCookie(t *testing.T) {
 		`"cache"`: false, `"storage", "executionContexts"`: false,
 	} {
 		h := http.Header{"Clear-Site-Data": {value}}
-		DropCookie(h, testCookie)
+		DropCookie(h, testCookies...)
 		if _, kept := h["Clear-Site-Data"]; kept == drop {
 			t.Errorf("Clear-Site-Data: %s kept = %v", value, kept)
 		}
@@ -70,6 +72,7 @@ func TestDropCookie(t *testing.T) {
 func TestGuardResponse(t *testing.T) {
 	evil := func(w http.ResponseWriter) {
 		w.Header().Add("Set-Cookie", "runtime_api_key=evil")
+		w.Header().Add("Set-Cookie", "__Host-runtime_api_key=evil; Secure; Path=/")
 		w.Header().Add("Set-Cookie", "theme=dark")
 	}
 	ways := map[string]func(w http.ResponseWriter){
@@ -86,7 +89,7 @@ func TestGuardResponse(t *testing.T) {
 		},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		GuardResponse(w, testCookie, ways[r.URL.Query().Get("way")])
+		GuardResponse(w, testCookies, ways[r.URL.Query().Get("way")])
 	}))
 	defer srv.Close()
 	for way := range ways {
@@ -102,7 +105,7 @@ func TestGuardResponse(t *testing.T) {
 		}
 		resp.Body.Close()
 		for _, got := range append(interim, resp.Header.Values("Set-Cookie")) {
-			if !slices.Contains(got, "theme=dark") || slices.ContainsFunc(got, func(l string) bool { return setsCookie(l, testCookie) }) {
+			if !slices.Contains(got, "theme=dark") || slices.ContainsFunc(got, func(l string) bool { return setsCookie(l, testCookies) }) {
 				t.Errorf("%s: the client got Set-Cookie %q, want theme=dark only", way, got)
 			}
 		}

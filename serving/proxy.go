@@ -112,7 +112,7 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// A protocol switch writes its header on the hijacked connection, past the
 				// writer that guards the session cookie everywhere else.
-				DropCookie(resp.Header, s.opts.Credentials.Cookie)
+				DropCookie(resp.Header, s.opts.Credentials.Cookies...)
 			}
 			return nil
 		},
@@ -147,7 +147,7 @@ func bodyTooLarge(name string, limit int64) *envelope.Error {
 }
 
 // stripCredentials removes the runtime's own credentials, which a worker must never see: the
-// API key header, an Authorization: Bearer carrying a runtime key, and the session cookie.
+// API key header, an Authorization: Bearer carrying a runtime key, and the session cookies.
 // A worker's own credentials (other Authorization values, other cookies) pass.
 func (s *Server) stripCredentials(h http.Header) {
 	creds := s.opts.Credentials
@@ -159,14 +159,16 @@ func (s *Server) stripCredentials(h http.Header) {
 		h.Del("Authorization")
 	}
 	cookies := h.Values("Cookie")
-	if creds.Cookie == "" || !slices.ContainsFunc(cookies, func(c string) bool { return strings.Contains(c, creds.Cookie) }) {
+	if !slices.ContainsFunc(cookies, func(c string) bool {
+		return slices.ContainsFunc(creds.Cookies, func(name string) bool { return strings.Contains(c, name) })
+	}) {
 		return
 	}
 	h.Del("Cookie")
 	for _, line := range cookies {
 		var kept []string
 		for _, c := range strings.Split(line, ";") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != creds.Cookie && strings.TrimSpace(c) != "" {
+			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); !slices.Contains(creds.Cookies, name) && strings.TrimSpace(c) != "" {
 				kept = append(kept, strings.TrimSpace(c))
 			}
 		}

@@ -50,8 +50,8 @@ type Options struct {
 // Credentials name the runtime's credentials, which are stripped from requests to workers
 // and kept out of the answers of uploaded code.
 type Credentials struct {
-	Header string // the API key header, e.g. X-API-Key
-	Cookie string // the session cookie
+	Header  string   // the API key header, e.g. X-API-Key
+	Cookies []string // the session cookies (runtime_api_key and its __Host- twin)
 	// Bearer reports whether an Authorization: Bearer token is one of the runtime's (a key
 	// or the root key); a worker's own bearer tokens pass.
 	Bearer func(token string) bool
