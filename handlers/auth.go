@@ -352,31 +352,36 @@ func (a *API) audit(r *http.Request, action, target, outcome string, actor *keys
 
 // auditScoped audits an action about the namespace scope ("" for none).
 func (a *API) auditScoped(r *http.Request, action, target, scope, outcome string, actor *keystore.Principal, extra ...zap.Field) {
+	a.record(r.Context(), keystore.AuditEntry{Action: action, Target: target, Scope: scope, Outcome: outcome,
+		RequestID: trace.RequestID(r.Context()), RemoteAddr: trace.ClientAddr(r)}, actor, extra...)
+}
+
+// record logs an audit line for e, with extra as its details, and stores e in the audit
+// trail; ctx is the context of the request it is about, if any.
+func (a *API) record(ctx context.Context, e keystore.AuditEntry, actor *keystore.Principal, extra ...zap.Field) {
 	fields := []zap.Field{
-		zap.String("action", action),
-		zap.String("target", target),
-		zap.String("outcome", outcome),
-		zap.String("request_id", trace.RequestID(r.Context())),
+		zap.String("action", e.Action),
+		zap.String("target", e.Target),
+		zap.String("outcome", e.Outcome),
+		zap.String("request_id", e.RequestID),
 	}
 	if actor != nil {
 		fields = append(fields, zap.Dict("actor",
 			zap.Int64("id", actor.ID), zap.String("name", actor.Name), zap.String("key_prefix", actor.KeyPrefix)))
+		e.Actor = &keystore.AuditActor{ID: actor.ID, Name: actor.Name, KeyPrefix: actor.KeyPrefix}
 	}
 	a.auditLog.Info("audit", append(fields, extra...)...)
-	a.storeAudit(r, keystore.AuditEntry{Action: action, Target: target, Scope: scope, Outcome: outcome,
-		RequestID: trace.RequestID(r.Context()), RemoteAddr: remoteHost(r), Details: details(extra)}, actor)
+	e.Details = details(extra)
+	a.storeAudit(ctx, e)
 }
 
 // storeAudit writes an entry to the audit trail. A failure is logged and never fails the
 // request: the action has happened.
-func (a *API) storeAudit(r *http.Request, e keystore.AuditEntry, actor *keystore.Principal) {
-	if actor != nil {
-		e.Actor = &keystore.AuditActor{ID: actor.ID, Name: actor.Name, KeyPrefix: actor.KeyPrefix}
-	}
+func (a *API) storeAudit(ctx context.Context, e keystore.AuditEntry) {
 	store, err := a.keyStore()
 	if err == nil {
 		// Detached from the request: a client that leaves does not unwrite the action.
-		err = store.AppendAudit(context.WithoutCancel(r.Context()), e)
+		err = store.AppendAudit(context.WithoutCancel(ctx), e)
 	}
 	if err != nil {
 		a.opts.Logger.Error("storing an audit entry", zap.String("action", e.Action), zap.String("request_id", e.RequestID), zap.Error(err))
@@ -393,12 +398,4 @@ func details(fields []zap.Field) map[string]any {
 		f.AddTo(enc)
 	}
 	return enc.Fields
-}
-
-// remoteHost is the address of the client that sent r, without its port.
-func remoteHost(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
 }

@@ -74,7 +74,8 @@ func (a *API) sessionRoutes() []route {
 			description: "Begins a session on the server and sets the HttpOnly cookie runtime_api_key to its token (never the key), " +
 				"over HTTPS also " + HostSessionCookie + ", which only this host can set. " +
 				"The session ends at its Max-Age (the session lifetime, or the key's expiry if sooner), at logout, when its key is revoked, " +
-				"and, for the root key, when the root key changes. The root key is accepted too. Subject to the CSRF rule.",
+				"and, for the root key, when the root key changes. The root key is accepted too. Subject to the CSRF rule. " +
+				"A refused key is answered at once; refusals are audited once per client address and minute, with their count.",
 			request: &request{contentType: "application/json", body: LoginRequest{}},
 			responses: []response{
 				{status: http.StatusOK, description: "Logged in; Set-Cookie carries the session", body: Session{}, headers: sessionCookieHeaders},
@@ -146,7 +147,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) error {
 	}
 	p, err := a.resolve(r.Context(), strings.TrimSpace(*req.Key))
 	if errors.Is(err, keystore.ErrInvalidKey) {
-		a.audit(r, "session.login", "", "denied", nil)
+		a.refusedLogins.add(r)
 		return refused("login", Errorf(http.StatusUnauthorized, CodeInvalidKey, "the key is neither the root key nor an active API key"))
 	}
 	if err != nil {

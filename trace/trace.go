@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 
@@ -155,6 +156,19 @@ func EnsureRequestID(w http.ResponseWriter, r *http.Request, newID func() string
 		return r
 	}
 	return r.WithContext(context.WithValue(r.Context(), requestKey{}, &request{id: id}))
+}
+
+// ClientAddr is the address of the client that sent r, without a port: in Caddy, the
+// request's client IP, which is the address a proxy in the server's trusted_proxies forwarded
+// (X-Forwarded-For) and otherwise the connection's peer; elsewhere the peer.
+func ClientAddr(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // ValidRequestID accepts ids of up to 128 characters from a conservative set, so a client
