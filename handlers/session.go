@@ -107,9 +107,9 @@ func (a *API) sessionRoutes() []route {
 		{
 			method: "DELETE", path: "/admin/sessions/{id}", id: "endSession", tag: "session",
 			summary:     "End one of the caller's own sessions",
-			description: "Takes effect on the next request. Ending the session the request came with also clears its cookie.",
+			description: "Takes effect on the next request. Ending the session the request came with also clears its cookies.",
 			responses: []response{
-				{status: http.StatusOK, description: "Ended", body: Success{}},
+				{status: http.StatusOK, description: "Ended", body: Success{}, headers: sessionCookieHeaders},
 				errorResponse(http.StatusBadRequest, "The id is not a session id (BAD_REQUEST)"),
 				errorResponse(http.StatusNotFound, "No live session with this id belongs to the caller (SESSION_NOT_FOUND)"),
 			},
