@@ -39,6 +39,9 @@ func init() {
 // across reloads, and handlers sharing a load register it once.
 var runtimeMetrics = metrics.New()
 
+// sessionCookies are the API's session cookies, which uploaded code neither sees nor sets.
+var sessionCookies = []string{handlers.SessionCookie, handlers.HostSessionCookie}
+
 // Handler is the http.handlers.runtime module: it serves the management API with the
 // discovery document, the cpanel, and workers with plugin routes, or those of them its serve
 // setting names.
@@ -153,10 +156,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// sessionCookies name the runtime's session cookies, which uploaded code neither sees in a
-// request nor sets in an answer. "__Host-runtime_api_key" is the session cookie over HTTPS
-// (issue 22): handlers.HostSessionCookie once that lands.
-var sessionCookies = []string{handlers.SessionCookie, "__Host-runtime_api_key"}
 
 // policies are what uploaded workers and plugins may do under settings.
 func policies(s config.Settings) (workers.Policy, plugins.Policy) {
@@ -222,7 +221,8 @@ func attachTrace(r *http.Request) {
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		add = extra.Add
 	}
-	trace.Attach(vars, add)
+	client, _ := vars[caddyhttp.ClientIPVarKey].(string)
+	trace.Attach(vars, add, client)
 }
 
 // requestUUID is Caddy's {http.request.uuid} of r, which also puts it on the access log line

@@ -485,11 +485,21 @@ func (a *App) Start() error {
 	if a.sharesOrigin {
 		warnSharedOrigin(a.logger)
 	}
+	a.warnSameSite()
 	for _, host := range a.hosts {
 		host.reload()
 	}
 	a.warnAdmin()
 	a.warnAccessLog()
+	return nil
+}
+
+// servers are the http app's servers in the config being started; none without the app.
+func (a *App) servers() map[string]*caddyhttp.Server {
+	app, err := a.ctx.AppIfConfigured("http")
+	if httpApp, ok := app.(*caddyhttp.App); err == nil && ok {
+		return httpApp.Servers
+	}
 	return nil
 }
 
@@ -500,12 +510,7 @@ var warnedAccessLog atomic.Bool
 // headers, and X-API-Key carries a key in clear (Caddy redacts only Authorization and
 // cookies, and logs a copy of the request the runtime cannot touch).
 func (a *App) warnAccessLog() {
-	app, err := a.ctx.AppIfConfigured("http")
-	httpApp, ok := app.(*caddyhttp.App)
-	if err != nil || !ok {
-		return
-	}
-	for name, srv := range httpApp.Servers {
+	for name, srv := range a.servers() {
 		if srv.Logs != nil && !warnedAccessLog.Swap(true) {
 			a.logger.Warn("Caddy's access log records request headers, X-API-Key included, where API keys are sent in clear; "+
 				"filter the header out of the log (see the README, Access log) or have clients send keys as Authorization: Bearer, "+

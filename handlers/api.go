@@ -84,6 +84,7 @@ type API struct {
 	heartbeat                       time.Duration
 	stopping                        chan struct{} // closed by Shutdown: long-lived answers end
 	stopOnce                        sync.Once
+	refusedLogins                   *refusalTally
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -106,6 +107,7 @@ func New(opts Options) (*API, error) {
 	}
 	a := &API{opts: opts, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit"),
 		heartbeat: opts.Heartbeat, stopping: make(chan struct{})}
+	a.refusedLogins = newRefusalTally(a.auditRefusals)
 	if opts.RootKey != "" {
 		sum := sha256.Sum256([]byte(opts.RootKey))
 		a.rootHash = sum[:]
@@ -134,8 +136,14 @@ func New(opts Options) (*API, error) {
 }
 
 // Shutdown ends the API's long-lived answers (followed log streams), so that a server
-// shutting down for a reload or an exit does not wait for them. It may be called more than once.
-func (a *API) Shutdown() { a.stopOnce.Do(func() { close(a.stopping) }) }
+// shutting down for a reload or an exit does not wait for them, and audits the refused
+// sign-ins counted so far. It may be called more than once.
+func (a *API) Shutdown() {
+	a.stopOnce.Do(func() {
+		close(a.stopping)
+		a.refusedLogins.stop()
+	})
+}
 
 // Prefix returns the API path.
 func (a *API) Prefix() string { return a.opts.Prefix }

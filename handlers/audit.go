@@ -24,8 +24,8 @@ type AuditEntry struct {
 	Target     string         `json:"target" doc:"the object as people know it: a key as name (#id), a unit as name@version, a file by its path"`
 	Outcome    string         `json:"outcome" enum:"success,denied,failed"`
 	RequestID  string         `json:"requestId" doc:"the X-Request-Id of the request, as in Caddy's access log"`
-	RemoteAddr string         `json:"remoteAddr" doc:"the client's address"`
-	Details    map[string]any `json:"details" doc:"what else the action's audit line says; never a secret"`
+	RemoteAddr string         `json:"remoteAddr" doc:"the client's address (Caddy's client IP, which honours trusted_proxies); other for refused sign-ins past the first 1000 addresses of a minute"`
+	Details    map[string]any `json:"details" doc:"what else the action's audit line says, e.g. count for refused sign-ins, one entry per address and minute; never a secret"`
 }
 
 // AuditActor is who did an audited action.

@@ -30,18 +30,24 @@ const (
 	CodePermissionDenied = "PERMISSION_DENIED"
 	CodeNamespaceDenied  = "NAMESPACE_DENIED"
 	CodeCSRFRejected     = "CSRF_REJECTED"
+	// CodeDuplicateSessionCookie refuses a request whose session cookies disagree on which
+	// session they mean.
+	CodeDuplicateSessionCookie = "DUPLICATE_SESSION_COOKIE"
 )
 
 // credential is the key or session token a request presents and the channel it came by.
 type credential struct {
 	key      string
-	fromHead bool // X-API-Key or Authorization: Bearer; else the cookie
+	fromHead bool // X-API-Key or Authorization: Bearer; else a session cookie
 	present  bool
+	// duplicate: the request carries more than one runtime_api_key cookie and neither a
+	// header credential nor the __Host- cookie, so which session it means cannot be told.
+	duplicate bool
 }
 
 // credentialOf extracts the request's credential: X-API-Key, then Authorization: Bearer,
-// then the session cookie. A header credential wins even when it is invalid, so a bad header
-// never falls back to a cookie.
+// then the session cookie (see cookieCredential). A header credential wins even when it is
+// invalid, so a bad header never falls back to a cookie.
 func credentialOf(r *http.Request) credential {
 	if values, ok := r.Header[http.CanonicalHeaderKey(APIKeyHeader)]; ok {
 		return credential{key: strings.TrimSpace(values[0]), fromHead: true, present: true}
@@ -49,19 +55,25 @@ func credentialOf(r *http.Request) credential {
 	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return credential{key: strings.TrimSpace(token), fromHead: true, present: true}
 	}
-	if c, err := r.Cookie(SessionCookie); err == nil {
-		return credential{key: decodeCookieValue(c.Value), present: true}
-	}
-	return credential{}
+	return cookieCredential(r)
 }
 
-// cookieCredential returns the session cookie's decoded value, or "".
-func cookieCredential(r *http.Request) string {
-	c, err := r.Cookie(SessionCookie)
-	if err != nil {
-		return ""
+// cookieCredential is the request's session cookie, decoded: the __Host- cookie when there is
+// one, since only the API's own host can have set it, else the runtime_api_key cookie. Two
+// runtime_api_key cookies or more (a page of another host of the site can add one for the
+// parent domain, which the browser may send first) are a duplicate, never a guess.
+func cookieCredential(r *http.Request) credential {
+	if c, err := r.Cookie(HostSessionCookie); err == nil {
+		return credential{key: decodeCookieValue(c.Value), present: true}
 	}
-	return decodeCookieValue(c.Value)
+	cookies := r.CookiesNamed(SessionCookie)
+	switch len(cookies) {
+	case 0:
+		return credential{}
+	case 1:
+		return credential{key: decodeCookieValue(cookies[0].Value), present: true}
+	}
+	return credential{present: true, duplicate: true}
 }
 
 // callerKey holds a request's *caller in its context.
@@ -140,6 +152,11 @@ func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Princ
 		return keystore.Principal{}, nil, refused("missing_credential", Errorf(http.StatusUnauthorized, CodeAuthRequired,
 			"an API key is required: send it in X-API-Key or Authorization: Bearer, or log in with POST %s/admin/session", a.opts.Prefix))
 	}
+	if cred.duplicate {
+		return keystore.Principal{}, nil, refused("duplicate_cookie", Errorf(http.StatusUnauthorized, CodeDuplicateSessionCookie,
+			"the request carries more than one %s cookie, so whose session it is cannot be told (a page of another host of this site may have set one); "+
+				"sign out, which clears them, or clear this site's cookies in the browser, then sign in again", SessionCookie))
+	}
 	p, sess, err := a.resolveCredential(ctx, cred)
 	switch {
 	case errors.Is(err, keystore.ErrInvalidKey) && cred.fromHead:
@@ -166,12 +183,12 @@ func refused(reason string, err *Error) error { return &refusal{err: err, reason
 // refusalReason is the reason err refused a request for its credential or its reach, or ""
 // for any other error; apiErr is the answer it gives.
 func refusalReason(err error, apiErr *Error) string {
+	if r, ok := err.(*refusal); ok {
+		return r.reason
+	}
 	switch apiErr.Code {
 	case CodeAuthRequired:
-		if r, ok := err.(*refusal); ok {
-			return r.reason
-		}
-		return "invalid_key" // a login with a key that is not valid
+		return "invalid_key"
 	case CodeCSRFRejected:
 		return "csrf"
 	case CodePermissionDenied:
@@ -336,31 +353,36 @@ func (a *API) audit(r *http.Request, action, target, outcome string, actor *keys
 
 // auditScoped audits an action about the namespace scope ("" for none).
 func (a *API) auditScoped(r *http.Request, action, target, scope, outcome string, actor *keystore.Principal, extra ...zap.Field) {
+	a.record(r.Context(), keystore.AuditEntry{Action: action, Target: target, Scope: scope, Outcome: outcome,
+		RequestID: trace.RequestID(r.Context()), RemoteAddr: trace.ClientAddr(r)}, actor, extra...)
+}
+
+// record logs an audit line for e, with extra as its details, and stores e in the audit
+// trail; ctx is the context of the request it is about, if any.
+func (a *API) record(ctx context.Context, e keystore.AuditEntry, actor *keystore.Principal, extra ...zap.Field) {
 	fields := []zap.Field{
-		zap.String("action", action),
-		zap.String("target", target),
-		zap.String("outcome", outcome),
-		zap.String("request_id", trace.RequestID(r.Context())),
+		zap.String("action", e.Action),
+		zap.String("target", e.Target),
+		zap.String("outcome", e.Outcome),
+		zap.String("request_id", e.RequestID),
 	}
 	if actor != nil {
 		fields = append(fields, zap.Dict("actor",
 			zap.Int64("id", actor.ID), zap.String("name", actor.Name), zap.String("key_prefix", actor.KeyPrefix)))
+		e.Actor = &keystore.AuditActor{ID: actor.ID, Name: actor.Name, KeyPrefix: actor.KeyPrefix}
 	}
 	a.auditLog.Info("audit", append(fields, extra...)...)
-	a.storeAudit(r, keystore.AuditEntry{Action: action, Target: target, Scope: scope, Outcome: outcome,
-		RequestID: trace.RequestID(r.Context()), RemoteAddr: remoteHost(r), Details: details(extra)}, actor)
+	e.Details = details(extra)
+	a.storeAudit(ctx, e)
 }
 
 // storeAudit writes an entry to the audit trail. A failure is logged and never fails the
 // request: the action has happened.
-func (a *API) storeAudit(r *http.Request, e keystore.AuditEntry, actor *keystore.Principal) {
-	if actor != nil {
-		e.Actor = &keystore.AuditActor{ID: actor.ID, Name: actor.Name, KeyPrefix: actor.KeyPrefix}
-	}
+func (a *API) storeAudit(ctx context.Context, e keystore.AuditEntry) {
 	store, err := a.keyStore()
 	if err == nil {
 		// Detached from the request: a client that leaves does not unwrite the action.
-		err = store.AppendAudit(context.WithoutCancel(r.Context()), e)
+		err = store.AppendAudit(context.WithoutCancel(ctx), e)
 	}
 	if err != nil {
 		a.opts.Logger.Error("storing an audit entry", zap.String("action", e.Action), zap.String("request_id", e.RequestID), zap.Error(err))
@@ -377,12 +399,4 @@ func details(fields []zap.Field) map[string]any {
 		f.AddTo(enc)
 	}
 	return enc.Fields
-}
-
-// remoteHost is the address of the client that sent r, without its port.
-func remoteHost(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
 }

@@ -90,32 +90,38 @@ func TestSameHost(t *testing.T) {
 
 func TestCredentialOf(t *testing.T) {
 	tests := []struct {
-		name     string
-		headers  map[string]string
-		cookie   string
-		key      string
-		fromHead bool
-		present  bool
+		name    string
+		headers map[string]string
+		cookie  string // the Cookie header
+		want    credential
 	}{
-		{"none", nil, "", "", false, false},
-		{"X-API-Key", map[string]string{"X-API-Key": " k1 "}, "c", "k1", true, true},
-		{"empty X-API-Key still wins", map[string]string{"X-API-Key": ""}, "c", "", true, true},
-		{"Bearer", map[string]string{"Authorization": "Bearer k2"}, "c", "k2", true, true},
-		{"X-API-Key before Bearer", map[string]string{"X-API-Key": "k1", "Authorization": "Bearer k2"}, "", "k1", true, true},
-		{"Basic is ignored", map[string]string{"Authorization": "Basic abc"}, "k3", "k3", false, true},
-		{"cookie decoded", nil, "a%3Bb", "a;b", false, true},
+		{"none", nil, "", credential{}},
+		{"X-API-Key", map[string]string{"X-API-Key": " k1 "}, "runtime_api_key=c", credential{key: "k1", fromHead: true, present: true}},
+		{"empty X-API-Key still wins", map[string]string{"X-API-Key": ""}, "runtime_api_key=c", credential{fromHead: true, present: true}},
+		{"Bearer", map[string]string{"Authorization": "Bearer k2"}, "runtime_api_key=c", credential{key: "k2", fromHead: true, present: true}},
+		{"X-API-Key before Bearer", map[string]string{"X-API-Key": "k1", "Authorization": "Bearer k2"}, "", credential{key: "k1", fromHead: true, present: true}},
+		{"Basic is ignored", map[string]string{"Authorization": "Basic abc"}, "runtime_api_key=k3", credential{key: "k3", present: true}},
+		{"cookie decoded", nil, "runtime_api_key=a%3Bb", credential{key: "a;b", present: true}},
+		{"other cookies around", nil, "theme=dark; runtime_api_key=k; lang=en", credential{key: "k", present: true}},
+		{"__Host- cookie alone", nil, "__Host-runtime_api_key=h%3B1", credential{key: "h;1", present: true}},
+		{"__Host- cookie before the plain one", nil, "runtime_api_key=planted; runtime_api_key=own; __Host-runtime_api_key=own", credential{key: "own", present: true}},
+		{"two plain cookies", nil, "runtime_api_key=planted; runtime_api_key=own", credential{present: true, duplicate: true}},
+		{"two plain cookies in two headers", nil, "runtime_api_key=planted\nruntime_api_key=own", credential{present: true, duplicate: true}},
+		{"a header beats two cookies", map[string]string{"X-API-Key": "k1"}, "runtime_api_key=a; runtime_api_key=b", credential{key: "k1", fromHead: true, present: true}},
+		{"a differently written name is another cookie", nil, "Runtime_Api_Key=planted; runtime_api_key=own", credential{key: "own", present: true}},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest("GET", "/", nil)
 		for k, v := range tt.headers {
 			r.Header[http.CanonicalHeaderKey(k)] = []string{v}
 		}
-		if tt.cookie != "" {
-			r.Header.Set("Cookie", SessionCookie+"="+tt.cookie)
+		for line := range strings.SplitSeq(tt.cookie, "\n") {
+			if line != "" {
+				r.Header.Add("Cookie", line)
+			}
 		}
-		got := credentialOf(r)
-		if got != (credential{key: tt.key, fromHead: tt.fromHead, present: tt.present}) {
-			t.Errorf("%s: credentialOf = %+v", tt.name, got)
+		if got := credentialOf(r); got != tt.want {
+			t.Errorf("%s: credentialOf = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
 }

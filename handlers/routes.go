@@ -49,6 +49,7 @@ type response struct {
 	body        any                        // a value whose type gives the JSON schema; nil for none
 	alt         []any                      // other bodies the status may carry (anyOf)
 	content     map[string]*openapi.Schema // non-JSON bodies by content type
+	headers     map[string]openapi.Header  // response headers besides X-Request-Id
 }
 
 // errorResponse documents an error status answered with the envelope.
@@ -91,6 +92,8 @@ func (a *API) document(table []route) openapi.Document {
 				"apiKey":  {Type: "apiKey", In: "header", Name: "X-API-Key", Description: "root key or generated API key"},
 				"bearer":  {Type: "http", Scheme: "bearer", Description: "root key or generated API key"},
 				"session": {Type: "apiKey", In: "cookie", Name: "runtime_api_key", Description: "cpanel session cookie"},
+				"hostSession": {Type: "apiKey", In: "cookie", Name: HostSessionCookie,
+					Description: "the same session over HTTPS, read first; only the API's own host can set it"},
 			},
 		},
 	}
@@ -107,7 +110,7 @@ func (a *API) document(table []route) openapi.Document {
 			Permission:  rt.permission,
 		}
 		if !rt.public {
-			op.Security = []map[string][]string{{"apiKey": {}}, {"bearer": {}}, {"session": {}}}
+			op.Security = []map[string][]string{{"apiKey": {}}, {"bearer": {}}, {"hostSession": {}}, {"session": {}}}
 		}
 		if rt.request != nil {
 			op.RequestBody = &openapi.RequestBody{Required: true, Content: map[string]openapi.MediaType{
@@ -118,6 +121,9 @@ func (a *API) document(table []route) openapi.Document {
 			out := openapi.Response{
 				Description: resp.description,
 				Headers:     map[string]openapi.Header{trace.RequestIDHeader: requestID},
+			}
+			for name, h := range resp.headers {
+				out.Headers[name] = h
 			}
 			if resp.body != nil {
 				schema := schemas.Of(resp.body)
@@ -159,7 +165,8 @@ func withPipelineResponses(rt route) []response {
 	if !rt.public {
 		all = append(all,
 			errorResponse(http.StatusForbidden, "Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED)"),
-			errorResponse(http.StatusUnauthorized, "No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED)"),
+			errorResponse(http.StatusUnauthorized, "No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); "+
+				"more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE)"),
 			errorResponse(http.StatusServiceUnavailable, "The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE)"))
 	}
 	if rt.permission != "" {

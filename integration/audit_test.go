@@ -46,10 +46,7 @@ func TestAuditTrail(t *testing.T) {
 	var uploadID string
 	did := func(action, target, outcome string) { script = append(script, step{action, target, outcome}) }
 
-	if resp := login(t, s, "rk_not-a-key-at-all-0123456789"); resp.Status != 401 {
-		t.Fatalf("bad login = %s", resp)
-	}
-	did("session.login", "", "denied")
+	// Refused logins are audited once a minute (TestRefusedLoginsAuditedPerAddress).
 	team := s.CreateKey(rootKey, map[string]any{"name": "team", "role": "editor", "namespaces": []string{"@team"}})
 	did("key.create", fmt.Sprintf("team (#%d)", team.ID), "success")
 	auditor := s.CreateKey(rootKey, map[string]any{"name": "auditor", "role": "viewer", "namespaces": []string{"@team"}})
@@ -114,12 +111,9 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("entry %d: time %q", i, e.Time)
 		}
 	}
-	upload := all.Entries[len(script)-5]
+	upload := all.Entries[len(script)-4]
 	if upload.Action != "worker.upload" || upload.RequestID != uploadID || upload.Actor == nil || upload.Actor.ID != team.ID || upload.Actor.Name != "team" {
 		t.Errorf("the upload entry = %+v (the response's id %s)", upload, uploadID)
-	}
-	if first := all.Entries[len(script)-1]; first.Actor != nil {
-		t.Errorf("a refused login names an actor: %+v", first.Actor)
 	}
 	for _, secret := range []string{team.Secret, auditor.Secret, rootKey, cookie} {
 		if strings.Contains(body, secret) {
@@ -186,5 +180,74 @@ func TestAuditTrail(t *testing.T) {
 	}
 	if resp := s.Get(s.API+"/audit", harness.WithKey(s.CreateKey(rootKey, map[string]any{"name": "ed", "role": "editor"}).Secret)); resp.Status != 403 || resp.ErrorCode() != "PERMISSION_DENIED" {
 		t.Errorf("an editor reads the audit trail: %s", resp)
+	}
+}
+
+// TestRefusedLoginsAuditedPerAddress is attack 8 of issue 22: refused sign-ins cost anyone an
+// audit write each. Each one is still answered 401 at once and counted in the metrics, but the
+// audit trail gets one entry per client address (Caddy's client IP, which honours
+// trusted_proxies) and minute, with the count, written when the minute ends or the runtime
+// stops.
+func TestRefusedLoginsAuditedPerAddress(t *testing.T) {
+	t.Parallel()
+	cfg := harness.Config{
+		Env:    map[string]string{"RUNTIME_ROOT_KEY": rootKey},
+		Global: "servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}",
+	}
+	s := harness.Start(t, cfg)
+	sent := map[string]int{"203.0.113.7": 5, "198.51.100.9": 3, "127.0.0.1": 2}
+	begin := time.Now()
+	for addr, n := range sent {
+		var opts []harness.Option
+		if addr != "127.0.0.1" { // through the trusted proxy
+			opts = append(opts, harness.WithHeader("X-Forwarded-For", addr))
+		}
+		for range n {
+			if resp := login(t, s, "rtk_"+strings.Repeat("Z", 43), opts...); resp.Status != 401 || resp.ErrorCode() != "INVALID_KEY" {
+				t.Fatalf("a refused login from %s = %s", addr, resp)
+			}
+		}
+	}
+	end := time.Now()
+	if got := scrape(t, s)[`runtime_auth_failures_total{reason="login"}`]; got != 10 {
+		t.Errorf("runtime_auth_failures_total{reason=\"login\"} = %v, want 10", got)
+	}
+	// The test may cross a minute's end: each address then has an entry for each minute.
+	minutes := int(end.Truncate(time.Minute).Sub(begin.Truncate(time.Minute))/time.Minute) + 1
+
+	s.Stop() // writes the minute under way
+	lines, total := 0, 0.0
+	for _, e := range s.LogEntries("audit") {
+		if e["action"] == "session.login" && e["outcome"] == "denied" {
+			lines++
+			count, _ := e["count"].(float64)
+			total += count
+		}
+	}
+	if lines < len(sent) || lines > len(sent)*minutes || total != 10 {
+		t.Errorf("%d audit lines of refused logins counting %v, want %d to %d counting 10", lines, total, len(sent), len(sent)*minutes)
+	}
+
+	again := harness.Start(t, harness.Config{Dir: s.Dir, Env: cfg.Env, Global: cfg.Global})
+	var page auditPage
+	if resp := again.Get(again.API+"/audit?action=session.login&limit=500", harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&page) != nil {
+		t.Fatalf("GET audit = %s", resp)
+	}
+	rows, counted := map[string]int{}, map[string]int{}
+	for _, e := range page.Entries {
+		count, _ := e.Details["count"].(float64)
+		if e.Outcome != "denied" || e.Actor != nil || e.RequestID == "" || count < 1 {
+			t.Errorf("entry %+v, want a denied login without an actor, with a request id and a count", e)
+		}
+		rows[e.RemoteAddr]++
+		counted[e.RemoteAddr] += int(count)
+	}
+	for addr, n := range sent {
+		if counted[addr] != n || rows[addr] < 1 || rows[addr] > minutes {
+			t.Errorf("%s: %d entries counting %d, want 1 to %d counting %d", addr, rows[addr], counted[addr], minutes, n)
+		}
+	}
+	if len(rows) != len(sent) {
+		t.Errorf("entries from %v, want from %v", rows, sent)
 	}
 }

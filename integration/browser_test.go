@@ -32,8 +32,9 @@ func chromium(t *testing.T) string {
 	return path
 }
 
-// browser starts a headless Chromium for the test, with a profile of its own.
-func browser(t *testing.T) context.Context {
+// browser starts a headless Chromium for the test, with a profile of its own and the extra
+// options, if any.
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
@@ -41,6 +42,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.Flag("no-proxy-server", true),
 	)
+	opts = append(opts, extra...)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelBrowser := chromedp.NewContext(alloc)
 	// A safety net against a hung browser, not a timed assertion.

@@ -119,10 +119,11 @@ func (p panel) screenshot(name string, width int64) {
 	}
 }
 
-// openPanel starts a browser for the panel of s, watching it for console errors.
-func openPanel(t *testing.T, s *harness.Server) (panel, *panelProblems) {
+// openPanel starts a browser (with the extra options, if any) for the panel of s, watching it
+// for console errors.
+func openPanel(t *testing.T, s *harness.Server, extra ...chromedp.ExecAllocatorOption) (panel, *panelProblems) {
 	t.Helper()
-	ctx := browser(t)
+	ctx := browser(t, extra...)
 	problems := &panelProblems{}
 	problems.watch(t, ctx)
 	return panel{t: t, ctx: ctx, base: s.URL + "/cpanel", shot: screenshotDir(t)}, problems

@@ -68,7 +68,7 @@ func TestProcessWorkerProxying(t *testing.T) {
 	}
 	resp := s.Do("POST", "/@team/echo/api/items?a=1&b=two",
 		harness.WithHeader("X-Request-Id", "trace-77"), harness.WithKey(key.Secret),
-		harness.WithHeader("Cookie", "theme=dark; runtime_api_key="+key.Secret+"; lang=en"),
+		harness.WithHeader("Cookie", "theme=dark; runtime_api_key="+key.Secret+"; __Host-runtime_api_key="+key.Secret+"; lang=en"),
 		harness.WithBody("application/json", []byte(`{"hello":"world"}`)))
 	e := echoOf(t, resp)
 	if e.Method != "POST" || e.Path != "/api/items" || e.Query != "a=1&b=two" || e.Body != 17 {

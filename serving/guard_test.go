@@ -29,6 +29,8 @@ func TestDropCookie(t *testing.T) {
 		{"blank before =", "runtime_api_key =evil", true},
 		{"leading control character", "\x01runtime_api_key=evil", true},
 		{"nameless, read back as the name", "runtime_api_key; Path=/api", true},
+		{"the __Host- twin", "__Host-runtime_api_key=evil; Secure; Path=/", true},
+		{"the __Host- twin in other case", "__host-Runtime_Api_Key=evil; Secure; Path=/", true},
 		{"another cookie", "theme=dark; Path=/", false},
 		{"a longer name", "runtime_api_key2=x", false},
 		{"a prefixed name", "my_runtime_api_key=x", false},

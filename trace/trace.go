@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 
@@ -22,8 +23,9 @@ type requestKey struct{}
 // request is what a request's context carries for the package: one value, so that a host
 // server adding log fields and the id costs one context.
 type request struct {
-	id  string
-	set func(zap.Field) // outside Caddy: the host's; nil without an access log line
+	id     string
+	client string          // the client's address as the host judges it; "" for the connection's peer
+	set    func(zap.Field) // outside Caddy: the host's; nil without an access log line
 
 	// In a host server: the fields, put on the access log line as one inline field when it is written,
 	// since each field added to ExtraLogFields costs an allocation of its own. buf holds the
@@ -102,9 +104,10 @@ func WithLogFields(ctx context.Context, set func(zap.Field)) context.Context {
 // request's state sits among its vars (the value under the key UseHostVars named), and when
 // addLineField is set, its log fields go onto the host's access log line as one inline field,
 // written with the line (in Caddy, the request's ExtraLogFields.Add, as caddyauth puts the
-// user id there).
-func Attach(vars map[string]any, addLineField func(zap.Field)) {
-	st := &request{}
+// user id there); clientAddr is the client's address as the host server judges it ("" for the
+// connection's peer).
+func Attach(vars map[string]any, addLineField func(zap.Field), clientAddr string) {
+	st := &request{client: clientAddr}
 	if addLineField != nil {
 		st.inHost = true
 		st.fields = st.buf[:0]
@@ -160,6 +163,20 @@ func EnsureRequestID(w http.ResponseWriter, r *http.Request, newID func() string
 		return r
 	}
 	return r.WithContext(context.WithValue(r.Context(), requestKey{}, &request{id: id}))
+}
+
+// ClientAddr is the address of the client that sent r, without a port: the one the host server
+// gave Attach (in Caddy, the request's client IP, which is the address a proxy in the server's
+// trusted_proxies forwarded in X-Forwarded-For, and otherwise the connection's peer); else the
+// connection's peer.
+func ClientAddr(r *http.Request) string {
+	if st := from(r.Context()); st != nil && st.client != "" {
+		return st.client
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // ValidRequestID accepts ids of up to 128 characters from a conservative set, so a client

@@ -40,7 +40,7 @@ func WithHeader(name, value string) Option {
 func WithOrigin(origin string) Option {
 	return func(r *http.Request) error {
 		if origin == "" {
-			origin = "http://" + r.URL.Host
+			origin = r.URL.Scheme + "://" + r.URL.Host
 		}
 		r.Header.Set("Origin", origin)
 		return nil

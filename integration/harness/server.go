@@ -3,6 +3,8 @@ package harness
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -42,6 +44,9 @@ type Config struct {
 	// API, since the Server's URL names it; Host gives a view of the others. Every name
 	// reaches the server on 127.0.0.1, whatever it resolves to.
 	Hosts []Host
+	// TLS serves the blocks of Hosts over HTTPS (https://<name>:<port>) with certificates of
+	// Caddy's internal issuer, whose root the Server's Client trusts.
+	TLS bool
 	// File, when set, is the config file's text, used as written instead of one rendered from
 	// the fields above, e.g. Caddyfile.example with its port rewritten. Port must then be the
 	// port it serves, and with Hosts the first must name the API's site.
@@ -116,6 +121,9 @@ func Launch(tb testing.TB, cfg Config) (*Server, error) {
 	}
 	if cfg.HTTP2 || len(cfg.Hosts) > 0 {
 		transport := &http.Transport{}
+		if cfg.TLS {
+			transport.TLSClientConfig = s.trustLocalCA()
+		}
 		if cfg.HTTP2 {
 			transport.Protocols = new(http.Protocols)
 			transport.Protocols.SetUnencryptedHTTP2(true)
@@ -130,7 +138,7 @@ func Launch(tb testing.TB, cfg Config) (*Server, error) {
 	}
 	s.URL = fmt.Sprintf("http://127.0.0.1:%d", s.Port)
 	if len(cfg.Hosts) > 0 {
-		s.URL = fmt.Sprintf("http://%s:%d", cfg.Hosts[0].Name, s.Port)
+		s.URL = fmt.Sprintf("%s://%s:%d", cfg.scheme(), cfg.Hosts[0].Name, s.Port)
 	}
 	s.AdminURL = fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb))
 	caddyfile := filepath.Join(dir, "Caddyfile")
@@ -183,6 +191,12 @@ func (s *Server) Caddyfile(cfg Config) string {
 		return cfg.File
 	}
 	global := cfg.Global
+	autoHTTPS := "off"
+	if cfg.TLS {
+		// Certificates from the internal issuer, without a redirect server on port 80 or a try
+		// to install the issuer's root in the system's trust store.
+		autoHTTPS = "disable_redirects\n\tskip_install_trust"
+	}
 	if cfg.HTTP2 {
 		global += "\n\tservers {\n\t\tprotocols h1 h2c\n\t}"
 	}
@@ -191,13 +205,17 @@ func (s *Server) Caddyfile(cfg Config) string {
 		sites = cfg.Sites(s.Port)
 	} else if len(cfg.Hosts) > 0 {
 		sites = ""
+		site := cfg.Site
+		if cfg.TLS {
+			site = "\ttls internal\n" + site
+		}
 		for _, h := range cfg.Hosts {
-			sites += fmt.Sprintf("http://%s:%d {\n\truntime {\n%s\n%s\n\t}\n%s\n}\n", h.Name, s.Port, cfg.Runtime, h.Runtime, cfg.Site)
+			sites += fmt.Sprintf("%s://%s:%d {\n\truntime {\n%s\n%s\n\t}\n%s\n}\n", cfg.scheme(), h.Name, s.Port, cfg.Runtime, h.Runtime, site)
 		}
 	}
 	return fmt.Sprintf(`{
 	admin %s
-	auto_https off
+	auto_https %s
 	persist_config off
 	default_bind 127.0.0.1
 	storage file_system %s
@@ -209,7 +227,43 @@ func (s *Server) Caddyfile(cfg Config) string {
 %s
 }
 
-%s`, strings.TrimPrefix(s.AdminURL, "http://"), filepath.Join(s.Dir, "caddy"), global, sites)
+%s`, strings.TrimPrefix(s.AdminURL, "http://"), autoHTTPS, filepath.Join(s.Dir, "caddy"), global, sites)
+}
+
+// scheme is the scheme of the site blocks of Hosts.
+func (cfg Config) scheme() string {
+	if cfg.TLS {
+		return "https"
+	}
+	return "http"
+}
+
+// trustLocalCA is the client side of Config.TLS: the server's certificate must chain to the
+// root of Caddy's internal issuer, which Caddy creates in its storage as it starts, so the
+// root is read when a connection is verified.
+func (s *Server) trustLocalCA() *tls.Config {
+	return &tls.Config{
+		InsecureSkipVerify: true, // verified by VerifyConnection below, against the internal root
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			root, err := os.ReadFile(filepath.Join(s.Dir, "caddy", "pki", "authorities", "local", "root.crt"))
+			if err != nil {
+				return err
+			}
+			roots := x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(root) {
+				return fmt.Errorf("no certificate in Caddy's internal root")
+			}
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("the server sent no certificate")
+			}
+			intermediates := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				intermediates.AddCert(c)
+			}
+			_, err = cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: cs.ServerName, Roots: roots, Intermediates: intermediates})
+			return err
+		},
+	}
 }
 
 // Host returns a view of the server that sends its requests to the site block of another
@@ -217,7 +271,7 @@ func (s *Server) Caddyfile(cfg Config) string {
 // need not serve the API.
 func (s *Server) Host(name string) *Server {
 	view := *s
-	view.URL = fmt.Sprintf("http://%s:%d", name, s.Port)
+	view.URL = fmt.Sprintf("%s://%s:%d", s.cfg.scheme(), name, s.Port)
 	view.Validator = nil
 	return &view
 }

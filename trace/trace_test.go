@@ -1,0 +1,40 @@
+package trace
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+)
+
+// hostVarsKey stands for a host server's per-request vars key (Caddy's caddyhttp.VarsCtxKey).
+type hostVarsKey struct{}
+
+func TestClientAddr(t *testing.T) {
+	UseHostVars(hostVarsKey{})
+	t.Cleanup(func() { UseHostVars(nil) })
+	tests := []struct {
+		name   string
+		remote string
+		attach bool   // the host server attached the request
+		client string // the client address it judged
+		want   string
+	}{
+		{"outside a host server", "192.0.2.1:5555", false, "", "192.0.2.1"},
+		{"IPv6 peer", "[2001:db8::1]:5555", false, "", "2001:db8::1"},
+		{"a peer without a port", "192.0.2.1", false, "", "192.0.2.1"},
+		{"the host's client address", "127.0.0.1:5555", true, "203.0.113.7", "203.0.113.7"},
+		{"attached without one", "127.0.0.1:5555", true, "", "127.0.0.1"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tt.remote
+		if tt.attach {
+			vars := map[string]any{}
+			r = r.WithContext(context.WithValue(r.Context(), hostVarsKey{}, vars))
+			Attach(vars, nil, tt.client)
+		}
+		if got := ClientAddr(r); got != tt.want {
+			t.Errorf("%s: ClientAddr = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
