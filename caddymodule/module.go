@@ -156,7 +156,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-
 // policies are what uploaded workers and plugins may do under settings.
 func policies(s config.Settings) (workers.Policy, plugins.Policy) {
 	reserved := packages.ReservedNames(s.APIPrefix)
