@@ -33,6 +33,12 @@ BenchmarkServing/static-worker-2     	   10000	    100000 ns/op	     10000 req/s
 BenchmarkServing/file-server-2       	   10000	    100000 ns/op	     10500 req/s
 BenchmarkServing/process-worker-2    	   10000	    100000 ns/op	      8000 req/s
 BenchmarkServing/reverse-proxy-2     	   10000	    100000 ns/op	     10000 req/s
+BenchmarkServing/pinned-worker-2     	   10000	    100000 ns/op	      9800 req/s
+BenchmarkServing/inject-base-2       	   10000	    100000 ns/op	      9000 req/s
+BenchmarkManyWorkers/one-worker-2    	   10000	    100000 ns/op	     10000 req/s
+BenchmarkManyWorkers/fifty-workers-2 	   10000	    100000 ns/op	      9500 req/s
+BenchmarkManyWorkers/fifty-workers#01-2	   10000	    100000 ns/op	      8000 req/s
+BenchmarkManyWorkers/one-worker#01-2 	   10000	    100000 ns/op	     10000 req/s
 BenchmarkColdStart-2                 	      48	  24398436 ns/op	        22.68 ms/start
 BenchmarkPluginReload-2              	     100	  30000000 ns/op	        30.0 ms/reload
 BenchmarkHooks/no-hooks-2            	   10000	    100000 ns/op	     10000 req/s
@@ -70,7 +76,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 52 || len(res.order) != 28 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 58 || len(res.order) != 32 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -92,6 +98,10 @@ func TestReport(t *testing.T) {
 		"| `runtime deploy` of a 10 MB folder / `tar -czf` + `curl` upload time | 1.050 | ≤ 1.50 | **PASS** |",
 		"| static worker / `file_server` throughput | 0.952 | ≥ 0.90 | **PASS** |",
 		"| process worker / `reverse_proxy` throughput | 0.800 | ≥ 0.90 | **FAIL** |",
+		"| pinned version (`/site@^1.0.0/`) / unpinned static worker throughput | 0.980 | ≥ 0.95 | **PASS** |",
+		"| `injectBase` page / plain static file throughput | 0.900 | ≥ 0.95 | **FAIL** |",
+		// per-round ratios 0.95 and 0.8
+		"| 64 connections over 50 workers / over one worker throughput | 0.875 | ≥ 0.90 | **FAIL** |",
 		"| process worker cold start to first byte (ms) | 22.680 | — | measured |",
 		"| plugin reload with 50 plugins (ms) | 30.000 | ≤ 100.00 | **PASS** |",
 		"| 5 pass-through hooks / no hooks throughput | 0.950 | ≥ 0.90 | **PASS** |",
