@@ -31,6 +31,7 @@ type launch struct {
 	Cgroup1 []string            `json:"cgroup1"` // v1 leaves the worker starts in
 	Rlimits Limits              `json:"rlimits"`
 	Cred    *syscall.Credential `json:"cred"`
+	Seccomp bool                `json:"seccomp"` // the filter works here (probed at start-up)
 }
 
 // termGrace is how long a worker has to exit after SIGTERM before the launcher kills it; it is
@@ -140,8 +141,14 @@ func confineAndStart(l launch) (int, error) {
 			return 0, err
 		}
 	}
-	if _, err := denyUnixSockets(); err != nil {
-		return 0, err
+	listener := -1
+	if l.Seccomp {
+		// From here on this thread may not create namespaces either: any the worker gets are
+		// made before. Go starts the worker with clone3 to clone it into its cgroup: the
+		// filter's listener lets that one call through.
+		if listener, err = installSeccomp(l.Cgroup2 != ""); err != nil {
+			return 0, err
+		}
 	}
 	if err := dropCapabilities(l.Cred == nil); err != nil {
 		return 0, err
@@ -151,11 +158,20 @@ func confineAndStart(l launch) (int, error) {
 		return 0, err
 	}
 	defer null.Close()
-	p, err := os.StartProcess(path, l.Argv, &os.ProcAttr{
-		Dir: l.Dir, Env: l.Env, Files: []*os.File{null, os.Stdout, os.Stderr},
-		// A session of its own: no terminal to reach, one group to signal.
-		Sys: sys,
-	})
+	var p *os.Process
+	start := func() (err error) {
+		p, err = os.StartProcess(path, l.Argv, &os.ProcAttr{
+			Dir: l.Dir, Env: l.Env, Files: []*os.File{null, os.Stdout, os.Stderr},
+			// A session of its own: no terminal to reach, one group to signal.
+			Sys: sys,
+		})
+		return err
+	}
+	if listener >= 0 {
+		err = passClone3(listener, start)
+	} else {
+		err = start()
+	}
 	if err != nil {
 		return 0, err
 	}

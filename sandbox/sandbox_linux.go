@@ -27,6 +27,7 @@ type Sandbox struct {
 	cred      *syscall.Credential // nil: workers keep the runtime's account
 	layers    Layers
 	nonDump   bool
+	seccomp   bool
 	readRules []Rule
 }
 
@@ -79,7 +80,12 @@ func lookupCredential(name, group string) (*syscall.Credential, error) {
 }
 
 func (s *Sandbox) probe() Layers {
-	l := Layers{Launcher: true, NoNewPrivs: true, Capabilities: true, Landlock: s.abi, Seccomp: auditArch != 0, Cgroup: s.cg.mode, NonDumpable: s.nonDump}
+	l := Layers{Launcher: true, NoNewPrivs: true, Capabilities: true, Landlock: s.abi, Cgroup: s.cg.mode, NonDumpable: s.nonDump}
+	if err := probeSeccomp(s.cg.v2 != ""); err != nil {
+		l.Warnings = append(l.Warnings, "no seccomp filter for process workers ("+err.Error()+"): they can use io_uring, open unix sockets (Caddy's admin socket among them), create namespaces and ptrace")
+	} else {
+		s.seccomp, l.Seccomp = true, seccompRefusals()
+	}
 	switch {
 	case s.cred != nil:
 		l.User = s.opts.User
@@ -144,7 +150,7 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if err := s.prepareScratch(spec.Scratch); err != nil {
 		return nil, err
 	}
-	l := launch{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, ABI: s.abi, Cred: s.cred}
+	l := launch{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, ABI: s.abi, Cred: s.cred, Seccomp: s.seccomp}
 	l.Rules = append(append([]Rule{{spec.Dir, llExec}}, s.readRules...), Rule{spec.Scratch, llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
 	g, left, err := s.cg.create(fmt.Sprintf("w%d", s.seq.Add(1)), spec.Limits.Cap(s.opts.Caps))
 	if err != nil {

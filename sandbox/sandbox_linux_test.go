@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,17 +20,31 @@ import (
 // run starts a shell script as a worker in a fresh version folder and returns its output.
 func run(t *testing.T, sb *Sandbox, script string, limits Limits) (string, string) {
 	t.Helper()
+	return runArgv(t, sb, []string{"/bin/sh", "-c", script}, nil, nil, limits)
+}
+
+// runArgv starts argv as a worker in a fresh version folder holding files, with env added to
+// its environment, and returns its output once it exits.
+func runArgv(t *testing.T, sb *Sandbox, argv []string, files map[string][]byte, env []string, limits Limits) (string, string) {
+	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "apps", "w", "1.0.0")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "own.txt"), []byte("own file"), 0o644); err != nil {
-		t.Fatal(err)
+	files = maps.Clone(files)
+	if files == nil {
+		files = map[string][]byte{}
+	}
+	files["own.txt"] = []byte("own file")
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var out, errOut testkit.Buffer
 	scratch := filepath.Join(root, "scratch")
-	p, err := sb.Start(Spec{Argv: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "TMPDIR=" + scratch},
+	p, err := sb.Start(Spec{Argv: argv, Dir: dir, Env: append([]string{"PATH=/usr/bin:/bin", "TMPDIR=" + scratch}, env...),
 		Scratch: scratch, Limits: limits}, &out, &errOut)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +59,20 @@ func run(t *testing.T, sb *Sandbox, script string, limits Limits) (string, strin
 		t.Fatalf("the worker did not exit; output:\n%s\n%s", out.String(), errOut.String())
 	}
 	return out.String(), errOut.String()
+}
+
+// runTestWorker runs the test worker (testkit/testworker) in mode under the sandbox and
+// decodes the JSON it prints.
+func runTestWorker(t *testing.T, sb *Sandbox, mode string, v any) {
+	t.Helper()
+	bin, err := os.ReadFile(testkit.TestWorker(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut := runArgv(t, sb, []string{"./testworker"}, map[string][]byte{"testworker": bin}, []string{"TESTWORKER_MODE=" + mode}, Limits{})
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("test worker in mode %s: %v\n%s%s", mode, err, out, errOut)
+	}
 }
 
 func newSandbox(t *testing.T) *Sandbox {
@@ -173,7 +203,7 @@ func TestStaleCgroupsRemoved(t *testing.T) {
 // such as Caddy's admin endpoint, but can still make socket pairs.
 func TestWorkerUnixSockets(t *testing.T) {
 	sb := newSandbox(t)
-	if !sb.Layers().Seccomp {
+	if len(sb.Layers().Seccomp) == 0 {
 		t.Skip("no seccomp filter for " + runtime.GOARCH)
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -191,5 +221,18 @@ func TestWorkerUnixSockets(t *testing.T) {
 		if !strings.Contains(out, tt.want) || strings.Contains(out, "admin reached") {
 			t.Errorf("%s: output %q (stderr %q), want %q", tt.script, out, errOut, tt.want)
 		}
+	}
+}
+
+// TestWorkerCgroup: the worker starts in its own v2 cgroup although the filter refuses
+// clone3, through which the launcher starts it there.
+func TestWorkerCgroup(t *testing.T) {
+	sb := newSandbox(t)
+	if sb.cg.v2 == "" || len(sb.Layers().Seccomp) == 0 {
+		t.Skip("no v2 cgroup or no seccomp filter here")
+	}
+	out, errOut := run(t, sb, "cat /proc/self/cgroup", Limits{})
+	if !strings.Contains(out, "0::/") || !strings.Contains(out, "/"+sb.parent+"/w") {
+		t.Fatalf("the worker's cgroups:\n%s%s\nwant a leaf of %s", out, errOut, sb.parent)
 	}
 }

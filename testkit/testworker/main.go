@@ -33,6 +33,9 @@ type Echo struct {
 
 func main() {
 	switch os.Getenv("TESTWORKER_MODE") {
+	case "syscalls": // print what trySyscalls reports and exit
+		json.NewEncoder(os.Stdout).Encode(trySyscalls())
+		return
 	case "sleeper":
 		time.Sleep(10 * time.Minute)
 		return
@@ -106,8 +109,12 @@ func main() {
 
 // attacks are what a hostile worker tries: reading and writing files, leaving orphans,
 // forking, allocating and flooding its output. Each answers 200 with what it achieved, or 403
-// with the error that stopped it.
+// with the error that stopped it. /syscalls answers JSON: the outcome of each call that
+// leaves a sandbox (trySyscalls).
 func attacks() {
+	http.HandleFunc("/syscalls", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(trySyscalls())
+	})
 	http.HandleFunc("/read", func(w http.ResponseWriter, r *http.Request) {
 		b, err := os.ReadFile(r.URL.Query().Get("path"))
 		if err != nil {
