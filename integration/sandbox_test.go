@@ -313,6 +313,52 @@ func TestSandboxSeccomp(t *testing.T) {
 	}
 }
 
+// TestSandboxInheritedDescriptors: descriptors the runtime inherited without close-on-exec
+// (a harness pipe, a file in state_dir) do not reach its workers.
+func TestSandboxInheritedDescriptors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "data", "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := os.Create(filepath.Join(state, "inherited-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secret.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	// Descriptors 3 and 4 of the runtime.
+	s := harness.Start(t, harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, ExtraFiles: []*os.File{r, secret}})
+	processWorker(t, s, "fds", "1.0.0", "")
+	var fds map[string]string
+	if resp := workerTries(t, s, "/fds", "/fds", nil); resp.Status != 200 || resp.JSON(&fds) != nil || len(fds) == 0 {
+		t.Fatalf("fds: %s", resp)
+	}
+	for fd, target := range fds {
+		n, err := strconv.Atoi(fd)
+		if err != nil || n > 2 && !goRuntimeFD(target) {
+			t.Errorf("the worker was started with descriptor %s on %s", fd, target)
+		}
+	}
+	for _, fd := range []string{"0", "1", "2"} {
+		if fds[fd] == "" {
+			t.Errorf("the worker has no descriptor %s: %v", fd, fds)
+		}
+	}
+}
+
+// goRuntimeFD tells the descriptors a Go program's runtime opens before main from inherited
+// ones: its poller, and the cgroup files it reads its CPU limit from.
+func goRuntimeFD(target string) bool {
+	return target == "anon_inode:[eventpoll]" || target == "anon_inode:[eventfd]" || strings.HasPrefix(target, "/sys/fs/cgroup/")
+}
+
 // TestSandboxLanguageRuntimes: Python and Node servers run under the sandbox, start children
 // (glibc falls back from clone3 to clone), read files and, for Node, the network
 // interfaces (netlink).

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -158,6 +159,9 @@ func confineAndStart(l launch) (int, error) {
 		return 0, err
 	}
 	defer null.Close()
+	if err := closeInherited(); err != nil {
+		return 0, err
+	}
 	var p *os.Process
 	start := func() (err error) {
 		p, err = os.StartProcess(path, l.Argv, &os.ProcAttr{
@@ -176,6 +180,37 @@ func confineAndStart(l launch) (int, error) {
 		return 0, err
 	}
 	return p.Pid, nil
+}
+
+// closeInherited marks every descriptor from 3 up close-on-exec, so the worker starts with
+// only those the launcher hands it on purpose (os.StartProcess puts them in place afresh):
+// none the runtime inherited without close-on-exec (a redirected file, a service manager's
+// socket, a test harness's pipe) reaches it, which Landlock, checking only open(), would not
+// stop. The launcher keeps its own descriptors.
+func closeInherited() error {
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	return cloexecEach() // before Linux 5.11
+}
+
+// cloexecEach marks each open descriptor from 3 up close-on-exec.
+func cloexecEach() error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing inherited descriptors: %v", err)
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		// EBADF: the listing's own descriptor, closed by now.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("closing inherited descriptor %d: %v", fd, err)
+		}
+	}
+	return nil
 }
 
 // lookPath finds a command without a slash on the worker's PATH; one with a slash is taken

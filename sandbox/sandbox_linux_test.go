@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/testkit"
+	"golang.org/x/sys/unix"
 )
 
 // run starts a shell script as a worker in a fresh version folder and returns its output.
@@ -234,5 +236,49 @@ func TestWorkerCgroup(t *testing.T) {
 	out, errOut := run(t, sb, "cat /proc/self/cgroup", Limits{})
 	if !strings.Contains(out, "0::/") || !strings.Contains(out, "/"+sb.parent+"/w") {
 		t.Fatalf("the worker's cgroups:\n%s%s\nwant a leaf of %s", out, errOut, sb.parent)
+	}
+}
+
+// TestWorkerInheritedDescriptors: a descriptor the runtime holds without close-on-exec does
+// not reach the worker, which starts with 0, 1 and 2 only.
+func TestWorkerInheritedDescriptors(t *testing.T) {
+	sb := newSandbox(t)
+	f, err := os.Open(filepath.Join(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	// ls lists its parent's descriptors: the shell's, as the launcher started it.
+	out, errOut := run(t, sb, "ls /proc/$$/fd", Limits{})
+	if got := strings.Fields(out); !slices.Equal(got, []string{"0", "1", "2"}) {
+		t.Fatalf("the worker started with descriptors %v (stderr %q), want 0 1 2", got, errOut)
+	}
+}
+
+// TestCloexecEach: the fallback for kernels without close_range marks every descriptor from
+// 3 up close-on-exec.
+func TestCloexecEach(t *testing.T) {
+	fds := make([]int, 3)
+	for i := range fds {
+		fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0) // without O_CLOEXEC
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		fds[i] = fd
+	}
+	if err := cloexecEach(); err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+			t.Errorf("descriptor %d: flags %d, %v", fd, flags, err)
+		}
+	}
+	if flags, _ := unix.FcntlInt(2, unix.F_GETFD, 0); flags&unix.FD_CLOEXEC != 0 {
+		t.Error("stderr was marked close-on-exec")
 	}
 }

@@ -7,11 +7,38 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// openFDs lists this process's descriptors with what each points at, read before anything
+// of main runs, so the Go runtime's own later descriptors (its poller) are not among them.
+func openFDs() map[string]string {
+	dir, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return map[string]string{"error": err.Error()}
+	}
+	out := map[string]string{}
+	for _, name := range names {
+		if name == strconv.Itoa(int(dir.Fd())) {
+			continue // the listing itself
+		}
+		target, err := os.Readlink("/proc/self/fd/" + name)
+		if err != nil {
+			target = err.Error()
+		}
+		out[name] = target
+	}
+	return out
+}
 
 // trySyscalls makes each call a hostile worker would use to leave its sandbox, and a few it
 // must keep, and reports for each "ok" or the name of the errno that stopped it. The
