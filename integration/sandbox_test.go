@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/testkit"
 )
 
 // The attacks of a hostile process worker, each written as the worker would try it, run
@@ -246,5 +247,167 @@ func TestSandboxWorkerUser(t *testing.T) {
 	}
 	if strings.Contains(s.Logs(), "process workers run as root") {
 		t.Error("the root warning was logged although workers run as nobody")
+	}
+}
+
+// seccompRefusals returns what the seccomp layer of a "process worker sandbox" entry's
+// layers says it refuses, nil when it names no seccomp layer.
+func seccompRefusals(layers string) []string {
+	_, rest, ok := strings.Cut(layers, "seccomp (refused: ")
+	if !ok {
+		return nil
+	}
+	list, _, _ := strings.Cut(rest, ")")
+	return strings.Split(list, ", ")
+}
+
+// TestSandboxSeccomp is the io_uring attack and its kin: a worker tries each call the
+// start-up log says the seccomp layer refuses, and each is refused with the filter's errno,
+// io_uring's included (through io_uring a worker opened a unix socket to Caddy's admin
+// endpoint while socket(AF_UNIX) was refused). What workers need goes on working.
+func TestSandboxSeccomp(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	entry, err := s.WaitLog("process worker sandbox", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := fmt.Sprint(entry["layers"])
+	refusals := seccompRefusals(layers)
+	if len(refusals) == 0 {
+		t.Fatalf("the start-up log names no seccomp layer: %q", layers)
+	}
+	processWorker(t, s, "hostile", "1.0.0", "")
+	var got map[string]string
+	if resp := workerTries(t, s, "/hostile", "/syscalls", nil); resp.Status != 200 || resp.JSON(&got) != nil {
+		t.Fatalf("syscalls: %s", resp)
+	}
+	named := map[string]bool{}
+	for _, name := range refusals {
+		named[name] = true
+		if _, ok := testkit.SeccompAttempts[name]; !ok {
+			t.Errorf("the start-up log says seccomp refuses %q, which this test does not try", name)
+		}
+	}
+	for name, attempt := range testkit.SeccompAttempts {
+		if !named[name] {
+			t.Errorf("the start-up log does not say seccomp refuses %q: %q", name, layers)
+		}
+		for _, call := range attempt.Calls {
+			if got[call] != attempt.Errno {
+				t.Errorf("%s (%s) = %q, want refused with %s", call, name, got[call], attempt.Errno)
+			}
+		}
+	}
+	for _, call := range testkit.SeccompAllowed {
+		if got[call] != "ok" {
+			t.Errorf("%s = %q, want ok", call, got[call])
+		}
+	}
+	// The other layers the entry names hold in the worker too.
+	status := workerTries(t, s, "/hostile", "/read", url.Values{"path": {"/proc/self/status"}})
+	for claim, line := range map[string]string{"no_new_privs": "NoNewPrivs:\t1", "capabilities dropped": "CapBnd:\t0000000000000000", "seccomp": "Seccomp:\t2"} {
+		if strings.Contains(layers, claim) && !strings.Contains(string(status.Body), line) {
+			t.Errorf("the log names %s, but the worker's status lacks %q: %s", claim, line, status)
+		}
+	}
+}
+
+// TestSandboxInheritedDescriptors: descriptors the runtime inherited without close-on-exec
+// (a harness pipe, a file in state_dir) do not reach its workers.
+func TestSandboxInheritedDescriptors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "data", "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := os.Create(filepath.Join(state, "inherited-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secret.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	// Descriptors 3 and 4 of the runtime.
+	s := harness.Start(t, harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, ExtraFiles: []*os.File{r, secret}})
+	processWorker(t, s, "fds", "1.0.0", "")
+	var fds map[string]string
+	if resp := workerTries(t, s, "/fds", "/fds", nil); resp.Status != 200 || resp.JSON(&fds) != nil || len(fds) == 0 {
+		t.Fatalf("fds: %s", resp)
+	}
+	for fd, target := range fds {
+		n, err := strconv.Atoi(fd)
+		if err != nil || n > 2 && !goRuntimeFD(target) {
+			t.Errorf("the worker was started with descriptor %s on %s", fd, target)
+		}
+	}
+	for _, fd := range []string{"0", "1", "2"} {
+		if fds[fd] == "" {
+			t.Errorf("the worker has no descriptor %s: %v", fd, fds)
+		}
+	}
+}
+
+// goRuntimeFD tells the descriptors a Go program's runtime opens before main from inherited
+// ones: its poller, and the cgroup files it reads its CPU limit from.
+func goRuntimeFD(target string) bool {
+	return target == "anon_inode:[eventpoll]" || target == "anon_inode:[eventfd]" || strings.HasPrefix(target, "/sys/fs/cgroup/")
+}
+
+// TestSandboxLanguageRuntimes: Python and Node servers run under the sandbox, start children
+// (glibc falls back from clone3 to clone), read files and, for Node, the network
+// interfaces (netlink).
+func TestSandboxLanguageRuntimes(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	for _, tt := range []struct {
+		name, bin, file, source string
+	}{
+		{"python", "/usr/bin/python3", "server.py", `# python ok
+import http.server, os, subprocess
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        out = subprocess.run(["/bin/echo", "child"], capture_output=True, text=True).stdout.strip()
+        body = ("python " + open("server.py").readline().strip() + " " + out).encode()
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+http.server.ThreadingHTTPServer((os.environ["HOST"], int(os.environ["PORT"])), H).serve_forever()
+`},
+		{"node", "/usr/bin/node", "server.js", `// node ok
+const http = require('http'), fs = require('fs'), os = require('os'), cp = require('child_process');
+http.createServer((req, res) => {
+  fs.readFile('server.js', 'utf8', (err, src) => {
+    if (err) { res.writeHead(500); return res.end(String(err)); }
+    const child = cp.execFileSync('/bin/echo', ['child']).toString().trim();
+    const nics = Object.keys(os.networkInterfaces()).length;
+    res.end('node ' + src.split('\n')[0] + ' ' + child + ' nics=' + nics);
+  });
+}).listen(Number(process.env.PORT), process.env.HOST);
+`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := os.Stat(tt.bin); err != nil {
+				t.Skip(tt.bin + " is not installed")
+			}
+			dir := filepath.Join(s.DataDir, "apps", tt.name, "1.0.0")
+			writeFiles(t, dir, map[string]string{
+				"manifest.yaml": fmt.Sprintf("name: %s\nversion: 1.0.0\ncommand: [%q, %q]\n", tt.name, tt.bin, tt.file),
+				tt.file:         tt.source,
+			})
+			resp := s.Get("/" + tt.name + "/")
+			want := tt.name + " " + map[string]string{"python": "# python ok", "node": "// node ok"}[tt.name] + " child"
+			if resp.Status != 200 || !strings.HasPrefix(string(resp.Body), want) {
+				t.Fatalf("GET /%s/ = %s, want %q", tt.name, resp, want)
+			}
+			if tt.name == "node" && strings.HasSuffix(string(resp.Body), "nics=0") {
+				t.Fatalf("node saw no network interface: %s", resp)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,6 +36,7 @@ type launch struct {
 	// listener as listenerFD (worker_network isolated).
 	Network bool          `json:"network"`
 	Scratch *scratchTmpfs `json:"scratch"` // nil: no tmpfs, the runtime watches the folder
+	Seccomp bool          `json:"seccomp"` // the filter works here (probed at start-up)
 }
 
 // termGrace is how long a worker has to exit after SIGTERM before the launcher kills it; it is
@@ -154,8 +156,14 @@ func confineAndStart(l launch) (int, error) {
 			return 0, err
 		}
 	}
-	if _, err := denyUnixSockets(); err != nil {
-		return 0, err
+	listener := -1
+	if l.Seccomp {
+		// From here on this thread may not create namespaces either: any the worker gets are
+		// made before. Go starts the worker with clone3 to clone it into its cgroup: the
+		// filter's listener lets that one call through.
+		if listener, err = installSeccomp(l.Cgroup2 != ""); err != nil {
+			return 0, err
+		}
 	}
 	if err := dropCapabilities(l.Cred == nil); err != nil {
 		return 0, err
@@ -165,19 +173,62 @@ func confineAndStart(l launch) (int, error) {
 		return 0, err
 	}
 	defer null.Close()
+	if err := closeInherited(); err != nil {
+		return 0, err
+	}
 	argv, files := l.Argv, []*os.File{null, os.Stdout, os.Stderr}
 	if l.Network {
 		path, argv, files = activation(path, argv, files)
 	}
-	p, err := os.StartProcess(path, argv, &os.ProcAttr{
-		Dir: l.Dir, Env: l.Env, Files: files,
-		// A session of its own: no terminal to reach, one group to signal.
-		Sys: sys,
-	})
+	var p *os.Process
+	start := func() (err error) {
+		p, err = os.StartProcess(path, argv, &os.ProcAttr{
+			Dir: l.Dir, Env: l.Env, Files: files,
+			// A session of its own: no terminal to reach, one group to signal.
+			Sys: sys,
+		})
+		return err
+	}
+	if listener >= 0 {
+		err = passClone3(listener, start)
+	} else {
+		err = start()
+	}
 	if err != nil {
 		return 0, err
 	}
 	return p.Pid, nil
+}
+
+// closeInherited marks every descriptor from 3 up close-on-exec, so the worker starts with
+// only those the launcher hands it on purpose (os.StartProcess puts them in place afresh):
+// none the runtime inherited without close-on-exec (a redirected file, a service manager's
+// socket, a test harness's pipe) reaches it, which Landlock, checking only open(), would not
+// stop. The launcher keeps its own descriptors.
+func closeInherited() error {
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	return cloexecEach() // before Linux 5.11
+}
+
+// cloexecEach marks each open descriptor from 3 up close-on-exec.
+func cloexecEach() error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing inherited descriptors: %v", err)
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		// EBADF: the listing's own descriptor, closed by now.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("closing inherited descriptor %d: %v", fd, err)
+		}
+	}
+	return nil
 }
 
 // lookPath finds a command without a slash on the worker's PATH; one with a slash is taken

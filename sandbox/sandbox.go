@@ -76,16 +76,16 @@ const (
 
 // Layers tells which confinement layers are in force, for the start-up log.
 type Layers struct {
-	Launcher     bool   // a subreaper launcher stops every descendant with its worker
-	NoNewPrivs   bool   // workers cannot gain privileges through exec
-	Capabilities bool   // every capability is dropped
-	Landlock     int    // Landlock ABI version in use, 0 when unavailable
-	Seccomp      bool   // workers cannot open unix sockets
-	Cgroup       string // how limits and stopping work, e.g. "cgroup v2 (kill) + cgroup v1 (memory, pids, cpu)"
-	Network      string // NetworkHost or NetworkIsolated; "" where the sandbox has no say
-	User         string // the account workers run as
-	NonDumpable  bool   // the runtime's memory and environment are closed to same-user processes
-	Scratch      string // what bounds scratch folders: ScratchTmpfs or ScratchWatcher
+	Launcher     bool     // a subreaper launcher stops every descendant with its worker
+	NoNewPrivs   bool     // workers cannot gain privileges through exec
+	Capabilities bool     // every capability is dropped
+	Landlock     int      // Landlock ABI version in use, 0 when unavailable
+	Seccomp      []string // what the workers' seccomp filter refuses, empty without one
+	Cgroup       string   // how limits and stopping work, e.g. "cgroup v2 (kill) + cgroup v1 (memory, pids, cpu)"
+	Network      string   // NetworkHost or NetworkIsolated; "" where the sandbox has no say
+	User         string   // the account workers run as
+	NonDumpable  bool     // the runtime's memory and environment are closed to same-user processes
+	Scratch      string   // what bounds scratch folders: ScratchTmpfs or ScratchWatcher
 	Warnings     []string
 }
 
@@ -112,7 +112,7 @@ func (l Layers) String() string {
 	add(l.NoNewPrivs, "no_new_privs")
 	add(l.Capabilities, "capabilities dropped")
 	add(l.Landlock > 0, fmt.Sprintf("landlock ABI %d", l.Landlock))
-	add(l.Seccomp, "seccomp (no unix sockets)")
+	add(len(l.Seccomp) > 0, "seccomp (refused: "+strings.Join(l.Seccomp, ", ")+")")
 	if l.Cgroup != "" {
 		on = append(on, "limits and stopping by "+l.Cgroup)
 	}

@@ -27,6 +27,7 @@ type Sandbox struct {
 	cred      *syscall.Credential // nil: workers keep the runtime's account
 	layers    Layers
 	nonDump   bool
+	seccomp   bool
 	readRules []Rule
 	sockets   string // the folder of the workers' listeners; "" when workers share the host's network
 	exe       string // the runtime binary, which the socket activation shim runs
@@ -89,10 +90,15 @@ func lookupCredential(name, group string) (*syscall.Credential, error) {
 }
 
 func (s *Sandbox) probe() Layers {
-	l := Layers{Launcher: true, NoNewPrivs: true, Capabilities: true, Landlock: s.abi, Seccomp: auditArch != 0, Cgroup: s.cg.mode, NonDumpable: s.nonDump,
+	l := Layers{Launcher: true, NoNewPrivs: true, Capabilities: true, Landlock: s.abi, Cgroup: s.cg.mode, NonDumpable: s.nonDump,
 		Network: NetworkHost}
 	if s.sockets != "" {
 		l.Network = NetworkIsolated
+	}
+	if err := probeSeccomp(s.cg.v2 != ""); err != nil {
+		l.Warnings = append(l.Warnings, "no seccomp filter for process workers ("+err.Error()+"): they can use io_uring, open unix sockets (Caddy's admin socket among them), create namespaces and ptrace")
+	} else {
+		s.seccomp, l.Seccomp = true, seccompRefusals()
 	}
 	switch {
 	case s.cred != nil:
@@ -188,7 +194,8 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 
 func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	limits := spec.Limits.Cap(s.opts.Caps)
-	l := launch{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, ABI: s.abi, Cred: s.cred, Scratch: s.tmpfs(spec.Scratch, limits.Scratch)}
+	l := launch{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, ABI: s.abi, Cred: s.cred, Scratch: s.tmpfs(spec.Scratch, limits.Scratch),
+		Seccomp: s.seccomp}
 	l.Rules = append(append([]Rule{{spec.Dir, llExec}}, s.readRules...), Rule{spec.Scratch, llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
 	n := s.seq.Add(1)
 	g, left, err := s.cg.create(fmt.Sprintf("w%d", n), limits)

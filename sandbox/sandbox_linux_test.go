@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,22 +17,37 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/testkit"
+	"golang.org/x/sys/unix"
 )
 
 // run starts a shell script as a worker in a fresh version folder and returns its output.
 func run(t *testing.T, sb *Sandbox, script string, limits Limits) (string, string) {
+	t.Helper()
+	return runArgv(t, sb, []string{"/bin/sh", "-c", script}, nil, nil, limits)
+}
+
+// runArgv starts argv as a worker in a fresh version folder holding files, with env added to
+// its environment, and returns its output once it exits.
+func runArgv(t *testing.T, sb *Sandbox, argv []string, files map[string][]byte, env []string, limits Limits) (string, string) {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "apps", "w", "1.0.0")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "own.txt"), []byte("own file"), 0o644); err != nil {
-		t.Fatal(err)
+	files = maps.Clone(files)
+	if files == nil {
+		files = map[string][]byte{}
+	}
+	files["own.txt"] = []byte("own file")
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var out, errOut testkit.Buffer
 	scratch := filepath.Join(root, "scratch")
-	p, err := sb.Start(Spec{Argv: []string{"/bin/sh", "-c", script}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "TMPDIR=" + scratch},
+	p, err := sb.Start(Spec{Argv: argv, Dir: dir, Env: append([]string{"PATH=/usr/bin:/bin", "TMPDIR=" + scratch}, env...),
 		Scratch: scratch, Limits: limits}, &out, &errOut)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +62,20 @@ func run(t *testing.T, sb *Sandbox, script string, limits Limits) (string, strin
 		t.Fatalf("the worker did not exit; output:\n%s\n%s", out.String(), errOut.String())
 	}
 	return out.String(), errOut.String()
+}
+
+// runTestWorker runs the test worker (testkit/testworker) in mode under the sandbox and
+// decodes the JSON it prints.
+func runTestWorker(t *testing.T, sb *Sandbox, mode string, v any) {
+	t.Helper()
+	bin, err := os.ReadFile(testkit.TestWorker(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut := runArgv(t, sb, []string{"./testworker"}, map[string][]byte{"testworker": bin}, []string{"TESTWORKER_MODE=" + mode}, Limits{})
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("test worker in mode %s: %v\n%s%s", mode, err, out, errOut)
+	}
 }
 
 func newSandbox(t *testing.T) *Sandbox {
@@ -174,7 +206,7 @@ func TestStaleCgroupsRemoved(t *testing.T) {
 // such as Caddy's admin endpoint, but can still make socket pairs.
 func TestWorkerUnixSockets(t *testing.T) {
 	sb := newSandbox(t)
-	if !sb.Layers().Seccomp {
+	if len(sb.Layers().Seccomp) == 0 {
 		t.Skip("no seccomp filter for " + runtime.GOARCH)
 	}
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
@@ -290,5 +322,62 @@ func TestScratchWatcher(t *testing.T) {
 	}
 	if _, err := os.Lstat(scratch); !os.IsNotExist(err) {
 		t.Errorf("the scratch folder outlived its worker: %v", err)
+	}
+}
+
+// TestWorkerCgroup: the worker starts in its own v2 cgroup although the filter refuses
+// clone3, through which the launcher starts it there.
+func TestWorkerCgroup(t *testing.T) {
+	sb := newSandbox(t)
+	if sb.cg.v2 == "" || len(sb.Layers().Seccomp) == 0 {
+		t.Skip("no v2 cgroup or no seccomp filter here")
+	}
+	out, errOut := run(t, sb, "cat /proc/self/cgroup", Limits{})
+	if !strings.Contains(out, "0::/") || !strings.Contains(out, "/"+sb.parent+"/w") {
+		t.Fatalf("the worker's cgroups:\n%s%s\nwant a leaf of %s", out, errOut, sb.parent)
+	}
+}
+
+// TestWorkerInheritedDescriptors: a descriptor the runtime holds without close-on-exec does
+// not reach the worker, which starts with 0, 1 and 2 only.
+func TestWorkerInheritedDescriptors(t *testing.T) {
+	sb := newSandbox(t)
+	f, err := os.Open(filepath.Join(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	// ls lists its parent's descriptors: the shell's, as the launcher started it.
+	out, errOut := run(t, sb, "ls /proc/$$/fd", Limits{})
+	if got := strings.Fields(out); !slices.Equal(got, []string{"0", "1", "2"}) {
+		t.Fatalf("the worker started with descriptors %v (stderr %q), want 0 1 2", got, errOut)
+	}
+}
+
+// TestCloexecEach: the fallback for kernels without close_range marks every descriptor from
+// 3 up close-on-exec.
+func TestCloexecEach(t *testing.T) {
+	fds := make([]int, 3)
+	for i := range fds {
+		fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0) // without O_CLOEXEC
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		fds[i] = fd
+	}
+	if err := cloexecEach(); err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+			t.Errorf("descriptor %d: flags %d, %v", fd, flags, err)
+		}
+	}
+	if flags, _ := unix.FcntlInt(2, unix.F_GETFD, 0); flags&unix.FD_CLOEXEC != 0 {
+		t.Error("stderr was marked close-on-exec")
 	}
 }

@@ -59,6 +59,9 @@ type Config struct {
 	// Mount is the path the runtime is mounted at when Sites or File mount it below one
 	// (e.g. "/hp"): the harness finds the discovery document there.
 	Mount string
+	// ExtraFiles are open files the process inherits as descriptors 3, 4 and on, as a
+	// service manager's sockets or a shell's redirections would be.
+	ExtraFiles []*os.File
 }
 
 // Host is one site block of a Config with Hosts.
@@ -150,6 +153,7 @@ func Launch(tb testing.TB, cfg Config) (*Server, error) {
 	s.cmd.Env = Environ(dir, cfg.Env)
 	s.cmd.Stdout = s.logs
 	s.cmd.Stderr = s.logs
+	s.cmd.ExtraFiles = cfg.ExtraFiles
 	// Own process group, so Stop reaches worker processes too; killed if the test process dies.
 	ownGroup(s.cmd)
 	if err := s.cmd.Start(); err != nil {

@@ -33,8 +33,17 @@ type Echo struct {
 	Dir     string            `json:"dir"`
 }
 
+// startFDs are the descriptors the worker was started with, read before main runs.
+var startFDs = openFDs()
+
 func main() {
 	switch os.Getenv("TESTWORKER_MODE") {
+	case "syscalls": // print what trySyscalls reports and exit
+		json.NewEncoder(os.Stdout).Encode(trySyscalls())
+		return
+	case "fds": // print the descriptors it was started with and exit
+		json.NewEncoder(os.Stdout).Encode(startFDs)
+		return
 	case "sleeper":
 		time.Sleep(10 * time.Minute)
 		return
@@ -117,9 +126,17 @@ func listener() (net.Listener, error) {
 }
 
 // attacks are what a hostile worker tries: reading and writing files, filling its scratch
-// folder, leaving orphans, forking, allocating and flooding its output. Each answers 200 with what it achieved, or 403
-// with the error that stopped it.
+// folder, leaving orphans, forking, allocating and flooding its output. Each answers 200 with
+// what it achieved, or 403 with the error that stopped it. /syscalls and /fds answer JSON: the
+// outcome of each call that leaves a sandbox (trySyscalls), and the descriptors the worker was
+// started with.
 func attacks() {
+	http.HandleFunc("/syscalls", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(trySyscalls())
+	})
+	http.HandleFunc("/fds", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(startFDs)
+	})
 	http.HandleFunc("/read", func(w http.ResponseWriter, r *http.Request) {
 		b, err := os.ReadFile(r.URL.Query().Get("path"))
 		if err != nil {

@@ -1,0 +1,258 @@
+//go:build amd64 || arm64 || riscv64
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// refusal is one entry of the seccomp filter every worker runs under: the calls it covers,
+// what it answers them with, and its name in the start-up log, printed from this same table
+// so the log cannot say more or less than the filter does. With values or mask, a call is
+// refused only when its first argument (socket's family, clone's flags) is one of the values
+// or shares a bit with the mask.
+type refusal struct {
+	name     string
+	syscalls []uintptr
+	values   []uint32
+	mask     uint32
+	errno    unix.Errno
+}
+
+// namespaceFlags are the clone flags that create a namespace. CLONE_NEWTIME shares its bit
+// with clone's exit signal, so only clone3 and unshare, refused whole, could ask for it.
+const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+
+// refusals is what workers may not do, in the order the start-up log names it: reach local
+// services past the socket() check (io_uring's own socket and connect), open unix, vsock and
+// raw packet sockets (Caddy's admin socket, the host's agents; socketpair and netlink, which
+// Node uses to list network interfaces, still work), enter or create namespaces (user
+// namespaces hand a process every capability over a kernel surface of its own), reach other
+// processes' memory and descriptors, and load BPF programs, keys, kernel modules or kernels.
+// io_uring and clone3 answer ENOSYS, which language runtimes take as "use the ordinary call"
+// (glibc falls back from clone3 to clone, whose flags a filter can read; clone3's sit in
+// memory it cannot).
+var refusals = []refusal{
+	{name: "io_uring_*", syscalls: []uintptr{unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER}, errno: unix.ENOSYS},
+	{name: "socket AF_UNIX/AF_VSOCK/AF_PACKET", syscalls: []uintptr{unix.SYS_SOCKET}, values: []uint32{unix.AF_UNIX, unix.AF_VSOCK, unix.AF_PACKET}, errno: unix.EACCES},
+	{name: "unshare", syscalls: []uintptr{unix.SYS_UNSHARE}, errno: unix.EPERM},
+	{name: "setns", syscalls: []uintptr{unix.SYS_SETNS}, errno: unix.EPERM},
+	{name: "clone with namespace flags", syscalls: []uintptr{unix.SYS_CLONE}, mask: namespaceFlags, errno: unix.EPERM},
+	{name: "clone3", syscalls: []uintptr{unix.SYS_CLONE3}, errno: unix.ENOSYS},
+	{name: "ptrace", syscalls: []uintptr{unix.SYS_PTRACE}, errno: unix.EPERM},
+	{name: "process_vm_readv/writev", syscalls: []uintptr{unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV}, errno: unix.EPERM},
+	{name: "pidfd_getfd", syscalls: []uintptr{unix.SYS_PIDFD_GETFD}, errno: unix.EPERM},
+	{name: "bpf", syscalls: []uintptr{unix.SYS_BPF}, errno: unix.EPERM},
+	{name: "perf_event_open", syscalls: []uintptr{unix.SYS_PERF_EVENT_OPEN}, errno: unix.EPERM},
+	{name: "keyctl", syscalls: []uintptr{unix.SYS_KEYCTL}, errno: unix.EPERM},
+	{name: "add_key", syscalls: []uintptr{unix.SYS_ADD_KEY}, errno: unix.EPERM},
+	{name: "request_key", syscalls: []uintptr{unix.SYS_REQUEST_KEY}, errno: unix.EPERM},
+	{name: "userfaultfd", syscalls: []uintptr{unix.SYS_USERFAULTFD}, errno: unix.EPERM},
+	{name: "module loading", syscalls: []uintptr{unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE}, errno: unix.EPERM},
+	{name: "kexec", syscalls: []uintptr{unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD}, errno: unix.EPERM},
+}
+
+// seccompRefusals names what the filter refuses, for the start-up log.
+func seccompRefusals() []string {
+	names := make([]string, len(refusals))
+	for i, r := range refusals {
+		names[i] = r.name
+	}
+	return names
+}
+
+// auditArch is the seccomp architecture of this build.
+var auditArch = map[string]uint32{
+	"amd64":   unix.AUDIT_ARCH_X86_64,
+	"arm64":   unix.AUDIT_ARCH_AARCH64,
+	"riscv64": unix.AUDIT_ARCH_RISCV64,
+}[runtime.GOARCH]
+
+// x32Bit marks the syscalls of the x32 ABI on amd64, which use other numbers.
+const x32Bit = 0x40000000
+
+// Offsets in struct seccomp_data. Arguments are tested on their low half (all three
+// architectures are little-endian), and that is exact: the kernel reads socket's family as an
+// int and clone's flags through lower_32_bits, so the upper half cannot change what they do,
+// and a rule that also wanted it zero could be dodged by setting it.
+const (
+	offNr   = 0
+	offArch = 4
+	offArg0 = 16
+)
+
+// seccompProgram assembles the filter: calls of another architecture (32-bit programs,
+// whose socketcall cannot be inspected) and x32 get ENOSYS, each refusal its errno, the rest
+// pass. With notifyClone3, clone3 goes to the filter's listener instead (see passClone3).
+func seccompProgram(notifyClone3 bool) []unix.SockFilter {
+	stmt := func(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
+	jump := func(code uint16, k uint32, jt, jf int) unix.SockFilter {
+		return unix.SockFilter{Code: code, K: k, Jt: uint8(jt), Jf: uint8(jf)}
+	}
+	const (
+		load  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		jset  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		ret   = unix.BPF_RET | unix.BPF_K
+		allow = unix.SECCOMP_RET_ALLOW
+	)
+	nosys := uint32(unix.SECCOMP_RET_ERRNO) | uint32(unix.ENOSYS)
+	prog := []unix.SockFilter{
+		stmt(load, offArch),
+		jump(jeq, auditArch, 1, 0),
+		stmt(ret, nosys),
+		stmt(load, offNr),
+		jump(jge, x32Bit, 0, 1),
+		stmt(ret, nosys),
+	}
+	for _, r := range refusals {
+		action := uint32(unix.SECCOMP_RET_ERRNO) | uint32(r.errno)
+		// Each block ends in a return, so the syscall number need not be loaded again.
+		var block []unix.SockFilter
+		switch {
+		case len(r.values) > 0:
+			block = append(block, stmt(load, offArg0))
+			for i, v := range r.values {
+				block = append(block, jump(jeq, v, len(r.values)-i, 0))
+			}
+			block = append(block, stmt(ret, allow), stmt(ret, action))
+		case r.mask != 0:
+			block = append(block, stmt(load, offArg0), jump(jset, r.mask, 1, 0), stmt(ret, allow), stmt(ret, action))
+		default:
+			block = append(block, stmt(ret, action))
+		}
+		for _, nr := range r.syscalls {
+			b := block
+			if nr == unix.SYS_CLONE3 && notifyClone3 {
+				b = []unix.SockFilter{stmt(ret, unix.SECCOMP_RET_USER_NOTIF)}
+			}
+			prog = append(prog, jump(jeq, uint32(nr), 0, len(b)))
+			prog = append(prog, b...)
+		}
+	}
+	return append(prog, stmt(ret, allow))
+}
+
+// installSeccomp puts the filter on the calling thread, which must hold no_new_privs; every
+// process the thread starts inherits it. With notifyClone3 it returns the filter's listener
+// (close-on-exec), else -1.
+func installSeccomp(notifyClone3 bool) (int, error) {
+	prog := seccompProgram(notifyClone3)
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	var flags uintptr
+	if notifyClone3 {
+		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
+	}
+	fd, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	if errno != 0 {
+		return -1, fmt.Errorf("seccomp: %v", errno)
+	}
+	if !notifyClone3 {
+		return -1, nil
+	}
+	return int(fd), nil
+}
+
+// probeSeccomp installs the filter on a thread of its own, which then ends, and checks that
+// the filter refuses: the start-up log names the layer only when it holds.
+func probeSeccomp(notifyClone3 bool) error {
+	errc := make(chan error)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine, its filter with it.
+		runtime.LockOSThread()
+		errc <- func() error {
+			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+				return fmt.Errorf("no_new_privs: %v", err)
+			}
+			listener, err := installSeccomp(notifyClone3)
+			if err != nil {
+				return err
+			}
+			if listener >= 0 {
+				unix.Close(listener)
+			}
+			// A bad descriptor: the kernel would answer EBADF, the filter answers first.
+			if _, _, errno := unix.Syscall(unix.SYS_SETNS, ^uintptr(0), 0, 0); errno != unix.EPERM {
+				return fmt.Errorf("setns answered %v under the filter", errno)
+			}
+			return nil
+		}()
+	}()
+	return <-errc
+}
+
+// seccompNotif and seccompNotifResp are the kernel's struct seccomp_notif and
+// struct seccomp_notif_resp.
+type seccompNotif struct {
+	id    uint64
+	pid   uint32
+	flags uint32
+	nr    int32
+	arch  uint32
+	ip    uint64
+	args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	id    uint64
+	val   int64
+	error int32
+	flags uint32
+}
+
+// passClone3 runs start, which starts the worker from the calling thread, while answering
+// the clone3 calls the filter's listener reports: the calling thread's own goes through (Go
+// uses clone3 to start the worker straight in its cgroup, with flags of its own), any other
+// gets ENOSYS. Then it closes the listener, and with none the kernel answers every clone3
+// ENOSYS itself. The calling thread holds its scheduler slot while the kernel waits for the
+// answer, so the answering goroutine needs another one, and no garbage collection may stop
+// the world meanwhile.
+func passClone3(listener int, start func() error) error {
+	defer unix.Close(listener)
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	stopR, stopW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer stopR.Close()
+	tid := unix.Gettid()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fds := []unix.PollFd{{Fd: int32(listener), Events: unix.POLLIN}, {Fd: int32(stopR.Fd()), Events: unix.POLLIN}}
+		for {
+			fds[0].Revents, fds[1].Revents = 0, 0
+			if _, err := unix.Poll(fds, -1); err == unix.EINTR {
+				continue
+			} else if err != nil || fds[1].Revents != 0 || fds[0].Revents&unix.POLLIN == 0 {
+				return
+			}
+			var n seccompNotif // the kernel wants it zeroed
+			if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); errno != 0 {
+				continue // EINTR, or the caller is gone
+			}
+			resp := seccompNotifResp{id: n.id, error: -int32(unix.ENOSYS)}
+			if int(n.pid) == tid {
+				resp = seccompNotifResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+			}
+			// ENOENT when the caller died meanwhile: nothing left to answer.
+			unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		}
+	}()
+	err = start()
+	stopW.Close()
+	<-done
+	return err
+}
