@@ -224,7 +224,7 @@ func BenchmarkKeyStore(b *testing.B) {
 	env := map[string]string{"RUNTIME_ROOT_KEY": rootKey}
 	local := harness.Start(b, harness.Config{Env: env, Global: accessLog})
 	synced := harness.Start(b, harness.Config{Env: env, Global: accessLog,
-		Runtime: "key_store sync {\n\t\t\turl " + primary.URL + "\n\t\t}"})
+		App: "key_store sync {\n\t\t\turl " + primary.URL + "\n\t\t}"})
 
 	client, conns := newClient()
 	defer client.CloseIdleConnections()

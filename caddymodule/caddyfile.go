@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,6 +16,7 @@ import (
 )
 
 func init() {
+	httpcaddyfile.RegisterGlobalOption(appID, parseGlobalOption)
 	httpcaddyfile.RegisterDirective("runtime", parseDirective)
 	// Before respond, so a site block needs no order. The runtime answers every request it
 	// gets and never calls the next handler: a "respond" or "file_server" in the same site
@@ -30,12 +32,16 @@ func parseDirective(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error)
 	if !h.Next() {
 		return nil, h.ArgErr()
 	}
+	directive := h.Token()
 	matchers, err := h.ExtractMatcherSet()
 	if err != nil {
 		return nil, err
 	}
 	m := new(Handler)
 	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	if err := checkCopy(h, m.AppValues, directive); err != nil {
 		return nil, err
 	}
 	values := h.NewRoute(matchers, m)
@@ -71,71 +77,108 @@ func mountAt(matchers caddy.ModuleMap) (string, error) {
 	return at, nil
 }
 
+// parseGlobalOption reads the global runtime option, the runtime app's settings:
+//
+//	{
+//		runtime {
+//			worker_dirs     <dir...>
+//			plugin_dirs     <dir...>
+//			state_dir       <dir>
+//			root_key        <key>
+//			session_ttl     <duration>
+//			audit_retention <duration>
+//			retire_delay    <duration>
+//			max_upload_size <size>
+//			max_unpacked_size <size>
+//			max_archive_entries <count>
+//			pool_size       <count>
+//			key_store       local|sync [{
+//				url      <libSQL primary URL>
+//				token    <auth token, e.g. {env.RUNTIME_AUTH_DB_SYNC_TOKEN}>
+//				interval <pull interval, e.g. 10s>
+//			}]
+//			process_workers on|off|<@namespace...>
+//			worker_user     <user>
+//			worker_group    <group>
+//			worker_read_dirs <dir...>
+//			scratch_dir     <dir>
+//			worker_network  host|isolated
+//			worker_scratch  <size>
+//			worker_memory   <size>
+//			worker_processes <count>
+//			worker_cpu      <cores>
+//			worker_log_rate <lines per second>
+//			worker_log_lines <lines kept per worker>
+//			plugin_handlers <module...>
+//		}
+//	}
+func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	d.Next() // the option name
+	if existing != nil {
+		return nil, d.Errf("the runtime global option is given twice; write its settings in one block")
+	}
+	if d.NextArg() {
+		return nil, d.Errf("the runtime global option takes no arguments, only a block of settings")
+	}
+	var v config.Values
+	if err := unmarshalSettings(d, &v, false); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: appID, Value: caddyconfig.JSON(v.AppValues, nil)}, nil
+}
+
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
 //
 //	runtime [<matcher>] {   # a path matcher /x/* mounts the runtime at /x
 //		api_prefix      <path>
-//		worker_dirs     <dir...>
-//		plugin_dirs     <dir...>
-//		state_dir       <dir>
-//		root_key        <key>
-//		session_ttl     <duration>
-//		audit_retention <duration>
-//		retire_delay    <duration>
-//		max_upload_size <size>
-//		max_unpacked_size <size>
-//		max_archive_entries <count>
-//		pool_size       <count>
-//		key_store       local|sync [{
-//			url      <libSQL primary URL>
-//			token    <auth token, e.g. {env.RUNTIME_AUTH_DB_SYNC_TOKEN}>
-//			interval <pull interval, e.g. 10s>
-//		}]
 //		serve           all|api|cpanel|workers...
 //		workers_url     <url>
-//		process_workers on|off|<@namespace...>
-//		worker_user     <user>
-//		worker_group    <group>
-//		worker_read_dirs <dir...>
-//		scratch_dir     <dir>
-//		worker_network  host|isolated
-//		worker_scratch  <size>
-//		worker_memory   <size>
-//		worker_processes <count>
-//		worker_cpu      <cores>
-//		worker_log_rate <lines per second>
-//		worker_log_lines <lines kept per worker>
-//		plugin_handlers <module...>
 //	}
+//
+// The block also takes the settings of the global runtime option, deprecated there: they hold
+// for the whole process, so every runtime directive must write the same ones.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if d.NextArg() {
 		return d.Errf("runtime takes no arguments, only a block of settings")
 	}
+	return unmarshalSettings(d, &h.Values, true)
+}
+
+// unmarshalSettings reads a block of settings into v, the one parser of the global option
+// and the directive; site says whether the block is a site's, which takes every setting, or
+// the global option's, which takes the process-wide ones.
+func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, site bool) error {
 	lists := map[string]*[]string{
-		"worker_dirs": &h.WorkerDirs, "plugin_dirs": &h.PluginDirs, "worker_read_dirs": &h.WorkerReadDirs,
-		"serve": &h.Serve, "process_workers": &h.ProcessWorkers, "plugin_handlers": &h.PluginHandlers,
+		"worker_dirs": &v.WorkerDirs, "plugin_dirs": &v.PluginDirs, "worker_read_dirs": &v.WorkerReadDirs,
+		"serve": &v.Serve, "process_workers": &v.ProcessWorkers, "plugin_handlers": &v.PluginHandlers,
 	}
-	sizes := map[string]*int64{"max_upload_size": &h.MaxUploadSize, "max_unpacked_size": &h.MaxUnpackedSize, "worker_memory": &h.WorkerMemory,
-		"worker_scratch": &h.WorkerScratch}
-	counts := map[string]*int{"max_archive_entries": &h.MaxArchiveEntries, "pool_size": &h.PoolSize,
-		"worker_processes": &h.WorkerProcesses, "worker_log_rate": &h.WorkerLogRate,
-		"worker_log_lines": &h.WorkerLogLines}
-	strs := map[string]*string{"api_prefix": &h.APIPrefix, "state_dir": &h.StateDir, "root_key": &h.RootKey,
-		"session_ttl": &h.SessionTTL, "audit_retention": &h.AuditRetention, "retire_delay": &h.RetireDelay, "key_store": &h.KeyStore, "workers_url": &h.WorkersURL, "worker_user": &h.WorkerUser,
-		"worker_group": &h.WorkerGroup, "scratch_dir": &h.ScratchDir, "worker_network": &h.WorkerNetwork, "worker_cpu": &h.WorkerCPU,
-		"sync_url": &h.SyncURL, "sync_token": &h.SyncToken, "sync_interval": &h.SyncInterval}
+	sizes := map[string]*int64{"max_upload_size": &v.MaxUploadSize, "max_unpacked_size": &v.MaxUnpackedSize, "worker_memory": &v.WorkerMemory,
+		"worker_scratch": &v.WorkerScratch}
+	counts := map[string]*int{"max_archive_entries": &v.MaxArchiveEntries, "pool_size": &v.PoolSize,
+		"worker_processes": &v.WorkerProcesses, "worker_log_rate": &v.WorkerLogRate,
+		"worker_log_lines": &v.WorkerLogLines}
+	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey,
+		"session_ttl": &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,
+		"worker_group": &v.WorkerGroup, "scratch_dir": &v.ScratchDir, "worker_network": &v.WorkerNetwork, "worker_cpu": &v.WorkerCPU,
+		"sync_url": &v.SyncURL, "sync_token": &v.SyncToken, "sync_interval": &v.SyncInterval}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		name := d.Val()
-		if seen[name] {
+		def, known := definition(name)
+		switch {
+		case !known:
+			return d.Errf("unknown runtime setting %q; known settings: %s", name, knownSettings(site))
+		case def.Scope == config.Site && !site:
+			return d.Errf("%s is a setting of a site block: write it in the site's runtime directive, not in the global runtime option", name)
+		case seen[name]:
 			return d.Errf("%s is set twice", name)
 		}
 		seen[name] = true
 		args := d.RemainingArgs()
 		switch {
 		case name == "key_store":
-			if err := h.unmarshalKeyStore(d, args); err != nil {
+			if err := unmarshalKeyStore(d, v, args); err != nil {
 				return err
 			}
 		case lists[name] != nil:
@@ -166,21 +209,68 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("%s takes exactly one value", name)
 			}
 			*strs[name] = args[0]
-		default:
-			return d.Errf("unknown runtime setting %q; known settings: %s", name, knownSettings())
 		}
 	}
-	return h.checkWritten(d)
+	return checkWritten(d, *v)
+}
+
+// definition returns the definition of the named setting, if there is one.
+func definition(name string) (config.Definition, bool) {
+	for _, def := range config.Definitions {
+		if def.Name == name {
+			return def, true
+		}
+	}
+	return config.Definition{}, false
+}
+
+// firstCopyKey keys, in the adapter's state, the process-wide settings of the first runtime
+// directive, which the others must repeat.
+const firstCopyKey = "runtime.first_copy"
+
+// firstCopy is what the adapter remembers of the first runtime directive: the process-wide
+// settings written for it (the global option's and its own), and where it is.
+type firstCopy struct {
+	written config.AppValues
+	at      caddyfile.Token
+}
+
+// checkCopy refuses, at adapt time, process-wide settings in a runtime directive (the
+// deprecated form) that the global runtime option or another directive sets otherwise, or
+// that another directive leaves to the option: one process has one value of each. The adapter sees every site block here; directives in
+// named routes are adapted apart, and the App checks those as the config loads.
+func checkCopy(h httpcaddyfile.Helper, own config.AppValues, at caddyfile.Token) error {
+	var global config.AppValues
+	if app, ok := h.Option(appID).(httpcaddyfile.App); ok {
+		if err := json.Unmarshal(app.Value, &global); err != nil {
+			return err
+		}
+	}
+	if names := config.Differing(global, own, false); len(names) > 0 {
+		return fmt.Errorf("%s: set in the global runtime option and, to another value, in this runtime directive; "+
+			"remove them here, at %s:%d", strings.Join(names, ", "), at.File, at.Line)
+	}
+	written := own.Over(global)
+	first, ok := h.State[firstCopyKey].(firstCopy)
+	if !ok {
+		h.State[firstCopyKey] = firstCopy{written, at}
+		return nil
+	}
+	if names := config.Differing(first.written, written, true); len(names) > 0 {
+		return fmt.Errorf("%s: this runtime directive sets these otherwise than the one at %s:%d, but they hold for the whole process: "+
+			"%s, at %s:%d", strings.Join(names, ", "), first.at.File, first.at.Line, moveToApp, at.File, at.Line)
+	}
+	return nil
 }
 
 // unmarshalKeyStore reads key_store local|sync, and after sync an optional block of the
 // primary's url, token and interval (the sync_url, sync_token and sync_interval settings).
-func (h *Handler) unmarshalKeyStore(d *caddyfile.Dispenser, args []string) error {
+func unmarshalKeyStore(d *caddyfile.Dispenser, v *config.Values, args []string) error {
 	if len(args) != 1 {
 		return d.Errf("key_store takes local or sync")
 	}
-	h.KeyStore = args[0]
-	fields := map[string]*string{"url": &h.SyncURL, "token": &h.SyncToken, "interval": &h.SyncInterval}
+	v.KeyStore = args[0]
+	fields := map[string]*string{"url": &v.SyncURL, "token": &v.SyncToken, "interval": &v.SyncInterval}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		if !strings.EqualFold(args[0], "sync") {
 			return d.Errf("only key_store sync takes a block (url, token, interval)")
@@ -205,8 +295,7 @@ func (h *Handler) unmarshalKeyStore(d *caddyfile.Dispenser, args []string) error
 
 // checkWritten validates the values written in the Caddyfile at adapt time, so mistakes are
 // reported with their file and line; values holding placeholders are checked at provisioning.
-func (h *Handler) checkWritten(d *caddyfile.Dispenser) error {
-	v := h.Values
+func checkWritten(d *caddyfile.Dispenser, v config.Values) error {
 	for _, field := range v.StringFields() {
 		if strings.Contains(*field, "{") {
 			*field = ""
@@ -235,10 +324,14 @@ func hasPlaceholder(list []string) bool {
 	return false
 }
 
-func knownSettings() string {
-	names := make([]string, len(config.Definitions))
-	for i, def := range config.Definitions {
-		names[i] = def.Name
+// knownSettings lists the settings a block takes: a site's all of them, the global option's
+// the process-wide ones.
+func knownSettings(site bool) string {
+	var names []string
+	for _, def := range config.Definitions {
+		if site || def.Scope == config.Process {
+			names = append(names, def.Name)
+		}
 	}
 	return strings.Join(names, ", ")
 }

@@ -156,3 +156,51 @@ func TestCaddyfileSyncBlock(t *testing.T) {
 		t.Errorf("the token is in the adapted JSON:\n%s", out)
 	}
 }
+
+// TestCaddyfileScopes checks where settings may be written: the global runtime option takes
+// the process-wide ones only; a site block's runtime directive may still carry them (the
+// deprecated form) when every directive carries the same and the option agrees.
+func TestCaddyfileScopes(t *testing.T) {
+	const site2 = "\n:8081 {\n\truntime {\n\t\tserve workers\n\t}\n}\n"
+	tests := []struct {
+		name, src string
+		want      []string // nil: it adapts
+	}{
+		{"site setting in the option", "{\n\truntime {\n\t\tserve api\n\t}\n}\n:8080 {\n\truntime\n}\n",
+			[]string{"serve is a setting of a site block", "Caddyfile:3"}},
+		{"unknown setting in the option", "{\n\truntime {\n\t\tworkers_url x\n\t}\n}\n",
+			[]string{"workers_url is a setting of a site block"}},
+		{"typo in the option", "{\n\truntime {\n\t\tstatedir x\n\t}\n}\n",
+			[]string{`unknown runtime setting "statedir"`, "state_dir"}},
+		{"option with an argument", "{\n\truntime on\n}\n", []string{"takes no arguments"}},
+		{"bad value in the option", "{\n\truntime {\n\t\tsession_ttl 3600\n\t}\n}\n", []string{"invalid session_ttl", "bare number", "Caddyfile:"}},
+		{"option alone", "{\n\truntime {\n\t\tpool_size 4\n\t}\n}\n:8080 {\n\trespond ok\n}\n", nil},
+		{"copies equal", ":8080 {\n\truntime {\n\t\tpool_size 4\n\t}\n}\n:8081 {\n\truntime {\n\t\tpool_size 4\n\t\tserve workers\n\t}\n}\n", nil},
+		{"copy equal to the option", "{\n\truntime {\n\t\tpool_size 4\n\t}\n}\n:8080 {\n\truntime {\n\t\tpool_size 4\n\t}\n}\n" + site2, nil},
+		{"copies differ", ":8080 {\n\truntime {\n\t\tpool_size 4\n\t}\n}\n:8081 {\n\truntime {\n\t\tpool_size 5\n\t}\n}\n",
+			[]string{"pool_size", "otherwise than the one at Caddyfile:2", "global runtime option", "Caddyfile:7"}},
+		{"copy and none", ":8080 {\n\truntime {\n\t\tstate_dir /a\n\t\tpool_size 4\n\t}\n}\n" + site2,
+			[]string{"state_dir, pool_size", "otherwise than the one at Caddyfile:2"}},
+		{"copy differs from the option", "{\n\truntime {\n\t\tstate_dir /a\n\t}\n}\n:8080 {\n\truntime {\n\t\tstate_dir /b\n\t}\n}\n",
+			[]string{"state_dir", "set in the global runtime option and, to another value, in this runtime directive", "Caddyfile:7"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := adapt(t, []byte(tt.src))
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("adapt succeeded, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -44,7 +43,8 @@ var sessionCookies = []string{handlers.SessionCookie, handlers.HostSessionCookie
 
 // Handler is the http.handlers.runtime module: it serves the management API with the
 // discovery document, the cpanel, and workers with plugin routes, or those of them its serve
-// setting names.
+// setting names. Its own settings are per-site; the process-wide ones belong to the runtime
+// App, and a handler carrying them itself (the deprecated form) hands them to the App.
 //
 // Each setting left unset falls back to its RUNTIME_* environment variable, then a default.
 type Handler struct {
@@ -57,7 +57,6 @@ type Handler struct {
 	plugins     *pluginHost
 	unsubscribe func()
 	state       *state
-	stateKey    string // set while the state is held, so Cleanup releases it exactly once
 	logger      *zap.Logger
 }
 
@@ -69,56 +68,33 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision resolves the settings and acquires the shared state. It has no irreversible side
-// effects (caddy validate runs it): folders and files are touched only when the runtime app
-// starts.
+// Provision joins the runtime App, which gives it the shared state and the process-wide
+// settings, and resolves its own. It has no irreversible side effects (caddy validate runs
+// it): folders and files are touched only when the runtime app starts.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	values := h.Values
-	repl := caddy.NewReplacer()
-	for _, field := range values.StringFields() {
-		*field = repl.ReplaceKnown(*field, "")
-	}
-	for _, list := range values.ListFields() {
-		*list = replaceAll(repl, *list)
-	}
-	settings, err := config.Resolve(values, os.Getenv)
-	if err != nil {
-		return err
-	}
-	if err := config.CheckPlatform(settings, runtime.GOOS, os.Geteuid()); err != nil {
-		return err
-	}
-	h.settings = settings
-	if w := config.RootKeyWarning(settings.RootKey); w != "" {
-		h.logger.Warn(w)
-	}
-	if h.RootKey != "" && !strings.Contains(h.RootKey, "{") {
-		h.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; " +
-			"use {env.RUNTIME_ROOT_KEY} instead")
-	}
-
 	appModule, err := ctx.App(appID)
 	if err != nil {
 		return err
 	}
-	key := stateKey(settings)
-	val, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return newState(settings, caddy.Log().Named("runtime")), nil
-	})
+	app := appModule.(*App)
+	st, appSettings, err := app.join(h.AppValues)
 	if err != nil {
 		return err
 	}
-	h.state, h.stateKey = val.(*state), key
-	h.state.retention.Store(int64(settings.AuditRetention))
-	h.state.workers.SetRetireDelay(settings.RetireDelay)
-	h.state.plugins.SetRetireDelay(settings.RetireDelay)
+	site := h.SiteValues
+	replacePlaceholders(site.StringFields(), site.ListFields())
+	settings, err := config.ResolveSite(appSettings, site, os.Getenv)
+	if err != nil {
+		return err
+	}
+	h.settings, h.state = settings, st
 	if err := runtimeMetrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering the runtime's metrics: %v", err)
 	}
 	workerPolicy, pluginPolicy := policies(settings)
 	h.plugins, h.unsubscribe = newPluginHost(ctx, h.state, pluginPolicy, h.logger.Named("plugins"))
-	appModule.(*App).track(h.state, settings.RootKey != "", h.plugins, settings.Serve.SharesOrigin())
+	app.track(h.plugins, settings.Serve.SharesOrigin())
 
 	h.api, err = handlers.New(handlers.Options{
 		Prefix:       settings.APIPrefix,
@@ -163,12 +139,22 @@ func policies(s config.Settings) (workers.Policy, plugins.Policy) {
 		plugins.Policy{Handlers: s.PluginHandlers, Reserved: reserved}
 }
 
-func replaceAll(repl *caddy.Replacer, in []string) []string {
-	out := make([]string, len(in))
-	for i, s := range in {
-		out[i] = repl.ReplaceKnown(s, "")
+// replacePlaceholders replaces the known placeholders, such as {env.X}, in written settings.
+func replacePlaceholders(strs []*string, lists []*[]string) {
+	repl := caddy.NewReplacer()
+	for _, field := range strs {
+		*field = repl.ReplaceKnown(*field, "")
 	}
-	return out
+	for _, list := range lists {
+		if len(*list) == 0 {
+			continue
+		}
+		out := make([]string, len(*list))
+		for i, s := range *list {
+			out[i] = repl.ReplaceKnown(s, "")
+		}
+		*list = out
+	}
 }
 
 // ServeHTTP serves the surfaces of the site block: the API and discovery paths, the cpanel
@@ -298,8 +284,8 @@ func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Cleanup releases the shared state; it runs after a failed Provision too, and releases at
-// most once.
+// Cleanup stops what the handler started; the App releases the shared state. It runs after a
+// failed Provision too.
 func (h *Handler) Cleanup() error {
 	if h.unsubscribe != nil {
 		h.unsubscribe()
@@ -311,13 +297,7 @@ func (h *Handler) Cleanup() error {
 	if h.api != nil {
 		h.api.Shutdown()
 	}
-	if h.stateKey == "" {
-		return nil
-	}
-	key := h.stateKey
-	h.stateKey = ""
-	_, err := states.Delete(key)
-	return err
+	return nil
 }
 
 // Interface guards

@@ -17,8 +17,9 @@ import (
 )
 
 // siteConfig returns a Caddy JSON config with one server on port whose routes are the given
-// runtime handler configs, each in its own route matched by host.
-func siteConfig(t *testing.T, port int, handlers ...map[string]any) []byte {
+// runtime handler configs, each in its own route matched by host, and the runtime app app
+// (none when nil).
+func siteConfig(t *testing.T, port int, app map[string]any, handlers ...map[string]any) []byte {
 	t.Helper()
 	var routes []any
 	for i, h := range handlers {
@@ -28,15 +29,19 @@ func siteConfig(t *testing.T, port int, handlers ...map[string]any) []byte {
 			"handle": []any{h},
 		})
 	}
+	apps := map[string]any{"http": map[string]any{"servers": map[string]any{"s": map[string]any{
+		"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+		"automatic_https": map[string]any{"disable": true},
+		"routes":          routes,
+	}}}}
+	if app != nil {
+		apps["runtime"] = app
+	}
 	cfg := map[string]any{
 		"admin":   map[string]any{"disabled": true},
 		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
 		"storage": map[string]any{"module": "file_system", "root": filepath.Join(t.TempDir(), "caddy")},
-		"apps": map[string]any{"http": map[string]any{"servers": map[string]any{"s": map[string]any{
-			"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
-			"automatic_https": map[string]any{"disable": true},
-			"routes":          routes,
-		}}}},
+		"apps":    apps,
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
@@ -72,14 +77,15 @@ func heldStates() map[string]*state {
 	return out
 }
 
-func keyOf(t *testing.T, h map[string]any) string {
+// keyOf is the state key of the process-wide settings in app.
+func keyOf(t *testing.T, app map[string]any) string {
 	t.Helper()
-	var v config.Values
-	b, _ := json.Marshal(h)
+	var v config.AppValues
+	b, _ := json.Marshal(app)
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
-	s, err := config.Resolve(v, func(string) string { return "" })
+	s, err := config.ResolveApp(v, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +110,7 @@ func get(t *testing.T, port int, host, path string) (int, string) {
 func TestValidateHasNoSideEffects(t *testing.T) {
 	root := t.TempDir()
 	var cfg caddy.Config
-	if err := json.Unmarshal(siteConfig(t, testkit.FreePort(t), dirsIn(root)), &cfg); err != nil {
+	if err := json.Unmarshal(siteConfig(t, testkit.FreePort(t), dirsIn(root), map[string]any{}), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := caddy.Validate(&cfg); err != nil {
@@ -119,32 +125,53 @@ func TestValidateHasNoSideEffects(t *testing.T) {
 }
 
 // TestFailedConfigReleasesState checks that a config whose second handler fails to provision
-// releases the state the first one acquired.
+// releases the state the App acquired for the first: a bad setting of the handler's own, or
+// process-wide settings that the handlers carry themselves (the deprecated form) and set
+// differently, or otherwise than the runtime app.
 func TestFailedConfigReleasesState(t *testing.T) {
 	root := t.TempDir()
-	good := dirsIn(root)
-	bad := with(dirsIn(root), "session_ttl", "99")
-	var cfg caddy.Config
-	if err := json.Unmarshal(siteConfig(t, testkit.FreePort(t), good, bad), &cfg); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name      string
+		app       map[string]any
+		good, bad map[string]any
+		want      []string
+	}{
+		{"bad site setting", dirsIn(root), map[string]any{}, map[string]any{"api_prefix": "/a//b"}, []string{"api_prefix", "double slash"}},
+		{"copies differ", nil, dirsIn(root), with(dirsIn(root), "session_ttl", "7d"), []string{"session_ttl", "differently", "global runtime option"}},
+		{"copy and none", nil, map[string]any{}, with(map[string]any{}, "pool_size", 3), []string{"pool_size", "differently", "global runtime option"}},
+		{"copy differs from the app", dirsIn(root), with(map[string]any{}, "state_dir", filepath.Join(root, "other")),
+			with(map[string]any{}, "state_dir", filepath.Join(root, "other")), []string{"state_dir", "global runtime option", "another value"}},
 	}
-	err := caddy.Validate(&cfg)
-	if err == nil || !strings.Contains(err.Error(), "session_ttl") {
-		t.Fatalf("validate error = %v, want one naming session_ttl", err)
-	}
-	if held := heldStates(); len(held) != 0 {
-		t.Fatalf("failed config left %d states held", len(held))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg caddy.Config
+			if err := json.Unmarshal(siteConfig(t, testkit.FreePort(t), tt.app, tt.good, tt.bad), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			err := caddy.Validate(&cfg)
+			if err == nil {
+				t.Fatal("validate succeeded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("validate error = %v, want one containing %q", err, w)
+				}
+			}
+			if held := heldStates(); len(held) != 0 {
+				t.Fatalf("failed config left %d states held", len(held))
+			}
+		})
 	}
 }
 
-// TestStateSurvivesReload runs real configs: a reload with the same state settings keeps the
-// state (even with another API prefix); one with another state folder replaces it; stopping
-// releases everything exactly once.
+// TestStateSurvivesReload runs real configs: a reload with the same process-wide settings keeps
+// the state (even with another API prefix); one with another state folder replaces it;
+// stopping releases everything exactly once.
 func TestStateSurvivesReload(t *testing.T) {
 	port := testkit.FreePort(t)
 	root := t.TempDir()
 	a := dirsIn(root)
-	if err := caddy.Load(siteConfig(t, port, a, with(a, "api_prefix", "/_")), true); err != nil {
+	if err := caddy.Load(siteConfig(t, port, a, map[string]any{}, map[string]any{"api_prefix": "/_"}), true); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = caddy.Stop() })
@@ -154,8 +181,8 @@ func TestStateSurvivesReload(t *testing.T) {
 	if len(held) != 1 || first == nil {
 		t.Fatalf("held states = %v, want one shared by both sites", held)
 	}
-	if refs, _ := states.References(keyOf(t, a)); refs != 2 {
-		t.Fatalf("references = %d, want 2 (one per handler)", refs)
+	if refs, _ := states.References(keyOf(t, a)); refs != 1 {
+		t.Fatalf("references = %d, want 1 (the App's)", refs)
 	}
 	if err := first.ready(); err != nil {
 		t.Fatalf("ready after start = %v", err)
@@ -173,7 +200,7 @@ func TestStateSurvivesReload(t *testing.T) {
 	}
 
 	// Same state settings, another prefix: the state is kept.
-	if err := caddy.Load(siteConfig(t, port, with(a, "api_prefix", "/x")), true); err != nil {
+	if err := caddy.Load(siteConfig(t, port, a, map[string]any{"api_prefix": "/x"}), true); err != nil {
 		t.Fatal(err)
 	}
 	if held := heldStates(); len(held) != 1 || held[keyOf(t, a)] != first {
@@ -191,7 +218,7 @@ func TestStateSurvivesReload(t *testing.T) {
 
 	// Another state folder: a new state, the old one released.
 	b := with(a, "state_dir", filepath.Join(root, "state2"))
-	if err := caddy.Load(siteConfig(t, port, b), true); err != nil {
+	if err := caddy.Load(siteConfig(t, port, b, map[string]any{}), true); err != nil {
 		t.Fatal(err)
 	}
 	if held := heldStates(); len(held) != 1 || held[keyOf(t, b)] == nil || held[keyOf(t, b)] == first {
@@ -210,18 +237,15 @@ func TestStateSurvivesReload(t *testing.T) {
 	}
 }
 
-// TestSplitSurfaces runs the API and cpanel on one site and workers on another: both share one
-// state (serve and workers_url are not part of its key), and each answers a surface it does not
-// serve with a 404 saying where that surface is.
+// TestSplitSurfaces runs the API and cpanel on one site and workers on another: both share the
+// App's one state, and each answers a surface it does not serve with a 404 saying where that
+// surface is.
 func TestSplitSurfaces(t *testing.T) {
 	port := testkit.FreePort(t)
 	root := t.TempDir()
-	admin := with(with(dirsIn(root), "serve", []string{"api", "cpanel"}), "workers_url", "http://apps.test:8080")
-	apps := with(dirsIn(root), "serve", []string{"workers"})
-	if keyOf(t, admin) != keyOf(t, apps) {
-		t.Fatal("serve or workers_url changes the state key")
-	}
-	if err := caddy.Load(siteConfig(t, port, admin, apps), true); err != nil {
+	admin := map[string]any{"serve": []string{"api", "cpanel"}, "workers_url": "http://apps.test:8080"}
+	apps := map[string]any{"serve": []string{"workers"}}
+	if err := caddy.Load(siteConfig(t, port, dirsIn(root), admin, apps), true); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = caddy.Stop() })
@@ -251,33 +275,97 @@ func TestSplitSurfaces(t *testing.T) {
 	}
 }
 
+// TestDeprecatedHandlerSettings runs handlers that carry the process-wide settings themselves,
+// the deprecated form, with no runtime app in the config: equal copies share the one state,
+// the same one the app form gets, and a reload into the app form keeps it.
+func TestDeprecatedHandlerSettings(t *testing.T) {
+	port := testkit.FreePort(t)
+	root := t.TempDir()
+	a := dirsIn(root)
+	if err := caddy.Load(siteConfig(t, port, nil, with(a, "serve", []string{"api"}), with(a, "serve", []string{"workers"})), true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+	held := heldStates()
+	first := held[keyOf(t, a)]
+	if len(held) != 1 || first == nil {
+		t.Fatalf("held states = %v, want one shared by both sites, keyed by their copy", held)
+	}
+	if code, body := get(t, port, "site0.test", "/api/health/ready"); code != 200 {
+		t.Fatalf("ready = %d %s", code, body)
+	}
+	if err := caddy.Load(siteConfig(t, port, a, map[string]any{}), true); err != nil {
+		t.Fatal(err)
+	}
+	if held := heldStates(); len(held) != 1 || held[keyOf(t, a)] != first || first.phase.Load() != phaseReady {
+		t.Fatalf("moving the settings to the app replaced the state: %v", held)
+	}
+}
+
+// TestAppMergesHandlerCopy checks that a handler's copy of process-wide settings adds to the
+// app's where the app leaves them unset, and that handlers agree when the app's settings and
+// their copies come to the same.
+func TestAppMergesHandlerCopy(t *testing.T) {
+	root := t.TempDir()
+	var app App
+	app.StateDir = filepath.Join(root, "state")
+	app.logger = caddy.Log()
+	own := config.AppValues{PoolSize: 3, WorkerDirs: []string{filepath.Join(root, "apps")}}
+	st, settings, err := app.join(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Cleanup() })
+	if settings.PoolSize != 3 || settings.StateDir != app.StateDir || st.settings.WorkerDirs[0] != own.WorkerDirs[0] {
+		t.Fatalf("settings = %+v, want the app's state_dir with the copy's pool_size and worker_dirs", settings)
+	}
+	if again, _, err := app.join(own); err != nil || again != st {
+		t.Fatalf("a second equal copy: %v, state %p, want %p", err, again, st)
+	}
+	// Equal to the app's own: the same settings as a handler without a copy.
+	var other App
+	other.StateDir, other.PoolSize, other.logger = app.StateDir, 3, caddy.Log()
+	if _, _, err := other.join(config.AppValues{PoolSize: 3}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Cleanup() })
+	if _, _, err := other.join(config.AppValues{}); err != nil {
+		t.Fatalf("a handler without the copy that the app agrees with: %v", err)
+	}
+}
+
 func TestCleanupReleasesOnce(t *testing.T) {
-	key := "cleanup-test"
-	s := newState(config.Settings{}, caddy.Log())
-	for range 2 { // two handlers share the state
-		if _, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) { return s, nil }); err != nil {
+	root := t.TempDir()
+	apps := [2]*App{}
+	for i := range apps { // two configs (a reload) share the state
+		apps[i] = &App{AppValues: config.AppValues{StateDir: filepath.Join(root, "state")}, logger: caddy.Log()}
+		var err error
+		if apps[i].settings, err = resolveApp(apps[i].AppValues); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := apps[i].join(config.AppValues{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h := &Handler{stateKey: key}
+	key, s := apps[0].stateKey, apps[0].state
 	for range 3 {
-		if err := h.Cleanup(); err != nil {
+		if err := apps[0].Cleanup(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if refs, ok := states.References(key); refs != 1 || !ok {
-		t.Fatalf("after one handler's repeated Cleanup: references = %d, want 1", refs)
+		t.Fatalf("after one App's repeated Cleanup: references = %d, want 1", refs)
 	}
 	if s.phase.Load() == phaseStopped {
-		t.Fatal("state released while another handler holds it")
+		t.Fatal("state released while another App holds it")
 	}
-	if err := (&Handler{stateKey: key}).Cleanup(); err != nil {
+	if err := apps[1].Cleanup(); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := states.References(key); ok || s.phase.Load() != phaseStopped {
-		t.Fatal("state not released by its last handler")
+		t.Fatal("state not released by its last App")
 	}
-	if err := new(Handler).Cleanup(); err != nil { // a handler whose Provision failed early
+	if err := new(App).Cleanup(); err != nil { // an App no handler joined
 		t.Fatal(err)
 	}
 }

@@ -29,7 +29,8 @@ import (
 )
 
 // states holds the long-lived runtime state, keyed by the settings it depends on, so a config
-// reload with the same settings reuses it instead of rebuilding it.
+// reload with the same settings reuses it instead of rebuilding it: the new config's App
+// acquires it before the old one's releases it.
 var states = caddy.NewUsagePool()
 
 // stateSettings are the settings the state depends on, in the order of config.Definitions: a
@@ -42,8 +43,8 @@ var stateSettings = []string{
 	"worker_network", "worker_scratch", "worker_memory", "worker_processes", "worker_cpu", "worker_log_rate", "worker_log_lines",
 }
 
-// stateKey identifies the state a handler needs (the values of stateSettings); handlers with
-// equal keys share one state.
+// stateKey identifies the state an App needs (the values of stateSettings): the configs of a
+// reload with equal keys share one state.
 func stateKey(s config.Settings) string {
 	return strings.Join([]string{
 		fmt.Sprintf("limits=%d/%d/%d pool=%d", s.MaxUploadSize, s.MaxUnpackedSize, s.MaxArchiveEntries, s.PoolSize),
@@ -408,12 +409,29 @@ func (s *state) Destruct() error {
 
 const appID = "runtime"
 
-// App is the runtime app module. It holds no configuration; it exists so that the states
-// used by a config are started when Caddy starts that config, and never by caddy validate.
+// App is the runtime app module, the process-wide part of the runtime: its settings are the
+// global runtime option ({ runtime { … } } in the Caddyfile), and it owns the one state that
+// the runtime handlers of its config share, acquired when the first of them joins and started
+// when Caddy starts the config, never by caddy validate. A config without the option gets an
+// App of defaults.
+//
+// Each setting left unset falls back to its RUNTIME_* environment variable, then a default.
 type App struct {
+	config.AppValues
+
 	mu sync.Mutex
-	// states maps each state the config uses to whether any handler using it has a root key.
-	states map[*state]bool
+	// settings are the resolved process-wide settings: of AppValues, and of the handlers' copy
+	// once one has joined.
+	settings config.Settings
+	// state is the state the handlers share, nil until the first joins; stateKey is set while
+	// the App holds it, so Cleanup releases it exactly once.
+	state    *state
+	stateKey string
+	// joined is set once a handler has joined; written is the process-wide settings as
+	// written for it: AppValues and the ones it carries itself (the deprecated form). Every
+	// other handler must come to the same.
+	joined  bool
+	written config.AppValues
 	// hosts are the handlers' plugin hosts, loaded when the config starts.
 	hosts []*pluginHost
 	// sharesOrigin is set when a handler serves workers beside the API or the cpanel.
@@ -427,12 +445,16 @@ type App struct {
 // warnedAdmin is the admin address last warned about, so a reload does not repeat it.
 var warnedAdmin atomic.Value
 
-// Provision notes where Caddy's admin endpoint listens.
+// Provision resolves the app's settings, so a bad one stops caddy validate even in a config
+// without a runtime handler, and notes where Caddy's admin endpoint listens. Like the
+// handlers' Provision, it has no irreversible side effects.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.admin = adminListen(ctx)
 	a.logger = ctx.Logger()
 	a.ctx = ctx
-	return nil
+	var err error
+	a.settings, err = resolveApp(a.AppValues)
+	return err
 }
 
 // CaddyModule returns the Caddy module information.
@@ -440,15 +462,89 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: appID, New: func() caddy.Module { return new(App) }}
 }
 
-func (a *App) track(s *state, hasRootKey bool, host *pluginHost, sharesOrigin bool) {
+// resolveApp resolves process-wide settings as written: placeholders, then the environment
+// and the defaults, then what this system can honour.
+func resolveApp(v config.AppValues) (config.Settings, error) {
+	replacePlaceholders(v.StringFields(), v.ListFields())
+	settings, err := config.ResolveApp(v, os.Getenv)
+	if err != nil {
+		return settings, err
+	}
+	return settings, config.CheckPlatform(settings, runtime.GOOS, os.Geteuid())
+}
+
+// join gives a handler the state and the process-wide settings. own is the process-wide
+// settings the handler carries itself, the deprecated form: they apply as if written in the
+// global option, so one the option sets too must be equal there, and with the option's every
+// handler of the config must come to the same settings. The first handler to join acquires
+// the state; the handlers' Provision order does not matter, since they all agree.
+func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.states == nil {
-		a.states = map[*state]bool{}
+	if names := config.Differing(a.AppValues, own, false); len(names) > 0 {
+		return nil, config.Settings{}, fmt.Errorf("%s: set both in the global runtime option and, to another value, in a runtime handler; "+
+			"remove them from the handler", strings.Join(names, ", "))
 	}
-	a.states[s] = a.states[s] || hasRootKey
+	written := own.Over(a.AppValues)
+	if a.joined {
+		if names := config.Differing(a.written, written, true); len(names) > 0 {
+			return nil, config.Settings{}, fmt.Errorf("%s: the runtime handlers of this config set these differently, "+
+				"but they hold for the whole process: %s", strings.Join(names, ", "), moveToApp)
+		}
+		return a.state, a.settings, nil
+	}
+	if names := own.Names(); len(names) > 0 {
+		a.logger.Warn(strings.Join(names, ", ")+" in a site block's runtime handler: deprecated, and refused in a later release; "+moveToApp,
+			zap.Strings("settings", names))
+		settings, err := resolveApp(written)
+		if err != nil {
+			return nil, config.Settings{}, err
+		}
+		a.settings = settings
+	}
+	if w := config.RootKeyWarning(a.settings.RootKey); w != "" {
+		a.logger.Warn(w)
+	}
+	if written.RootKey != "" && !strings.Contains(written.RootKey, "{") {
+		a.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; " +
+			"use {env.RUNTIME_ROOT_KEY} instead")
+	}
+	key := stateKey(a.settings)
+	val, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return newState(a.settings, caddy.Log().Named("runtime")), nil
+	})
+	if err != nil {
+		return nil, config.Settings{}, err
+	}
+	a.state, a.stateKey, a.joined, a.written = val.(*state), key, true, written
+	a.state.retention.Store(int64(a.settings.AuditRetention))
+	a.state.workers.SetRetireDelay(a.settings.RetireDelay)
+	a.state.plugins.SetRetireDelay(a.settings.RetireDelay)
+	return a.state, a.settings, nil
+}
+
+// moveToApp tells where process-wide settings go.
+const moveToApp = `move them to the global runtime option, { runtime { … } } at the top of the Caddyfile ` +
+	`(in JSON, the runtime app: "apps": {"runtime": {…}})`
+
+func (a *App) track(host *pluginHost, sharesOrigin bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.hosts = append(a.hosts, host)
 	a.sharesOrigin = a.sharesOrigin || sharesOrigin
+}
+
+// Cleanup releases the state; it runs after a failed Provision too, and releases at most once.
+func (a *App) Cleanup() error {
+	a.mu.Lock()
+	key := a.stateKey
+	a.stateKey = ""
+	a.mu.Unlock()
+	if key == "" {
+		return nil
+	}
+	_, err := states.Delete(key)
+	return err
 }
 
 // sharedOriginWarned makes the shared-origin warning once per process, not once per reload.
@@ -467,19 +563,20 @@ const sharedOriginWarning = "workers are served on the same origin as the API or
 	"and can call the API as the admin signed in to the cpanel in that browser; serve workers on their own host: " +
 	"a site block with serve api cpanel and workers_url, and another with serve workers (see the README, Workers on their own origin)"
 
-// Start starts every state the config's handlers use, and creates the bootstrap key where no
-// handler has a root key.
+// Start starts the state the config's handlers share, and creates the bootstrap key when there
+// is no root key.
 func (a *App) Start() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for s, hasRootKey := range a.states {
-		if err := s.start(); err != nil {
+	if a.state == nil {
+		return nil // no runtime handler in the config
+	}
+	if err := a.state.start(); err != nil {
+		return err
+	}
+	if a.settings.RootKey == "" {
+		if err := a.state.ensureBootstrap(); err != nil {
 			return err
-		}
-		if !hasRootKey {
-			if err := s.ensureBootstrap(); err != nil {
-				return err
-			}
 		}
 	}
 	if a.sharesOrigin {
@@ -523,10 +620,7 @@ func (a *App) warnAccessLog() {
 // warnAdmin warns when process workers may run and Caddy's admin endpoint is on TCP, where a
 // worker can connect and load a config of its own.
 func (a *App) warnAdmin() {
-	workers := false
-	for s := range a.states {
-		workers = workers || s.settings.ProcessWorkers.All || len(s.settings.ProcessWorkers.List) > 0
-	}
+	workers := a.settings.ProcessWorkers.All || len(a.settings.ProcessWorkers.List) > 0
 	if !workers || !adminOnTCP(a.admin) || warnedAdmin.Swap(a.admin) == a.admin {
 		return
 	}
@@ -536,12 +630,13 @@ func (a *App) warnAdmin() {
 		zap.String("admin", a.admin))
 }
 
-// Stop does nothing: states outlive a config and are released by their last handler.
+// Stop does nothing: a state outlives a config and is released by the last config using it.
 func (a *App) Stop() error { return nil }
 
 // Interface guards
 var (
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
-	_ caddy.Destructor  = (*state)(nil)
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+	_ caddy.Destructor   = (*state)(nil)
 )

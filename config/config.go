@@ -18,11 +18,29 @@ import (
 	"github.com/caddy-runtime/runtime/packages"
 )
 
-// Values holds the settings as written in the Caddyfile or the JSON config. An empty field is
-// unset: the environment variable, then the default, applies.
+// Values holds every setting as written in a handler: its per-site settings and, deprecated
+// there, the process-wide ones, which belong to the runtime app. An empty field is unset: the
+// environment variable, then the default, applies.
 type Values struct {
+	SiteValues
+	AppValues
+}
+
+// SiteValues are the per-site settings, written in a site block's runtime handler.
+type SiteValues struct {
 	// APIPrefix is the path in front of /api, e.g. "/_" serves the API at /_/api.
 	APIPrefix string `json:"api_prefix,omitempty"`
+	// Serve lists the surfaces this handler serves: "api" (with discovery and the docs),
+	// "cpanel" and "workers" (workers, plugin routes and hooks), or "all".
+	Serve []string `json:"serve,omitempty"`
+	// WorkersURL is the workers' base URL when they are served on another origin, e.g.
+	// "https://apps.example.com"; discovery reports it.
+	WorkersURL string `json:"workers_url,omitempty"`
+}
+
+// AppValues are the process-wide settings, those of the runtime app (the global runtime
+// option): one value for the process, whatever site blocks serve it.
+type AppValues struct {
 	// WorkerDirs are the folders holding workers; folders whose name starts with "." are built-in.
 	WorkerDirs []string `json:"worker_dirs,omitempty"`
 	// PluginDirs are the folders holding plugins, with the same built-in rule.
@@ -58,12 +76,6 @@ type Values struct {
 	// seconds.
 	SyncInterval string `json:"sync_interval,omitempty"`
 
-	// Serve lists the surfaces this handler serves: "api" (with discovery and the docs),
-	// "cpanel" and "workers" (workers, plugin routes and hooks), or "all".
-	Serve []string `json:"serve,omitempty"`
-	// WorkersURL is the workers' base URL when they are served on another origin, e.g.
-	// "https://apps.example.com"; discovery reports it.
-	WorkersURL string `json:"workers_url,omitempty"`
 	// ProcessWorkers allows process workers: "on", "off", or the namespaces allowed to run
 	// them ("@team", "@other").
 	ProcessWorkers []string `json:"process_workers,omitempty"`
@@ -135,44 +147,57 @@ type SyncSettings struct {
 }
 
 // Definition describes one setting: its Caddyfile subdirective (also its JSON key), its
-// environment variable and its default as written. The README explains each one.
+// environment variable, its default as written and where it is written. The README explains
+// each one.
 type Definition struct {
 	Name, Env, Default string
+	Scope              Scope
 }
+
+// Scope says where a setting is written.
+type Scope int
+
+const (
+	// Process settings hold for the whole process: they belong to the runtime app, written as
+	// the global runtime option.
+	Process Scope = iota
+	// Site settings hold for one site block: they belong to its runtime handler.
+	Site
+)
 
 // Definitions lists every setting in the order the README documents them.
 var Definitions = []Definition{
-	{"api_prefix", "RUNTIME_API_PREFIX", ""},
-	{"worker_dirs", "RUNTIME_WORKER_DIRS", "./data/.apps ./data/apps"},
-	{"plugin_dirs", "RUNTIME_PLUGIN_DIRS", "./data/.plugins ./data/plugins"},
-	{"state_dir", "RUNTIME_STATE_DIR", "./data/state"},
-	{"root_key", "RUNTIME_ROOT_KEY", ""},
-	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h"},
-	{"audit_retention", "RUNTIME_AUDIT_RETENTION", "90d"},
-	{"retire_delay", "RUNTIME_RETIRE_DELAY", "2s"},
-	{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB"},
-	{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE", "1GiB"},
-	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000"},
-	{"pool_size", "RUNTIME_POOL_SIZE", "16"},
-	{"key_store", "RUNTIME_AUTH_DB_MODE", "local"},
-	{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL", ""},
-	{"sync_token", "RUNTIME_AUTH_DB_SYNC_TOKEN", ""},
-	{"sync_interval", "RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS", "10s"},
-	{"serve", "RUNTIME_SERVE", "all"},
-	{"workers_url", "RUNTIME_WORKERS_URL", ""},
-	{"process_workers", "RUNTIME_PROCESS_WORKERS", "on"},
-	{"worker_user", "RUNTIME_WORKER_USER", ""},
-	{"worker_group", "RUNTIME_WORKER_GROUP", ""},
-	{"worker_read_dirs", "RUNTIME_WORKER_READ_DIRS", ""},
-	{"scratch_dir", "RUNTIME_SCRATCH_DIR", "./data/scratch"},
-	{"worker_network", "RUNTIME_WORKER_NETWORK", NetworkHost},
-	{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "256MiB"},
-	{"worker_memory", "RUNTIME_WORKER_MEMORY", "512MiB"},
-	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64"},
-	{"worker_cpu", "RUNTIME_WORKER_CPU", "1"},
-	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100"},
-	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000"},
-	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode"},
+	{"api_prefix", "RUNTIME_API_PREFIX", "", Site},
+	{"worker_dirs", "RUNTIME_WORKER_DIRS", "./data/.apps ./data/apps", Process},
+	{"plugin_dirs", "RUNTIME_PLUGIN_DIRS", "./data/.plugins ./data/plugins", Process},
+	{"state_dir", "RUNTIME_STATE_DIR", "./data/state", Process},
+	{"root_key", "RUNTIME_ROOT_KEY", "", Process},
+	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h", Process},
+	{"audit_retention", "RUNTIME_AUDIT_RETENTION", "90d", Process},
+	{"retire_delay", "RUNTIME_RETIRE_DELAY", "2s", Process},
+	{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB", Process},
+	{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE", "1GiB", Process},
+	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000", Process},
+	{"pool_size", "RUNTIME_POOL_SIZE", "16", Process},
+	{"key_store", "RUNTIME_AUTH_DB_MODE", "local", Process},
+	{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL", "", Process},
+	{"sync_token", "RUNTIME_AUTH_DB_SYNC_TOKEN", "", Process},
+	{"sync_interval", "RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS", "10s", Process},
+	{"serve", "RUNTIME_SERVE", "all", Site},
+	{"workers_url", "RUNTIME_WORKERS_URL", "", Site},
+	{"process_workers", "RUNTIME_PROCESS_WORKERS", "on", Process},
+	{"worker_user", "RUNTIME_WORKER_USER", "", Process},
+	{"worker_group", "RUNTIME_WORKER_GROUP", "", Process},
+	{"worker_read_dirs", "RUNTIME_WORKER_READ_DIRS", "", Process},
+	{"scratch_dir", "RUNTIME_SCRATCH_DIR", "./data/scratch", Process},
+	{"worker_network", "RUNTIME_WORKER_NETWORK", NetworkHost, Process},
+	{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "256MiB", Process},
+	{"worker_memory", "RUNTIME_WORKER_MEMORY", "512MiB", Process},
+	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64", Process},
+	{"worker_cpu", "RUNTIME_WORKER_CPU", "1", Process},
+	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100", Process},
+	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000", Process},
+	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode", Process},
 }
 
 // Lookup returns the definition of the named setting.
@@ -212,21 +237,48 @@ func (e *Error) Error() string {
 // Resolve merges v with the environment (read through getenv) and the defaults, validates the
 // result and makes every path absolute.
 func Resolve(v Values, getenv func(string) string) (Settings, error) {
-	var s Settings
+	s, err := ResolveApp(v.AppValues, getenv)
+	if err != nil {
+		return s, err
+	}
+	return ResolveSite(s, v.SiteValues, getenv)
+}
+
+// ResolveSite returns app, the process-wide settings, with the per-site settings of v merged
+// with the environment and the defaults.
+func ResolveSite(app Settings, v SiteValues, getenv func(string) string) (Settings, error) {
+	s := app
 	var err error
 	r := resolver{getenv: getenv}
-
 	raw, fromEnv := r.pick("api_prefix", v.APIPrefix)
 	if s.APIPrefix, err = NormalizeAPIPrefix(raw); err != nil {
 		return s, r.fail("api_prefix", fromEnv, raw, err)
 	}
+	list, fromEnv := r.list("serve", v.Serve)
+	if s.Serve, err = parseSurfaces(list); err != nil {
+		return s, r.fail("serve", fromEnv, strings.Join(list, " "), err)
+	}
+	raw, fromEnv = r.pick("workers_url", v.WorkersURL)
+	if s.WorkersURL, err = checkWorkersURL(raw); err != nil {
+		return s, r.fail("workers_url", fromEnv, raw, err)
+	}
+	return s, nil
+}
+
+// ResolveApp resolves the process-wide settings of v as Resolve does; the per-site ones of
+// the result stay unset.
+func ResolveApp(v AppValues, getenv func(string) string) (Settings, error) {
+	var s Settings
+	var err error
+	r := resolver{getenv: getenv}
+
 	if s.WorkerDirs, err = r.dirs("worker_dirs", v.WorkerDirs); err != nil {
 		return s, err
 	}
 	if s.PluginDirs, err = r.dirs("plugin_dirs", v.PluginDirs); err != nil {
 		return s, err
 	}
-	raw, fromEnv = r.pick("state_dir", v.StateDir)
+	raw, fromEnv := r.pick("state_dir", v.StateDir)
 	if s.StateDir, err = absDir(raw); err != nil {
 		return s, r.fail("state_dir", fromEnv, raw, err)
 	}
@@ -484,7 +536,7 @@ func checkKeyStore(mode string) (string, error) {
 }
 
 // sync resolves the settings of a sync-mode key store.
-func (r resolver) sync(v Values) (SyncSettings, error) {
+func (r resolver) sync(v AppValues) (SyncSettings, error) {
 	var out SyncSettings
 	raw, fromEnv := r.pick("sync_url", v.SyncURL)
 	if raw == "" {

@@ -144,9 +144,9 @@ func TestResolvePrecedence(t *testing.T) {
 	if !reflect.DeepEqual(fromEnv, wantEnv) {
 		t.Fatalf("from environment =\n%+v\nwant\n%+v", fromEnv, wantEnv)
 	}
-	written := Values{APIPrefix: "/x", WorkerDirs: []string{"/w/a", "/w/b"}, PluginDirs: []string{"/p/a"}, StateDir: "/s",
+	written := Values{SiteValues: SiteValues{APIPrefix: "/x"}, AppValues: AppValues{WorkerDirs: []string{"/w/a", "/w/b"}, PluginDirs: []string{"/p/a"}, StateDir: "/s",
 		RootKey: "written-root-key-0123456789", SessionTTL: "7d", AuditRetention: "1w", RetireDelay: "0s", MaxUploadSize: 42, MaxUnpackedSize: 4242,
-		MaxArchiveEntries: 7, PoolSize: 9, KeyStore: "local"}
+		MaxArchiveEntries: 7, PoolSize: 9, KeyStore: "local"}}
 	got, err := Resolve(written, env)
 	if err != nil {
 		t.Fatal(err)
@@ -182,18 +182,18 @@ func TestResolveIsolation(t *testing.T) {
 		env    map[string]string
 		check  func(Settings) bool
 	}{
-		{"serve split", Values{Serve: []string{"api", "cpanel"}}, nil, func(s Settings) bool { return s.Serve == Surfaces{API: true, CPanel: true} && !s.Serve.SharesOrigin() }},
+		{"serve split", Values{SiteValues: SiteValues{Serve: []string{"api", "cpanel"}}}, nil, func(s Settings) bool { return s.Serve == Surfaces{API: true, CPanel: true} && !s.Serve.SharesOrigin() }},
 		{"serve from env", Values{}, map[string]string{"RUNTIME_SERVE": "workers"}, func(s Settings) bool { return s.Serve == Surfaces{Workers: true} && !s.Serve.SharesOrigin() }},
 		{"shared origin", Values{}, nil, func(s Settings) bool { return s.Serve.All() && s.Serve.SharesOrigin() }},
-		{"workers url", Values{WorkersURL: "https://apps.example.com/"}, nil, func(s Settings) bool { return s.WorkersURL == "https://apps.example.com" }},
-		{"process workers off", Values{ProcessWorkers: []string{"off"}}, nil, func(s Settings) bool { return !s.ProcessWorkers.Allows("@team/x") && !s.ProcessWorkers.Allows("x") }},
+		{"workers url", Values{SiteValues: SiteValues{WorkersURL: "https://apps.example.com/"}}, nil, func(s Settings) bool { return s.WorkersURL == "https://apps.example.com" }},
+		{"process workers off", Values{AppValues: AppValues{ProcessWorkers: []string{"off"}}}, nil, func(s Settings) bool { return !s.ProcessWorkers.Allows("@team/x") && !s.ProcessWorkers.Allows("x") }},
 		{"process workers for a namespace", Values{}, map[string]string{"RUNTIME_PROCESS_WORKERS": "@team,@ops"}, func(s Settings) bool {
 			return s.ProcessWorkers.Allows("@team/x") && s.ProcessWorkers.Allows("@ops/y") && !s.ProcessWorkers.Allows("@other/x") && !s.ProcessWorkers.Allows("x")
 		}},
-		{"cpu", Values{WorkerCPU: "0.5"}, nil, func(s Settings) bool { return s.WorkerCPU == 0.5 }},
-		{"network isolated", Values{WorkerNetwork: "Isolated"}, nil, func(s Settings) bool { return s.WorkerNetwork == NetworkIsolated }},
+		{"cpu", Values{AppValues: AppValues{WorkerCPU: "0.5"}}, nil, func(s Settings) bool { return s.WorkerCPU == 0.5 }},
+		{"network isolated", Values{AppValues: AppValues{WorkerNetwork: "Isolated"}}, nil, func(s Settings) bool { return s.WorkerNetwork == NetworkIsolated }},
 		{"network from env", Values{}, map[string]string{"RUNTIME_WORKER_NETWORK": "isolated"}, func(s Settings) bool { return s.WorkerNetwork == NetworkIsolated }},
-		{"network written beats env", Values{WorkerNetwork: "host"}, map[string]string{"RUNTIME_WORKER_NETWORK": "isolated"}, func(s Settings) bool { return s.WorkerNetwork == NetworkHost }},
+		{"network written beats env", Values{AppValues: AppValues{WorkerNetwork: "host"}}, map[string]string{"RUNTIME_WORKER_NETWORK": "isolated"}, func(s Settings) bool { return s.WorkerNetwork == NetworkHost }},
 		{"read dirs from env", Values{}, map[string]string{"RUNTIME_WORKER_READ_DIRS": "/opt/node:/opt/py"}, func(s Settings) bool {
 			return reflect.DeepEqual(s.WorkerReadDirs, []string{"/opt/node", "/opt/py"})
 		}},
@@ -222,55 +222,55 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		want   []string
 		absent string
 	}{
-		{"prefix", Values{APIPrefix: "/a b"}, nil, []string{"api_prefix", "not allowed"}, "RUNTIME_API_PREFIX"},
+		{"prefix", Values{SiteValues: SiteValues{APIPrefix: "/a b"}}, nil, []string{"api_prefix", "not allowed"}, "RUNTIME_API_PREFIX"},
 		{"prefix from env", Values{}, map[string]string{"RUNTIME_API_PREFIX": "/cpanel"}, []string{"api_prefix", "from environment variable RUNTIME_API_PREFIX", "reserved"}, ""},
-		{"ttl bare number", Values{SessionTTL: "3600"}, nil, []string{"session_ttl", "bare number"}, "RUNTIME_CPANEL_SESSION_TTL"},
+		{"ttl bare number", Values{AppValues: AppValues{SessionTTL: "3600"}}, nil, []string{"session_ttl", "bare number"}, "RUNTIME_CPANEL_SESSION_TTL"},
 		{"ttl too long from env", Values{}, map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "500d"}, []string{"session_ttl", "from environment", "400d"}, ""},
-		{"retention too short", Values{AuditRetention: "5m"}, nil, []string{"audit_retention", "shortest retention is 1h"}, "RUNTIME_AUDIT_RETENTION"},
+		{"retention too short", Values{AppValues: AppValues{AuditRetention: "5m"}}, nil, []string{"audit_retention", "shortest retention is 1h"}, "RUNTIME_AUDIT_RETENTION"},
 		{"retention from env", Values{}, map[string]string{"RUNTIME_AUDIT_RETENTION": "90"}, []string{"audit_retention", "from environment variable RUNTIME_AUDIT_RETENTION", "bare number"}, ""},
-		{"retire delay negative", Values{RetireDelay: "-1s"}, nil, []string{"retire_delay", "negative"}, "RUNTIME_RETIRE_DELAY"},
+		{"retire delay negative", Values{AppValues: AppValues{RetireDelay: "-1s"}}, nil, []string{"retire_delay", "negative"}, "RUNTIME_RETIRE_DELAY"},
 		{"retire delay from env", Values{}, map[string]string{"RUNTIME_RETIRE_DELAY": "soon"}, []string{"retire_delay", "from environment variable RUNTIME_RETIRE_DELAY", "2s"}, ""},
-		{"sync without a url", Values{KeyStore: "sync"}, nil, []string{"sync_url", "needs the primary's URL", "RUNTIME_AUTH_DB_SYNC_URL"}, ""},
-		{"sync url with a token", Values{KeyStore: "sync", SyncURL: "libsql://db.example.com?authToken=s3cret"}, nil,
+		{"sync without a url", Values{AppValues: AppValues{KeyStore: "sync"}}, nil, []string{"sync_url", "needs the primary's URL", "RUNTIME_AUTH_DB_SYNC_URL"}, ""},
+		{"sync url with a token", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: "libsql://db.example.com?authToken=s3cret"}}, nil,
 			[]string{"sync_url", "must not carry credentials", "sync_token"}, "s3cret"},
-		{"sync url with user info", Values{KeyStore: "sync"}, map[string]string{"RUNTIME_AUTH_DB_SYNC_URL": "https://u:s3cret@db.example.com"},
+		{"sync url with user info", Values{AppValues: AppValues{KeyStore: "sync"}}, map[string]string{"RUNTIME_AUTH_DB_SYNC_URL": "https://u:s3cret@db.example.com"},
 			[]string{"sync_url", "from environment variable RUNTIME_AUTH_DB_SYNC_URL", "credentials"}, "s3cret"},
-		{"sync url scheme", Values{KeyStore: "sync", SyncURL: "ftp://db.example.com"}, nil, []string{"sync_url", `scheme "ftp"`, "libsql://"}, ""},
-		{"sync url without host", Values{KeyStore: "sync", SyncURL: "http:///x"}, nil, []string{"sync_url", "no host"}, ""},
-		{"sync token with a space", Values{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080", SyncToken: "ey s3cret"}, nil,
+		{"sync url scheme", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: "ftp://db.example.com"}}, nil, []string{"sync_url", `scheme "ftp"`, "libsql://"}, ""},
+		{"sync url without host", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: "http:///x"}}, nil, []string{"sync_url", "no host"}, ""},
+		{"sync token with a space", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080", SyncToken: "ey s3cret"}}, nil,
 			[]string{"sync_token", "spaces"}, "s3cret"},
-		{"sync interval too short", Values{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080", SyncInterval: "500ms"}, nil,
+		{"sync interval too short", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080", SyncInterval: "500ms"}}, nil,
 			[]string{"sync_interval", "1s to 1h"}, ""},
-		{"sync interval from env", Values{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080"},
+		{"sync interval from env", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: "http://127.0.0.1:8080"}},
 			map[string]string{"RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS": "often"},
 			[]string{"sync_interval", "from environment variable RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS", "number of seconds"}, ""},
 		{"key store unknown", Values{}, map[string]string{"RUNTIME_AUTH_DB_MODE": "remote"}, []string{"key_store", "from environment variable RUNTIME_AUTH_DB_MODE", "local or sync"}, ""},
-		{"short root key is not echoed", Values{RootKey: "short-secret"}, nil, []string{"root_key", "at least 16", "openssl rand -base64 32"}, "short-secret"},
-		{"root key of one character", Values{RootKey: "aaaaaaaaaaaaaaaa"}, nil, []string{"root_key", "only 1 distinct", "at least 12", "openssl rand -base64 32"}, "aaaa"},
+		{"short root key is not echoed", Values{AppValues: AppValues{RootKey: "short-secret"}}, nil, []string{"root_key", "at least 16", "openssl rand -base64 32"}, "short-secret"},
+		{"root key of one character", Values{AppValues: AppValues{RootKey: "aaaaaaaaaaaaaaaa"}}, nil, []string{"root_key", "only 1 distinct", "at least 12", "openssl rand -base64 32"}, "aaaa"},
 		{"root key of 11 characters", Values{}, map[string]string{"RUNTIME_ROOT_KEY": "abcabcabcabcdefghijk"}, []string{"root_key", "only 11 distinct", "openssl rand -base64 32"}, "abcabc"},
 		{"root key with space", Values{}, map[string]string{"RUNTIME_ROOT_KEY": "has a space in it 123"}, []string{"root_key", "visible ASCII"}, "has a space"},
 		{"upload size", Values{}, map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "lots"}, []string{"max_upload_size", "from environment variable RUNTIME_MAX_UPLOAD_SIZE", "100MiB"}, ""},
-		{"negative upload size", Values{MaxUploadSize: -1}, nil, []string{"max_upload_size", "positive"}, "environment"},
+		{"negative upload size", Values{AppValues: AppValues{MaxUploadSize: -1}}, nil, []string{"max_upload_size", "positive"}, "environment"},
 		{"unpacked size", Values{}, map[string]string{"RUNTIME_MAX_UNPACKED_SIZE": "0"}, []string{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE"}, ""},
 		{"entries", Values{}, map[string]string{"RUNTIME_MAX_ARCHIVE_ENTRIES": "many"}, []string{"max_archive_entries", "whole number"}, ""},
-		{"negative entries", Values{MaxArchiveEntries: -4}, nil, []string{"max_archive_entries", "positive"}, ""},
+		{"negative entries", Values{AppValues: AppValues{MaxArchiveEntries: -4}}, nil, []string{"max_archive_entries", "positive"}, ""},
 		{"pool size", Values{}, map[string]string{"RUNTIME_POOL_SIZE": "0"}, []string{"pool_size", "RUNTIME_POOL_SIZE"}, ""},
 		{"empty worker dir", Values{}, map[string]string{"RUNTIME_WORKER_DIRS": "/a::/b"}, []string{"worker_dirs", "empty folder"}, ""},
-		{"duplicate worker dir", Values{WorkerDirs: []string{"/a", "/a/"}}, nil, []string{"worker_dirs", "twice"}, ""},
-		{"plugin dir shared", Values{WorkerDirs: []string{"/a"}, PluginDirs: []string{"/a"}}, nil, []string{"plugin_dirs", "also in worker_dirs"}, "environment"},
-		{"state dir shared", Values{PluginDirs: []string{"/a"}, StateDir: "/a"}, nil, []string{"state_dir", "also in plugin_dirs"}, ""},
-		{"unknown surface", Values{Serve: []string{"apps"}}, nil, []string{"serve", "unknown surface"}, "RUNTIME_SERVE"},
+		{"duplicate worker dir", Values{AppValues: AppValues{WorkerDirs: []string{"/a", "/a/"}}}, nil, []string{"worker_dirs", "twice"}, ""},
+		{"plugin dir shared", Values{AppValues: AppValues{WorkerDirs: []string{"/a"}, PluginDirs: []string{"/a"}}}, nil, []string{"plugin_dirs", "also in worker_dirs"}, "environment"},
+		{"state dir shared", Values{AppValues: AppValues{PluginDirs: []string{"/a"}, StateDir: "/a"}}, nil, []string{"state_dir", "also in plugin_dirs"}, ""},
+		{"unknown surface", Values{SiteValues: SiteValues{Serve: []string{"apps"}}}, nil, []string{"serve", "unknown surface"}, "RUNTIME_SERVE"},
 		{"workers url", Values{}, map[string]string{"RUNTIME_WORKERS_URL": "apps.example.com"}, []string{"workers_url", "absolute"}, ""},
-		{"process workers", Values{ProcessWorkers: []string{"team"}}, nil, []string{"process_workers", "namespace"}, ""},
-		{"group alone", Values{WorkerGroup: "nogroup"}, nil, []string{"worker_group", "worker_user"}, ""},
-		{"scratch in state", Values{StateDir: "/s", ScratchDir: "/s/tmp"}, nil, []string{"scratch_dir", "overlap"}, ""},
-		{"scratch holds workers", Values{WorkerDirs: []string{"/x/apps"}, ScratchDir: "/x"}, nil, []string{"scratch_dir", "overlap"}, ""},
+		{"process workers", Values{AppValues: AppValues{ProcessWorkers: []string{"team"}}}, nil, []string{"process_workers", "namespace"}, ""},
+		{"group alone", Values{AppValues: AppValues{WorkerGroup: "nogroup"}}, nil, []string{"worker_group", "worker_user"}, ""},
+		{"scratch in state", Values{AppValues: AppValues{StateDir: "/s", ScratchDir: "/s/tmp"}}, nil, []string{"scratch_dir", "overlap"}, ""},
+		{"scratch holds workers", Values{AppValues: AppValues{WorkerDirs: []string{"/x/apps"}, ScratchDir: "/x"}}, nil, []string{"scratch_dir", "overlap"}, ""},
 		{"cpu", Values{}, map[string]string{"RUNTIME_WORKER_CPU": "fast"}, []string{"worker_cpu", "cores"}, ""},
 		{"memory", Values{}, map[string]string{"RUNTIME_WORKER_MEMORY": "0"}, []string{"worker_memory"}, ""},
-		{"network", Values{WorkerNetwork: "bridge"}, nil, []string{`worker_network "bridge"`, "host or isolated"}, "environment"},
+		{"network", Values{AppValues: AppValues{WorkerNetwork: "bridge"}}, nil, []string{`worker_network "bridge"`, "host or isolated"}, "environment"},
 		{"network from env", Values{}, map[string]string{"RUNTIME_WORKER_NETWORK": "none"}, []string{"worker_network", "from environment variable RUNTIME_WORKER_NETWORK", "host or isolated"}, ""},
 		{"scratch", Values{}, map[string]string{"RUNTIME_WORKER_SCRATCH": "lots"}, []string{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "100MiB"}, ""},
-		{"negative scratch", Values{WorkerScratch: -1}, nil, []string{"worker_scratch", "positive"}, ""},
+		{"negative scratch", Values{AppValues: AppValues{WorkerScratch: -1}}, nil, []string{"worker_scratch", "positive"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -298,7 +298,7 @@ func TestRootKeyWarning(t *testing.T) {
 		"abcdefghijkl0123456789ABCDEFGHI":  true,
 		"abcdefghijkl0123456789ABCDEFGHIJ": false,
 	} {
-		if _, err := Resolve(Values{RootKey: key}, envMap(nil)); err != nil {
+		if _, err := Resolve(Values{AppValues: AppValues{RootKey: key}}, envMap(nil)); err != nil {
 			t.Fatalf("root key %q refused: %v", key, err)
 		}
 		got := RootKeyWarning(key)
@@ -344,14 +344,19 @@ func TestCheckPlatform(t *testing.T) {
 	}
 }
 
-// TestREADMEDocumentsEverySetting keeps the README's configuration table true.
+// TestREADMEDocumentsEverySetting keeps the README's configuration table true, where each
+// setting is written included.
 func TestREADMEDocumentsEverySetting(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range Definitions {
-		row := "| `" + d.Name + "` | `" + d.Env + "` |"
+		where := "global"
+		if d.Scope == Site {
+			where = "site"
+		}
+		row := "| `" + d.Name + "` | `" + d.Env + "` | " + where + " |"
 		if !strings.Contains(string(readme), row) {
 			t.Errorf("README.md has no configuration row starting %q", row)
 		}
@@ -366,12 +371,12 @@ func TestResolveSync(t *testing.T) {
 		env    map[string]string
 		want   SyncSettings
 	}{
-		{"written", Values{KeyStore: "sync", SyncURL: url, SyncToken: "tok", SyncInterval: "1m"}, nil, SyncSettings{url, "tok", time.Minute}},
-		{"default interval", Values{KeyStore: "sync", SyncURL: url}, nil, SyncSettings{URL: url, Interval: 10 * time.Second}},
+		{"written", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: url, SyncToken: "tok", SyncInterval: "1m"}}, nil, SyncSettings{url, "tok", time.Minute}},
+		{"default interval", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: url}}, nil, SyncSettings{URL: url, Interval: 10 * time.Second}},
 		{"from the environment, interval in seconds", Values{}, map[string]string{"RUNTIME_AUTH_DB_MODE": "sync",
 			"RUNTIME_AUTH_DB_SYNC_URL": url, "RUNTIME_AUTH_DB_SYNC_TOKEN": "tok", "RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS": "30"},
 			SyncSettings{url, "tok", 30 * time.Second}},
-		{"local mode ignores them", Values{SyncURL: url, SyncInterval: "nonsense"}, nil, SyncSettings{}},
+		{"local mode ignores them", Values{AppValues: AppValues{SyncURL: url, SyncInterval: "nonsense"}}, nil, SyncSettings{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -100,17 +100,9 @@ func parseNamespaces(list []string) (Namespaces, error) {
 }
 
 // isolation resolves the settings that keep uploaded code in its box.
-func (r resolver) isolation(v Values, s *Settings) error {
+func (r resolver) isolation(v AppValues, s *Settings) error {
 	var err error
-	raw, fromEnv := r.list("serve", v.Serve)
-	if s.Serve, err = parseSurfaces(raw); err != nil {
-		return r.fail("serve", fromEnv, strings.Join(raw, " "), err)
-	}
-	one, fromEnv := r.pick("workers_url", v.WorkersURL)
-	if s.WorkersURL, err = checkWorkersURL(one); err != nil {
-		return r.fail("workers_url", fromEnv, one, err)
-	}
-	raw, fromEnv = r.list("process_workers", v.ProcessWorkers)
+	raw, fromEnv := r.list("process_workers", v.ProcessWorkers)
 	if s.ProcessWorkers, err = parseNamespaces(raw); err != nil {
 		return r.fail("process_workers", fromEnv, strings.Join(raw, " "), err)
 	}
@@ -122,7 +114,7 @@ func (r resolver) isolation(v Values, s *Settings) error {
 	if s.WorkerReadDirs, err = r.optionalDirs("worker_read_dirs", v.WorkerReadDirs); err != nil {
 		return err
 	}
-	one, fromEnv = r.pick("scratch_dir", v.ScratchDir)
+	one, fromEnv := r.pick("scratch_dir", v.ScratchDir)
 	if s.ScratchDir, err = absDir(one); err != nil {
 		return r.fail("scratch_dir", fromEnv, one, err)
 	}
@@ -254,11 +246,27 @@ func within(path, dir string) bool {
 // StringFields are the written string settings, which may hold placeholders such as
 // {env.X}.
 func (v *Values) StringFields() []*string {
-	return []*string{&v.APIPrefix, &v.StateDir, &v.RootKey, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.KeyStore, &v.SyncURL, &v.SyncToken, &v.SyncInterval, &v.WorkersURL,
-		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerNetwork, &v.WorkerCPU}
+	return append(v.SiteValues.StringFields(), v.AppValues.StringFields()...)
 }
 
 // ListFields are the written list settings, which may hold placeholders.
 func (v *Values) ListFields() []*[]string {
-	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.Serve, &v.ProcessWorkers, &v.PluginHandlers}
+	return append(v.SiteValues.ListFields(), v.AppValues.ListFields()...)
+}
+
+// StringFields are the written per-site string settings.
+func (v *SiteValues) StringFields() []*string { return []*string{&v.APIPrefix, &v.WorkersURL} }
+
+// ListFields are the written per-site list settings.
+func (v *SiteValues) ListFields() []*[]string { return []*[]string{&v.Serve} }
+
+// StringFields are the written process-wide string settings.
+func (v *AppValues) StringFields() []*string {
+	return []*string{&v.StateDir, &v.RootKey, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.KeyStore, &v.SyncURL, &v.SyncToken, &v.SyncInterval,
+		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerNetwork, &v.WorkerCPU}
+}
+
+// ListFields are the written process-wide list settings.
+func (v *AppValues) ListFields() []*[]string {
+	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.ProcessWorkers, &v.PluginHandlers}
 }

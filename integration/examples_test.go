@@ -70,7 +70,7 @@ func TestExamplesIsolatedNetwork(t *testing.T) {
 		t.Skip("worker_network isolated needs root")
 	}
 	t.Parallel()
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "worker_network isolated"})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_network isolated"})
 	data, err := os.ReadFile(helloProcess(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)

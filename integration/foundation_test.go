@@ -362,29 +362,40 @@ func TestValidate(t *testing.T) {
 		runtime string
 		env     map[string]string
 		want    []string
+		app     string // lines of the global runtime option
+		more    string // more site blocks
 	}{
-		{"good", "", nil, nil},
-		{"example", "", nil, nil},
-		{"prefix in Caddyfile", "api_prefix /a//b", nil, []string{"api_prefix", "double slash"}},
-		{"prefix in env", "", map[string]string{"RUNTIME_API_PREFIX": "/cpanel"}, []string{"api_prefix", "RUNTIME_API_PREFIX", "reserved"}},
-		{"ttl bare number", "session_ttl 3600", nil, []string{"session_ttl", "bare number"}},
-		{"ttl in env", "", map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "1y"}, []string{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL"}},
-		{"ttl over 400 days", "", map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "401d"}, []string{"session_ttl", "400d"}},
+		{"good", "", nil, nil, "", ""},
+		{"example", "", nil, nil, "", ""},
+		{"prefix in Caddyfile", "api_prefix /a//b", nil, []string{"api_prefix", "double slash"}, "", ""},
+		{"prefix in env", "", map[string]string{"RUNTIME_API_PREFIX": "/cpanel"}, []string{"api_prefix", "RUNTIME_API_PREFIX", "reserved"}, "", ""},
+		{"ttl bare number", "", nil, []string{"session_ttl", "bare number"}, "session_ttl 3600", ""},
+		{"app settings", "serve workers", nil, nil, "state_dir ./data/state\n\t\tpool_size 4", ""},
+		{"site setting in the app", "", nil, []string{"serve is a setting of a site block"}, "serve workers", ""},
+		// The deprecated form: process-wide settings in the site blocks.
+		{"equal copies", "pool_size 4", nil, nil, "", ":8081 {\n\truntime {\n\t\tpool_size 4\n\t}\n}\n"},
+		{"copies differ", "pool_size 4", nil, []string{"pool_size", "global runtime option"}, "", ":8081 {\n\truntime {\n\t\tpool_size 5\n\t}\n}\n"},
+		{"copy differs from the app", "pool_size 4", nil, []string{"pool_size", "global runtime option", "another value"}, "pool_size 5", ""},
+		{"ttl in env", "", map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "1y"}, []string{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL"}, "", ""},
+		{"ttl over 400 days", "", map[string]string{"RUNTIME_CPANEL_SESSION_TTL": "401d"}, []string{"session_ttl", "400d"}, "", ""},
 		// validate contacts no primary: nothing listens on port 9
-		{"sync key store", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync", "RUNTIME_AUTH_DB_SYNC_URL": "http://127.0.0.1:9"}, nil},
-		{"sync key store without url", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync"}, []string{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL"}},
+		{"sync key store", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync", "RUNTIME_AUTH_DB_SYNC_URL": "http://127.0.0.1:9"}, nil, "", ""},
+		{"sync key store without url", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync"}, []string{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL"}, "", ""},
 		{"sync url with a token", "", map[string]string{"RUNTIME_AUTH_DB_MODE": "sync", "RUNTIME_AUTH_DB_SYNC_URL": "libsql://h?authToken=s3cret"},
-			[]string{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL", "credentials"}},
-		{"weak root key from env", "root_key {env.RUNTIME_ROOT_KEY}", map[string]string{"RUNTIME_ROOT_KEY": "tiny"}, []string{"root_key", "at least 16"}},
-		{"upload size", "", map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "-5"}, []string{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE"}},
-		{"dirs in env", "", map[string]string{"RUNTIME_WORKER_DIRS": "./a:./a"}, []string{"worker_dirs", "twice"}},
-		{"unknown setting", "workers ./x", nil, []string{"unknown runtime setting", "worker_dirs"}},
-		{"network in env", "", map[string]string{"RUNTIME_WORKER_NETWORK": "bridge"}, []string{"worker_network", "RUNTIME_WORKER_NETWORK", "host or isolated"}},
+			[]string{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL", "credentials"}, "", ""},
+		{"weak root key from env", "", map[string]string{"RUNTIME_ROOT_KEY": "tiny"}, []string{"root_key", "at least 16"}, "root_key {env.RUNTIME_ROOT_KEY}", ""},
+		{"upload size", "", map[string]string{"RUNTIME_MAX_UPLOAD_SIZE": "-5"}, []string{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE"}, "", ""},
+		{"dirs in env", "", map[string]string{"RUNTIME_WORKER_DIRS": "./a:./a"}, []string{"worker_dirs", "twice"}, "", ""},
+		{"unknown setting", "workers ./x", nil, []string{"unknown runtime setting", "worker_dirs"}, "", ""},
+		{"network in env", "", map[string]string{"RUNTIME_WORKER_NETWORK": "bridge"}, []string{"worker_network", "RUNTIME_WORKER_NETWORK", "host or isolated"}, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			caddyfile := fmt.Sprintf(":%d {\n\truntime {\n\t\t%s\n\t}\n}\n", harness.FreePort(t), tt.runtime)
+			caddyfile := fmt.Sprintf(":%d {\n\truntime {\n\t\t%s\n\t}\n}\n%s", harness.FreePort(t), tt.runtime, tt.more)
+			if tt.app != "" {
+				caddyfile = fmt.Sprintf("{\n\truntime {\n\t\t%s\n\t}\n}\n%s", tt.app, caddyfile)
+			}
 			if tt.name == "example" {
 				example, err := os.ReadFile("../Caddyfile.example")
 				if err != nil {

@@ -103,7 +103,7 @@ func TestWorkerNetworkIsolated(t *testing.T) {
 		t.Skip("worker_network isolated needs root")
 	}
 	t.Parallel()
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "worker_network isolated"})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_network isolated"})
 	if entry, _ := s.WaitLog("process worker sandbox", 5*time.Second); entry == nil ||
 		!strings.Contains(fmt.Sprint(entry["layers"]), "network: isolated (own network namespace, listener passed as fd 3)") {
 		t.Errorf("start-up log does not name the isolated network: %v", entry)

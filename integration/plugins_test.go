@@ -179,7 +179,7 @@ func TestPluginHooks(t *testing.T) {
 	t.Parallel()
 	// The error handler, for a failing hook, is not among the default plugin handlers.
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
-		Runtime: "plugin_handlers file_server static_response headers rewrite vars encode error"})
+		App: "plugin_handlers file_server static_response headers rewrite vars encode error"})
 	spa(t, s, "site", "1.0.0", "")
 	key := s.CreateKey(rootKey, map[string]any{"name": "client", "role": "viewer"})
 	plugin(t, s, "stamp", "onRequest:\n  - {handler: headers, response: {set: {X-Stamp: [\"1\"]}}}\n", nil)

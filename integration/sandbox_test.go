@@ -132,7 +132,7 @@ func TestSandboxStopsOrphans(t *testing.T) {
 // the other workers go on.
 func TestSandboxLimits(t *testing.T) {
 	t.Parallel()
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "worker_processes 24\nworker_memory 256MiB"})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_processes 24\nworker_memory 256MiB"})
 	entry, _ := s.WaitLog("process worker sandbox", 5*time.Second)
 	if !strings.Contains(fmt.Sprint(entry["layers"]), "pids") && os.Geteuid() == 0 {
 		t.Skip("no pids cgroup may be created here and the suite runs as root: rlimits cannot contain root")
@@ -171,7 +171,7 @@ func TestSandboxLimits(t *testing.T) {
 // TestSandboxBoundsWorkerOutput: a worker printing 200 000 lines logs about worker_log_rate
 // of them a second, and a count of the rest.
 func TestSandboxBoundsWorkerOutput(t *testing.T) {
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "worker_log_rate 50"})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_log_rate 50"})
 	processWorker(t, s, "flood", "1.0.0", "")
 	start := time.Now()
 	if resp := workerTries(t, s, "/flood", "/flood", url.Values{"lines": {"200000"}}); resp.Status != 200 {
@@ -203,7 +203,7 @@ func TestSandboxBoundsWorkerOutput(t *testing.T) {
 // TestProcessWorkersSetting: process workers run only for the namespaces listed.
 func TestProcessWorkersSetting(t *testing.T) {
 	t.Parallel()
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "process_workers @team"})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "process_workers @team"})
 	processWorker(t, s, "@team/ok", "1.0.0", "")
 	processWorker(t, s, "@other/no", "1.0.0", "")
 	processWorker(t, s, "plain", "1.0.0", "")
@@ -229,7 +229,7 @@ func TestSandboxWorkerUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("starting workers as another user needs root")
 	}
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "worker_user nobody"})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_user nobody"})
 	dir := processWorker(t, s, "other", "1.0.0", "")
 	// The test's temporary folders are private to root; let the worker's account reach its own.
 	for d := dir; d != "/"; d = filepath.Dir(d) {

@@ -51,7 +51,7 @@ func bytesIn(dir string) int64 {
 // goes with it.
 func TestSandboxBoundsScratch(t *testing.T) {
 	t.Parallel()
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "worker_scratch 16MiB"})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_scratch 16MiB"})
 	entry, err := s.WaitLog("process worker sandbox", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestSandboxBoundsScratch(t *testing.T) {
 // against its memory limit, so a scratch limit above worker_memory does not add to it.
 func TestSandboxScratchCountsAsMemory(t *testing.T) {
 	t.Parallel()
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "worker_scratch 256MiB\nworker_memory 64MiB"})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_scratch 256MiB\nworker_memory 64MiB"})
 	entry, _ := s.WaitLog("process worker sandbox", 5*time.Second)
 	layers := fmt.Sprint(entry["layers"])
 	if !strings.Contains(layers, "scratch limit by tmpfs") || !strings.Contains(layers, "memory") {

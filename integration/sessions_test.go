@@ -118,13 +118,13 @@ func TestServerSideSessions(t *testing.T) {
 func TestRootSessionEndsWithTheRootKey(t *testing.T) {
 	t.Parallel()
 	const oldRoot, newRoot = "first-root-key-0123456789abcdefghij", "second-root-key-0123456789abcdefghij"
-	cfg := harness.Config{HTTP2: true, Env: map[string]string{"OLD_ROOT": oldRoot, "NEW_ROOT": newRoot}, Runtime: "root_key {env.OLD_ROOT}"}
+	cfg := harness.Config{HTTP2: true, Env: map[string]string{"OLD_ROOT": oldRoot, "NEW_ROOT": newRoot}, App: "root_key {env.OLD_ROOT}"}
 	s := harness.Start(t, cfg)
 	cookie := loginCookie(t, s, oldRoot)
 	if status, p := sessionOf(t, s, cookie); status != 200 || !p.IsRoot {
 		t.Fatalf("root session = %d %+v", status, p)
 	}
-	cfg.Runtime = "root_key {env.NEW_ROOT}"
+	cfg.App = "root_key {env.NEW_ROOT}"
 	if err := s.Reload(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestBootstrapKeyFileGoesWithItsKey(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	file := filepath.Join(state, "bootstrap-key")
-	cfg := harness.Config{Runtime: "state_dir " + state}
+	cfg := harness.Config{App: "state_dir " + state}
 	s := harness.Start(t, cfg)
 	bootstrap := readBootstrap(t, file)
 	admin := s.CreateKey(bootstrap, map[string]any{"name": "admin", "role": "admin"})
@@ -290,7 +290,7 @@ func execStore(t *testing.T, path, query string, args ...any) {
 func TestStateIsTightenedAtStart(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	cfg := harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "state_dir " + state}
+	cfg := harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "state_dir " + state}
 	harness.Start(t, cfg).Stop()
 	store := filepath.Join(state, "api-keys.db")
 	if err := os.Chmod(state, 0o755); err != nil {
@@ -346,7 +346,7 @@ func TestDamagedStateRefusedAtStart(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s, err := harness.Launch(t, harness.Config{Env: tt.env, Runtime: "state_dir " + state})
+			s, err := harness.Launch(t, harness.Config{Env: tt.env, App: "state_dir " + state})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ func syncRuntime(primary *testkit.Sqld, extra string) string {
 // startSync starts a runtime instance in sync mode on primary with the root key.
 func startSync(t *testing.T, primary *testkit.Sqld, dir string) *harness.Server {
 	t.Helper()
-	return harness.Start(t, harness.Config{Runtime: syncRuntime(primary, ""), Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	return harness.Start(t, harness.Config{App: syncRuntime(primary, ""), Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 }
 
 // primaryDB opens the primary as an operator's SQL client would.
@@ -209,7 +209,7 @@ func TestSyncStartWithoutPrimary(t *testing.T) {
 		t.Fatalf("the replica's key = %s", resp)
 	}
 
-	fresh, err := harness.Launch(t, harness.Config{Runtime: syncRuntime(primary, ""), Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	fresh, err := harness.Launch(t, harness.Config{App: syncRuntime(primary, ""), Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestSyncToken(t *testing.T) {
 	withToken := syncRuntime(primary, "\t\t\ttoken {env.SYNC_TOKEN}\n")
 
 	wrong := testkit.SignJWT(other)
-	bad, err := harness.Launch(t, harness.Config{Runtime: withToken, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "SYNC_TOKEN": wrong}})
+	bad, err := harness.Launch(t, harness.Config{App: withToken, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "SYNC_TOKEN": wrong}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestSyncToken(t *testing.T) {
 		t.Fatalf("the start-up error with a wrong token:\n%s", logs)
 	}
 
-	good := harness.Start(t, harness.Config{Runtime: withToken, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "SYNC_TOKEN": testkit.SignJWT(priv)}})
+	good := harness.Start(t, harness.Config{App: withToken, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "SYNC_TOKEN": testkit.SignJWT(priv)}})
 	k := good.CreateKey(rootKey, map[string]any{"name": "with a token", "role": "viewer"})
 	if resp := good.Get(good.API+"/admin/session", harness.WithKey(k.Secret)); resp.Status != 200 {
 		t.Fatalf("a key on a JWT-protected primary = %s", resp)
@@ -278,7 +278,7 @@ func TestSyncMigrate(t *testing.T) {
 	k := local.CreateKey(rootKey, map[string]any{"name": "from local", "role": "viewer"})
 	local.Stop()
 
-	refused, err := harness.Launch(t, harness.Config{Runtime: syncRuntime(primary, ""), Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	refused, err := harness.Launch(t, harness.Config{App: syncRuntime(primary, ""), Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,11 @@ import (
 
 // Config describes one runtime server.
 type Config struct {
-	// Runtime holds the lines of the runtime block, e.g. "api_prefix /_".
+	// App holds the lines of the global runtime option, the process-wide settings, e.g.
+	// "pool_size 4".
+	App string
+	// Runtime holds the lines of the runtime directive of each site block, e.g.
+	// "api_prefix /_"; process-wide settings there are the deprecated form.
 	Runtime string
 	// Site holds further directives of the site block.
 	Site string
@@ -54,7 +58,7 @@ type Config struct {
 	// Dir, when set, is the working directory (prepared by the test); else a new temporary one.
 	Dir string
 	// Sites, when set, renders the site blocks for the port instead of Runtime, Site and
-	// Hosts, e.g. to mount the runtime below a path.
+	// Hosts, e.g. to mount the runtime below a path. App still applies.
 	Sites func(port int) string
 	// Mount is the path the runtime is mounted at when Sites or File mount it below one
 	// (e.g. "/hp"): the harness finds the discovery document there.
@@ -195,6 +199,9 @@ func (s *Server) Caddyfile(cfg Config) string {
 		return cfg.File
 	}
 	global := cfg.Global
+	if cfg.App != "" {
+		global += fmt.Sprintf("\n\truntime {\n%s\n\t}", cfg.App)
+	}
 	autoHTTPS := "off"
 	if cfg.TLS {
 		// Certificates from the internal issuer, without a redirect server on port 80 or a try
