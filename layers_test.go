@@ -84,6 +84,11 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
+	// The wire contract is a leaf that handlers serves and client, cli and tests decode: it
+	// holds types only.
+	if got, ok := all["api"]; !ok || len(got) > 0 {
+		t.Errorf("package api depends on %v (present: %v), want nothing of the runtime", got, ok)
+	}
 }
 
 // TestCaddyStaysInTheGlue: only the Caddy glue, the command line registered with Caddy's

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/filemanager"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
@@ -73,39 +74,24 @@ func (a *API) fileList(s fileSurface) handlerFunc {
 		if err != nil {
 			return packageError(err)
 		}
-		out := FileListing{Path: l.Path, Writable: l.Writable, Entries: make([]FileEntry, 0, len(l.Entries))}
+		out := api.FileListing{Path: l.Path, Writable: l.Writable, Entries: make([]api.FileEntry, 0, len(l.Entries))}
 		for _, e := range l.Entries {
 			visibility := "uploaded"
 			if e.BuiltIn {
 				visibility = "built-in"
 			}
-			out.Entries = append(out.Entries, FileEntry{Name: e.Name, Path: e.Path, IsDirectory: e.IsDir, IsSymlink: e.IsLink,
+			out.Entries = append(out.Entries, api.FileEntry{Name: e.Name, Path: e.Path, IsDirectory: e.IsDir, IsSymlink: e.IsLink,
 				Size: e.Size, UpdatedAt: e.ModTime.Unix(), Visibility: visibility})
 		}
-		writeJSON(w, http.StatusOK, FileListResponse{Success: true, Data: out})
+		writeJSON(w, http.StatusOK, api.FileListResponse{Success: true, Data: out})
 		return nil
 	}
 }
 
-// auditedRequest is a file manager write request that says what its audit line names: the
-// path it acts on and further fields.
-type auditedRequest interface {
-	audited() (string, []zap.Field)
-}
-
-func (r FilePathRequest) audited() (string, []zap.Field) { return r.Path, nil }
-
-func (r FileRenameRequest) audited() (string, []zap.Field) {
-	return r.Path, []zap.Field{zap.String("new_name", r.NewName)}
-}
-
-func (r FileMoveRequest) audited() (string, []zap.Field) {
-	return r.Path, []zap.Field{zap.String("dest_path", r.DestPath)}
-}
-
 // fileWrite runs one file manager change from a JSON request: decode it, make the change,
-// audit it as op, and answer with the body the change returns.
-func fileWrite[R auditedRequest](a *API, s fileSurface, op string, change func(*filemanager.Surface, filemanager.Guard, R) (any, error)) handlerFunc {
+// audit it as op on the path audited names (with further fields), and answer with the body
+// the change returns.
+func fileWrite[R any](a *API, s fileSurface, op string, audited func(R) (string, []zap.Field), change func(*filemanager.Surface, filemanager.Guard, R) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -116,7 +102,7 @@ func fileWrite[R auditedRequest](a *API, s fileSurface, op string, change func(*
 			return err
 		}
 		body, err := change(fm, fileGuard(r), req)
-		target, extra := req.audited()
+		target, extra := audited(req)
 		a.auditFile(r, s, op, target, err, extra...)
 		if err != nil {
 			return packageError(err)
@@ -126,34 +112,41 @@ func fileWrite[R auditedRequest](a *API, s fileSurface, op string, change func(*
 	}
 }
 
+// auditPath names the path of a request that acts on one path, with no further fields.
+func auditPath(r api.FilePathRequest) (string, []zap.Field) { return r.Path, nil }
+
 // pathAnswer is the answer of a change that names where its result is.
-func pathAnswer(loc filemanager.Location) FilePathResponse {
-	return FilePathResponse{Success: true, Data: FilePathResult{Path: loc.Path}}
+func pathAnswer(loc filemanager.Location) api.FilePathResponse {
+	return api.FilePathResponse{Success: true, Data: api.FilePathResult{Path: loc.Path}}
 }
 
 func (a *API) fileMkdir(s fileSurface) handlerFunc {
-	return fileWrite(a, s, "mkdir", func(fm *filemanager.Surface, g filemanager.Guard, req FilePathRequest) (any, error) {
+	return fileWrite(a, s, "mkdir", auditPath, func(fm *filemanager.Surface, g filemanager.Guard, req api.FilePathRequest) (any, error) {
 		loc, err := fm.Mkdir(g, req.Path)
 		return pathAnswer(loc), err
 	})
 }
 
 func (a *API) fileDelete(s fileSurface) handlerFunc {
-	return fileWrite(a, s, "delete", func(fm *filemanager.Surface, g filemanager.Guard, req FilePathRequest) (any, error) {
+	return fileWrite(a, s, "delete", auditPath, func(fm *filemanager.Surface, g filemanager.Guard, req api.FilePathRequest) (any, error) {
 		_, err := fm.Delete(g, req.Path)
-		return Success{Success: true}, err
+		return api.Success{Success: true}, err
 	})
 }
 
 func (a *API) fileRename(s fileSurface) handlerFunc {
-	return fileWrite(a, s, "rename", func(fm *filemanager.Surface, g filemanager.Guard, req FileRenameRequest) (any, error) {
+	return fileWrite(a, s, "rename", func(r api.FileRenameRequest) (string, []zap.Field) {
+		return r.Path, []zap.Field{zap.String("new_name", r.NewName)}
+	}, func(fm *filemanager.Surface, g filemanager.Guard, req api.FileRenameRequest) (any, error) {
 		loc, err := fm.Rename(g, req.Path, req.NewName)
 		return pathAnswer(loc), err
 	})
 }
 
 func (a *API) fileMove(s fileSurface) handlerFunc {
-	return fileWrite(a, s, "move", func(fm *filemanager.Surface, g filemanager.Guard, req FileMoveRequest) (any, error) {
+	return fileWrite(a, s, "move", func(r api.FileMoveRequest) (string, []zap.Field) {
+		return r.Path, []zap.Field{zap.String("dest_path", r.DestPath)}
+	}, func(fm *filemanager.Surface, g filemanager.Guard, req api.FileMoveRequest) (any, error) {
 		loc, err := fm.Move(g, req.Path, req.DestPath)
 		return pathAnswer(loc), err
 	})
@@ -167,7 +160,7 @@ func (a *API) fileRefresh(s fileSurface) handlerFunc {
 		}
 		p := r.URL.Query().Get("path")
 		if r.Method == http.MethodPost && r.ContentLength != 0 {
-			var req FileRefreshRequest
+			var req api.FileRefreshRequest
 			if err := decodeJSON(w, r, &req); err != nil {
 				return err
 			}
@@ -176,7 +169,7 @@ func (a *API) fileRefresh(s fileSurface) handlerFunc {
 		if err := fm.Check(fileGuard(r), p); err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, Success{Success: true})
+		writeJSON(w, http.StatusOK, api.Success{Success: true})
 		return nil
 	}
 }
@@ -198,7 +191,7 @@ func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 		if err != nil {
 			return err
 		}
-		var req FileBatchRequest
+		var req api.FileBatchRequest
 		if err := decodeJSON(w, r, &req); err != nil {
 			return err
 		}
@@ -206,7 +199,7 @@ func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 			return err
 		}
 		g := fileGuard(r)
-		out := FileBatchResponse{Success: true}
+		out := api.FileBatchResponse{Success: true}
 		var firstErr error
 		for _, p := range req.Paths {
 			if _, err := fm.Delete(g, p); err != nil {
@@ -226,7 +219,7 @@ func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 		if err != nil {
 			return err
 		}
-		var req FileMoveBatchRequest
+		var req api.FileMoveBatchRequest
 		if err := decodeJSON(w, r, &req); err != nil {
 			return err
 		}
@@ -239,7 +232,7 @@ func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 			a.auditFile(r, s, "move-batch", strings.Join(req.Paths, ", "), err, zap.String("dest_path", req.DestPath))
 			return packageError(err)
 		}
-		out := FileBatchResponse{Success: true}
+		out := api.FileBatchResponse{Success: true}
 		var firstErr error
 		for _, p := range req.Paths {
 			if _, err := fm.Move(g, p, req.DestPath); err != nil {
@@ -384,7 +377,7 @@ func (a *API) fileUpload(s fileSurface) handlerFunc {
 		if err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, FileUploadResponse{Success: true, Data: FileUploadResult{Path: res.Path, Files: res.Files, Bytes: res.Bytes}})
+		writeJSON(w, http.StatusOK, api.FileUploadResponse{Success: true, Data: api.FileUploadResult{Path: res.Path, Files: res.Files, Bytes: res.Bytes}})
 		return nil
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
@@ -23,64 +24,21 @@ const (
 	keyValidationDescription = "Invalid request (BAD_REQUEST, MISSING_KEY_NAME, INVALID_KEY_NAME, INVALID_KEY_ROLE, MISSING_PERMISSIONS, INVALID_PERMISSION, INVALID_NAMESPACE, INVALID_EXPIRATION)"
 )
 
-// KeyList is the body of GET keys.
-type KeyList struct {
-	Keys []keystore.KeyRecord `json:"keys"`
-}
-
-// KeysMeta lists what a key form offers.
-type KeysMeta struct {
-	Roles           []string            `json:"roles"`
-	Permissions     []string            `json:"permissions"`
-	ExpiresIn       []string            `json:"expiresIn" doc:"suggested lifetimes; any <n>d, <n>w, <n>m (30 days) or <n>y is accepted"`
-	RolePermissions map[string][]string `json:"rolePermissions" doc:"the permissions each role grants; custom keys choose theirs"`
-}
-
-// CreateKeyRequest creates a key.
-type CreateKeyRequest struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description,omitempty"`
-	Role        string   `json:"role,omitempty" enum:"admin,editor,viewer,custom" doc:"default editor"`
-	Permissions []string `json:"permissions,omitempty" doc:"role custom only: the permissions the key holds"`
-	ExpiresIn   string   `json:"expiresIn,omitempty" doc:"never (default), or <n>d, <n>w, <n>m (30 days), <n>y"`
-	Namespaces  []string `json:"namespaces,omitempty" doc:"[\"*\"] or @scope names; default: the creator's namespaces"`
-}
-
-// CreatedKey is a new key with its secret, shown this once.
-type CreatedKey struct {
-	ID        int64  `json:"id"`
-	Name      string `json:"name"`
-	Key       string `json:"key" doc:"the full secret; it is never shown again"`
-	KeyPrefix string `json:"keyPrefix"`
-	Role      string `json:"role"`
-}
-
-// CreateKeyResponse is the body of POST keys.
-type CreateKeyResponse struct {
-	Success bool       `json:"success"`
-	Data    CreatedKey `json:"data"`
-}
-
-// Success is the body of a change that returns nothing else.
-type Success struct {
-	Success bool `json:"success"`
-}
-
 func (a *API) keyRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/keys", id: "listKeys", tag: "keys", permission: keystore.KeysRead,
 			summary:     "List API keys",
 			description: "Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces.",
-			responses:   []response{{status: http.StatusOK, description: "The keys", body: KeyList{}}},
+			responses:   []response{{status: http.StatusOK, description: "The keys", body: api.KeyList{}}},
 			handle:      a.listKeys,
 		},
 		{
 			method: "GET", path: "/keys/meta", id: "keysMeta", tag: "keys", permission: keystore.KeysRead,
 			summary:   "Roles, permissions and lifetimes for key forms",
-			responses: []response{{status: http.StatusOK, description: "What a key can be", body: KeysMeta{}}},
+			responses: []response{{status: http.StatusOK, description: "What a key can be", body: api.KeysMeta{}}},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
-				meta := KeysMeta{Roles: keystore.Roles, Permissions: keystore.AllPermissions,
+				meta := api.KeysMeta{Roles: keystore.Roles, Permissions: keystore.AllPermissions,
 					ExpiresIn: keystore.ExpiresInChoices, RolePermissions: map[string][]string{}}
 				for _, role := range keystore.Roles {
 					meta.RolePermissions[role] = keystore.RolePermissions(role)
@@ -93,9 +51,9 @@ func (a *API) keyRoutes() []route {
 			method: "POST", path: "/keys", id: "createKey", tag: "keys", permission: keystore.KeysCreate,
 			summary:     "Create an API key",
 			description: "The secret is returned once. A key cannot create a key holding a permission or namespace it lacks, nor one that expires after itself.",
-			request:     &request{contentType: "application/json", body: CreateKeyRequest{}},
+			request:     &request{contentType: "application/json", body: api.CreateKeyRequest{}},
 			responses: []response{
-				{status: http.StatusOK, description: "Created", body: CreateKeyResponse{}},
+				{status: http.StatusOK, description: "Created", body: api.CreateKeyResponse{}},
 				errorResponse(http.StatusBadRequest, keyValidationDescription),
 				errorResponse(http.StatusForbidden, "The new key would exceed the creator's rights or outlive it (PRIVILEGE_ESCALATION)"),
 				errorResponse(http.StatusRequestEntityTooLarge, "Body over 64 KiB (PAYLOAD_TOO_LARGE)"),
@@ -107,7 +65,7 @@ func (a *API) keyRoutes() []route {
 			summary:     "Revoke an API key",
 			description: "Takes effect on the next request, and ends the key's sessions. A key cannot revoke itself, nor a key holding a permission or namespace it lacks.",
 			responses: []response{
-				{status: http.StatusOK, description: "Revoked", body: Success{}},
+				{status: http.StatusOK, description: "Revoked", body: api.Success{}},
 				errorResponse(http.StatusBadRequest, "The id is not a key id (BAD_REQUEST)"),
 				errorResponse(http.StatusForbidden, "The key is the caller's own (SELF_REVOKE_FORBIDDEN), reaches outside the caller's namespaces (NAMESPACE_DENIED) "+
 					"or holds a permission the caller lacks (PRIVILEGE_ESCALATION)"),
@@ -130,7 +88,13 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return nil, err
 		}
-		return KeyList{Keys: slices.DeleteFunc(keys, func(k keystore.KeyRecord) bool { return !p.Covers(k.Namespaces) })}, nil
+		out := api.KeyList{Keys: []api.KeyRecord{}}
+		for _, k := range keys {
+			if p.Covers(k.Namespaces) {
+				out.Keys = append(out.Keys, api.KeyRecord(k))
+			}
+		}
+		return out, nil
 	})
 }
 
@@ -139,7 +103,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req CreateKeyRequest
+	var req api.CreateKeyRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -167,7 +131,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 		return inputError(err)
 	}
 	a.audit(r, "key.create", keyTarget(created.Name, created.ID), "success", &p, keyField(created.KeyRecord))
-	writeJSON(w, http.StatusOK, CreateKeyResponse{Success: true, Data: CreatedKey{
+	writeJSON(w, http.StatusOK, api.CreateKeyResponse{Success: true, Data: api.CreatedKey{
 		ID: created.ID, Name: created.Name, Key: created.Secret, KeyPrefix: created.KeyPrefix, Role: created.Role}})
 	return nil
 }
@@ -223,7 +187,7 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.audit(r, "key.revoke", target, "success", &p, keyField(rec))
 	a.removeStaleBootstrap(r.Context(), store)
-	writeJSON(w, http.StatusOK, Success{Success: true})
+	writeJSON(w, http.StatusOK, api.Success{Success: true})
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
@@ -19,21 +20,6 @@ import (
 const (
 	CodeNoFileProvided = "NO_FILE_PROVIDED"
 )
-
-// UploadForm is the multipart body of an upload.
-type UploadForm struct {
-	File string `json:"file" format:"binary" doc:"the archive: .tgz, .tar.gz or .zip"`
-}
-
-// InstalledUnit describes an install.
-type InstalledUnit struct {
-	Name        string `json:"name"`
-	Version     string `json:"version" doc:"the manifest version; latest when none is declared"`
-	InstalledAt string `json:"installedAt" doc:"absolute install folder"`
-	SHA256      string `json:"sha256" doc:"hex digest of the uploaded archive"`
-	Files       int    `json:"files" doc:"regular files unpacked"`
-	Bytes       int64  `json:"bytes" doc:"bytes unpacked"`
-}
 
 // uploadErrors documents what an upload can answer besides success.
 func uploadErrors(noun string) []response {
@@ -202,7 +188,7 @@ func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string,
 // uploadHandler installs an upload into the catalog c returns and answers with the body
 // built from the install. With ?dryRun=1 it stops before installing and answers with dry's
 // body instead: every check has run and nothing outside the temporary folder was written.
-func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(InstalledUnit) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
+func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(api.InstalledUnit) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		cat, err := catalog(c())
 		if err != nil {
@@ -262,8 +248,8 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 var dryRunParam = []openapi.Parameter{{Name: "dryRun", In: "query", Schema: &openapi.Schema{Type: "string", Enum: []any{"1", "true", "0", "false"}},
 	Description: "1 or true: run every check of the upload and answer what it would do, installing nothing"}}
 
-func installedUnit(in packages.Installed) InstalledUnit {
-	return InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
+func installedUnit(in packages.Installed) api.InstalledUnit {
+	return api.InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
 }
 
 // catalog returns c, or 503 while the runtime is starting.
