@@ -111,7 +111,7 @@ func TestCaddyStaysInTheGlue(t *testing.T) {
 // TestCaddyModuleUsesTheAPIOnly checks that the Caddy glue uses package handlers only to build
 // and mount the API: no JSON type of the API is built there.
 func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
-	allowed := []string{"API", "New", "Options", "PluginHost", "APIKeyHeader", "SessionCookie", "HostSessionCookie", "BootstrapRemovedMessage"}
+	allowed := []string{"API", "New", "Options", "PluginHost", "APIKeyHeader", "SessionCookie", "HostSessionCookie"}
 	files, err := filepath.Glob("caddymodule/*.go")
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,10 @@ import (
 
 	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/mount"
-	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Path is where the cpanel is served, below the runtime's mount path.
-const Path = "/" + packages.CPanelSegment
+const Path = "/" + mount.CPanelSegment
 
 //go:embed all:dist
 var dist embed.FS

@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/openapi/openapitest"
 	"github.com/caddy-runtime/runtime/trace"
@@ -74,15 +76,15 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/_/api/health/", 200, `{"ok":true,"status":"healthy","version":"v1.2.3"}`, "", ""},
 		{"GET", "/_/api/health/ready", 200, `{"ok":true,"status":"ready","version":"v1.2.3"}`, "", ""},
 		{"GET", "/_/api/health/live", 200, `{"ok":true,"status":"live","version":"v1.2.3"}`, "", ""},
-		{"GET", "/_/api/nothing", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api/", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api//health", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api/x/../health", 404, "", CodeNotFound, ""},
-		{"POST", "/_/api/health", 405, "", CodeMethodNotAllowed, "GET, HEAD"},
-		{"DELETE", "/.well-known/runtime", 405, "", CodeMethodNotAllowed, "GET, HEAD"},
-		{"GET", "/_/api/docs/missing.js", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api/docs/index.html", 404, "", CodeNotFound, ""},
+		{"GET", "/_/api/nothing", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api/", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api//health", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api/x/../health", 404, "", envelope.CodeNotFound, ""},
+		{"POST", "/_/api/health", 405, "", envelope.CodeMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/.well-known/runtime", 405, "", envelope.CodeMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/_/api/docs/missing.js", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api/docs/index.html", 404, "", envelope.CodeNotFound, ""},
 	}
 	a, v := testAPI(t, Options{Prefix: "/_/api"})
 	for _, tt := range tests {
@@ -115,6 +117,11 @@ func TestOwns(t *testing.T) {
 		if got := a.Owns(path); got != want {
 			t.Errorf("Owns(%q) = %v, want %v", path, got, want)
 		}
+	}
+	// The wire contract names the discovery path; it lies under the segment the runtime keeps
+	// for it, which no worker or plugin can take.
+	if !strings.HasPrefix(api.DiscoveryPath, "/"+mount.WellKnownSegment+"/") {
+		t.Errorf("the discovery path %s is not under /%s/", api.DiscoveryPath, mount.WellKnownSegment)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
 )
@@ -72,7 +73,7 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if more {
 		page.NextCursor = strconv.FormatInt(entries[len(entries)-1].ID, 10)
 	}
-	writeJSON(w, http.StatusOK, page)
+	envelope.WriteJSON(w, http.StatusOK, page)
 	return nil
 }
 
@@ -81,7 +82,7 @@ func auditQuery(r *http.Request) (keystore.AuditQuery, error) {
 	query := r.URL.Query()
 	q := keystore.AuditQuery{Action: query.Get("action"), Actor: query.Get("actor"), Target: query.Get("target"), Limit: defaultAuditLimit}
 	bad := func(name, why string) error {
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "query parameter %s is %q; %s", name, query.Get(name), why)
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "query parameter %s is %q; %s", name, query.Get(name), why)
 	}
 	for name, t := range map[string]*time.Time{"since": &q.Since, "until": &q.Until} {
 		if v := query.Get(name); v != "" {

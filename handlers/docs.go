@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/openapi"
 )
@@ -193,7 +194,7 @@ func (a *API) docsAt(at string) (*mountedDocs, error) {
 func (a *API) serveDocsAsset(w http.ResponseWriter, r *http.Request) error {
 	f, ok := a.docs.assets[r.PathValue("asset")]
 	if !ok {
-		return Errorf(http.StatusNotFound, CodeNotFound, "no docs asset named %q", r.PathValue("asset"))
+		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no docs asset named %q", r.PathValue("asset"))
 	}
 	f().serve(w, r)
 	return nil

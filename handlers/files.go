@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/filemanager"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
@@ -40,7 +41,7 @@ func fileGuard(r *http.Request) filemanager.Guard {
 
 // fileMessage is why one path of a batch failed.
 func fileMessage(err error) string {
-	var e *Error
+	var e *envelope.Error
 	if errors.As(packageError(err), &e) {
 		return e.Message
 	}
@@ -53,7 +54,7 @@ func (a *API) auditFile(r *http.Request, s fileSurface, op, target string, err e
 	outcome := "success"
 	if err != nil {
 		outcome = "failed"
-		var e *Error
+		var e *envelope.Error
 		if errors.As(packageError(err), &e) && (e.Status == http.StatusForbidden || e.Code == packages.CodePathTraversal) {
 			outcome = "denied"
 		}
@@ -83,7 +84,7 @@ func (a *API) fileList(s fileSurface) handlerFunc {
 			out.Entries = append(out.Entries, api.FileEntry{Name: e.Name, Path: e.Path, IsDirectory: e.IsDir, IsSymlink: e.IsLink,
 				Size: e.Size, UpdatedAt: e.ModTime.Unix(), Visibility: visibility})
 		}
-		writeJSON(w, http.StatusOK, api.FileListResponse{Success: true, Data: out})
+		envelope.WriteJSON(w, http.StatusOK, api.FileListResponse{Success: true, Data: out})
 		return nil
 	}
 }
@@ -107,7 +108,7 @@ func fileWrite[R any](a *API, s fileSurface, op string, audited func(R) (string,
 		if err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, body)
+		envelope.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
 }
@@ -169,7 +170,7 @@ func (a *API) fileRefresh(s fileSurface) handlerFunc {
 		if err := fm.Check(fileGuard(r), p); err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, api.Success{Success: true})
+		envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
 		return nil
 	}
 }
@@ -178,9 +179,9 @@ func (a *API) fileRefresh(s fileSurface) handlerFunc {
 func checkBatch(paths []string) error {
 	switch {
 	case len(paths) == 0:
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "paths is empty; name at least one path")
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "paths is empty; name at least one path")
 	case len(paths) > maxFileBatch:
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "%d paths is more than the %d one batch may hold", len(paths), maxFileBatch)
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "%d paths is more than the %d one batch may hold", len(paths), maxFileBatch)
 	}
 	return nil
 }
@@ -208,7 +209,7 @@ func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 			}
 		}
 		a.auditFile(r, s, "delete-batch", strings.Join(req.Paths, ", "), firstErr, zap.Int("failed", len(out.Errors)))
-		writeJSON(w, http.StatusOK, out)
+		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 }
@@ -242,14 +243,14 @@ func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 		}
 		a.auditFile(r, s, "move-batch", strings.Join(req.Paths, ", "), firstErr,
 			zap.String("dest_path", req.DestPath), zap.Int("failed", len(out.Errors)))
-		writeJSON(w, http.StatusOK, out)
+		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 }
 
 // cmpErr keeps the error a batch is audited with: a refusal (denied) wins over any other.
 func cmpErr(kept, err error) error {
-	var e *Error
+	var e *envelope.Error
 	if kept == nil || errors.As(packageError(err), &e) && e.Status == http.StatusForbidden {
 		return err
 	}
@@ -294,7 +295,7 @@ func (a *API) fileDownloadBatch(s fileSurface) handlerFunc {
 			for _, f := range failed {
 				why = append(why, f.Path+": "+fileMessage(f.Err))
 			}
-			return Errorf(http.StatusNotFound, filemanager.CodeNotFound, "none of the paths can be downloaded: %s", strings.Join(why, "; "))
+			return envelope.Errorf(http.StatusNotFound, filemanager.CodeNotFound, "none of the paths can be downloaded: %s", strings.Join(why, "; "))
 		}
 		defer d.Close()
 		return a.sendDownload(w, r, d)
@@ -358,7 +359,7 @@ func (a *API) fileUpload(s fileSurface) handlerFunc {
 			return err
 		}
 		limits := s.catalog(a).Limits()
-		up, err := readMultipart(w, r, limits.Upload, CodeBadRequest, "send multipart/form-data with the fields path, files[] and optionally paths[]")
+		up, err := readMultipart(w, r, limits.Upload, envelope.CodeBadRequest, "send multipart/form-data with the fields path, files[] and optionally paths[]")
 		if err != nil {
 			return err
 		}
@@ -377,7 +378,7 @@ func (a *API) fileUpload(s fileSurface) handlerFunc {
 		if err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, api.FileUploadResponse{Success: true, Data: api.FileUploadResult{Path: res.Path, Files: res.Files, Bytes: res.Bytes}})
+		envelope.WriteJSON(w, http.StatusOK, api.FileUploadResponse{Success: true, Data: api.FileUploadResult{Path: res.Path, Files: res.Files, Bytes: res.Bytes}})
 		return nil
 	}
 }
@@ -389,7 +390,7 @@ type uploadForm struct {
 }
 
 // readUploadForm reads the parts of an upload: path, files[] (spooled into spool) and
-// paths[]. Refusals are *packages.Error or *Error values.
+// paths[]. Refusals are *packages.Error or *envelope.Error values.
 func readUploadForm(up *multipartUpload, spool *os.File, limits packages.Limits) (uploadForm, error) {
 	var form uploadForm
 	var names []string
@@ -417,7 +418,7 @@ func readUploadForm(up *multipartUpload, spool *os.File, limits packages.Limits)
 			names = append(names, v)
 		case "files[]", "files", "file":
 			if part.FileName() == "" {
-				return form, Errorf(http.StatusBadRequest, CodeBadRequest, "a %s part has no file name", field)
+				return form, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "a %s part has no file name", field)
 			}
 			if limits.Entries > 0 && len(form.files) >= limits.Entries {
 				return form, &packages.Error{Kind: packages.TooLarge, Code: packages.CodeTooLarge,
@@ -437,16 +438,16 @@ func readUploadForm(up *multipartUpload, spool *os.File, limits packages.Limits)
 			form.files = append(form.files, filemanager.UploadFile{Name: part.FileName(), Data: io.NewSectionReader(spool, offset, n), Size: n})
 			offset += n
 		default:
-			return form, Errorf(http.StatusBadRequest, CodeBadRequest, "unknown form field %q; send path, files[] and paths[]", field)
+			return form, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown form field %q; send path, files[] and paths[]", field)
 		}
 		part.Close()
 	}
 	if !seenPath {
-		return form, Errorf(http.StatusBadRequest, CodeBadRequest, "the form has no path field naming the destination folder")
+		return form, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "the form has no path field naming the destination folder")
 	}
 	if len(names) > 0 {
 		if len(names) != len(form.files) {
-			return form, Errorf(http.StatusBadRequest, CodeBadRequest, "paths[] has %d entries for %d files; send one per file, or none", len(names), len(form.files))
+			return form, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "paths[] has %d entries for %d files; send one per file, or none", len(names), len(form.files))
 		}
 		for i, n := range names {
 			if n != "" {
@@ -464,7 +465,7 @@ func formValue(part io.Reader, field string) (string, error) {
 		return "", err
 	}
 	if len(b) > 4096 {
-		return "", Errorf(http.StatusBadRequest, CodeBadRequest, "field %s is longer than 4096 bytes", field)
+		return "", envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "field %s is longer than 4096 bytes", field)
 	}
 	return string(b), nil
 }

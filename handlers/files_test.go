@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 )
@@ -86,7 +87,7 @@ func TestFileRoutesWithoutCatalogs(t *testing.T) {
 	for _, target := range []string{"/api/workers/files/list", "/api/plugins/files/list?path=plugins"} {
 		req := httptest.NewRequest("GET", target, nil)
 		req.Header.Set(APIKeyHeader, fileTestRoot)
-		if resp := serve(t, a, v, req); resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, resp) != CodeNotReady {
+		if resp := serve(t, a, v, req); resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, resp) != envelope.CodeNotReady {
 			t.Errorf("%s without catalogs = %d", target, resp.StatusCode)
 		}
 	}
@@ -298,7 +299,7 @@ func TestFileUpload(t *testing.T) {
 // uploadOf starts reading req as a file manager upload of at most limit bytes.
 func uploadOf(t *testing.T, req *http.Request, limit int64) *multipartUpload {
 	t.Helper()
-	up, err := readMultipart(httptest.NewRecorder(), req, limit, CodeBadRequest, "send a form")
+	up, err := readMultipart(httptest.NewRecorder(), req, limit, envelope.CodeBadRequest, "send a form")
 	if err != nil {
 		t.Fatal(err)
 	}

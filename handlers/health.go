@@ -19,12 +19,12 @@ func (a *API) healthRoutes() []route {
 	}
 	return []route{
 		{
-			method: "GET", path: DiscoveryPath, id: "discover", tag: "discovery", public: true,
+			method: "GET", path: api.DiscoveryPath, id: "discover", tag: "discovery", public: true,
 			summary:     "Discover the API path, the runtime version and where workers are served",
 			description: "Clients read `api` to find the API path, which moves under a configured prefix, and `workers` to build links to workers when they are served on their own origin.",
 			responses:   []response{{status: http.StatusOK, description: "The API path and version, and the workers' base URL", body: api.Discovery{}}},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
-				writeJSON(w, http.StatusOK, api.Discovery{API: a.apiPath(r), Version: a.opts.Version, Workers: a.opts.WorkersURL})
+				envelope.WriteJSON(w, http.StatusOK, api.Discovery{API: a.apiPath(r), Version: a.opts.Version, Workers: a.opts.WorkersURL})
 				return nil
 			},
 		},
@@ -59,7 +59,7 @@ func (a *API) healthRoutes() []route {
 func (a *API) ready(probe handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := a.opts.Ready(); err != nil {
-			return Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
+			return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
 		}
 		store, err := a.keyStore()
 		if err != nil {
@@ -70,14 +70,14 @@ func (a *API) ready(probe handlerFunc) handlerFunc {
 			return probe(w, r)
 		}
 		if !st.Synced {
-			return Errorf(http.StatusServiceUnavailable, CodeNotReady, "the key store has not pulled from its primary yet")
+			return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the key store has not pulled from its primary yet")
 		}
 		body := api.Health{OK: true, Status: "ready", Version: a.opts.Version, KeyStore: "ok"}
 		if !st.Reachable {
 			body.KeyStore = "degraded"
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusOK, body)
+		envelope.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
 }

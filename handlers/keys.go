@@ -13,14 +13,18 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // Error codes of the key routes.
 const (
-	CodeKeyNotFound          = "API_KEY_NOT_FOUND"
-	CodeSelfRevokeForbidden  = "SELF_REVOKE_FORBIDDEN"
-	CodePrivilegeEscalation  = "PRIVILEGE_ESCALATION"
+	CodeKeyNotFound         = "API_KEY_NOT_FOUND"
+	CodeSelfRevokeForbidden = "SELF_REVOKE_FORBIDDEN"
+	CodePrivilegeEscalation = "PRIVILEGE_ESCALATION"
+	// CodeKeyStoreUnavailable answers a write to the key store (keys, sessions) in sync mode
+	// while its primary cannot be reached.
+	CodeKeyStoreUnavailable  = "KEY_STORE_UNAVAILABLE"
 	keyValidationDescription = "Invalid request (BAD_REQUEST, MISSING_KEY_NAME, INVALID_KEY_NAME, INVALID_KEY_ROLE, MISSING_PERMISSIONS, INVALID_PERMISSION, INVALID_NAMESPACE, INVALID_EXPIRATION)"
 )
 
@@ -43,7 +47,7 @@ func (a *API) keyRoutes() []route {
 				for _, role := range keystore.Roles {
 					meta.RolePermissions[role] = keystore.RolePermissions(role)
 				}
-				writeJSON(w, http.StatusOK, meta)
+				envelope.WriteJSON(w, http.StatusOK, meta)
 				return nil
 			},
 		},
@@ -131,7 +135,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 		return inputError(err)
 	}
 	a.audit(r, "key.create", keyTarget(created.Name, created.ID), "success", &p, keyField(created.KeyRecord))
-	writeJSON(w, http.StatusOK, api.CreateKeyResponse{Success: true, Data: api.CreatedKey{
+	envelope.WriteJSON(w, http.StatusOK, api.CreateKeyResponse{Success: true, Data: api.CreatedKey{
 		ID: created.ID, Name: created.Name, Key: created.Secret, KeyPrefix: created.KeyPrefix, Role: created.Role}})
 	return nil
 }
@@ -146,7 +150,7 @@ func (a *API) storeAndID(r *http.Request, what string) (*keystore.Store, int64, 
 	id, err := strconv.ParseInt(raw, 10, 64)
 	// One name per id: "01" or "+1" would reach key 1 under a name no listing shows.
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != raw {
-		return nil, 0, Errorf(http.StatusBadRequest, CodeBadRequest, "%q is not a %s id; ids are positive integers written without leading zeros or a sign", raw, what)
+		return nil, 0, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "%q is not a %s id; ids are positive integers written without leading zeros or a sign", raw, what)
 	}
 	return store, id, nil
 }
@@ -160,11 +164,11 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	target := keyTarget("", id)
 	if !p.IsRoot && p.ID == id {
 		a.audit(r, "key.revoke", target, "denied", &p)
-		return Errorf(http.StatusForbidden, CodeSelfRevokeForbidden, "a key cannot revoke itself; use another key")
+		return envelope.Errorf(http.StatusForbidden, CodeSelfRevokeForbidden, "a key cannot revoke itself; use another key")
 	}
 	rec, err := store.Get(r.Context(), id)
 	if errors.Is(err, keystore.ErrNotFound) {
-		return Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
+		return envelope.Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
 	}
 	if err != nil {
 		return err
@@ -172,22 +176,22 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	target = keyTarget(rec.Name, id)
 	if !p.Covers(rec.Namespaces) {
 		a.audit(r, "key.revoke", target, "denied", &p)
-		return Errorf(http.StatusForbidden, CodeNamespaceDenied, "key %d reaches namespaces outside this key's (%v)", id, p.Namespaces)
+		return envelope.Errorf(http.StatusForbidden, CodeNamespaceDenied, "key %d reaches namespaces outside this key's (%v)", id, p.Namespaces)
 	}
 	if missing := lacking(p, rec.Permissions); len(missing) > 0 {
 		a.audit(r, "key.revoke", target, "denied", &p)
-		return Errorf(http.StatusForbidden, CodePrivilegeEscalation,
+		return envelope.Errorf(http.StatusForbidden, CodePrivilegeEscalation,
 			"key %d holds permissions this key lacks (%s); only a key holding all of its permissions, or the root key, may revoke it",
 			id, strings.Join(missing, ", "))
 	}
 	if err := store.Revoke(r.Context(), id); errors.Is(err, keystore.ErrNotFound) {
-		return Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
+		return envelope.Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
 	} else if err != nil {
 		return err
 	}
 	a.audit(r, "key.revoke", target, "success", &p, keyField(rec))
 	a.removeStaleBootstrap(r.Context(), store)
-	writeJSON(w, http.StatusOK, api.Success{Success: true})
+	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
 	return nil
 }
 
@@ -200,10 +204,10 @@ func lacking(p keystore.Principal, perms []string) []string {
 // lacks, or a life beyond p's own expiry.
 func checkRank(p keystore.Principal, rec keystore.KeyRecord, now time.Time) error {
 	if missing := lacking(p, rec.Permissions); len(missing) > 0 {
-		return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant permissions it lacks: %v", missing)
+		return envelope.Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant permissions it lacks: %v", missing)
 	}
 	if !p.Covers(rec.Namespaces) {
-		return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant namespaces outside its own (%v)", p.Namespaces)
+		return envelope.Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant namespaces outside its own (%v)", p.Namespaces)
 	}
 	if p.IsRoot || p.ExpiresAt == 0 || rec.ExpiresAt != 0 && rec.ExpiresAt <= p.ExpiresAt {
 		return nil
@@ -212,7 +216,7 @@ func checkRank(p keystore.Principal, rec keystore.KeyRecord, now time.Time) erro
 	if p.ExpiresAt-now.Unix() < 86400 {
 		choose = "a key expiring within a day cannot create keys"
 	}
-	return Errorf(http.StatusForbidden, CodePrivilegeEscalation,
+	return envelope.Errorf(http.StatusForbidden, CodePrivilegeEscalation,
 		"the new key would outlive its creator, which expires at %s; %s, or create the key with a longer-lived key",
 		time.Unix(p.ExpiresAt, 0).UTC().Format(time.RFC3339), choose)
 }
@@ -226,19 +230,15 @@ func (a *API) removeStaleBootstrap(ctx context.Context, store *keystore.Store) {
 		return
 	}
 	if why != "" {
-		a.opts.Logger.Info(BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
+		a.opts.Logger.Info(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
 	}
 }
-
-// BootstrapRemovedMessage is the log line of a bootstrap key file deleted because its key
-// no longer works.
-const BootstrapRemovedMessage = "the bootstrap key no longer works: deleted its file"
 
 // keyStore returns the store, or 503 while the runtime is starting.
 func (a *API) keyStore() (*keystore.Store, error) {
 	store, err := a.opts.Keys()
 	if err != nil {
-		return nil, Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
+		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
 	}
 	return store, nil
 }
@@ -261,7 +261,7 @@ func keyField(k keystore.KeyRecord) zap.Field {
 func inputError(err error) error {
 	var ie *keystore.InputError
 	if errors.As(err, &ie) {
-		return Errorf(http.StatusBadRequest, ie.Code, "%s", ie.Message)
+		return envelope.Errorf(http.StatusBadRequest, ie.Code, "%s", ie.Message)
 	}
 	return err
 }

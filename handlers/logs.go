@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/workers"
@@ -51,7 +52,7 @@ func logQuery(r *http.Request) (workers.LogQuery, bool, error) {
 	var q workers.LogQuery
 	query := r.URL.Query()
 	bad := func(name, why string) error {
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "query parameter %s is %q; %s", name, query.Get(name), why)
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "query parameter %s is %q; %s", name, query.Get(name), why)
 	}
 	if v := query.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
@@ -97,14 +98,14 @@ func (a *API) workerLogs(w http.ResponseWriter, r *http.Request) error {
 	}
 	pool := a.opts.Pool()
 	if pool == nil {
-		return Errorf(http.StatusServiceUnavailable, CodeNotReady, "the runtime is starting")
+		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
 	if !follow {
 		out := api.WorkerLogs{Worker: name, Lines: []api.WorkerLogLine{}}
 		for _, l := range pool.Logs().Lines(name, q) {
 			out.Lines = append(out.Lines, logLine(l))
 		}
-		writeJSON(w, http.StatusOK, out)
+		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 	backlog, f := pool.Logs().Follow(name, q)

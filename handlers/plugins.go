@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
@@ -171,7 +172,7 @@ func (a *API) pluginConfig(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out.Load = pluginLoad(host, name, v.Enabled)
-	writeJSON(w, http.StatusOK, out)
+	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -217,7 +218,7 @@ func pluginLoad(host PluginHost, name string, enabled bool) api.PluginLoad {
 // pluginHost returns the plugin table, or 503 while the runtime is starting.
 func (a *API) pluginHost() (PluginHost, error) {
 	if a.opts.PluginHost == nil {
-		return nil, Errorf(http.StatusServiceUnavailable, CodeNotReady, "the runtime is starting")
+		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
 	return a.opts.PluginHost, nil
 }
@@ -235,7 +236,7 @@ func (a *API) listLoadedPlugins(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, loadedPlugin(l))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -277,7 +278,7 @@ func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	a.audit(r, "plugin.reload", "", "success", &p, zap.Int("loaded", len(out.Plugins)), zap.Int("failed", len(out.Failed)))
-	writeJSON(w, http.StatusOK, out)
+	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

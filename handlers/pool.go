@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
@@ -37,7 +38,7 @@ func (a *API) listPool(w http.ResponseWriter, r *http.Request) error {
 	out := []api.PoolProcess{}
 	pool := a.opts.Pool()
 	if pool == nil {
-		writeJSON(w, http.StatusOK, out)
+		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 	p := principalOf(r.Context())
@@ -49,7 +50,7 @@ func (a *API) listPool(w http.ResponseWriter, r *http.Request) error {
 			StartedAt: timestamp(st.StartedAt), Requests: st.Requests, InFlight: st.InFlight,
 			LastRequest: timestamp(st.LastRequest), Restarts: st.Restarts, MemoryBytes: max(st.RSS, 0)})
 	}
-	writeJSON(w, http.StatusOK, out)
+	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

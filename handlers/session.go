@@ -126,12 +126,12 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Key == nil || strings.TrimSpace(*req.Key) == "" {
-		return Errorf(http.StatusBadRequest, CodeBadRequest, `send the key as {"key": "…"}`)
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, `send the key as {"key": "…"}`)
 	}
 	p, err := a.resolve(r.Context(), strings.TrimSpace(*req.Key))
 	if errors.Is(err, keystore.ErrInvalidKey) {
 		a.refusedLogins.add(r)
-		return refused("login", Errorf(http.StatusUnauthorized, CodeInvalidKey, "the key is neither the root key nor an active API key"))
+		return refused("login", envelope.Errorf(http.StatusUnauthorized, CodeInvalidKey, "the key is neither the root key nor an active API key"))
 	}
 	if err != nil {
 		return err
@@ -147,7 +147,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.audit(r, "session.login", p.Name, "success", &p, zap.Int64("session", sess.ID))
 	setSessionCookies(w, r, encodeCookieValue(token), int(sess.ExpiresAt-sess.CreatedAt))
-	writeJSON(w, http.StatusOK, api.Session{Authenticated: true, Principal: principal(p), Session: sessionRecord(sess, sess.ID)})
+	envelope.WriteJSON(w, http.StatusOK, api.Session{Authenticated: true, Principal: principal(p), Session: sessionRecord(sess, sess.ID)})
 	return nil
 }
 
@@ -207,7 +207,7 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) error {
 	for i, rec := range list {
 		out.Sessions[i] = *sessionRecord(rec, current)
 	}
-	writeJSON(w, http.StatusOK, out)
+	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -219,7 +219,7 @@ func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r.Context())
 	err = store.EndSession(r.Context(), p, a.opts.RootKey, id)
 	if errors.Is(err, keystore.ErrSessionNotFound) {
-		return Errorf(http.StatusNotFound, CodeSessionNotFound, "no live session %d of yours; GET %s/admin/sessions lists them", id, a.opts.Prefix)
+		return envelope.Errorf(http.StatusNotFound, CodeSessionNotFound, "no live session %d of yours; GET %s/admin/sessions lists them", id, a.opts.Prefix)
 	}
 	if err != nil {
 		return err
@@ -228,7 +228,7 @@ func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
 	if current, ok := sessionOf(r.Context()); ok && current.ID == id {
 		setSessionCookies(w, r, "", 0)
 	}
-	writeJSON(w, http.StatusOK, api.Success{Success: true})
+	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
@@ -58,7 +59,7 @@ func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog)
 	for {
 		part, err := up.next()
 		if err == io.EOF {
-			return nil, Errorf(http.StatusBadRequest, CodeNoFileProvided, "no file in the upload; send it in the multipart field file")
+			return nil, envelope.Errorf(http.StatusBadRequest, CodeNoFileProvided, "no file in the upload; send it in the multipart field file")
 		}
 		if err != nil {
 			return nil, packageError(err)
@@ -169,7 +170,7 @@ func packageError(err error) error {
 		packages.Conflict:  http.StatusConflict,
 		packages.TooLarge:  http.StatusRequestEntityTooLarge,
 	}[pe.Kind]
-	return Errorf(status, pe.Code, "%s", pe.Message)
+	return envelope.Errorf(status, pe.Code, "%s", pe.Message)
 }
 
 // act runs op, the change a request makes to a unit, audits it as action on target and
@@ -181,7 +182,7 @@ func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string,
 		return packageError(err)
 	}
 	a.audit(r, action, target, "success", &p)
-	writeJSON(w, http.StatusOK, body)
+	envelope.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -216,7 +217,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 				return err
 			}
 			outcome = "dry_run"
-			writeJSON(w, http.StatusOK, out)
+			envelope.WriteJSON(w, http.StatusOK, out)
 			return nil
 		}
 		in, err := s.Commit()
@@ -226,7 +227,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		}
 		outcome, bytes = "installed", in.Bytes
 		a.audit(r, action, in.Name+"@"+in.Version, "success", &p)
-		writeJSON(w, http.StatusOK, body(installedUnit(in)))
+		envelope.WriteJSON(w, http.StatusOK, body(installedUnit(in)))
 		return nil
 	}
 }
@@ -240,7 +241,7 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 	case "1", "true":
 		return true, nil
 	default:
-		return false, Errorf(http.StatusBadRequest, CodeBadRequest, "query parameter %s is %q; use 1 or true (or leave it out)", name, v)
+		return false, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "query parameter %s is %q; use 1 or true (or leave it out)", name, v)
 	}
 }
 
@@ -255,7 +256,7 @@ func installedUnit(in packages.Installed) api.InstalledUnit {
 // catalog returns c, or 503 while the runtime is starting.
 func catalog(c *packages.Catalog) (*packages.Catalog, error) {
 	if c == nil {
-		return nil, Errorf(http.StatusServiceUnavailable, CodeNotReady, "the runtime is starting")
+		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
 	return c, nil
 }
@@ -285,7 +286,7 @@ func unitName(r *http.Request) (string, error) {
 	name := r.PathValue("name")
 	if scope := r.PathValue("scope"); scope != "" {
 		if scope != "_" && !strings.HasPrefix(scope, "@") {
-			return "", Errorf(http.StatusBadRequest, packages.CodeInvalidName, "scope %q must be _ (no scope) or @scope", scope)
+			return "", envelope.Errorf(http.StatusBadRequest, packages.CodeInvalidName, "scope %q must be _ (no scope) or @scope", scope)
 		}
 		name = packages.JoinName(scope, name)
 	}
