@@ -64,6 +64,7 @@ func TestLayers(t *testing.T) {
 		"handlers": {"serving", "cpanel", "caddymodule"},
 		"serving":  {"handlers", "cpanel", "caddymodule"},
 		"cpanel":   {"handlers", "serving", "caddymodule"},
+		"ui":       {"handlers", "serving", "caddymodule", "cpanel", "workers", "packages", "keystore", "plugins"},
 		"envelope": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
 		"trace":    {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
 		"metrics":  {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},

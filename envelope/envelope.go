@@ -1,6 +1,7 @@
 // Package envelope is the runtime's error envelope, {"error":{"code","message"}}, which every
 // error answer carries: the management API's, a worker's that the runtime answers for, a
-// plugin's. It also writes the runtime's JSON answers.
+// plugin's. It also writes the runtime's JSON answers, and keeps the bodies of answers sent
+// often in gzip for the clients that take it.
 package envelope
 
 import (

@@ -27,6 +27,7 @@ import (
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
 	"github.com/caddy-runtime/runtime/trace"
+	"github.com/caddy-runtime/runtime/ui"
 	"github.com/caddy-runtime/runtime/workers"
 )
 
@@ -77,8 +78,9 @@ type API struct {
 	workerList, pluginList, keyList bodyCache
 	handler                         http.Handler
 	spec                            openapi.Document
-	doc                             asset // the OpenAPI document, encoded once
-	docs                            docsUI
+	doc                             *ui.File // the OpenAPI document, encoded once
+	docsPage                        *ui.File // the docs page for the API path at the root
+	docsAssets                      *ui.Assets
 	mounted                         atomic.Pointer[mountedDocs]
 	heartbeat                       time.Duration
 	stopping                        chan struct{} // closed by Shutdown: long-lived answers end
@@ -112,7 +114,10 @@ func New(opts Options) (*API, error) {
 		a.rootHash = sum[:]
 	}
 	var err error
-	if a.docs, err = newDocsUI(opts.Prefix); err != nil {
+	if a.docsAssets, err = ui.DocsAssets(); err != nil {
+		return nil, err
+	}
+	if a.docsPage, err = ui.DocsPage(opts.Prefix, a.docsAssets); err != nil {
 		return nil, err
 	}
 	table := a.routes()
@@ -129,7 +134,7 @@ func New(opts Options) (*API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
 	}
-	a.doc = newAsset(doc, "application/json")
+	a.doc = ui.NewFile(doc, "application/json")
 	a.handler = trace.WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))
 	return a, nil
 }
