@@ -1,110 +1,24 @@
-// The API's answers as the panel reads them: only the fields it shows (the OpenAPI document at
-// <api>/openapi.json has them all).
+// The API's requests and answers as the panel names them: the schemas of the OpenAPI document
+// (../openapi.json, written from the Go route table and package api), whose TypeScript form
+// make ui generates into openapi.d.ts. Nothing is declared here by hand.
+import type { components } from './openapi'
 
-export interface Worker {
-  name: string
-  source: string
-  versions: string[]
-  disabledVersions: string[]
-  removable: boolean
-  sizes: Record<string, number>
-}
+type Schemas = components['schemas']
 
-export interface PoolProcess {
-  worker: string
-  state: string
-  restarts: number
-}
-
-export interface LogLine {
-  seq: number
-  time: string
-  version: string
-  pid: number
-  stream: string
-  text: string
-}
-
-export interface Key {
-  id: number
-  name: string
-  keyPrefix: string
-  role: string
-  namespaces: string[]
-  createdAt: number
-  expiresAt?: number
-  lastUsedAt?: number
-}
-
-export interface CreatedKey {
-  name: string
-  key: string
-}
-
-export interface KeysMeta {
-  roles: string[]
-  permissions: string[]
-}
-
-export interface Session {
-  id: number
-  createdAt: number
-  lastSeenAt: number
-  userAgent: string
-  current: boolean
-}
-
-export interface AuditEntry {
-  id: number
-  time: string
-  actor?: { name: string }
-  action: string
-  target: string
-  outcome: string
-}
-
-export interface PluginRecord {
-  name: string
-  version: string
-  enabled: boolean
-  removable: boolean
-}
-
-export interface PluginMenu {
-  title: string
-  icon: string
-  path: string
-}
-
-export interface LoadedPlugin {
-  name: string
-  base?: string
-  dependencies: string[]
-  menus: PluginMenu[]
-}
-
-export interface PluginConfig {
-  name: string
-  manifest?: { base?: string; dependencies: string[] }
-  load?: { state: string; error?: string; position?: number; reason?: string }
-}
-
-export interface ReloadSummary {
-  plugins: { name: string }[]
-  failed: { name: string; error: string }[]
-}
-
-export interface FileEntry {
-  name: string
-  path: string
-  isDirectory: boolean
-  size: number
-  updatedAt: number
-  visibility: string
-}
-
-export interface FileListing {
-  path: string
-  writable: boolean
-  entries: FileEntry[]
-}
+export type Discovery = Schemas['Discovery']
+export type Principal = Schemas['Principal']
+export type Session = Schemas['SessionRecord']
+export type Key = Schemas['KeyRecord']
+export type CreatedKey = Schemas['CreatedKey']
+export type KeysMeta = Schemas['KeysMeta']
+export type AuditEntry = Schemas['AuditEntry']
+export type Worker = Schemas['WorkerRecord']
+export type PoolProcess = Schemas['PoolProcess']
+export type LogLine = Schemas['WorkerLogLine']
+export type PluginRecord = Schemas['PluginRecord']
+export type PluginMenu = Schemas['PluginMenu']
+export type LoadedPlugin = Schemas['LoadedPlugin']
+export type PluginConfig = Schemas['PluginConfig']
+export type ReloadSummary = Schemas['PluginReload']
+export type FileEntry = Schemas['FileEntry']
+export type FileListing = Schemas['FileListing']
