@@ -1,5 +1,6 @@
 // Package handlers is the runtime's management API on net/http: middleware, the route table
-// and one file per resource. It knows nothing of Caddy.
+// and one file per resource. The bodies it reads and answers are package api's, which the
+// route table documents. It knows nothing of Caddy.
 package handlers
 
 import (
