@@ -56,7 +56,7 @@ CROSS := darwin/arm64 windows/amd64
 vet:
 	go vet ./...
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
-	@unformatted="$$(find . -name '*.go' -not -path './cpanel/ui/node_modules/*' -exec gofmt -l {} +)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@unformatted="$$(find . -name '*.go' -not -path './ui/node_modules/*' -exec gofmt -l {} +)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@for target in $(CROSS); do echo "go build ./... for $$target"; GOOS=$${target%/*} GOARCH=$${target#*/} go build ./... || exit 1; done
 
 unit:
@@ -102,18 +102,23 @@ xcaddy:
 clean:
 	rm -rf bin
 
-## ui: build the cpanel (cpanel/ui, Svelte and Vite at the versions its lockfile pins) into
-## cpanel/dist after a type check, and the API reference (Swagger UI) into handlers/docsui/dist, which the Go
-## packages embed: go build and xcaddy builds need no Node
+## ui: write the management API's OpenAPI document from the Go route table (ui/openapi.json),
+## generate the cpanel's TypeScript types from it (ui/src/openapi.d.ts, with openapi-typescript;
+## its lockfile override gives it the project's TypeScript 6 for the 5 it declares), and build
+## the web pages of ui/ (Svelte and Vite at the versions its lockfile pins), the cpanel and the
+## API reference (Swagger UI), into ui/dist after a type check; the Go package ui embeds them:
+## go build and xcaddy builds need no Node
 ui:
-	cd cpanel/ui && npm ci --no-audit --no-fund && npm run check && npm run build
+	go run ./cmd/openapi ui/openapi.json
+	cd ui && npm ci --no-audit --no-fund && npm run types && npm run check && npm run build
 
-## ui-check: rebuild the bundles and fail when the committed ones differ from their sources
-UI_DIST := cpanel/dist handlers/docsui/dist
+## ui-check: generate and build again, and fail when the committed document, types or bundles
+## differ from what the sources give
+UI_DIST := ui/openapi.json ui/src/openapi.d.ts ui/dist
 ui-check: ui
 	@if [ -n "$$(git status --porcelain -- $(UI_DIST))" ]; then \
 		git status --short -- $(UI_DIST); \
-		echo "$(UI_DIST) differ from a build of cpanel/ui: run make ui and commit them"; exit 1; fi
+		echo "$(UI_DIST) differ from what make ui generates and builds from the sources: run make ui and commit them"; exit 1; fi
 
 ## bench: benchmark the real binary (authenticated vs public request throughput) into bench/RESULTS.md
 BENCHTIME   ?= 3s

@@ -64,6 +64,7 @@ func TestLayers(t *testing.T) {
 		"handlers": {"serving", "cpanel", "caddymodule"},
 		"serving":  {"handlers", "cpanel", "caddymodule"},
 		"cpanel":   {"handlers", "serving", "caddymodule"},
+		"ui":       {"handlers", "serving", "caddymodule", "cpanel", "workers", "packages", "keystore", "plugins"},
 		"envelope": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
 		"trace":    {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
 		"metrics":  {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
@@ -83,6 +84,11 @@ func TestLayers(t *testing.T) {
 				t.Errorf("%s depends on %s", pkg, f)
 			}
 		}
+	}
+	// The wire contract is a leaf that handlers serves and client, cli and tests decode: it
+	// holds types only.
+	if got, ok := all["api"]; !ok || len(got) > 0 {
+		t.Errorf("package api depends on %v (present: %v), want nothing of the runtime", got, ok)
 	}
 }
 
@@ -106,7 +112,7 @@ func TestCaddyStaysInTheGlue(t *testing.T) {
 // TestCaddyModuleUsesTheAPIOnly checks that the Caddy glue uses package handlers only to build
 // and mount the API: no JSON type of the API is built there.
 func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
-	allowed := []string{"API", "New", "Options", "PluginHost", "APIKeyHeader", "SessionCookie", "HostSessionCookie", "BootstrapRemovedMessage"}
+	allowed := []string{"API", "New", "Options", "PluginHost", "APIKeyHeader", "SessionCookie", "HostSessionCookie"}
 	files, err := filepath.Glob("caddymodule/*.go")
 	if err != nil {
 		t.Fatal(err)

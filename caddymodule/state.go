@@ -20,7 +20,6 @@ import (
 
 	"github.com/caddy-runtime/runtime/config"
 	"github.com/caddy-runtime/runtime/events"
-	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/sandbox"
@@ -176,7 +175,7 @@ func (s *state) open() error {
 		return fmt.Errorf("checking the bootstrap key: %v", err)
 	}
 	if why != "" {
-		s.logger.Warn(handlers.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
+		s.logger.Warn(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
 	}
 	sb, err := s.sandbox()
 	if err != nil {

@@ -11,14 +11,9 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/client"
 )
-
-type principal struct {
-	Name       string   `json:"name"`
-	Role       string   `json:"role"`
-	Namespaces []string `json:"namespaces"`
-}
 
 func loginCommand() caddycmd.Command {
 	return command("login", "--url URL --key KEY [--profile NAME]", "Save a runtime's URL and API key for the other commands",
@@ -44,7 +39,7 @@ func login(e *env, args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	var s struct{ Principal principal }
+	var s api.Session
 	if err := c.JSON(e.ctx, "GET", "/admin/session", nil, &s); err != nil {
 		return err
 	}
@@ -69,10 +64,10 @@ func login(e *env, args []string) error {
 
 // loggedIn is what login prints with --json.
 type loggedIn struct {
-	URL       string    `json:"url"`
-	Profile   string    `json:"profile"`
-	File      string    `json:"file"`
-	Principal principal `json:"principal"`
+	URL       string        `json:"url"`
+	Profile   string        `json:"profile"`
+	File      string        `json:"file"`
+	Principal api.Principal `json:"principal"`
 }
 
 func logoutCommand() caddycmd.Command {
@@ -123,25 +118,11 @@ func health(e *env, _ []string) error {
 	if err != nil {
 		return err
 	}
-	var h struct {
-		OK      bool   `json:"ok"`
-		Status  string `json:"status"`
-		Version string `json:"version"`
-	}
+	var h api.Health
 	if err := c.JSON(e.ctx, "GET", "/health/ready", nil, &h); err != nil {
 		return err
 	}
 	return e.emit(h, func(w io.Writer) { fmt.Fprintf(w, "%s\t%s\tversion %s\n", c.BaseURL(), h.Status, h.Version) })
-}
-
-// installed is what an upload answers about the unit.
-type installed struct {
-	Name        string `json:"name"`
-	Version     string `json:"version"`
-	InstalledAt string `json:"installedAt"`
-	Files       int    `json:"files"`
-	Bytes       int64  `json:"bytes"`
-	SHA256      string `json:"sha256"`
 }
 
 func auditCommand() caddycmd.Command {
@@ -171,15 +152,7 @@ func audit(e *env, _ []string) error {
 	}
 	limit, _ := e.cmd.Flags().GetInt("limit")
 	q.Set("limit", fmt.Sprint(limit))
-	var page struct {
-		Entries []struct {
-			Time    string `json:"time"`
-			Actor   *struct{ Name string }
-			Action  string `json:"action"`
-			Target  string `json:"target"`
-			Outcome string `json:"outcome"`
-		} `json:"entries"`
-	}
+	var page api.AuditPage
 	var raw json.RawMessage
 	if err := c.JSON(e.ctx, "GET", "/audit?"+q.Encode(), nil, &raw); err != nil {
 		return err

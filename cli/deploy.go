@@ -15,6 +15,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/client"
 )
 
@@ -126,9 +127,7 @@ func deploy(e *env, args []string) error {
 			fmt.Fprintf(w, "%s %s would install (dry run: nothing was installed)\n", packed.Name, packed.Version)
 		case plugin:
 			fmt.Fprintf(w, "Installed plugin %s %s and reloaded the plugins\n", packed.Name, packed.Version)
-			var r struct {
-				Failed []struct{ Name, Error string }
-			}
+			var r api.PluginReload
 			if json.Unmarshal(out.Reloaded, &r) == nil {
 				for _, f := range r.Failed {
 					fmt.Fprintf(w, "  not loaded: %s: %s\n", f.Name, f.Error)

@@ -12,28 +12,21 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/client"
 )
 
-type worker struct {
-	Name             string           `json:"name"`
-	Source           string           `json:"source"`
-	Versions         []string         `json:"versions"`
-	DisabledVersions []string         `json:"disabledVersions"`
-	Sizes            map[string]int64 `json:"sizes"`
-}
-
-func findWorker(e *env, c *client.Client, name string) (worker, error) {
-	var list []worker
+func findWorker(e *env, c *client.Client, name string) (api.WorkerRecord, error) {
+	var list []api.WorkerRecord
 	if err := c.JSON(e.ctx, "GET", "/workers", nil, &list); err != nil {
-		return worker{}, err
+		return api.WorkerRecord{}, err
 	}
 	for _, w := range list {
 		if w.Name == name {
 			return w, nil
 		}
 	}
-	return worker{}, &client.Error{Status: 404, Code: "WORKER_NOT_FOUND", Message: fmt.Sprintf("no worker named %s that this key may see", name)}
+	return api.WorkerRecord{}, &client.Error{Status: 404, Code: "WORKER_NOT_FOUND", Message: fmt.Sprintf("no worker named %s that this key may see", name)}
 }
 
 // act sends a change and prints its answer, or done with a table.
@@ -65,7 +58,7 @@ func workersCommand() caddycmd.Command {
 			cmd.RunE = unknownCommand
 			subcommand(cmd, "list", "List workers with their versions", "  caddy runtime workers list --json", cobra.NoArgs, func(e *env, _ []string) error {
 				return listing(e, "/workers", "NAME\tVERSION\tSTATE\tSIZE\tSOURCE", func(raw json.RawMessage, w io.Writer) {
-					var list []worker
+					var list []api.WorkerRecord
 					_ = json.Unmarshal(raw, &list)
 					for _, wk := range list {
 						for _, v := range wk.Versions {
@@ -105,14 +98,6 @@ func workersCommand() caddycmd.Command {
 		}}
 }
 
-type logLine struct {
-	Time    string `json:"time"`
-	Version string `json:"version"`
-	PID     int    `json:"pid"`
-	Stream  string `json:"stream"`
-	Text    string `json:"text"`
-}
-
 func workerLogs(e *env, args []string) error {
 	c, err := e.client()
 	if err != nil {
@@ -122,22 +107,22 @@ func workerLogs(e *env, args []string) error {
 	follow, _ := e.cmd.Flags().GetBool("follow")
 	limit, _ := e.cmd.Flags().GetInt("limit")
 	path := fmt.Sprintf("/workers/%s/logs?limit=%d", unitPath(name), limit)
-	print := func(l logLine, raw []byte) {
-		if e.json {
-			fmt.Fprintln(e.out, string(raw))
+	// A line prints as the API wrote it with --json: its JSON on one line.
+	print := func(l api.WorkerLogLine) {
+		if !e.json {
+			fmt.Fprintf(e.out, "%s %s [%d] %s: %s\n", l.Time, l.Version, l.PID, l.Stream, l.Text)
 			return
 		}
-		fmt.Fprintf(e.out, "%s %s [%d] %s: %s\n", l.Time, l.Version, l.PID, l.Stream, l.Text)
+		raw, _ := json.Marshal(l)
+		fmt.Fprintln(e.out, string(raw))
 	}
 	if !follow {
-		var page struct{ Lines []json.RawMessage }
+		var page api.WorkerLogs
 		if err := c.JSON(e.ctx, "GET", path, nil, &page); err != nil {
 			return err
 		}
-		for _, raw := range page.Lines {
-			var l logLine
-			_ = json.Unmarshal(raw, &l)
-			print(l, raw)
+		for _, l := range page.Lines {
+			print(l)
 		}
 		return nil
 	}
@@ -156,10 +141,9 @@ func workerLogs(e *env, args []string) error {
 		case strings.HasPrefix(line, "event: "):
 			event = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: ") && event == "line":
-			raw := []byte(strings.TrimPrefix(line, "data: "))
-			var l logLine
-			_ = json.Unmarshal(raw, &l)
-			print(l, raw)
+			var l api.WorkerLogLine
+			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &l)
+			print(l)
 		case strings.HasPrefix(line, "data: ") && event == "end":
 			return nil
 		}
@@ -177,10 +161,7 @@ func pluginsCommand() caddycmd.Command {
 			cmd.RunE = unknownCommand
 			subcommand(cmd, "list", "List installed plugins", "  caddy runtime plugins list", cobra.NoArgs, func(e *env, _ []string) error {
 				return listing(e, "/plugins", "NAME\tVERSION\tENABLED\tSOURCE", func(raw json.RawMessage, w io.Writer) {
-					var list []struct {
-						Name, Version, Source string
-						Enabled               bool
-					}
+					var list []api.PluginRecord
 					_ = json.Unmarshal(raw, &list)
 					for _, p := range list {
 						fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", p.Name, p.Version, p.Enabled, p.Source)
@@ -189,7 +170,7 @@ func pluginsCommand() caddycmd.Command {
 			})
 			subcommand(cmd, "loaded", "List the plugins loaded now, in load order", "  caddy runtime plugins loaded", cobra.NoArgs, func(e *env, _ []string) error {
 				return listing(e, "/plugins/loaded", "NAME\tVERSION\tBASE", func(raw json.RawMessage, w io.Writer) {
-					var list []struct{ Name, Version, Base string }
+					var list []api.LoadedPlugin
 					_ = json.Unmarshal(raw, &list)
 					for _, p := range list {
 						fmt.Fprintf(w, "%s\t%s\t%s\n", p.Name, p.Version, p.Base)
@@ -233,14 +214,7 @@ func keysCommand() caddycmd.Command {
 			cmd.RunE = unknownCommand
 			subcommand(cmd, "list", "List keys", "  caddy runtime keys list", cobra.NoArgs, func(e *env, _ []string) error {
 				return listing(e, "/keys", "ID\tNAME\tPREFIX\tROLE\tNAMESPACES\tCREATED\tEXPIRES\tLAST USED", func(raw json.RawMessage, w io.Writer) {
-					var page struct {
-						Keys []struct {
-							ID                               int64
-							Name, KeyPrefix, Role            string
-							Namespaces                       []string
-							CreatedAt, ExpiresAt, LastUsedAt int64
-						}
-					}
+					var page api.KeyList
 					_ = json.Unmarshal(raw, &page)
 					for _, k := range page.Keys {
 						fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.KeyPrefix, k.Role, joined(k.Namespaces),
@@ -264,28 +238,16 @@ func createKey(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	body := map[string]any{"name": args[0]}
-	body["role"], _ = e.cmd.Flags().GetString("role")
-	if p, _ := e.cmd.Flags().GetStringSlice("permission"); len(p) > 0 {
-		body["permissions"] = p
-	}
-	if ns, _ := e.cmd.Flags().GetStringSlice("namespace"); len(ns) > 0 {
-		body["namespaces"] = ns
-	}
-	if exp, _ := e.cmd.Flags().GetString("expires"); exp != "" {
-		body["expiresIn"] = exp
-	}
+	body := api.CreateKeyRequest{Name: args[0]}
+	body.Role, _ = e.cmd.Flags().GetString("role")
+	body.Permissions, _ = e.cmd.Flags().GetStringSlice("permission")
+	body.Namespaces, _ = e.cmd.Flags().GetStringSlice("namespace")
+	body.ExpiresIn, _ = e.cmd.Flags().GetString("expires")
 	var raw json.RawMessage
 	if err := c.JSON(e.ctx, "POST", "/keys", body, &raw); err != nil {
 		return err
 	}
-	var created struct {
-		Data struct {
-			ID   int64
-			Name string
-			Key  string
-		}
-	}
+	var created api.CreateKeyResponse
 	_ = json.Unmarshal(raw, &created)
 	return e.emit(raw, func(w io.Writer) {
 		fmt.Fprintf(w, "Created key %s (id %d). Its secret, shown this once:\n%s\n", created.Data.Name, created.Data.ID, created.Data.Key)

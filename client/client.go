@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/caddy-runtime/runtime/api"
 )
 
 // Client is a connection to one runtime.
@@ -24,14 +26,7 @@ type Client struct {
 	key    string
 	http   *http.Client
 	api    string // the API path, from discovery
-	disc   Discovery
-}
-
-// Discovery is the runtime's discovery document.
-type Discovery struct {
-	API     string `json:"api"`
-	Version string `json:"version"`
-	Workers string `json:"workers,omitempty"`
+	disc   api.Discovery
 }
 
 // New returns a client of the runtime at baseURL (http or https, with the mount path when the
@@ -94,16 +89,16 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 func (c *Client) BaseURL() string { return c.base.String() }
 
 // Discover reads the discovery document once; later calls return it.
-func (c *Client) Discover(ctx context.Context) (Discovery, error) {
+func (c *Client) Discover(ctx context.Context) (api.Discovery, error) {
 	if c.api != "" {
 		return c.disc, nil
 	}
-	var d Discovery
-	if err := c.send(ctx, http.MethodGet, c.base.String()+"/.well-known/runtime", nil, "", &d); err != nil {
-		return Discovery{}, err
+	var d api.Discovery
+	if err := c.send(ctx, http.MethodGet, c.base.String()+api.DiscoveryPath, nil, "", &d); err != nil {
+		return api.Discovery{}, err
 	}
 	if !strings.HasPrefix(d.API, "/") {
-		return Discovery{}, fmt.Errorf("the discovery document at %s names no API path; is this a runtime?", c.base)
+		return api.Discovery{}, fmt.Errorf("the discovery document at %s names no API path; is this a runtime?", c.base)
 	}
 	c.api, c.disc = d.API, d
 	return d, nil
@@ -255,9 +250,7 @@ func (c *Client) send(ctx context.Context, method, url string, body io.Reader, c
 
 // readError turns an error answer into an *Error, from the envelope when it has one.
 func readError(resp *http.Response) error {
-	var env struct {
-		Error struct{ Code, Message string }
-	}
+	var env api.Envelope
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	e := &Error{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
 	if json.Unmarshal(data, &env) == nil && env.Error.Code != "" {

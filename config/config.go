@@ -15,7 +15,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/mount"
 )
 
 // Values holds every setting as written in a handler: its per-site settings and, deprecated
@@ -469,7 +469,7 @@ func NormalizeAPIPrefix(p string) (string, error) {
 			return "", fmt.Errorf("empty path segment (double slash)")
 		case seg == "." || seg == "..":
 			return "", fmt.Errorf("path segment %q is not allowed", seg)
-		case i == 0 && (seg == packages.WellKnownSegment || seg == packages.CPanelSegment):
+		case i == 0 && (seg == mount.WellKnownSegment || seg == mount.CPanelSegment):
 			return "", fmt.Errorf("%q is reserved and cannot start the API path", seg)
 		}
 		for _, c := range seg {

@@ -1,31 +1,23 @@
 // Package cpanel serves the runtime's web control panel at /cpanel/: a single-page app whose
-// sources are in ui/ and whose bundle, built by make ui, is embedded from dist/. Every path
-// below /cpanel/ answers the app (it routes in the browser) without a credential; the app
-// signs in through the API's session endpoints.
+// bundle package ui embeds. Every path below /cpanel/ answers the app (it routes in the
+// browser) without a credential; the app signs in through the API's session endpoints.
 package cpanel
 
 import (
 	"bytes"
-	"embed"
 	"errors"
 	"html"
-	"io"
-	"io/fs"
 	"net/http"
-	"path"
 	"strings"
 	"time"
 
 	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/mount"
-	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/ui"
 )
 
 // Path is where the cpanel is served, below the runtime's mount path.
-const Path = "/" + packages.CPanelSegment
-
-//go:embed all:dist
-var dist embed.FS
+const Path = "/" + mount.CPanelSegment
 
 // securityHeaders are set on every answer of the panel: nothing but the runtime's own origin
 // may run, style, frame or receive anything.
@@ -45,7 +37,7 @@ func Owns(urlPath string) bool {
 // Handler serves the cpanel.
 type Handler struct {
 	index  []byte // index.html, with the <base href> to fill in
-	assets fs.FS
+	assets *ui.Assets
 }
 
 // baseTag is the <base href> of the built index.html, which names where the panel is mounted.
@@ -53,16 +45,12 @@ const baseTag = `<base href="/cpanel/" />`
 
 // New returns the cpanel's handler over the embedded bundle.
 func New() (*Handler, error) {
-	index, err := dist.ReadFile("dist/index.html")
+	index, assets, err := ui.CPanel()
 	if err != nil {
 		return nil, err
 	}
 	if !bytes.Contains(index, []byte(baseTag)) {
 		return nil, errNoBase
-	}
-	assets, err := fs.Sub(dist, "dist/assets")
-	if err != nil {
-		return nil, err
 	}
 	return &Handler{index: index, assets: assets}, nil
 }
@@ -86,7 +74,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if name, ok := strings.CutPrefix(r.URL.Path, Path+"/assets/"); ok {
-		h.serveAsset(w, r, name)
+		if !h.assets.Serve(w, r, name) {
+			envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no cpanel asset at %s", r.URL.Path))
+		}
 		return
 	}
 	// The app routes in the browser: every other path is the app, told where it is mounted.
@@ -95,22 +85,4 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Type", "text/html; charset=utf-8")
 	hdr.Set("Cache-Control", "no-cache")
 	http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(body))
-}
-
-// serveAsset serves a hashed asset of the bundle: its name changes with its content, so it
-// may be kept for a year.
-func (h *Handler) serveAsset(w http.ResponseWriter, r *http.Request, name string) {
-	if name == "" || strings.Contains(name, "/") || path.Clean(name) != name {
-		envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no cpanel asset at %s", r.URL.Path))
-		return
-	}
-	f, err := h.assets.Open(name)
-	if err != nil {
-		envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no cpanel asset at %s", r.URL.Path))
-		return
-	}
-	defer f.Close()
-	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
-	// An embedded file seeks over the binary's own bytes: nothing is copied.
-	http.ServeContent(w, r, name, time.Time{}, f.(io.ReadSeeker))
 }

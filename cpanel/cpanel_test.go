@@ -1,9 +1,6 @@
 package cpanel
 
 import (
-	"bytes"
-	"compress/gzip"
-	"io/fs"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -47,33 +44,4 @@ func TestServe(t *testing.T) {
 			t.Errorf("GET %s (at %q) = %d %q", tt.path, tt.mount, rec.Code, rec.Body.String())
 		}
 	}
-}
-
-// TestBundleSize keeps the panel's bundle under 250 KB gzipped, the most a first visit on a
-// slow link should wait for (the API reference's Swagger UI is a separate bundle).
-func TestBundleSize(t *testing.T) {
-	const limit = 250_000
-	var total int
-	err := fs.WalkDir(dist, "dist", func(name string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := fs.ReadFile(dist, name)
-		if err != nil {
-			return err
-		}
-		var zipped bytes.Buffer
-		w, _ := gzip.NewWriterLevel(&zipped, gzip.BestCompression)
-		_, _ = w.Write(data)
-		_ = w.Close()
-		total += zipped.Len()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if total == 0 || total > limit {
-		t.Errorf("the bundle is %d bytes gzipped, want 1 to %d", total, limit)
-	}
-	t.Logf("the bundle is %d bytes gzipped", total)
 }

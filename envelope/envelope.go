@@ -1,6 +1,7 @@
 // Package envelope is the runtime's error envelope, {"error":{"code","message"}}, which every
 // error answer carries: the management API's, a worker's that the runtime answers for, a
-// plugin's. It also writes the runtime's JSON answers.
+// plugin's. It also writes the runtime's JSON answers, and keeps the bodies of answers sent
+// often in gzip for the clients that take it.
 package envelope
 
 import (
@@ -8,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/caddy-runtime/runtime/api"
 )
 
 // Error is an error answer: an HTTP status and the code and message of the envelope.
@@ -34,20 +37,9 @@ const (
 	CodePayloadTooLarge  = "PAYLOAD_TOO_LARGE"
 )
 
-// Envelope is the body of every error answer.
-type Envelope struct {
-	Error ErrorBody `json:"error"`
-}
-
-// ErrorBody is the content of the error envelope.
-type ErrorBody struct {
-	Code    string `json:"code" doc:"machine-readable error code, e.g. NOT_FOUND"`
-	Message string `json:"message" doc:"what went wrong and what to do about it"`
-}
-
-// Write writes err as the error envelope.
+// Write writes err as the error envelope (api.Envelope).
 func Write(w http.ResponseWriter, err *Error) {
-	WriteJSON(w, err.Status, Envelope{ErrorBody{Code: err.Code, Message: err.Message}})
+	WriteJSON(w, err.Status, api.Envelope{Error: api.ErrorBody{Code: err.Code, Message: err.Message}})
 }
 
 // Internal is the answer to a failure inside the runtime, which is logged with requestID:

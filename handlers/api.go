@@ -1,5 +1,6 @@
 // Package handlers is the runtime's management API on net/http: middleware, the route table
-// and one file per resource. It knows nothing of Caddy.
+// and one file per resource. The bodies it reads and answers are package api's, which the
+// route table documents. It knows nothing of Caddy.
 package handlers
 
 import (
@@ -18,6 +19,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/metrics"
 	"github.com/caddy-runtime/runtime/mount"
@@ -25,11 +28,9 @@ import (
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
 	"github.com/caddy-runtime/runtime/trace"
+	"github.com/caddy-runtime/runtime/ui"
 	"github.com/caddy-runtime/runtime/workers"
 )
-
-// DiscoveryPath is where clients find the API path and the runtime version.
-const DiscoveryPath = "/" + packages.WellKnownSegment + "/runtime"
 
 // Options configure an API.
 type Options struct {
@@ -78,8 +79,9 @@ type API struct {
 	workerList, pluginList, keyList bodyCache
 	handler                         http.Handler
 	spec                            openapi.Document
-	doc                             asset // the OpenAPI document, encoded once
-	docs                            docsUI
+	doc                             *ui.File // the OpenAPI document, encoded once
+	docsPage                        *ui.File // the docs page for the API path at the root
+	docsAssets                      *ui.Assets
 	mounted                         atomic.Pointer[mountedDocs]
 	heartbeat                       time.Duration
 	stopping                        chan struct{} // closed by Shutdown: long-lived answers end
@@ -113,7 +115,10 @@ func New(opts Options) (*API, error) {
 		a.rootHash = sum[:]
 	}
 	var err error
-	if a.docs, err = newDocsUI(opts.Prefix); err != nil {
+	if a.docsAssets, err = ui.DocsAssets(); err != nil {
+		return nil, err
+	}
+	if a.docsPage, err = ui.DocsPage(opts.Prefix, a.docsAssets); err != nil {
 		return nil, err
 	}
 	table := a.routes()
@@ -130,7 +135,7 @@ func New(opts Options) (*API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
 	}
-	a.doc = newAsset(doc, "application/json")
+	a.doc = ui.NewFile(doc, "application/json")
 	a.handler = trace.WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))
 	return a, nil
 }
@@ -155,7 +160,7 @@ func (a *API) apiPath(r *http.Request) string { return mount.Path(r.Context()) +
 func (a *API) Owns(urlPath string) bool {
 	p := a.opts.Prefix
 	return urlPath == p || strings.HasPrefix(urlPath, p+"/") ||
-		urlPath == DiscoveryPath || urlPath == DiscoveryPath+"/"
+		urlPath == api.DiscoveryPath || urlPath == api.DiscoveryPath+"/"
 }
 
 // ServeHTTP serves a request that the API owns.
@@ -165,7 +170,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // fullPath places an API-relative route path under the prefix; discovery stays at the root.
 func (a *API) fullPath(p string) string {
-	if strings.HasPrefix(p, "/"+packages.WellKnownSegment+"/") {
+	if strings.HasPrefix(p, "/"+mount.WellKnownSegment+"/") {
 		return p
 	}
 	return a.opts.Prefix + p
@@ -183,7 +188,7 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		// Dot segments and double slashes never name an API resource; refuse rather than
 		// redirect so that no path is reachable under two names.
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		WriteError(w, Errorf(http.StatusNotFound, CodeNotFound, "no API route at %s", r.URL.Path))
+		envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no API route at %s", r.URL.Path))
 		a.opts.Metrics.APIRequest(unmatchedRoute, http.StatusNotFound)
 		return
 	}
@@ -221,11 +226,11 @@ func (a *API) routeMiss(w http.ResponseWriter, r *http.Request) {
 	if probe.status == http.StatusMethodNotAllowed {
 		allow := probe.header.Get("Allow")
 		w.Header().Set("Allow", allow)
-		WriteError(w, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+		envelope.Write(w, envelope.Errorf(http.StatusMethodNotAllowed, envelope.CodeMethodNotAllowed,
 			"method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
 		return
 	}
-	WriteError(w, Errorf(http.StatusNotFound, CodeNotFound,
+	envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound,
 		"no API route at %s; see %s/openapi.json for the routes", r.URL.Path, a.apiPath(r)))
 }
 
@@ -239,7 +244,7 @@ func (p *headerProbe) Header() http.Header         { return p.header }
 func (p *headerProbe) WriteHeader(status int)      { p.status = status }
 func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
 
-// handlerFunc is an API handler; a returned *Error is written as the envelope, any other error
+// handlerFunc is an API handler; a returned *envelope.Error is written as the envelope, any other error
 // as a logged 500.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
@@ -270,17 +275,17 @@ func (a *API) endpoint(rt route) http.Handler {
 		if err == nil {
 			return
 		}
-		var apiErr *Error
+		var apiErr *envelope.Error
 		switch {
 		case errors.As(err, &apiErr):
 		case errors.Is(err, keystore.ErrPrimaryUnavailable):
 			// Sync mode: the write did not happen; the message names the primary, never its token.
 			w.Header().Set("Retry-After", "5")
-			apiErr = Errorf(http.StatusServiceUnavailable, CodeKeyStoreUnavailable, "%v; try again shortly", err)
+			apiErr = envelope.Errorf(http.StatusServiceUnavailable, CodeKeyStoreUnavailable, "%v; try again shortly", err)
 		default:
 			a.opts.Logger.Error("API request failed",
 				zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
-			apiErr = Errorf(http.StatusInternalServerError, CodeInternal,
+			apiErr = envelope.Errorf(http.StatusInternalServerError, envelope.CodeInternal,
 				"internal error; report request id %s to the operator", trace.RequestID(r.Context()))
 		}
 		if apiErr.Status == http.StatusUnauthorized {
@@ -289,7 +294,7 @@ func (a *API) endpoint(rt route) http.Handler {
 		if reason := refusalReason(err, apiErr); reason != "" {
 			a.opts.Metrics.AuthFailure(reason)
 		}
-		WriteError(w, apiErr)
+		envelope.Write(w, apiErr)
 	})
 }
 
@@ -311,13 +316,13 @@ func checkWriteQuery(rt route, r *http.Request) error {
 		}
 		for _, k := range known {
 			if strings.EqualFold(k, name) {
-				return Errorf(http.StatusBadRequest, CodeBadRequest, "unknown query parameter %q; did you mean %s? Nothing was changed", name, k)
+				return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q; did you mean %s? Nothing was changed", name, k)
 			}
 		}
 		if len(known) == 0 {
-			return Errorf(http.StatusBadRequest, CodeBadRequest, "unknown query parameter %q: %s %s takes none; nothing was changed", name, r.Method, r.URL.Path)
+			return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q: %s %s takes none; nothing was changed", name, r.Method, r.URL.Path)
 		}
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "unknown query parameter %q; %s %s takes %s; nothing was changed", name, r.Method, r.URL.Path, strings.Join(known, ", "))
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q; %s %s takes %s; nothing was changed", name, r.Method, r.URL.Path, strings.Join(known, ", "))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/openapi/openapitest"
 	"github.com/caddy-runtime/runtime/trace"
@@ -32,7 +35,11 @@ func testAPI(t *testing.T, opts Options) (*API, *openapitest.Validator) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := openapitest.New(a.doc.body.raw, opts.Prefix)
+	doc, err := json.Marshal(a.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := openapitest.New(doc, opts.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,15 +81,15 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/_/api/health/", 200, `{"ok":true,"status":"healthy","version":"v1.2.3"}`, "", ""},
 		{"GET", "/_/api/health/ready", 200, `{"ok":true,"status":"ready","version":"v1.2.3"}`, "", ""},
 		{"GET", "/_/api/health/live", 200, `{"ok":true,"status":"live","version":"v1.2.3"}`, "", ""},
-		{"GET", "/_/api/nothing", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api/", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api//health", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api/x/../health", 404, "", CodeNotFound, ""},
-		{"POST", "/_/api/health", 405, "", CodeMethodNotAllowed, "GET, HEAD"},
-		{"DELETE", "/.well-known/runtime", 405, "", CodeMethodNotAllowed, "GET, HEAD"},
-		{"GET", "/_/api/docs/missing.js", 404, "", CodeNotFound, ""},
-		{"GET", "/_/api/docs/index.html", 404, "", CodeNotFound, ""},
+		{"GET", "/_/api/nothing", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api/", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api//health", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api/x/../health", 404, "", envelope.CodeNotFound, ""},
+		{"POST", "/_/api/health", 405, "", envelope.CodeMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/.well-known/runtime", 405, "", envelope.CodeMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/_/api/docs/missing.js", 404, "", envelope.CodeNotFound, ""},
+		{"GET", "/_/api/docs/index.html", 404, "", envelope.CodeNotFound, ""},
 	}
 	a, v := testAPI(t, Options{Prefix: "/_/api"})
 	for _, tt := range tests {
@@ -115,6 +122,11 @@ func TestOwns(t *testing.T) {
 		if got := a.Owns(path); got != want {
 			t.Errorf("Owns(%q) = %v, want %v", path, got, want)
 		}
+	}
+	// The wire contract names the discovery path; it lies under the segment the runtime keeps
+	// for it, which no worker or plugin can take.
+	if !strings.HasPrefix(api.DiscoveryPath, "/"+mount.WellKnownSegment+"/") {
+		t.Errorf("the discovery path %s is not under /%s/", api.DiscoveryPath, mount.WellKnownSegment)
 	}
 }
 
@@ -344,15 +356,21 @@ func TestDocsUI(t *testing.T) {
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
 		t.Errorf("docs CSP = %q", csp)
 	}
-	for _, want := range []string{`/_/api/docs/docs.js`, `/_/api/docs/docs.css`, `/_/api/openapi.json`} {
-		if !strings.Contains(page, want) {
-			t.Errorf("docs page does not reference %s", want)
-		}
+	if !strings.Contains(page, `/_/api/openapi.json`) {
+		t.Errorf("docs page does not reference the document")
 	}
-	for name, ctype := range map[string]string{"docs.js": "text/javascript", "docs.css": "text/css"} {
+	for ext, ctype := range map[string]string{".js": "text/javascript", ".css": "text/css"} {
+		// The page names each asset under the API path, by a name that carries its hash.
+		m := regexp.MustCompile(`"/_/api/docs/(docs-[A-Za-z0-9_-]+\` + ext + `)"`).FindStringSubmatch(page)
+		if m == nil {
+			t.Errorf("docs page references no hashed %s asset:\n%s", ext, page)
+			continue
+		}
+		name := m[1]
 		resp := serve(t, a, v, httptest.NewRequest("GET", "/_/api/docs/"+name, nil))
-		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) {
-			t.Errorf("%s = %d %s", name, resp.StatusCode, resp.Header.Get("Content-Type"))
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) ||
+			resp.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" {
+			t.Errorf("%s = %d %s", name, resp.StatusCode, resp.Header)
 		}
 		req := httptest.NewRequest("GET", "/_/api/docs/"+name, nil)
 		req.Header.Set("If-None-Match", resp.Header.Get("ETag"))

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
 )
@@ -14,32 +16,6 @@ const (
 	defaultAuditLimit = 50
 	maxAuditLimit     = 500
 )
-
-// AuditEntry is one audited action.
-type AuditEntry struct {
-	ID         int64          `json:"id"`
-	Time       string         `json:"time" format:"date-time"`
-	Actor      *AuditActor    `json:"actor,omitempty" doc:"who acted; absent when nobody was authenticated (a refused login)"`
-	Action     string         `json:"action" doc:"e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, plugin.upload, plugin.reload, files.upload"`
-	Target     string         `json:"target" doc:"the object as people know it: a key as name (#id), a unit as name@version, a file by its path"`
-	Outcome    string         `json:"outcome" enum:"success,denied,failed"`
-	RequestID  string         `json:"requestId" doc:"the X-Request-Id of the request, as in Caddy's access log"`
-	RemoteAddr string         `json:"remoteAddr" doc:"the client's address (Caddy's client IP, which honours trusted_proxies); other for refused sign-ins past the first 1000 addresses of a minute"`
-	Details    map[string]any `json:"details" doc:"what else the action's audit line says, e.g. count for refused sign-ins, one entry per address and minute; never a secret"`
-}
-
-// AuditActor is who did an audited action.
-type AuditActor struct {
-	ID        int64  `json:"id" doc:"key id; 0 for the root key"`
-	Name      string `json:"name"`
-	KeyPrefix string `json:"keyPrefix"`
-}
-
-// AuditPage is a page of the audit trail, newest first.
-type AuditPage struct {
-	Entries    []AuditEntry `json:"entries"`
-	NextCursor string       `json:"nextCursor,omitempty" doc:"pass as cursor for the next (older) page; absent on the last page"`
-}
 
 func (a *API) auditRoutes() []route {
 	str := &openapi.Schema{Type: "string"}
@@ -59,7 +35,7 @@ func (a *API) auditRoutes() []route {
 			{Name: "cursor", In: "query", Description: "the nextCursor of the previous page", Schema: str},
 		},
 		responses: []response{
-			{status: http.StatusOK, description: "A page of entries", body: AuditPage{}},
+			{status: http.StatusOK, description: "A page of entries", body: api.AuditPage{}},
 			errorResponse(http.StatusBadRequest, "A malformed query parameter (BAD_REQUEST)"),
 		},
 		handle: a.listAudit,
@@ -82,22 +58,22 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page := AuditPage{Entries: make([]AuditEntry, len(entries))}
+	page := api.AuditPage{Entries: make([]api.AuditEntry, len(entries))}
 	for i, e := range entries {
-		out := AuditEntry{ID: e.ID, Time: e.Time.UTC().Format(time.RFC3339Nano), Action: e.Action, Target: e.Target,
+		out := api.AuditEntry{ID: e.ID, Time: e.Time.UTC().Format(time.RFC3339Nano), Action: e.Action, Target: e.Target,
 			Outcome: e.Outcome, RequestID: e.RequestID, RemoteAddr: e.RemoteAddr, Details: e.Details}
 		if out.Details == nil {
 			out.Details = map[string]any{}
 		}
 		if e.Actor != nil {
-			out.Actor = &AuditActor{ID: e.Actor.ID, Name: e.Actor.Name, KeyPrefix: e.Actor.KeyPrefix}
+			out.Actor = &api.AuditActor{ID: e.Actor.ID, Name: e.Actor.Name, KeyPrefix: e.Actor.KeyPrefix}
 		}
 		page.Entries[i] = out
 	}
 	if more {
 		page.NextCursor = strconv.FormatInt(entries[len(entries)-1].ID, 10)
 	}
-	writeJSON(w, http.StatusOK, page)
+	envelope.WriteJSON(w, http.StatusOK, page)
 	return nil
 }
 
@@ -106,7 +82,7 @@ func auditQuery(r *http.Request) (keystore.AuditQuery, error) {
 	query := r.URL.Query()
 	q := keystore.AuditQuery{Action: query.Get("action"), Actor: query.Get("actor"), Target: query.Get("target"), Limit: defaultAuditLimit}
 	bad := func(name, why string) error {
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "query parameter %s is %q; %s", name, query.Get(name), why)
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "query parameter %s is %q; %s", name, query.Get(name), why)
 	}
 	for name, t := range map[string]*time.Time{"since": &q.Since, "until": &q.Until} {
 		if v := query.Get(name); v != "" {

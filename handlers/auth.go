@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/trace"
 )
@@ -128,7 +129,7 @@ func (a *API) authorize(rt route, r *http.Request) (*http.Request, error) {
 	}
 	logPrincipal(r.Context(), p)
 	if rt.permission != "" && !p.Has(rt.permission) {
-		return r, Errorf(http.StatusForbidden, CodePermissionDenied,
+		return r, envelope.Errorf(http.StatusForbidden, CodePermissionDenied,
 			"this key lacks permission %s; ask an admin for a key that holds it", rt.permission)
 	}
 	c := &caller{principal: p}
@@ -149,20 +150,20 @@ func logPrincipal(ctx context.Context, p keystore.Principal) {
 // authenticate resolves a credential to its principal, and its session when it is one.
 func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Principal, *keystore.SessionRecord, error) {
 	if !cred.present {
-		return keystore.Principal{}, nil, refused("missing_credential", Errorf(http.StatusUnauthorized, CodeAuthRequired,
+		return keystore.Principal{}, nil, refused("missing_credential", envelope.Errorf(http.StatusUnauthorized, CodeAuthRequired,
 			"an API key is required: send it in X-API-Key or Authorization: Bearer, or log in with POST %s/admin/session", a.opts.Prefix))
 	}
 	if cred.duplicate {
-		return keystore.Principal{}, nil, refused("duplicate_cookie", Errorf(http.StatusUnauthorized, CodeDuplicateSessionCookie,
+		return keystore.Principal{}, nil, refused("duplicate_cookie", envelope.Errorf(http.StatusUnauthorized, CodeDuplicateSessionCookie,
 			"the request carries more than one %s cookie, so whose session it is cannot be told (a page of another host of this site may have set one); "+
 				"sign out, which clears them, or clear this site's cookies in the browser, then sign in again", SessionCookie))
 	}
 	p, sess, err := a.resolveCredential(ctx, cred)
 	switch {
 	case errors.Is(err, keystore.ErrInvalidKey) && cred.fromHead:
-		return p, nil, refused("invalid_key", Errorf(http.StatusUnauthorized, CodeAuthRequired, "the API key is unknown, revoked or expired"))
+		return p, nil, refused("invalid_key", envelope.Errorf(http.StatusUnauthorized, CodeAuthRequired, "the API key is unknown, revoked or expired"))
 	case errors.Is(err, keystore.ErrInvalidKey):
-		return p, nil, refused("invalid_session", Errorf(http.StatusUnauthorized, CodeAuthRequired,
+		return p, nil, refused("invalid_session", envelope.Errorf(http.StatusUnauthorized, CodeAuthRequired,
 			"the session has ended or expired, or its key was revoked; log in again with POST %s/admin/session", a.opts.Prefix))
 	}
 	return p, sess, err
@@ -170,7 +171,7 @@ func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Princ
 
 // refusal is a refused credential, with the reason the metrics count it under.
 type refusal struct {
-	err    *Error
+	err    *envelope.Error
 	reason string
 }
 
@@ -178,11 +179,11 @@ func (r *refusal) Error() string { return r.err.Error() }
 func (r *refusal) Unwrap() error { return r.err }
 
 // refused marks err, a refused credential, with the reason the metrics count it under.
-func refused(reason string, err *Error) error { return &refusal{err: err, reason: reason} }
+func refused(reason string, err *envelope.Error) error { return &refusal{err: err, reason: reason} }
 
 // refusalReason is the reason err refused a request for its credential or its reach, or ""
 // for any other error; apiErr is the answer it gives.
-func refusalReason(err error, apiErr *Error) string {
+func refusalReason(err error, apiErr *envelope.Error) string {
 	if r, ok := err.(*refusal); ok {
 		return r.reason
 	}
@@ -260,7 +261,7 @@ func (a *API) checkCSRF(r *http.Request, cred credential) error {
 	}
 	origins := r.Header.Values("Origin")
 	reject := func(format string, args ...any) error {
-		return Errorf(http.StatusForbidden, CodeCSRFRejected, format, args...)
+		return envelope.Errorf(http.StatusForbidden, CodeCSRFRejected, format, args...)
 	}
 	switch {
 	case len(origins) == 0:
@@ -288,7 +289,7 @@ func (a *API) checkCSRF(r *http.Request, cred credential) error {
 func checkFetchSite(r *http.Request) error {
 	for _, site := range r.Header.Values("Sec-Fetch-Site") {
 		if site != "same-origin" {
-			return Errorf(http.StatusForbidden, CodeCSRFRejected,
+			return envelope.Errorf(http.StatusForbidden, CodeCSRFRejected,
 				"the session cookie is accepted only from pages of this origin, and the browser says this request comes from elsewhere (Sec-Fetch-Site: %s); "+
 					"use the cpanel, or send a key in X-API-Key or Authorization: Bearer", site)
 		}
@@ -341,7 +342,7 @@ func authorizeUnit(p keystore.Principal, unit string) error {
 	if p.CanAccess(unit) {
 		return nil
 	}
-	return Errorf(http.StatusForbidden, CodeNamespaceDenied,
+	return envelope.Errorf(http.StatusForbidden, CodeNamespaceDenied,
 		"this key may only act in namespaces %s; %q is outside them", strings.Join(p.Namespaces, ", "), unit)
 }
 

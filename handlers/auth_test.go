@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
@@ -130,7 +131,7 @@ func TestAuthorizeUnit(t *testing.T) {
 	team := keystore.Principal{Namespaces: []string{"@team"}}
 	for unit, ok := range map[string]bool{"@team/app": true, "@other/app": false, "app": false} {
 		err := authorizeUnit(team, unit)
-		var apiErr *Error
+		var apiErr *envelope.Error
 		if ok && err != nil || !ok && (!errors.As(err, &apiErr) || apiErr.Status != 403 || apiErr.Code != CodeNamespaceDenied) {
 			t.Errorf("authorizeUnit(@team, %q) = %v", unit, err)
 		}
@@ -147,7 +148,7 @@ func TestKeyRoutesWhileStarting(t *testing.T) {
 	a, v := testAPI(t, Options{RootKey: root, Keys: func() (*keystore.Store, error) { return nil, errors.New("the runtime is starting") }})
 	req := httptest.NewRequest("GET", "/api/keys", nil)
 	req.Header.Set(APIKeyHeader, root)
-	if resp := serve(t, a, v, req); resp.StatusCode != 503 || !strings.Contains(bodyOf(t, resp), CodeNotReady) {
+	if resp := serve(t, a, v, req); resp.StatusCode != 503 || !strings.Contains(bodyOf(t, resp), envelope.CodeNotReady) {
 		t.Fatalf("GET keys while starting = %d", resp.StatusCode)
 	}
 	req = httptest.NewRequest("GET", "/api/admin/session", nil)

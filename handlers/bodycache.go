@@ -19,7 +19,7 @@ const maxCachedBodies = 64
 type bodyCache struct {
 	mu     sync.Mutex
 	gen    uint64
-	bodies map[string]*compressible
+	bodies map[string]*envelope.Body
 }
 
 // serve answers with the body for gen and the namespaces of p, building it with build when
@@ -37,7 +37,7 @@ func (c *bodyCache) serve(w http.ResponseWriter, r *http.Request, p keystore.Pri
 		}
 		c.mu.Unlock()
 		if ok {
-			writeCompressible(w, r, body)
+			writeBody(w, r, body)
 			return nil
 		}
 	}
@@ -45,22 +45,21 @@ func (c *bodyCache) serve(w http.ResponseWriter, r *http.Request, p keystore.Pri
 	if err != nil {
 		return err
 	}
-	body := newCompressible(envelope.EncodeJSON(v))
+	body := envelope.NewBody(envelope.EncodeJSON(v))
 	if cacheable {
 		c.mu.Lock()
 		if c.gen != gen || c.bodies == nil || len(c.bodies) >= maxCachedBodies {
-			c.gen, c.bodies = gen, map[string]*compressible{}
+			c.gen, c.bodies = gen, map[string]*envelope.Body{}
 		}
 		c.bodies[key] = body
 		c.mu.Unlock()
 	}
-	writeCompressible(w, r, body)
+	writeBody(w, r, body)
 	return nil
 }
 
-// writeCompressible writes body as a JSON answer, in gzip when r accepts it.
-func writeCompressible(w http.ResponseWriter, r *http.Request, body *compressible) {
-	data, gzipped := body.pick(r)
-	setEncoding(w.Header(), gzipped)
+// writeBody writes body as a JSON answer, in gzip when r accepts it.
+func writeBody(w http.ResponseWriter, r *http.Request, body *envelope.Body) {
+	data, _ := body.For(w.Header(), r)
 	envelope.WriteEncoded(w, http.StatusOK, data)
 }

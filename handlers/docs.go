@@ -1,105 +1,20 @@
 package handlers
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"html/template"
-	"io/fs"
-	"mime"
 	"net/http"
-	"path"
-	"sync"
-	"time"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/openapi"
+	"github.com/caddy-runtime/runtime/ui"
 )
-
-// docsFiles are the reference page's template and, in docsui/dist, Swagger UI built by make ui
-// (cpanel/ui/vite.docs.config.js) into one script and one stylesheet.
-//
-//go:embed docsui/index.html docsui/dist
-var docsFiles embed.FS
 
 // docsCSP allows the docs page to load only its own assets and call only its own origin, so
 // it works with no internet and cannot leak a typed key elsewhere.
 const docsCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; " +
 	"connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
-
-// docsUI is the interactive reference: its page, rendered once for the API path, and its assets.
-type docsUI struct {
-	page asset
-	// assets are read on first use: Swagger UI is over a megabyte, which a runtime whose docs
-	// nobody opens should not hold in memory.
-	assets map[string]func() asset
-}
-
-// asset is an in-memory file with its content type and ETag.
-type asset struct {
-	body        *compressible
-	contentType string
-	etag        string
-}
-
-func newAsset(body []byte, contentType string) asset {
-	sum := sha256.Sum256(body)
-	return asset{body: newCompressible(body), contentType: contentType, etag: hex.EncodeToString(sum[:12])}
-}
-
-// serve answers with the asset, in gzip when r accepts it, honouring If-None-Match so
-// clients revalidate cheaply; each form has its own ETag.
-func (f asset) serve(w http.ResponseWriter, r *http.Request) {
-	body, gzipped := f.body.pick(r)
-	h := w.Header()
-	h.Set("Content-Type", f.contentType)
-	h.Set("Cache-Control", "no-cache")
-	setEncoding(h, gzipped)
-	if gzipped {
-		h.Set("ETag", `"`+f.etag+`-gz"`)
-	} else {
-		h.Set("ETag", `"`+f.etag+`"`)
-	}
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
-}
-
-var docsPageTemplate = template.Must(template.ParseFS(docsFiles, "docsui/index.html"))
-
-// docsPage renders the reference page for the API at apiPath.
-func docsPage(apiPath string) (asset, error) {
-	var page bytes.Buffer
-	if err := docsPageTemplate.Execute(&page, struct{ Assets, Spec string }{apiPath + "/docs", apiPath + "/openapi.json"}); err != nil {
-		return asset{}, fmt.Errorf("docs page: %v", err)
-	}
-	return newAsset(page.Bytes(), "text/html; charset=utf-8"), nil
-}
-
-func newDocsUI(prefix string) (docsUI, error) {
-	page, err := docsPage(prefix)
-	if err != nil {
-		return docsUI{}, err
-	}
-	ui := docsUI{page: page, assets: map[string]func() asset{}}
-	entries, err := fs.ReadDir(docsFiles, "docsui/dist")
-	if err != nil {
-		return docsUI{}, err
-	}
-	for _, e := range entries {
-		ext := path.Ext(e.Name())
-		if e.IsDir() {
-			continue
-		}
-		name := "docsui/dist/" + e.Name()
-		ui.assets[e.Name()] = sync.OnceValue(func() asset {
-			body, _ := fs.ReadFile(docsFiles, name) // listed above: it is there
-			return newAsset(body, mime.TypeByExtension(ext))
-		})
-	}
-	return ui, nil
-}
 
 func (a *API) docsRoutes() []route {
 	text := func(types ...string) map[string]*openapi.Schema {
@@ -122,7 +37,7 @@ func (a *API) docsRoutes() []route {
 				if err != nil {
 					return err
 				}
-				docs.doc.serve(w, r)
+				docs.doc.Serve(w, r)
 				return nil
 			},
 		},
@@ -141,13 +56,14 @@ func (a *API) docsRoutes() []route {
 				}
 				w.Header().Set("Content-Security-Policy", docsCSP)
 				w.Header().Set("Referrer-Policy", "no-referrer")
-				docs.page.serve(w, r)
+				docs.page.Serve(w, r)
 				return nil
 			},
 		},
 		{
 			method: "GET", path: "/docs/{asset}", id: "docsAsset", tag: "documentation", public: true,
-			summary: "An asset of the interactive reference",
+			summary:     "An asset of the interactive reference",
+			description: "Its name carries a hash of its content: it may be kept for a year.",
 			responses: []response{
 				{status: http.StatusOK, description: "The asset", content: text("text/javascript", "text/css")},
 				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
@@ -162,7 +78,7 @@ func (a *API) docsRoutes() []route {
 // name the path, the document as its server URL.
 type mountedDocs struct {
 	at        string
-	doc, page asset
+	doc, page *ui.File
 }
 
 // docsAt returns the OpenAPI document and the docs page for a runtime mounted at at. Those
@@ -170,7 +86,7 @@ type mountedDocs struct {
 // other one is kept.
 func (a *API) docsAt(at string) (*mountedDocs, error) {
 	if at == "" {
-		return &mountedDocs{doc: a.doc, page: a.docs.page}, nil
+		return &mountedDocs{doc: a.doc, page: a.docsPage}, nil
 	}
 	if m := a.mounted.Load(); m != nil && m.at == at {
 		return m, nil
@@ -181,20 +97,18 @@ func (a *API) docsAt(at string) (*mountedDocs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
 	}
-	page, err := docsPage(at + a.opts.Prefix)
+	page, err := ui.DocsPage(at+a.opts.Prefix, a.docsAssets)
 	if err != nil {
 		return nil, err
 	}
-	m := &mountedDocs{at: at, doc: newAsset(doc, "application/json"), page: page}
+	m := &mountedDocs{at: at, doc: ui.NewFile(doc, "application/json"), page: page}
 	a.mounted.Store(m)
 	return m, nil
 }
 
 func (a *API) serveDocsAsset(w http.ResponseWriter, r *http.Request) error {
-	f, ok := a.docs.assets[r.PathValue("asset")]
-	if !ok {
-		return Errorf(http.StatusNotFound, CodeNotFound, "no docs asset named %q", r.PathValue("asset"))
+	if !a.docsAssets.Serve(w, r, r.PathValue("asset")) {
+		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no docs asset named %q", r.PathValue("asset"))
 	}
-	f().serve(w, r)
 	return nil
 }

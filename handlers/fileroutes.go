@@ -4,104 +4,11 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
 )
-
-// FileEntry is one file, folder or link in a file manager listing.
-type FileEntry struct {
-	Name        string `json:"name"`
-	Path        string `json:"path" doc:"virtual path: <root folder name>/<path inside it>"`
-	IsDirectory bool   `json:"isDirectory"`
-	IsSymlink   bool   `json:"isSymlink,omitempty" doc:"a symbolic link; isDirectory and size describe its target when the target lies inside the unit, and are false and 0 otherwise. Links are never followed outside their unit"`
-	Size        int64  `json:"size" doc:"bytes of a file; 0 for folders"`
-	UpdatedAt   int64  `json:"updatedAt" doc:"modification time, Unix seconds"`
-	Visibility  string `json:"visibility" enum:"built-in,uploaded" doc:"the source of the root the entry lies in: built-in roots (name starting with '.') are read-only"`
-}
-
-// FileListing is the content of a folder.
-type FileListing struct {
-	Path     string      `json:"path" doc:"the listed folder; \"\" for the list of roots"`
-	Writable bool        `json:"writable" doc:"whether the path policy lets files be created in this folder (the key's permissions aside): inside a version folder for workers, inside a plugin folder for plugins, never in a built-in root"`
-	Entries  []FileEntry `json:"entries" doc:"folders first, then by name"`
-}
-
-// FileListResponse is the body of GET …/files/list.
-type FileListResponse struct {
-	Success bool        `json:"success"`
-	Data    FileListing `json:"data"`
-}
-
-// FilePathRequest names one file or folder.
-type FilePathRequest struct {
-	Path string `json:"path" doc:"virtual path: <root folder name>/<path inside it>"`
-}
-
-// FileRenameRequest renames a file or folder in place.
-type FileRenameRequest struct {
-	Path    string `json:"path"`
-	NewName string `json:"newName" doc:"a single name, without '/'"`
-}
-
-// FileMoveRequest moves a file or folder into another folder of the same root.
-type FileMoveRequest struct {
-	Path     string `json:"path"`
-	DestPath string `json:"destPath" doc:"the destination folder"`
-}
-
-// FileBatchRequest names several files or folders.
-type FileBatchRequest struct {
-	Paths []string `json:"paths"`
-}
-
-// FileMoveBatchRequest moves several files or folders into one folder.
-type FileMoveBatchRequest struct {
-	Paths    []string `json:"paths"`
-	DestPath string   `json:"destPath" doc:"the destination folder"`
-}
-
-// FileBatchResponse is the body of a batch: the paths that failed, with why.
-type FileBatchResponse struct {
-	Success bool     `json:"success"`
-	Errors  []string `json:"errors,omitempty" doc:"one \"<path>: <why>\" per path that was not done; the others were"`
-}
-
-// FileRefreshRequest is the optional body of POST …/files/refresh.
-type FileRefreshRequest struct {
-	Path string `json:"path,omitempty"`
-}
-
-// FilePathResult names where a file or folder is after a change.
-type FilePathResult struct {
-	Path string `json:"path" doc:"the virtual path of the created, renamed or moved entry"`
-}
-
-// FilePathResponse is the body of mkdir, rename and move.
-type FilePathResponse struct {
-	Success bool           `json:"success"`
-	Data    FilePathResult `json:"data"`
-}
-
-// FileUploadForm documents the multipart form of POST …/files/upload.
-type FileUploadForm struct {
-	Path  string   `json:"path" doc:"the destination folder; created when missing"`
-	Files []string `json:"files[]" doc:"file parts (binary); a file whose name ends in .zip is extracted in place"`
-	Paths []string `json:"paths[],omitempty" doc:"for folder uploads: the relative path of each file, in the order of files[]; default the file name"`
-}
-
-// FileUploadResult describes a completed upload.
-type FileUploadResult struct {
-	Path  string `json:"path" doc:"the destination folder"`
-	Files int    `json:"files" doc:"files written, those extracted from zips included"`
-	Bytes int64  `json:"bytes" doc:"their total size"`
-}
-
-// FileUploadResponse is the body of POST …/files/upload.
-type FileUploadResponse struct {
-	Success bool             `json:"success"`
-	Data    FileUploadResult `json:"data"`
-}
 
 // fileSurface is one of the two file managers of the API.
 type fileSurface struct {
@@ -178,7 +85,7 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			description: desc("Lists a folder; path \"\" (or none) lists the roots, built-in ones included (visibility built-in). A restricted key sees only the @scope folders of its namespaces in a root."),
 			params:      pathParam(false, "the folder; \"\" for the roots"),
 			responses: []response{
-				{status: http.StatusOK, description: "The folder's entries", body: FileListResponse{}},
+				{status: http.StatusOK, description: "The folder's entries", body: api.FileListResponse{}},
 				errorResponse(http.StatusBadRequest, fileBadPath),
 				errorResponse(http.StatusForbidden, fileReadDenied),
 				errorResponse(http.StatusNotFound, fileNotFound),
@@ -189,9 +96,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			method: "POST", path: base + "mkdir", id: id("Mkdir"), tag: tag, permission: s.install,
 			summary:     "Create a folder in a " + s.noun,
 			description: desc("Creates the folder with its missing parents."),
-			request:     jsonBody(FilePathRequest{}),
+			request:     jsonBody(api.FilePathRequest{}),
 			responses: []response{
-				{status: http.StatusOK, description: "Created", body: FilePathResponse{}},
+				{status: http.StatusOK, description: "Created", body: api.FilePathResponse{}},
 				errorResponse(http.StatusBadRequest, fileBadPath+fileBadBody),
 				errorResponse(http.StatusForbidden, fileWriteDenied),
 				errorResponse(http.StatusNotFound, "The version or plugin folder does not exist (FILE_NOT_FOUND)"),
@@ -204,9 +111,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			method: "DELETE", path: base + "delete", id: id("Delete"), tag: tag, permission: s.remove,
 			summary:     "Delete a file or folder of a " + s.noun,
 			description: desc("Removes a file, a link (never its target) or a folder with its content."),
-			request:     jsonBody(FilePathRequest{}),
+			request:     jsonBody(api.FilePathRequest{}),
 			responses: []response{
-				{status: http.StatusOK, description: "Deleted", body: Success{}},
+				{status: http.StatusOK, description: "Deleted", body: api.Success{}},
 				errorResponse(http.StatusBadRequest, fileBadPath+fileBadBody+fileAdmitBad),
 				errorResponse(http.StatusForbidden, fileWriteDenied+fileAdmitDenied),
 				errorResponse(http.StatusNotFound, fileNotFound),
@@ -219,9 +126,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			method: "POST", path: base + "rename", id: id("Rename"), tag: tag, permission: s.install,
 			summary:     "Rename a file or folder of a " + s.noun,
 			description: desc("Renames in place; newName is a single name."),
-			request:     jsonBody(FileRenameRequest{}),
+			request:     jsonBody(api.FileRenameRequest{}),
 			responses: []response{
-				{status: http.StatusOK, description: "Renamed; data.path is the new path", body: FilePathResponse{}},
+				{status: http.StatusOK, description: "Renamed; data.path is the new path", body: api.FilePathResponse{}},
 				errorResponse(http.StatusBadRequest, fileBadPath+"; a newName that is not a single name"+fileBadBody+fileAdmitBad),
 				errorResponse(http.StatusForbidden, fileWriteDenied+fileAdmitDenied),
 				errorResponse(http.StatusNotFound, fileNotFound),
@@ -234,9 +141,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			method: "POST", path: base + "move", id: id("Move"), tag: tag, permission: s.install,
 			summary:     "Move a file or folder of a " + s.noun,
 			description: desc("Moves path into the folder destPath, within one root; both paths obey the policy and the namespaces."),
-			request:     jsonBody(FileMoveRequest{}),
+			request:     jsonBody(api.FileMoveRequest{}),
 			responses: []response{
-				{status: http.StatusOK, description: "Moved; data.path is the new path", body: FilePathResponse{}},
+				{status: http.StatusOK, description: "Moved; data.path is the new path", body: api.FilePathResponse{}},
 				errorResponse(http.StatusBadRequest, fileBadPath+"; a move across roots or into itself"+fileBadBody+fileAdmitBad),
 				errorResponse(http.StatusForbidden, fileWriteDenied+fileAdmitDenied),
 				errorResponse(http.StatusNotFound, fileNotFound),
@@ -251,9 +158,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			description: desc("Writes the files[] parts into the folder path (created when missing), each at its paths[] entry or its file name; " +
 				"existing files are replaced and folders merged. A .zip file is extracted in place, with the defences and limits of package uploads. " +
 				"All of it is staged first, so a refused upload changes nothing."),
-			request: &request{contentType: "multipart/form-data", body: FileUploadForm{}},
+			request: &request{contentType: "multipart/form-data", body: api.FileUploadForm{}},
 			responses: []response{
-				{status: http.StatusOK, description: "Written", body: FileUploadResponse{}},
+				{status: http.StatusOK, description: "Written", body: api.FileUploadResponse{}},
 				errorResponse(http.StatusBadRequest, fileBadPath+"; a zip entry leaving its folder (PATH_TRAVERSAL); a corrupt zip (INVALID_ARCHIVE); a malformed form (BAD_REQUEST)"+fileAdmitBad),
 				errorResponse(http.StatusForbidden, fileWriteDenied+fileAdmitDenied),
 				errorResponse(http.StatusNotFound, "The version or plugin folder does not exist (FILE_NOT_FOUND)"),
@@ -268,7 +175,7 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			description: desc("Listings are read from disk every time, so nothing is cached; this checks the path and answers success, for clients that call it."),
 			params:      pathParam(false, "the folder; optional"),
 			responses: []response{
-				{status: http.StatusOK, description: "Nothing to drop", body: Success{}},
+				{status: http.StatusOK, description: "Nothing to drop", body: api.Success{}},
 				errorResponse(http.StatusBadRequest, fileBadPath),
 				errorResponse(http.StatusForbidden, fileReadDenied),
 				errorResponse(http.StatusNotFound, fileNotFound),
@@ -280,9 +187,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			summary:     "Refresh a " + s.noun + " folder",
 			description: desc("As GET; the body {path?} may be empty, and then the query's path is read."),
 			params:      pathParam(false, "the folder, when the body is empty; optional"),
-			request:     jsonBody(FileRefreshRequest{}),
+			request:     jsonBody(api.FileRefreshRequest{}),
 			responses: []response{
-				{status: http.StatusOK, description: "Nothing to drop", body: Success{}},
+				{status: http.StatusOK, description: "Nothing to drop", body: api.Success{}},
 				errorResponse(http.StatusBadRequest, fileBadPath+fileBadBody),
 				errorResponse(http.StatusForbidden, fileReadDenied),
 				errorResponse(http.StatusNotFound, fileNotFound),
@@ -307,9 +214,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			method: "POST", path: base + "delete-batch", id: id("DeleteBatch"), tag: tag, permission: s.remove,
 			summary:     "Delete several files or folders of a " + s.noun,
 			description: desc(fmt.Sprintf("Deletes each path as DELETE delete would; the paths that fail are listed in errors and the others are deleted. At most %d paths.", maxFileBatch)),
-			request:     jsonBody(FileBatchRequest{}),
+			request:     jsonBody(api.FileBatchRequest{}),
 			responses: []response{
-				{status: http.StatusOK, description: "Done, with the paths that failed", body: FileBatchResponse{}},
+				{status: http.StatusOK, description: "Done, with the paths that failed", body: api.FileBatchResponse{}},
 				errorResponse(http.StatusBadRequest, "No paths, or too many (BAD_REQUEST)"+fileBadBody),
 				errorResponse(http.StatusRequestEntityTooLarge, fileBodyTooLarge),
 			},
@@ -319,9 +226,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			method: "POST", path: base + "move-batch", id: id("MoveBatch"), tag: tag, permission: s.install,
 			summary:     "Move several files or folders of a " + s.noun,
 			description: desc(fmt.Sprintf("Moves each path into destPath as move would; the paths that fail are listed in errors and the others are moved. At most %d paths.", maxFileBatch)),
-			request:     jsonBody(FileMoveBatchRequest{}),
+			request:     jsonBody(api.FileMoveBatchRequest{}),
 			responses: []response{
-				{status: http.StatusOK, description: "Done, with the paths that failed", body: FileBatchResponse{}},
+				{status: http.StatusOK, description: "Done, with the paths that failed", body: api.FileBatchResponse{}},
 				errorResponse(http.StatusBadRequest, "No paths, or too many (BAD_REQUEST); "+fileBadPath+" in destPath"+fileBadBody),
 				errorResponse(http.StatusForbidden, "destPath: "+fileWriteDenied),
 				errorResponse(http.StatusNotFound, "destPath: "+fileNotFound),

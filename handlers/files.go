@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/filemanager"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
@@ -39,7 +41,7 @@ func fileGuard(r *http.Request) filemanager.Guard {
 
 // fileMessage is why one path of a batch failed.
 func fileMessage(err error) string {
-	var e *Error
+	var e *envelope.Error
 	if errors.As(packageError(err), &e) {
 		return e.Message
 	}
@@ -52,7 +54,7 @@ func (a *API) auditFile(r *http.Request, s fileSurface, op, target string, err e
 	outcome := "success"
 	if err != nil {
 		outcome = "failed"
-		var e *Error
+		var e *envelope.Error
 		if errors.As(packageError(err), &e) && (e.Status == http.StatusForbidden || e.Code == packages.CodePathTraversal) {
 			outcome = "denied"
 		}
@@ -73,39 +75,24 @@ func (a *API) fileList(s fileSurface) handlerFunc {
 		if err != nil {
 			return packageError(err)
 		}
-		out := FileListing{Path: l.Path, Writable: l.Writable, Entries: make([]FileEntry, 0, len(l.Entries))}
+		out := api.FileListing{Path: l.Path, Writable: l.Writable, Entries: make([]api.FileEntry, 0, len(l.Entries))}
 		for _, e := range l.Entries {
 			visibility := "uploaded"
 			if e.BuiltIn {
 				visibility = "built-in"
 			}
-			out.Entries = append(out.Entries, FileEntry{Name: e.Name, Path: e.Path, IsDirectory: e.IsDir, IsSymlink: e.IsLink,
+			out.Entries = append(out.Entries, api.FileEntry{Name: e.Name, Path: e.Path, IsDirectory: e.IsDir, IsSymlink: e.IsLink,
 				Size: e.Size, UpdatedAt: e.ModTime.Unix(), Visibility: visibility})
 		}
-		writeJSON(w, http.StatusOK, FileListResponse{Success: true, Data: out})
+		envelope.WriteJSON(w, http.StatusOK, api.FileListResponse{Success: true, Data: out})
 		return nil
 	}
 }
 
-// auditedRequest is a file manager write request that says what its audit line names: the
-// path it acts on and further fields.
-type auditedRequest interface {
-	audited() (string, []zap.Field)
-}
-
-func (r FilePathRequest) audited() (string, []zap.Field) { return r.Path, nil }
-
-func (r FileRenameRequest) audited() (string, []zap.Field) {
-	return r.Path, []zap.Field{zap.String("new_name", r.NewName)}
-}
-
-func (r FileMoveRequest) audited() (string, []zap.Field) {
-	return r.Path, []zap.Field{zap.String("dest_path", r.DestPath)}
-}
-
 // fileWrite runs one file manager change from a JSON request: decode it, make the change,
-// audit it as op, and answer with the body the change returns.
-func fileWrite[R auditedRequest](a *API, s fileSurface, op string, change func(*filemanager.Surface, filemanager.Guard, R) (any, error)) handlerFunc {
+// audit it as op on the path audited names (with further fields), and answer with the body
+// the change returns.
+func fileWrite[R any](a *API, s fileSurface, op string, audited func(R) (string, []zap.Field), change func(*filemanager.Surface, filemanager.Guard, R) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -116,44 +103,51 @@ func fileWrite[R auditedRequest](a *API, s fileSurface, op string, change func(*
 			return err
 		}
 		body, err := change(fm, fileGuard(r), req)
-		target, extra := req.audited()
+		target, extra := audited(req)
 		a.auditFile(r, s, op, target, err, extra...)
 		if err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, body)
+		envelope.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
 }
 
+// auditPath names the path of a request that acts on one path, with no further fields.
+func auditPath(r api.FilePathRequest) (string, []zap.Field) { return r.Path, nil }
+
 // pathAnswer is the answer of a change that names where its result is.
-func pathAnswer(loc filemanager.Location) FilePathResponse {
-	return FilePathResponse{Success: true, Data: FilePathResult{Path: loc.Path}}
+func pathAnswer(loc filemanager.Location) api.FilePathResponse {
+	return api.FilePathResponse{Success: true, Data: api.FilePathResult{Path: loc.Path}}
 }
 
 func (a *API) fileMkdir(s fileSurface) handlerFunc {
-	return fileWrite(a, s, "mkdir", func(fm *filemanager.Surface, g filemanager.Guard, req FilePathRequest) (any, error) {
+	return fileWrite(a, s, "mkdir", auditPath, func(fm *filemanager.Surface, g filemanager.Guard, req api.FilePathRequest) (any, error) {
 		loc, err := fm.Mkdir(g, req.Path)
 		return pathAnswer(loc), err
 	})
 }
 
 func (a *API) fileDelete(s fileSurface) handlerFunc {
-	return fileWrite(a, s, "delete", func(fm *filemanager.Surface, g filemanager.Guard, req FilePathRequest) (any, error) {
+	return fileWrite(a, s, "delete", auditPath, func(fm *filemanager.Surface, g filemanager.Guard, req api.FilePathRequest) (any, error) {
 		_, err := fm.Delete(g, req.Path)
-		return Success{Success: true}, err
+		return api.Success{Success: true}, err
 	})
 }
 
 func (a *API) fileRename(s fileSurface) handlerFunc {
-	return fileWrite(a, s, "rename", func(fm *filemanager.Surface, g filemanager.Guard, req FileRenameRequest) (any, error) {
+	return fileWrite(a, s, "rename", func(r api.FileRenameRequest) (string, []zap.Field) {
+		return r.Path, []zap.Field{zap.String("new_name", r.NewName)}
+	}, func(fm *filemanager.Surface, g filemanager.Guard, req api.FileRenameRequest) (any, error) {
 		loc, err := fm.Rename(g, req.Path, req.NewName)
 		return pathAnswer(loc), err
 	})
 }
 
 func (a *API) fileMove(s fileSurface) handlerFunc {
-	return fileWrite(a, s, "move", func(fm *filemanager.Surface, g filemanager.Guard, req FileMoveRequest) (any, error) {
+	return fileWrite(a, s, "move", func(r api.FileMoveRequest) (string, []zap.Field) {
+		return r.Path, []zap.Field{zap.String("dest_path", r.DestPath)}
+	}, func(fm *filemanager.Surface, g filemanager.Guard, req api.FileMoveRequest) (any, error) {
 		loc, err := fm.Move(g, req.Path, req.DestPath)
 		return pathAnswer(loc), err
 	})
@@ -167,7 +161,7 @@ func (a *API) fileRefresh(s fileSurface) handlerFunc {
 		}
 		p := r.URL.Query().Get("path")
 		if r.Method == http.MethodPost && r.ContentLength != 0 {
-			var req FileRefreshRequest
+			var req api.FileRefreshRequest
 			if err := decodeJSON(w, r, &req); err != nil {
 				return err
 			}
@@ -176,7 +170,7 @@ func (a *API) fileRefresh(s fileSurface) handlerFunc {
 		if err := fm.Check(fileGuard(r), p); err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, Success{Success: true})
+		envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
 		return nil
 	}
 }
@@ -185,9 +179,9 @@ func (a *API) fileRefresh(s fileSurface) handlerFunc {
 func checkBatch(paths []string) error {
 	switch {
 	case len(paths) == 0:
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "paths is empty; name at least one path")
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "paths is empty; name at least one path")
 	case len(paths) > maxFileBatch:
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "%d paths is more than the %d one batch may hold", len(paths), maxFileBatch)
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "%d paths is more than the %d one batch may hold", len(paths), maxFileBatch)
 	}
 	return nil
 }
@@ -198,7 +192,7 @@ func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 		if err != nil {
 			return err
 		}
-		var req FileBatchRequest
+		var req api.FileBatchRequest
 		if err := decodeJSON(w, r, &req); err != nil {
 			return err
 		}
@@ -206,7 +200,7 @@ func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 			return err
 		}
 		g := fileGuard(r)
-		out := FileBatchResponse{Success: true}
+		out := api.FileBatchResponse{Success: true}
 		var firstErr error
 		for _, p := range req.Paths {
 			if _, err := fm.Delete(g, p); err != nil {
@@ -215,7 +209,7 @@ func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 			}
 		}
 		a.auditFile(r, s, "delete-batch", strings.Join(req.Paths, ", "), firstErr, zap.Int("failed", len(out.Errors)))
-		writeJSON(w, http.StatusOK, out)
+		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 }
@@ -226,7 +220,7 @@ func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 		if err != nil {
 			return err
 		}
-		var req FileMoveBatchRequest
+		var req api.FileMoveBatchRequest
 		if err := decodeJSON(w, r, &req); err != nil {
 			return err
 		}
@@ -239,7 +233,7 @@ func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 			a.auditFile(r, s, "move-batch", strings.Join(req.Paths, ", "), err, zap.String("dest_path", req.DestPath))
 			return packageError(err)
 		}
-		out := FileBatchResponse{Success: true}
+		out := api.FileBatchResponse{Success: true}
 		var firstErr error
 		for _, p := range req.Paths {
 			if _, err := fm.Move(g, p, req.DestPath); err != nil {
@@ -249,14 +243,14 @@ func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
 		}
 		a.auditFile(r, s, "move-batch", strings.Join(req.Paths, ", "), firstErr,
 			zap.String("dest_path", req.DestPath), zap.Int("failed", len(out.Errors)))
-		writeJSON(w, http.StatusOK, out)
+		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 }
 
 // cmpErr keeps the error a batch is audited with: a refusal (denied) wins over any other.
 func cmpErr(kept, err error) error {
-	var e *Error
+	var e *envelope.Error
 	if kept == nil || errors.As(packageError(err), &e) && e.Status == http.StatusForbidden {
 		return err
 	}
@@ -301,7 +295,7 @@ func (a *API) fileDownloadBatch(s fileSurface) handlerFunc {
 			for _, f := range failed {
 				why = append(why, f.Path+": "+fileMessage(f.Err))
 			}
-			return Errorf(http.StatusNotFound, filemanager.CodeNotFound, "none of the paths can be downloaded: %s", strings.Join(why, "; "))
+			return envelope.Errorf(http.StatusNotFound, filemanager.CodeNotFound, "none of the paths can be downloaded: %s", strings.Join(why, "; "))
 		}
 		defer d.Close()
 		return a.sendDownload(w, r, d)
@@ -365,7 +359,7 @@ func (a *API) fileUpload(s fileSurface) handlerFunc {
 			return err
 		}
 		limits := s.catalog(a).Limits()
-		up, err := readMultipart(w, r, limits.Upload, CodeBadRequest, "send multipart/form-data with the fields path, files[] and optionally paths[]")
+		up, err := readMultipart(w, r, limits.Upload, envelope.CodeBadRequest, "send multipart/form-data with the fields path, files[] and optionally paths[]")
 		if err != nil {
 			return err
 		}
@@ -384,7 +378,7 @@ func (a *API) fileUpload(s fileSurface) handlerFunc {
 		if err != nil {
 			return packageError(err)
 		}
-		writeJSON(w, http.StatusOK, FileUploadResponse{Success: true, Data: FileUploadResult{Path: res.Path, Files: res.Files, Bytes: res.Bytes}})
+		envelope.WriteJSON(w, http.StatusOK, api.FileUploadResponse{Success: true, Data: api.FileUploadResult{Path: res.Path, Files: res.Files, Bytes: res.Bytes}})
 		return nil
 	}
 }
@@ -396,7 +390,7 @@ type uploadForm struct {
 }
 
 // readUploadForm reads the parts of an upload: path, files[] (spooled into spool) and
-// paths[]. Refusals are *packages.Error or *Error values.
+// paths[]. Refusals are *packages.Error or *envelope.Error values.
 func readUploadForm(up *multipartUpload, spool *os.File, limits packages.Limits) (uploadForm, error) {
 	var form uploadForm
 	var names []string
@@ -424,7 +418,7 @@ func readUploadForm(up *multipartUpload, spool *os.File, limits packages.Limits)
 			names = append(names, v)
 		case "files[]", "files", "file":
 			if part.FileName() == "" {
-				return form, Errorf(http.StatusBadRequest, CodeBadRequest, "a %s part has no file name", field)
+				return form, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "a %s part has no file name", field)
 			}
 			if limits.Entries > 0 && len(form.files) >= limits.Entries {
 				return form, &packages.Error{Kind: packages.TooLarge, Code: packages.CodeTooLarge,
@@ -444,16 +438,16 @@ func readUploadForm(up *multipartUpload, spool *os.File, limits packages.Limits)
 			form.files = append(form.files, filemanager.UploadFile{Name: part.FileName(), Data: io.NewSectionReader(spool, offset, n), Size: n})
 			offset += n
 		default:
-			return form, Errorf(http.StatusBadRequest, CodeBadRequest, "unknown form field %q; send path, files[] and paths[]", field)
+			return form, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown form field %q; send path, files[] and paths[]", field)
 		}
 		part.Close()
 	}
 	if !seenPath {
-		return form, Errorf(http.StatusBadRequest, CodeBadRequest, "the form has no path field naming the destination folder")
+		return form, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "the form has no path field naming the destination folder")
 	}
 	if len(names) > 0 {
 		if len(names) != len(form.files) {
-			return form, Errorf(http.StatusBadRequest, CodeBadRequest, "paths[] has %d entries for %d files; send one per file, or none", len(names), len(form.files))
+			return form, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "paths[] has %d entries for %d files; send one per file, or none", len(names), len(form.files))
 		}
 		for i, n := range names {
 			if n != "" {
@@ -471,7 +465,7 @@ func formValue(part io.Reader, field string) (string, error) {
 		return "", err
 	}
 	if len(b) > 4096 {
-		return "", Errorf(http.StatusBadRequest, CodeBadRequest, "field %s is longer than 4096 bytes", field)
+		return "", envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "field %s is longer than 4096 bytes", field)
 	}
 	return string(b), nil
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
@@ -76,7 +77,7 @@ func jsonRequest(method, target string, body any) *http.Request {
 
 func errorCode(t *testing.T, resp *http.Response) string {
 	t.Helper()
-	var env envelope.Envelope
+	var env api.Envelope
 	_ = json.NewDecoder(resp.Body).Decode(&env)
 	return env.Error.Code
 }
@@ -86,7 +87,7 @@ func TestFileRoutesWithoutCatalogs(t *testing.T) {
 	for _, target := range []string{"/api/workers/files/list", "/api/plugins/files/list?path=plugins"} {
 		req := httptest.NewRequest("GET", target, nil)
 		req.Header.Set(APIKeyHeader, fileTestRoot)
-		if resp := serve(t, a, v, req); resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, resp) != CodeNotReady {
+		if resp := serve(t, a, v, req); resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, resp) != envelope.CodeNotReady {
 			t.Errorf("%s without catalogs = %d", target, resp.StatusCode)
 		}
 	}
@@ -96,7 +97,7 @@ func TestFileRoutes(t *testing.T) {
 	_, do, dir, logs := fileTestAPI(t)
 
 	resp := do(httptest.NewRequest("GET", "/api/workers/files/list", nil))
-	var list FileListResponse
+	var list api.FileListResponse
 	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&list) != nil || len(list.Data.Entries) != 2 ||
 		list.Data.Entries[0].Visibility != "built-in" || list.Data.Entries[1].Visibility != "uploaded" {
 		t.Fatalf("roots = %d %+v", resp.StatusCode, list)
@@ -107,23 +108,23 @@ func TestFileRoutes(t *testing.T) {
 		status int
 		code   string
 	}{
-		{jsonRequest("POST", "/api/workers/files/mkdir", FilePathRequest{Path: "apps/app/1.0.0/a/b"}), 200, ""},
-		{jsonRequest("POST", "/api/workers/files/mkdir", FilePathRequest{Path: "apps/app/1.0.0/a/b"}), 409, "FILE_EXISTS"},
-		{jsonRequest("POST", "/api/workers/files/mkdir", FilePathRequest{Path: "apps/app/2.0.0"}), 403, "PATH_FORBIDDEN"},
-		{jsonRequest("POST", "/api/workers/files/mkdir", FilePathRequest{Path: ".apps/core/1.0.0/x"}), 403, "READ_ONLY"},
-		{jsonRequest("POST", "/api/workers/files/mkdir", FilePathRequest{Path: "apps/../../etc"}), 400, "PATH_TRAVERSAL"},
+		{jsonRequest("POST", "/api/workers/files/mkdir", api.FilePathRequest{Path: "apps/app/1.0.0/a/b"}), 200, ""},
+		{jsonRequest("POST", "/api/workers/files/mkdir", api.FilePathRequest{Path: "apps/app/1.0.0/a/b"}), 409, "FILE_EXISTS"},
+		{jsonRequest("POST", "/api/workers/files/mkdir", api.FilePathRequest{Path: "apps/app/2.0.0"}), 403, "PATH_FORBIDDEN"},
+		{jsonRequest("POST", "/api/workers/files/mkdir", api.FilePathRequest{Path: ".apps/core/1.0.0/x"}), 403, "READ_ONLY"},
+		{jsonRequest("POST", "/api/workers/files/mkdir", api.FilePathRequest{Path: "apps/../../etc"}), 400, "PATH_TRAVERSAL"},
 		{jsonRequest("POST", "/api/workers/files/mkdir", map[string]any{"path": 1}), 400, "BAD_REQUEST"},
-		{jsonRequest("POST", "/api/workers/files/rename", FileRenameRequest{Path: "apps/app/1.0.0/a", NewName: "z"}), 200, ""},
-		{jsonRequest("POST", "/api/workers/files/move", FileMoveRequest{Path: "apps/app/1.0.0/z", DestPath: "apps/@team/web/1.0.0"}), 200, ""},
-		{jsonRequest("DELETE", "/api/workers/files/delete", FilePathRequest{Path: "apps/@team/web/1.0.0/z"}), 200, ""},
-		{jsonRequest("DELETE", "/api/workers/files/delete", FilePathRequest{Path: "apps/@team/web/1.0.0/z"}), 404, "FILE_NOT_FOUND"},
-		{jsonRequest("DELETE", "/api/workers/files/delete", FilePathRequest{Path: "apps/app"}), 403, "PATH_FORBIDDEN"},
-		{jsonRequest("POST", "/api/plugins/files/mkdir", FilePathRequest{Path: "plugins/hello/x"}), 200, ""},
-		{jsonRequest("DELETE", "/api/plugins/files/delete", FilePathRequest{Path: "plugins/hello"}), 403, "PATH_FORBIDDEN"},
+		{jsonRequest("POST", "/api/workers/files/rename", api.FileRenameRequest{Path: "apps/app/1.0.0/a", NewName: "z"}), 200, ""},
+		{jsonRequest("POST", "/api/workers/files/move", api.FileMoveRequest{Path: "apps/app/1.0.0/z", DestPath: "apps/@team/web/1.0.0"}), 200, ""},
+		{jsonRequest("DELETE", "/api/workers/files/delete", api.FilePathRequest{Path: "apps/@team/web/1.0.0/z"}), 200, ""},
+		{jsonRequest("DELETE", "/api/workers/files/delete", api.FilePathRequest{Path: "apps/@team/web/1.0.0/z"}), 404, "FILE_NOT_FOUND"},
+		{jsonRequest("DELETE", "/api/workers/files/delete", api.FilePathRequest{Path: "apps/app"}), 403, "PATH_FORBIDDEN"},
+		{jsonRequest("POST", "/api/plugins/files/mkdir", api.FilePathRequest{Path: "plugins/hello/x"}), 200, ""},
+		{jsonRequest("DELETE", "/api/plugins/files/delete", api.FilePathRequest{Path: "plugins/hello"}), 403, "PATH_FORBIDDEN"},
 		{jsonRequest("POST", "/api/workers/files/refresh", nil), 200, ""},
 		{httptest.NewRequest("POST", "/api/workers/files/refresh", nil), 200, ""},
 		{httptest.NewRequest("GET", "/api/workers/files/refresh?path=apps/nope", nil), 404, "FILE_NOT_FOUND"},
-		{jsonRequest("POST", "/api/workers/files/delete-batch", FileBatchRequest{}), 400, "BAD_REQUEST"},
+		{jsonRequest("POST", "/api/workers/files/delete-batch", api.FileBatchRequest{}), 400, "BAD_REQUEST"},
 		{httptest.NewRequest("GET", "/api/workers/files/download-batch?paths=apps/nope/1.0.0/x", nil), 404, "FILE_NOT_FOUND"},
 	}
 	for _, s := range steps {
@@ -136,8 +137,8 @@ func TestFileRoutes(t *testing.T) {
 		t.Error("plugin mkdir did not create the folder")
 	}
 
-	resp = do(jsonRequest("POST", "/api/workers/files/delete-batch", FileBatchRequest{Paths: []string{"apps/app/1.0.0/index.html", "apps/app/1.0.0/nope", "apps/app"}}))
-	var batch FileBatchResponse
+	resp = do(jsonRequest("POST", "/api/workers/files/delete-batch", api.FileBatchRequest{Paths: []string{"apps/app/1.0.0/index.html", "apps/app/1.0.0/nope", "apps/app"}}))
+	var batch api.FileBatchResponse
 	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&batch) != nil || !batch.Success || len(batch.Errors) != 2 ||
 		!strings.HasPrefix(batch.Errors[0], "apps/app/1.0.0/nope: ") {
 		t.Errorf("delete-batch = %d %+v", resp.StatusCode, batch)
@@ -186,7 +187,7 @@ func TestFileNamespaces(t *testing.T) {
 		return req
 	}
 	resp := do(as(httptest.NewRequest("GET", "/api/workers/files/list?path=apps", nil)))
-	var list FileListResponse
+	var list api.FileListResponse
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data.Entries) != 1 || list.Data.Entries[0].Name != "@team" {
 		t.Fatalf("restricted root listing = %+v", list)
 	}
@@ -194,12 +195,12 @@ func TestFileNamespaces(t *testing.T) {
 		httptest.NewRequest("GET", "/api/workers/files/list?path=apps/app", nil),
 		httptest.NewRequest("GET", "/api/workers/files/download?path=apps/app/1.0.0/index.html", nil),
 		httptest.NewRequest("GET", "/api/workers/files/refresh?path=apps/app", nil),
-		jsonRequest("POST", "/api/workers/files/mkdir", FilePathRequest{Path: "apps/app/1.0.0/x"}),
-		jsonRequest("DELETE", "/api/workers/files/delete", FilePathRequest{Path: "apps/app/1.0.0/index.html"}),
-		jsonRequest("POST", "/api/workers/files/rename", FileRenameRequest{Path: "apps/app/1.0.0/index.html", NewName: "x"}),
-		jsonRequest("POST", "/api/workers/files/move", FileMoveRequest{Path: "apps/@team/web/1.0.0/index.html", DestPath: "apps/app/1.0.0"}),
-		jsonRequest("POST", "/api/workers/files/move", FileMoveRequest{Path: "apps/app/1.0.0/index.html", DestPath: "apps/@team/web/1.0.0"}),
-		jsonRequest("POST", "/api/workers/files/move-batch", FileMoveBatchRequest{Paths: []string{"apps/@team/web/1.0.0/index.html"}, DestPath: "apps/app/1.0.0"}),
+		jsonRequest("POST", "/api/workers/files/mkdir", api.FilePathRequest{Path: "apps/app/1.0.0/x"}),
+		jsonRequest("DELETE", "/api/workers/files/delete", api.FilePathRequest{Path: "apps/app/1.0.0/index.html"}),
+		jsonRequest("POST", "/api/workers/files/rename", api.FileRenameRequest{Path: "apps/app/1.0.0/index.html", NewName: "x"}),
+		jsonRequest("POST", "/api/workers/files/move", api.FileMoveRequest{Path: "apps/@team/web/1.0.0/index.html", DestPath: "apps/app/1.0.0"}),
+		jsonRequest("POST", "/api/workers/files/move", api.FileMoveRequest{Path: "apps/app/1.0.0/index.html", DestPath: "apps/@team/web/1.0.0"}),
+		jsonRequest("POST", "/api/workers/files/move-batch", api.FileMoveBatchRequest{Paths: []string{"apps/@team/web/1.0.0/index.html"}, DestPath: "apps/app/1.0.0"}),
 	} {
 		if resp := do(as(req)); resp.StatusCode != 403 || errorCode(t, resp) != CodeNamespaceDenied {
 			t.Errorf("%s %s as @team = %d", req.Method, req.URL, resp.StatusCode)
@@ -209,7 +210,7 @@ func TestFileNamespaces(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.Contains(bodyOf(t, resp), "outside") {
 		t.Errorf("restricted download-batch of another namespace = %d", resp.StatusCode)
 	}
-	resp = do(as(jsonRequest("POST", "/api/workers/files/mkdir", FilePathRequest{Path: "apps/@team/web/1.0.0/ok"})))
+	resp = do(as(jsonRequest("POST", "/api/workers/files/mkdir", api.FilePathRequest{Path: "apps/@team/web/1.0.0/ok"})))
 	if resp.StatusCode != 200 {
 		t.Errorf("restricted mkdir in its namespace = %d", resp.StatusCode)
 	}
@@ -257,7 +258,7 @@ func TestFileUpload(t *testing.T) {
 	req := httptest.NewRequest("POST", "/api/workers/files/upload", body)
 	req.Header.Set("Content-Type", ct)
 	resp := do(req)
-	var out FileUploadResponse
+	var out api.FileUploadResponse
 	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&out) != nil || out.Data.Files != 3 || out.Data.Bytes != 6 {
 		t.Fatalf("upload = %d %+v", resp.StatusCode, out)
 	}
@@ -298,7 +299,7 @@ func TestFileUpload(t *testing.T) {
 // uploadOf starts reading req as a file manager upload of at most limit bytes.
 func uploadOf(t *testing.T, req *http.Request, limit int64) *multipartUpload {
 	t.Helper()
-	up, err := readMultipart(httptest.NewRecorder(), req, limit, CodeBadRequest, "send a form")
+	up, err := readMultipart(httptest.NewRecorder(), req, limit, envelope.CodeBadRequest, "send a form")
 	if err != nil {
 		t.Fatal(err)
 	}

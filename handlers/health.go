@@ -3,29 +3,14 @@ package handlers
 import (
 	"net/http"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/envelope"
 )
-
-// Health is the body of the health probes.
-type Health struct {
-	OK      bool   `json:"ok"`
-	Status  string `json:"status" enum:"healthy,ready,live"`
-	Version string `json:"version" doc:"runtime version"`
-	// KeyStore is set by the readiness probe in sync mode only.
-	KeyStore string `json:"keyStore,omitempty" enum:"ok,degraded" doc:"sync mode only: degraded while the key store's primary is unreachable (credentials are checked against the instance's replica; key and session writes answer 503)"`
-}
-
-// Discovery is the discovery document at /.well-known/runtime.
-type Discovery struct {
-	API     string `json:"api" doc:"the API path in effect as the client sees it, e.g. /api, /_/api, or /hp/api when the runtime is mounted at /hp"`
-	Version string `json:"version" doc:"runtime version"`
-	Workers string `json:"workers,omitempty" doc:"the workers' base URL when they are served on another origin, e.g. https://apps.example.com (a worker is at <workers>/<name>/), as configured in workers_url; absent when they share this origin"`
-}
 
 func (a *API) healthRoutes() []route {
 	probe := func(status string) handlerFunc {
 		// Encoded once: probes are the most frequent requests and always answer the same.
-		body := envelope.EncodeJSON(Health{OK: true, Status: status, Version: a.opts.Version})
+		body := envelope.EncodeJSON(api.Health{OK: true, Status: status, Version: a.opts.Version})
 		return func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(body)
@@ -34,19 +19,19 @@ func (a *API) healthRoutes() []route {
 	}
 	return []route{
 		{
-			method: "GET", path: DiscoveryPath, id: "discover", tag: "discovery", public: true,
+			method: "GET", path: api.DiscoveryPath, id: "discover", tag: "discovery", public: true,
 			summary:     "Discover the API path, the runtime version and where workers are served",
 			description: "Clients read `api` to find the API path, which moves under a configured prefix, and `workers` to build links to workers when they are served on their own origin.",
-			responses:   []response{{status: http.StatusOK, description: "The API path and version, and the workers' base URL", body: Discovery{}}},
+			responses:   []response{{status: http.StatusOK, description: "The API path and version, and the workers' base URL", body: api.Discovery{}}},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
-				writeJSON(w, http.StatusOK, Discovery{API: a.apiPath(r), Version: a.opts.Version, Workers: a.opts.WorkersURL})
+				envelope.WriteJSON(w, http.StatusOK, api.Discovery{API: a.apiPath(r), Version: a.opts.Version, Workers: a.opts.WorkersURL})
 				return nil
 			},
 		},
 		{
 			method: "GET", path: "/health", id: "health", probe: true, tag: "health", public: true,
 			summary:   "General health",
-			responses: []response{{status: http.StatusOK, description: "The runtime is serving", body: Health{}}},
+			responses: []response{{status: http.StatusOK, description: "The runtime is serving", body: api.Health{}}},
 			handle:    probe("healthy"),
 		},
 		{
@@ -55,7 +40,7 @@ func (a *API) healthRoutes() []route {
 			description: "Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic, and in sync mode until the key store's replica has pulled from its primary once. " +
 				"In sync mode the answer says whether the key store is degraded (its primary unreachable); the instance stays ready, as its replica checks credentials.",
 			responses: []response{
-				{status: http.StatusOK, description: "Ready to take traffic", body: Health{}},
+				{status: http.StatusOK, description: "Ready to take traffic", body: api.Health{}},
 				errorResponse(http.StatusServiceUnavailable, "Starting or shutting down, or in sync mode before the key store's first pull from its primary (code NOT_READY)"),
 			},
 			handle: a.ready(probe("ready")),
@@ -63,7 +48,7 @@ func (a *API) healthRoutes() []route {
 		{
 			method: "GET", path: "/health/live", id: "healthLive", probe: true, tag: "health", public: true,
 			summary:   "Liveness probe",
-			responses: []response{{status: http.StatusOK, description: "The process is alive", body: Health{}}},
+			responses: []response{{status: http.StatusOK, description: "The process is alive", body: api.Health{}}},
 			handle:    probe("live"),
 		},
 	}
@@ -74,7 +59,7 @@ func (a *API) healthRoutes() []route {
 func (a *API) ready(probe handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := a.opts.Ready(); err != nil {
-			return Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
+			return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
 		}
 		store, err := a.keyStore()
 		if err != nil {
@@ -85,14 +70,14 @@ func (a *API) ready(probe handlerFunc) handlerFunc {
 			return probe(w, r)
 		}
 		if !st.Synced {
-			return Errorf(http.StatusServiceUnavailable, CodeNotReady, "the key store has not pulled from its primary yet")
+			return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the key store has not pulled from its primary yet")
 		}
-		body := Health{OK: true, Status: "ready", Version: a.opts.Version, KeyStore: "ok"}
+		body := api.Health{OK: true, Status: "ready", Version: a.opts.Version, KeyStore: "ok"}
 		if !st.Reachable {
 			body.KeyStore = "degraded"
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusOK, body)
+		envelope.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/caddy-runtime/runtime/envelope"
 	"io"
 	"net/http"
 )
@@ -29,13 +30,13 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &tooLarge):
-		return Errorf(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the request body is larger than the limit of %d KiB", maxJSONBody>>10)
+		return envelope.Errorf(http.StatusRequestEntityTooLarge, envelope.CodePayloadTooLarge, "the request body is larger than the limit of %d KiB", maxJSONBody>>10)
 	case errors.Is(err, io.EOF):
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "the request body is empty; send a JSON object")
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "the request body is empty; send a JSON object")
 	case errors.As(err, &typeErr):
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "field %q must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
 	}
-	return Errorf(http.StatusBadRequest, CodeBadRequest, "the request body is not valid JSON: %v", err)
+	return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "the request body is not valid JSON: %v", err)
 }
 
 func jsonKind(goKind string) string {

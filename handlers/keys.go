@@ -12,59 +12,21 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // Error codes of the key routes.
 const (
-	CodeKeyNotFound          = "API_KEY_NOT_FOUND"
-	CodeSelfRevokeForbidden  = "SELF_REVOKE_FORBIDDEN"
-	CodePrivilegeEscalation  = "PRIVILEGE_ESCALATION"
+	CodeKeyNotFound         = "API_KEY_NOT_FOUND"
+	CodeSelfRevokeForbidden = "SELF_REVOKE_FORBIDDEN"
+	CodePrivilegeEscalation = "PRIVILEGE_ESCALATION"
+	// CodeKeyStoreUnavailable answers a write to the key store (keys, sessions) in sync mode
+	// while its primary cannot be reached.
+	CodeKeyStoreUnavailable  = "KEY_STORE_UNAVAILABLE"
 	keyValidationDescription = "Invalid request (BAD_REQUEST, MISSING_KEY_NAME, INVALID_KEY_NAME, INVALID_KEY_ROLE, MISSING_PERMISSIONS, INVALID_PERMISSION, INVALID_NAMESPACE, INVALID_EXPIRATION)"
 )
-
-// KeyList is the body of GET keys.
-type KeyList struct {
-	Keys []keystore.KeyRecord `json:"keys"`
-}
-
-// KeysMeta lists what a key form offers.
-type KeysMeta struct {
-	Roles           []string            `json:"roles"`
-	Permissions     []string            `json:"permissions"`
-	ExpiresIn       []string            `json:"expiresIn" doc:"suggested lifetimes; any <n>d, <n>w, <n>m (30 days) or <n>y is accepted"`
-	RolePermissions map[string][]string `json:"rolePermissions" doc:"the permissions each role grants; custom keys choose theirs"`
-}
-
-// CreateKeyRequest creates a key.
-type CreateKeyRequest struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description,omitempty"`
-	Role        string   `json:"role,omitempty" enum:"admin,editor,viewer,custom" doc:"default editor"`
-	Permissions []string `json:"permissions,omitempty" doc:"role custom only: the permissions the key holds"`
-	ExpiresIn   string   `json:"expiresIn,omitempty" doc:"never (default), or <n>d, <n>w, <n>m (30 days), <n>y"`
-	Namespaces  []string `json:"namespaces,omitempty" doc:"[\"*\"] or @scope names; default: the creator's namespaces"`
-}
-
-// CreatedKey is a new key with its secret, shown this once.
-type CreatedKey struct {
-	ID        int64  `json:"id"`
-	Name      string `json:"name"`
-	Key       string `json:"key" doc:"the full secret; it is never shown again"`
-	KeyPrefix string `json:"keyPrefix"`
-	Role      string `json:"role"`
-}
-
-// CreateKeyResponse is the body of POST keys.
-type CreateKeyResponse struct {
-	Success bool       `json:"success"`
-	Data    CreatedKey `json:"data"`
-}
-
-// Success is the body of a change that returns nothing else.
-type Success struct {
-	Success bool `json:"success"`
-}
 
 func (a *API) keyRoutes() []route {
 	return []route{
@@ -72,20 +34,20 @@ func (a *API) keyRoutes() []route {
 			method: "GET", path: "/keys", id: "listKeys", tag: "keys", permission: keystore.KeysRead,
 			summary:     "List API keys",
 			description: "Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces.",
-			responses:   []response{{status: http.StatusOK, description: "The keys", body: KeyList{}}},
+			responses:   []response{{status: http.StatusOK, description: "The keys", body: api.KeyList{}}},
 			handle:      a.listKeys,
 		},
 		{
 			method: "GET", path: "/keys/meta", id: "keysMeta", tag: "keys", permission: keystore.KeysRead,
 			summary:   "Roles, permissions and lifetimes for key forms",
-			responses: []response{{status: http.StatusOK, description: "What a key can be", body: KeysMeta{}}},
+			responses: []response{{status: http.StatusOK, description: "What a key can be", body: api.KeysMeta{}}},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
-				meta := KeysMeta{Roles: keystore.Roles, Permissions: keystore.AllPermissions,
+				meta := api.KeysMeta{Roles: keystore.Roles, Permissions: keystore.AllPermissions,
 					ExpiresIn: keystore.ExpiresInChoices, RolePermissions: map[string][]string{}}
 				for _, role := range keystore.Roles {
 					meta.RolePermissions[role] = keystore.RolePermissions(role)
 				}
-				writeJSON(w, http.StatusOK, meta)
+				envelope.WriteJSON(w, http.StatusOK, meta)
 				return nil
 			},
 		},
@@ -93,9 +55,9 @@ func (a *API) keyRoutes() []route {
 			method: "POST", path: "/keys", id: "createKey", tag: "keys", permission: keystore.KeysCreate,
 			summary:     "Create an API key",
 			description: "The secret is returned once. A key cannot create a key holding a permission or namespace it lacks, nor one that expires after itself.",
-			request:     &request{contentType: "application/json", body: CreateKeyRequest{}},
+			request:     &request{contentType: "application/json", body: api.CreateKeyRequest{}},
 			responses: []response{
-				{status: http.StatusOK, description: "Created", body: CreateKeyResponse{}},
+				{status: http.StatusOK, description: "Created", body: api.CreateKeyResponse{}},
 				errorResponse(http.StatusBadRequest, keyValidationDescription),
 				errorResponse(http.StatusForbidden, "The new key would exceed the creator's rights or outlive it (PRIVILEGE_ESCALATION)"),
 				errorResponse(http.StatusRequestEntityTooLarge, "Body over 64 KiB (PAYLOAD_TOO_LARGE)"),
@@ -107,7 +69,7 @@ func (a *API) keyRoutes() []route {
 			summary:     "Revoke an API key",
 			description: "Takes effect on the next request, and ends the key's sessions. A key cannot revoke itself, nor a key holding a permission or namespace it lacks.",
 			responses: []response{
-				{status: http.StatusOK, description: "Revoked", body: Success{}},
+				{status: http.StatusOK, description: "Revoked", body: api.Success{}},
 				errorResponse(http.StatusBadRequest, "The id is not a key id (BAD_REQUEST)"),
 				errorResponse(http.StatusForbidden, "The key is the caller's own (SELF_REVOKE_FORBIDDEN), reaches outside the caller's namespaces (NAMESPACE_DENIED) "+
 					"or holds a permission the caller lacks (PRIVILEGE_ESCALATION)"),
@@ -130,7 +92,13 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return nil, err
 		}
-		return KeyList{Keys: slices.DeleteFunc(keys, func(k keystore.KeyRecord) bool { return !p.Covers(k.Namespaces) })}, nil
+		out := api.KeyList{Keys: []api.KeyRecord{}}
+		for _, k := range keys {
+			if p.Covers(k.Namespaces) {
+				out.Keys = append(out.Keys, api.KeyRecord(k))
+			}
+		}
+		return out, nil
 	})
 }
 
@@ -139,7 +107,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req CreateKeyRequest
+	var req api.CreateKeyRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -167,7 +135,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 		return inputError(err)
 	}
 	a.audit(r, "key.create", keyTarget(created.Name, created.ID), "success", &p, keyField(created.KeyRecord))
-	writeJSON(w, http.StatusOK, CreateKeyResponse{Success: true, Data: CreatedKey{
+	envelope.WriteJSON(w, http.StatusOK, api.CreateKeyResponse{Success: true, Data: api.CreatedKey{
 		ID: created.ID, Name: created.Name, Key: created.Secret, KeyPrefix: created.KeyPrefix, Role: created.Role}})
 	return nil
 }
@@ -182,7 +150,7 @@ func (a *API) storeAndID(r *http.Request, what string) (*keystore.Store, int64, 
 	id, err := strconv.ParseInt(raw, 10, 64)
 	// One name per id: "01" or "+1" would reach key 1 under a name no listing shows.
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != raw {
-		return nil, 0, Errorf(http.StatusBadRequest, CodeBadRequest, "%q is not a %s id; ids are positive integers written without leading zeros or a sign", raw, what)
+		return nil, 0, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "%q is not a %s id; ids are positive integers written without leading zeros or a sign", raw, what)
 	}
 	return store, id, nil
 }
@@ -196,11 +164,11 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	target := keyTarget("", id)
 	if !p.IsRoot && p.ID == id {
 		a.audit(r, "key.revoke", target, "denied", &p)
-		return Errorf(http.StatusForbidden, CodeSelfRevokeForbidden, "a key cannot revoke itself; use another key")
+		return envelope.Errorf(http.StatusForbidden, CodeSelfRevokeForbidden, "a key cannot revoke itself; use another key")
 	}
 	rec, err := store.Get(r.Context(), id)
 	if errors.Is(err, keystore.ErrNotFound) {
-		return Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
+		return envelope.Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
 	}
 	if err != nil {
 		return err
@@ -208,22 +176,22 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	target = keyTarget(rec.Name, id)
 	if !p.Covers(rec.Namespaces) {
 		a.audit(r, "key.revoke", target, "denied", &p)
-		return Errorf(http.StatusForbidden, CodeNamespaceDenied, "key %d reaches namespaces outside this key's (%v)", id, p.Namespaces)
+		return envelope.Errorf(http.StatusForbidden, CodeNamespaceDenied, "key %d reaches namespaces outside this key's (%v)", id, p.Namespaces)
 	}
 	if missing := lacking(p, rec.Permissions); len(missing) > 0 {
 		a.audit(r, "key.revoke", target, "denied", &p)
-		return Errorf(http.StatusForbidden, CodePrivilegeEscalation,
+		return envelope.Errorf(http.StatusForbidden, CodePrivilegeEscalation,
 			"key %d holds permissions this key lacks (%s); only a key holding all of its permissions, or the root key, may revoke it",
 			id, strings.Join(missing, ", "))
 	}
 	if err := store.Revoke(r.Context(), id); errors.Is(err, keystore.ErrNotFound) {
-		return Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
+		return envelope.Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
 	} else if err != nil {
 		return err
 	}
 	a.audit(r, "key.revoke", target, "success", &p, keyField(rec))
 	a.removeStaleBootstrap(r.Context(), store)
-	writeJSON(w, http.StatusOK, Success{Success: true})
+	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
 	return nil
 }
 
@@ -236,10 +204,10 @@ func lacking(p keystore.Principal, perms []string) []string {
 // lacks, or a life beyond p's own expiry.
 func checkRank(p keystore.Principal, rec keystore.KeyRecord, now time.Time) error {
 	if missing := lacking(p, rec.Permissions); len(missing) > 0 {
-		return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant permissions it lacks: %v", missing)
+		return envelope.Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant permissions it lacks: %v", missing)
 	}
 	if !p.Covers(rec.Namespaces) {
-		return Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant namespaces outside its own (%v)", p.Namespaces)
+		return envelope.Errorf(http.StatusForbidden, CodePrivilegeEscalation, "a key cannot grant namespaces outside its own (%v)", p.Namespaces)
 	}
 	if p.IsRoot || p.ExpiresAt == 0 || rec.ExpiresAt != 0 && rec.ExpiresAt <= p.ExpiresAt {
 		return nil
@@ -248,7 +216,7 @@ func checkRank(p keystore.Principal, rec keystore.KeyRecord, now time.Time) erro
 	if p.ExpiresAt-now.Unix() < 86400 {
 		choose = "a key expiring within a day cannot create keys"
 	}
-	return Errorf(http.StatusForbidden, CodePrivilegeEscalation,
+	return envelope.Errorf(http.StatusForbidden, CodePrivilegeEscalation,
 		"the new key would outlive its creator, which expires at %s; %s, or create the key with a longer-lived key",
 		time.Unix(p.ExpiresAt, 0).UTC().Format(time.RFC3339), choose)
 }
@@ -262,19 +230,15 @@ func (a *API) removeStaleBootstrap(ctx context.Context, store *keystore.Store) {
 		return
 	}
 	if why != "" {
-		a.opts.Logger.Info(BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
+		a.opts.Logger.Info(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
 	}
 }
-
-// BootstrapRemovedMessage is the log line of a bootstrap key file deleted because its key
-// no longer works.
-const BootstrapRemovedMessage = "the bootstrap key no longer works: deleted its file"
 
 // keyStore returns the store, or 503 while the runtime is starting.
 func (a *API) keyStore() (*keystore.Store, error) {
 	store, err := a.opts.Keys()
 	if err != nil {
-		return nil, Errorf(http.StatusServiceUnavailable, CodeNotReady, "%v", err)
+		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
 	}
 	return store, nil
 }
@@ -297,7 +261,7 @@ func keyField(k keystore.KeyRecord) zap.Field {
 func inputError(err error) error {
 	var ie *keystore.InputError
 	if errors.As(err, &ie) {
-		return Errorf(http.StatusBadRequest, ie.Code, "%s", ie.Message)
+		return envelope.Errorf(http.StatusBadRequest, ie.Code, "%s", ie.Message)
 	}
 	return err
 }

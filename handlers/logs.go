@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/workers"
@@ -18,22 +20,6 @@ const DefaultHeartbeat = 15 * time.Second
 
 // defaultLogLimit is how many lines GET logs answers when no limit is given.
 const defaultLogLimit = 100
-
-// WorkerLogLine is one output line of a worker process.
-type WorkerLogLine struct {
-	Seq     uint64 `json:"seq" doc:"the line's number in the worker's output, from 1; an SSE event's id"`
-	Time    string `json:"time" format:"date-time"`
-	Version string `json:"version"`
-	PID     int    `json:"pid"`
-	Stream  string `json:"stream" enum:"stdout,stderr"`
-	Text    string `json:"text"`
-}
-
-// WorkerLogs is the body of GET logs.
-type WorkerLogs struct {
-	Worker string          `json:"worker"`
-	Lines  []WorkerLogLine `json:"lines" doc:"oldest first"`
-}
 
 func (a *API) logRoutes() []route {
 	return []route{{
@@ -51,7 +37,7 @@ func (a *API) logRoutes() []route {
 			{Name: "follow", In: "query", Description: "1 or true: stream new lines as Server-Sent Events", Schema: &openapi.Schema{Type: "string", Enum: []any{"1", "true", "0", "false"}}},
 		},
 		responses: []response{
-			{status: http.StatusOK, description: "The lines; with follow, a text/event-stream", body: WorkerLogs{},
+			{status: http.StatusOK, description: "The lines; with follow, a text/event-stream", body: api.WorkerLogs{},
 				content: map[string]*openapi.Schema{"text/event-stream": {Type: "string"}}},
 			errorResponse(http.StatusBadRequest, "Malformed scope or name (INVALID_PACKAGE_NAME), or a malformed query parameter (BAD_REQUEST)"),
 			errorResponse(http.StatusForbidden, "The worker is outside the key's namespaces (NAMESPACE_DENIED)"),
@@ -66,7 +52,7 @@ func logQuery(r *http.Request) (workers.LogQuery, bool, error) {
 	var q workers.LogQuery
 	query := r.URL.Query()
 	bad := func(name, why string) error {
-		return Errorf(http.StatusBadRequest, CodeBadRequest, "query parameter %s is %q; %s", name, query.Get(name), why)
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "query parameter %s is %q; %s", name, query.Get(name), why)
 	}
 	if v := query.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
@@ -97,8 +83,8 @@ func logQuery(r *http.Request) (workers.LogQuery, bool, error) {
 	return q, follow, err
 }
 
-func logLine(l workers.LogLine) WorkerLogLine {
-	return WorkerLogLine{Seq: l.Seq, Time: l.Time.UTC().Format(time.RFC3339Nano), Version: l.Version, PID: l.PID, Stream: l.Stream, Text: l.Text}
+func logLine(l workers.LogLine) api.WorkerLogLine {
+	return api.WorkerLogLine{Seq: l.Seq, Time: l.Time.UTC().Format(time.RFC3339Nano), Version: l.Version, PID: l.PID, Stream: l.Stream, Text: l.Text}
 }
 
 func (a *API) workerLogs(w http.ResponseWriter, r *http.Request) error {
@@ -112,14 +98,14 @@ func (a *API) workerLogs(w http.ResponseWriter, r *http.Request) error {
 	}
 	pool := a.opts.Pool()
 	if pool == nil {
-		return Errorf(http.StatusServiceUnavailable, CodeNotReady, "the runtime is starting")
+		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
 	if !follow {
-		out := WorkerLogs{Worker: name, Lines: []WorkerLogLine{}}
+		out := api.WorkerLogs{Worker: name, Lines: []api.WorkerLogLine{}}
 		for _, l := range pool.Logs().Lines(name, q) {
 			out.Lines = append(out.Lines, logLine(l))
 		}
-		writeJSON(w, http.StatusOK, out)
+		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 	backlog, f := pool.Logs().Follow(name, q)

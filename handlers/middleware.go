@@ -28,7 +28,7 @@ func withRecover(logger *zap.Logger, next http.Handler) http.Handler {
 				zap.Any("panic", v),
 				zap.ByteString("stack", debug.Stack()))
 			if sw.Status == 0 {
-				WriteError(sw, envelope.Internal(trace.RequestID(r.Context())))
+				envelope.Write(sw, envelope.Internal(trace.RequestID(r.Context())))
 			}
 		}()
 		next.ServeHTTP(sw, r)

@@ -7,6 +7,7 @@ import (
 	"mime/multipart"
 	"net/http"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
@@ -29,7 +30,7 @@ type multipartUpload struct {
 // what to send.
 func readMultipart(w http.ResponseWriter, r *http.Request, limit int64, code, usage string) (*multipartUpload, error) {
 	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "multipart/form-data" {
-		return nil, Errorf(http.StatusBadRequest, code, "%s", usage)
+		return nil, envelope.Errorf(http.StatusBadRequest, code, "%s", usage)
 	}
 	if limit > 0 {
 		r.Body = http.MaxBytesReader(w, r.Body, limit+uploadFraming)
@@ -65,14 +66,14 @@ func (u *multipartUpload) body(part io.Reader) io.Reader {
 // error passes unchanged.
 func (u *multipartUpload) readError(err error) error {
 	var tooLarge *http.MaxBytesError
-	var apiErr *Error
+	var apiErr *envelope.Error
 	switch {
 	case errors.As(err, &apiErr):
 		return err
 	case errors.As(err, &tooLarge):
 		return packages.UploadTooLarge(u.limit)
 	}
-	return Errorf(http.StatusBadRequest, u.code, "the multipart body is malformed: %v", err)
+	return envelope.Errorf(http.StatusBadRequest, u.code, "the multipart body is malformed: %v", err)
 }
 
 // partReader is a part read through multipartUpload.body.

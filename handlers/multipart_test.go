@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
@@ -36,7 +37,7 @@ func TestMultipartUpload(t *testing.T) {
 			req := httptest.NewRequest("POST", "/", strings.NewReader(tt.body))
 			req.Header.Set("Content-Type", tt.contentType)
 			err := readAll(httptest.NewRecorder(), req, limit)
-			var e *Error
+			var e *envelope.Error
 			if !errors.As(packageError(err), &e) || e.Status != tt.status || e.Code != tt.code || !strings.Contains(e.Message, tt.message) {
 				t.Fatalf("error = %v, want %d %s mentioning %q", err, tt.status, tt.code, tt.message)
 			}

@@ -4,31 +4,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 )
-
-// PoolProcess is a running worker process, as GET workers/pool lists it.
-type PoolProcess struct {
-	Worker      string `json:"worker"`
-	Version     string `json:"version"`
-	PID         int    `json:"pid,omitempty" doc:"the process id of the worker's sandbox launcher, under which the worker runs; absent while starting"`
-	State       string `json:"state" enum:"starting,running,draining" doc:"draining: out of the pool, finishing its requests before it stops"`
-	StartedAt   string `json:"startedAt,omitempty" format:"date-time" doc:"when it began accepting connections; absent while starting"`
-	Requests    int    `json:"requests" doc:"requests served"`
-	InFlight    int    `json:"inFlight" doc:"requests being served now"`
-	LastRequest string `json:"lastRequest,omitempty" format:"date-time"`
-	Restarts    int    `json:"restarts" doc:"restarts of this version's process, after a crash or asked for"`
-	MemoryBytes int64  `json:"memoryBytes,omitempty" doc:"resident memory of the process and its descendants; absent where the platform does not tell (only Linux does)"`
-}
-
-// WorkerRestarted is the body of a worker restart.
-type WorkerRestarted struct {
-	Success bool `json:"success"`
-	Data    struct {
-		Name      string   `json:"name"`
-		Restarted []string `json:"restarted" doc:"the versions whose process was restarted; empty when none was running"`
-	} `json:"data"`
-}
 
 func (a *API) poolRoutes() []route {
 	return []route{
@@ -36,7 +15,7 @@ func (a *API) poolRoutes() []route {
 			method: "GET", path: "/workers/pool", id: "listWorkerProcesses", tag: "workers", permission: keystore.WorkersRead,
 			summary:     "List the running worker processes",
 			description: "The process pool: one entry per process of a process worker, draining ones included, filtered to the key's namespaces.",
-			responses:   []response{{status: http.StatusOK, description: "The processes, by worker and version", body: []PoolProcess{}}},
+			responses:   []response{{status: http.StatusOK, description: "The processes, by worker and version", body: []api.PoolProcess{}}},
 			handle:      a.listPool,
 		},
 		{
@@ -45,7 +24,7 @@ func (a *API) poolRoutes() []route {
 			description: "Starts a new process for every running version of the worker and drains the old one: requests in " +
 				"flight finish on it, the next go to the new process. A worker with no running process is left as it is. {scope} is _ or @scope.",
 			responses: []response{
-				{status: http.StatusOK, description: "The versions restarted", body: WorkerRestarted{}},
+				{status: http.StatusOK, description: "The versions restarted", body: api.WorkerRestarted{}},
 				errorResponse(http.StatusBadRequest, "Malformed scope or name (INVALID_PACKAGE_NAME)"),
 				errorResponse(http.StatusForbidden, "The worker is outside the key's namespaces (NAMESPACE_DENIED)"),
 				errorResponse(http.StatusNotFound, "No such worker (WORKER_NOT_FOUND)"),
@@ -56,10 +35,10 @@ func (a *API) poolRoutes() []route {
 }
 
 func (a *API) listPool(w http.ResponseWriter, r *http.Request) error {
-	out := []PoolProcess{}
+	out := []api.PoolProcess{}
 	pool := a.opts.Pool()
 	if pool == nil {
-		writeJSON(w, http.StatusOK, out)
+		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
 	}
 	p := principalOf(r.Context())
@@ -67,11 +46,11 @@ func (a *API) listPool(w http.ResponseWriter, r *http.Request) error {
 		if !p.CanAccess(st.Name) {
 			continue
 		}
-		out = append(out, PoolProcess{Worker: st.Name, Version: st.Version, PID: st.PID, State: string(st.State),
+		out = append(out, api.PoolProcess{Worker: st.Name, Version: st.Version, PID: st.PID, State: string(st.State),
 			StartedAt: timestamp(st.StartedAt), Requests: st.Requests, InFlight: st.InFlight,
 			LastRequest: timestamp(st.LastRequest), Restarts: st.Restarts, MemoryBytes: max(st.RSS, 0)})
 	}
-	writeJSON(w, http.StatusOK, out)
+	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -88,7 +67,7 @@ func (a *API) restartWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var body WorkerRestarted
+	var body api.WorkerRestarted
 	body.Success, body.Data.Name, body.Data.Restarted = true, name, []string{}
 	return a.act(w, r, "worker.restart", name, func() error {
 		if pool := a.opts.Pool(); pool != nil {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/envelope"
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/trace"
 )
@@ -54,7 +54,7 @@ type response struct {
 
 // errorResponse documents an error status answered with the envelope.
 func errorResponse(status int, description string) response {
-	return response{status: status, description: description, body: envelope.Envelope{}}
+	return response{status: status, description: description, body: api.Envelope{}}
 }
 
 // routes is the route table of the API.

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/net/publicsuffix"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/mount"
@@ -32,23 +33,6 @@ const HostSessionCookie = "__Host-" + SessionCookie
 // CodeSessionNotFound answers an end of a session that is not the caller's own or not live.
 const CodeSessionNotFound = "SESSION_NOT_FOUND"
 
-// Session is the body of the session endpoints.
-type Session struct {
-	Authenticated bool                    `json:"authenticated"`
-	Principal     keystore.Principal      `json:"principal"`
-	Session       *keystore.SessionRecord `json:"session,omitempty" doc:"the cookie session the request came with; absent for a key sent in a header or a key-valued cookie"`
-}
-
-// SessionList is the body of GET admin/sessions.
-type SessionList struct {
-	Sessions []keystore.SessionRecord `json:"sessions"`
-}
-
-// LoginRequest exchanges a key for a session cookie.
-type LoginRequest struct {
-	Key *string `json:"key" doc:"the root key or an API key"`
-}
-
 // sessionCookieHeaders documents the Set-Cookie lines of signing in and out.
 var sessionCookieHeaders = map[string]openapi.Header{"Set-Cookie": {
 	Description: SessionCookie + " (Path=/, HttpOnly, SameSite=Strict, Secure over HTTPS), then over HTTPS " + HostSessionCookie +
@@ -65,7 +49,7 @@ func (a *API) sessionRoutes() []route {
 			summary: "The principal of the current credential",
 			description: "Any credential channel: X-API-Key, Authorization: Bearer or the session cookie (" + HostSessionCookie + " before " + SessionCookie +
 				"; two " + SessionCookie + " cookies without the other are refused with DUPLICATE_SESSION_COOKIE).",
-			responses: []response{{status: http.StatusOK, description: "Authenticated", body: Session{}}},
+			responses: []response{{status: http.StatusOK, description: "Authenticated", body: api.Session{}}},
 			handle:    a.getSession,
 		},
 		{
@@ -76,9 +60,9 @@ func (a *API) sessionRoutes() []route {
 				"The session ends at its Max-Age (the session lifetime, or the key's expiry if sooner), at logout, when its key is revoked, " +
 				"and, for the root key, when the root key changes. The root key is accepted too. Subject to the CSRF rule. " +
 				"A refused key is answered at once; refusals are audited once per client address and minute, with their count.",
-			request: &request{contentType: "application/json", body: LoginRequest{}},
+			request: &request{contentType: "application/json", body: api.LoginRequest{}},
 			responses: []response{
-				{status: http.StatusOK, description: "Logged in; Set-Cookie carries the session", body: Session{}, headers: sessionCookieHeaders},
+				{status: http.StatusOK, description: "Logged in; Set-Cookie carries the session", body: api.Session{}, headers: sessionCookieHeaders},
 				errorResponse(http.StatusBadRequest, "The body or its key is missing or malformed (BAD_REQUEST)"),
 				errorResponse(http.StatusUnauthorized, "The key is neither the root key nor an active API key (INVALID_KEY)"),
 				errorResponse(http.StatusRequestEntityTooLarge, "Body over 64 KiB (PAYLOAD_TOO_LARGE)"),
@@ -101,7 +85,7 @@ func (a *API) sessionRoutes() []route {
 			method: "GET", path: "/admin/sessions", id: "listSessions", tag: "session",
 			summary:     "The caller's own live sessions",
 			description: "The sessions of the key the request authenticates with (for the root key: those begun with the current root key), oldest first; tokens are never shown.",
-			responses:   []response{{status: http.StatusOK, description: "The sessions", body: SessionList{}}},
+			responses:   []response{{status: http.StatusOK, description: "The sessions", body: api.SessionList{}}},
 			handle:      a.listSessions,
 		},
 		{
@@ -109,7 +93,7 @@ func (a *API) sessionRoutes() []route {
 			summary:     "End one of the caller's own sessions",
 			description: "Takes effect on the next request. Ending the session the request came with also clears its cookies.",
 			responses: []response{
-				{status: http.StatusOK, description: "Ended", body: Success{}, headers: sessionCookieHeaders},
+				{status: http.StatusOK, description: "Ended", body: api.Success{}, headers: sessionCookieHeaders},
 				errorResponse(http.StatusBadRequest, "The id is not a session id (BAD_REQUEST)"),
 				errorResponse(http.StatusNotFound, "No live session with this id belongs to the caller (SESSION_NOT_FOUND)"),
 			},
@@ -125,10 +109,9 @@ func (a *API) getSession(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r.Context())
 	body := p.Memo().Load()
 	if body == nil {
-		answer := Session{Authenticated: true, Principal: p}
+		answer := api.Session{Authenticated: true, Principal: principal(p)}
 		if rec, ok := sessionOf(r.Context()); ok {
-			rec.Current = true
-			answer.Session = &rec
+			answer.Session = sessionRecord(rec, rec.ID)
 		}
 		body = envelope.EncodeJSON(answer)
 		p.Memo().Store(body)
@@ -138,17 +121,17 @@ func (a *API) getSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) login(w http.ResponseWriter, r *http.Request) error {
-	var req LoginRequest
+	var req api.LoginRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	if req.Key == nil || strings.TrimSpace(*req.Key) == "" {
-		return Errorf(http.StatusBadRequest, CodeBadRequest, `send the key as {"key": "…"}`)
+		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, `send the key as {"key": "…"}`)
 	}
 	p, err := a.resolve(r.Context(), strings.TrimSpace(*req.Key))
 	if errors.Is(err, keystore.ErrInvalidKey) {
 		a.refusedLogins.add(r)
-		return refused("login", Errorf(http.StatusUnauthorized, CodeInvalidKey, "the key is neither the root key nor an active API key"))
+		return refused("login", envelope.Errorf(http.StatusUnauthorized, CodeInvalidKey, "the key is neither the root key nor an active API key"))
 	}
 	if err != nil {
 		return err
@@ -164,8 +147,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.audit(r, "session.login", p.Name, "success", &p, zap.Int64("session", sess.ID))
 	setSessionCookies(w, r, encodeCookieValue(token), int(sess.ExpiresAt-sess.CreatedAt))
-	sess.Current = true
-	writeJSON(w, http.StatusOK, Session{Authenticated: true, Principal: p, Session: &sess})
+	envelope.WriteJSON(w, http.StatusOK, api.Session{Authenticated: true, Principal: principal(p), Session: sessionRecord(sess, sess.ID)})
 	return nil
 }
 
@@ -217,12 +199,15 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if current, ok := sessionOf(r.Context()); ok {
-		for i := range list {
-			list[i].Current = list[i].ID == current.ID
-		}
+	var current int64 // no session: the credential came in a header
+	if rec, ok := sessionOf(r.Context()); ok {
+		current = rec.ID
 	}
-	writeJSON(w, http.StatusOK, SessionList{Sessions: list})
+	out := api.SessionList{Sessions: make([]api.SessionRecord, len(list))}
+	for i, rec := range list {
+		out.Sessions[i] = *sessionRecord(rec, current)
+	}
+	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -234,7 +219,7 @@ func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r.Context())
 	err = store.EndSession(r.Context(), p, a.opts.RootKey, id)
 	if errors.Is(err, keystore.ErrSessionNotFound) {
-		return Errorf(http.StatusNotFound, CodeSessionNotFound, "no live session %d of yours; GET %s/admin/sessions lists them", id, a.opts.Prefix)
+		return envelope.Errorf(http.StatusNotFound, CodeSessionNotFound, "no live session %d of yours; GET %s/admin/sessions lists them", id, a.opts.Prefix)
 	}
 	if err != nil {
 		return err
@@ -243,7 +228,7 @@ func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
 	if current, ok := sessionOf(r.Context()); ok && current.ID == id {
 		setSessionCookies(w, r, "", 0)
 	}
-	writeJSON(w, http.StatusOK, Success{Success: true})
+	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
 	return nil
 }
 
@@ -380,4 +365,16 @@ func decodeCookieValue(s string) string {
 		return v
 	}
 	return s
+}
+
+// principal is the API's record of p.
+func principal(p keystore.Principal) api.Principal {
+	return api.Principal{ID: p.ID, Name: p.Name, KeyPrefix: p.KeyPrefix, Role: p.Role, Permissions: p.Permissions,
+		Namespaces: p.Namespaces, IsRoot: p.IsRoot, ExpiresAt: p.ExpiresAt}
+}
+
+// sessionRecord is the API's record of s, current when it is the session with id current.
+func sessionRecord(s keystore.SessionRecord, current int64) *api.SessionRecord {
+	return &api.SessionRecord{ID: s.ID, CreatedAt: s.CreatedAt, ExpiresAt: s.ExpiresAt, LastSeenAt: s.LastSeenAt,
+		UserAgent: s.UserAgent, Current: s.ID == current}
 }

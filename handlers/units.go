@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/openapi"
 	"github.com/caddy-runtime/runtime/packages"
@@ -19,21 +21,6 @@ import (
 const (
 	CodeNoFileProvided = "NO_FILE_PROVIDED"
 )
-
-// UploadForm is the multipart body of an upload.
-type UploadForm struct {
-	File string `json:"file" format:"binary" doc:"the archive: .tgz, .tar.gz or .zip"`
-}
-
-// InstalledUnit describes an install.
-type InstalledUnit struct {
-	Name        string `json:"name"`
-	Version     string `json:"version" doc:"the manifest version; latest when none is declared"`
-	InstalledAt string `json:"installedAt" doc:"absolute install folder"`
-	SHA256      string `json:"sha256" doc:"hex digest of the uploaded archive"`
-	Files       int    `json:"files" doc:"regular files unpacked"`
-	Bytes       int64  `json:"bytes" doc:"bytes unpacked"`
-}
 
 // uploadErrors documents what an upload can answer besides success.
 func uploadErrors(noun string) []response {
@@ -72,7 +59,7 @@ func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog)
 	for {
 		part, err := up.next()
 		if err == io.EOF {
-			return nil, Errorf(http.StatusBadRequest, CodeNoFileProvided, "no file in the upload; send it in the multipart field file")
+			return nil, envelope.Errorf(http.StatusBadRequest, CodeNoFileProvided, "no file in the upload; send it in the multipart field file")
 		}
 		if err != nil {
 			return nil, packageError(err)
@@ -183,7 +170,7 @@ func packageError(err error) error {
 		packages.Conflict:  http.StatusConflict,
 		packages.TooLarge:  http.StatusRequestEntityTooLarge,
 	}[pe.Kind]
-	return Errorf(status, pe.Code, "%s", pe.Message)
+	return envelope.Errorf(status, pe.Code, "%s", pe.Message)
 }
 
 // act runs op, the change a request makes to a unit, audits it as action on target and
@@ -195,14 +182,14 @@ func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string,
 		return packageError(err)
 	}
 	a.audit(r, action, target, "success", &p)
-	writeJSON(w, http.StatusOK, body)
+	envelope.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
 // uploadHandler installs an upload into the catalog c returns and answers with the body
 // built from the install. With ?dryRun=1 it stops before installing and answers with dry's
 // body instead: every check has run and nothing outside the temporary folder was written.
-func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(InstalledUnit) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
+func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(api.InstalledUnit) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		cat, err := catalog(c())
 		if err != nil {
@@ -230,7 +217,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 				return err
 			}
 			outcome = "dry_run"
-			writeJSON(w, http.StatusOK, out)
+			envelope.WriteJSON(w, http.StatusOK, out)
 			return nil
 		}
 		in, err := s.Commit()
@@ -240,7 +227,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		}
 		outcome, bytes = "installed", in.Bytes
 		a.audit(r, action, in.Name+"@"+in.Version, "success", &p)
-		writeJSON(w, http.StatusOK, body(installedUnit(in)))
+		envelope.WriteJSON(w, http.StatusOK, body(installedUnit(in)))
 		return nil
 	}
 }
@@ -254,7 +241,7 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 	case "1", "true":
 		return true, nil
 	default:
-		return false, Errorf(http.StatusBadRequest, CodeBadRequest, "query parameter %s is %q; use 1 or true (or leave it out)", name, v)
+		return false, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "query parameter %s is %q; use 1 or true (or leave it out)", name, v)
 	}
 }
 
@@ -262,14 +249,14 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 var dryRunParam = []openapi.Parameter{{Name: "dryRun", In: "query", Schema: &openapi.Schema{Type: "string", Enum: []any{"1", "true", "0", "false"}},
 	Description: "1 or true: run every check of the upload and answer what it would do, installing nothing"}}
 
-func installedUnit(in packages.Installed) InstalledUnit {
-	return InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
+func installedUnit(in packages.Installed) api.InstalledUnit {
+	return api.InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
 }
 
 // catalog returns c, or 503 while the runtime is starting.
 func catalog(c *packages.Catalog) (*packages.Catalog, error) {
 	if c == nil {
-		return nil, Errorf(http.StatusServiceUnavailable, CodeNotReady, "the runtime is starting")
+		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
 	return c, nil
 }
@@ -299,7 +286,7 @@ func unitName(r *http.Request) (string, error) {
 	name := r.PathValue("name")
 	if scope := r.PathValue("scope"); scope != "" {
 		if scope != "_" && !strings.HasPrefix(scope, "@") {
-			return "", Errorf(http.StatusBadRequest, packages.CodeInvalidName, "scope %q must be _ (no scope) or @scope", scope)
+			return "", envelope.Errorf(http.StatusBadRequest, packages.CodeInvalidName, "scope %q must be _ (no scope) or @scope", scope)
 		}
 		name = packages.JoinName(scope, name)
 	}

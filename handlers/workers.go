@@ -3,52 +3,10 @@ package handlers
 import (
 	"net/http"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 )
-
-// WorkerRecord is a worker as listed.
-type WorkerRecord struct {
-	DisabledVersions []string `json:"disabledVersions" doc:"versions with enabled: false; not served"`
-	Name             string   `json:"name" doc:"from package metadata; @scope/name when scoped"`
-	Path             string   `json:"path" doc:"the worker's folder"`
-	Removable        bool     `json:"removable" doc:"true only when source is uploaded"`
-	Source           string   `json:"source" enum:"built-in,uploaded"`
-	Versions         []string `json:"versions" doc:"installed versions, disabled ones included, in semver order"`
-	// Sizes extends the spec's record: clients show what each version occupies.
-	Sizes map[string]int64 `json:"sizes" doc:"bytes in each version's regular files (links not followed), by version, as of the last scan of its folder"`
-}
-
-// WorkerDryRun is the body of a worker upload with ?dryRun=1.
-type WorkerDryRun struct {
-	Success bool `json:"success"`
-	DryRun  bool `json:"dryRun" doc:"true: nothing was installed"`
-	Data    struct {
-		Worker   InstalledUnit `json:"worker" doc:"what the upload would install; installedAt is where"`
-		Replaces bool          `json:"replaces" doc:"true when this name and version is installed there already and the upload would replace it"`
-	} `json:"data"`
-}
-
-// WorkerUploaded is the body of a worker upload.
-type WorkerUploaded struct {
-	Success bool `json:"success"`
-	Data    struct {
-		Worker InstalledUnit `json:"worker"`
-	} `json:"data"`
-}
-
-// WorkerToggled is the body of a worker enable or disable.
-type WorkerToggled struct {
-	Success bool         `json:"success"`
-	Data    WorkerToggle `json:"data"`
-}
-
-// WorkerToggle reports a worker version's new state.
-type WorkerToggle struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Enabled bool   `json:"enabled"`
-}
 
 func (a *API) workerRoutes() []route {
 	notFound := errorResponse(http.StatusNotFound, "No such worker or version (WORKER_NOT_FOUND, WORKER_VERSION_NOT_FOUND)")
@@ -63,7 +21,7 @@ func (a *API) workerRoutes() []route {
 			description: "Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping " +
 				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart.",
 			responses: append([]response{
-				{status: http.StatusOK, description: "The version's new state", body: WorkerToggled{}},
+				{status: http.StatusOK, description: "The version's new state", body: api.WorkerToggled{}},
 				notFound,
 			}, toggleErrors("worker", enabled, badName, namespace)...),
 			handle: func(w http.ResponseWriter, r *http.Request) error { return a.toggleWorker(w, r, enabled) },
@@ -73,7 +31,7 @@ func (a *API) workerRoutes() []route {
 		return route{
 			method: "DELETE", path: path, id: id, tag: "workers", permission: keystore.WorkersRemove, summary: summary,
 			responses: []response{
-				{status: http.StatusOK, description: "Removed", body: Success{}},
+				{status: http.StatusOK, description: "Removed", body: api.Success{}},
 				badName, errorResponse(http.StatusForbidden, forbidden), notFound,
 			},
 			handle: a.deleteWorker,
@@ -84,7 +42,7 @@ func (a *API) workerRoutes() []route {
 			method: "GET", path: "/workers", id: "listWorkers", tag: "workers", permission: keystore.WorkersRead,
 			summary:     "List workers",
 			description: "Workers found in worker_dirs, filtered to the key's namespaces.",
-			responses:   []response{{status: http.StatusOK, description: "The workers", body: []WorkerRecord{}}},
+			responses:   []response{{status: http.StatusOK, description: "The workers", body: []api.WorkerRecord{}}},
 			handle:      a.listWorkers,
 		},
 		{
@@ -93,15 +51,15 @@ func (a *API) workerRoutes() []route {
 			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
 				"atomically. The archive's files sit at its root or in a single package/ folder.",
 			params:  dryRunParam,
-			request: &request{contentType: "multipart/form-data", body: UploadForm{}},
+			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
-				body: WorkerUploaded{}, alt: []any{WorkerDryRun{}}}}, uploadErrors("worker")...),
-			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in InstalledUnit) any {
-				var body WorkerUploaded
+				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, uploadErrors("worker")...),
+			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in api.InstalledUnit) any {
+				var body api.WorkerUploaded
 				body.Success, body.Data.Worker = true, in
 				return body
 			}, func(_ *http.Request, s *packages.Staged) (any, error) {
-				var body WorkerDryRun
+				var body api.WorkerDryRun
 				body.Success, body.DryRun, body.Data.Worker, body.Data.Replaces = true, true, installedUnit(s.Installed), s.Replaces
 				return body, nil
 			}),
@@ -120,8 +78,8 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return listUnits(w, r, c, &a.workerList, func(u packages.Unit) WorkerRecord {
-		rec := WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
+	return listUnits(w, r, c, &a.workerList, func(u packages.Unit) api.WorkerRecord {
+		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}}
 		for _, v := range u.Versions {
 			rec.Versions = append(rec.Versions, v.Version)
@@ -159,7 +117,7 @@ func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool)
 	}
 	return a.act(w, r, map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled], name+"@"+version,
 		func() error { return a.setEnabled(r, c, name, version, enabled) },
-		WorkerToggled{Success: true, Data: WorkerToggle{Name: name, Version: version, Enabled: enabled}})
+		api.WorkerToggled{Success: true, Data: api.WorkerToggle{Name: name, Version: version, Enabled: enabled}})
 }
 
 func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
@@ -172,7 +130,7 @@ func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if version == "" {
-		return a.act(w, r, "worker.delete", name, func() error { return c.Remove(name) }, Success{Success: true})
+		return a.act(w, r, "worker.delete", name, func() error { return c.Remove(name) }, api.Success{Success: true})
 	}
-	return a.act(w, r, "worker.delete", name+"@"+version, func() error { return c.RemoveVersion(name, version) }, Success{Success: true})
+	return a.act(w, r, "worker.delete", name+"@"+version, func() error { return c.RemoveVersion(name, version) }, api.Success{Success: true})
 }

@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/tursodatabase/libsql-client-go/libsql"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
 	"github.com/caddy-runtime/runtime/keystore"
 )
@@ -30,15 +31,10 @@ func startWithRoot(t *testing.T) *harness.Server {
 	return harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 }
 
-type sessionBody struct {
-	Authenticated bool               `json:"authenticated"`
-	Principal     keystore.Principal `json:"principal"`
-}
-
-func sessionOf(t *testing.T, s *harness.Server, opts ...harness.Option) (int, keystore.Principal) {
+func sessionOf(t *testing.T, s *harness.Server, opts ...harness.Option) (int, api.Principal) {
 	t.Helper()
 	resp := s.Get(s.API+"/admin/session", opts...)
-	var body sessionBody
+	var body api.Session
 	if resp.Status == 200 {
 		if err := resp.JSON(&body); err != nil || !body.Authenticated {
 			t.Fatalf("session body %s", resp)
@@ -128,7 +124,7 @@ func TestSessionCookie(t *testing.T) {
 	if resp.Status != 200 {
 		t.Fatalf("login with the root key = %s", resp)
 	}
-	var body sessionBody
+	var body api.Session
 	if err := resp.JSON(&body); err != nil || !body.Authenticated || !body.Principal.IsRoot {
 		t.Fatalf("login body = %s", resp)
 	}
@@ -358,7 +354,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if k.Role != "editor" || len(k.Secret) != 47 || !strings.HasPrefix(k.Secret, "rtk_") || k.KeyPrefix != k.Secret[:12] {
 		t.Fatalf("created = %+v", k)
 	}
-	var list struct{ Keys []keystore.KeyRecord }
+	var list api.KeyList
 	if err := s.Get(s.API+"/keys", harness.WithKey(rootKey)).JSON(&list); err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +483,7 @@ func TestExpiredKeys(t *testing.T) {
 	if resp := login(t, s, k.Secret); resp.Status != 401 || resp.ErrorCode() != "INVALID_KEY" {
 		t.Fatalf("expired key logs in: %s", resp)
 	}
-	var list struct{ Keys []keystore.KeyRecord }
+	var list api.KeyList
 	s.Get(s.API+"/keys", harness.WithKey(rootKey)).JSON(&list)
 	if len(list.Keys) != 1 || list.Keys[0].ExpiresAt != past {
 		t.Fatalf("expired key listing = %+v", list.Keys)
@@ -543,7 +539,7 @@ func TestNamespaceRestrictedKeys(t *testing.T) {
 	mixed := s.CreateKey(rootKey, map[string]any{"name": "mixed", "namespaces": []string{"@team", "@other"}})
 	global := s.CreateKey(rootKey, map[string]any{"name": "global"})
 
-	var list struct{ Keys []keystore.KeyRecord }
+	var list api.KeyList
 	if err := s.Get(s.API+"/keys", harness.WithKey(team.Secret)).JSON(&list); err != nil {
 		t.Fatal(err)
 	}
@@ -624,7 +620,7 @@ func TestBootstrapKey(t *testing.T) {
 	if err := s.Reload(harness.Config{HTTP2: true}); err != nil {
 		t.Fatal(err)
 	}
-	var list struct{ Keys []keystore.KeyRecord }
+	var list api.KeyList
 	s.Get(s.API+"/keys", harness.WithKey(key)).JSON(&list)
 	if len(list.Keys) != 1 {
 		t.Fatalf("keys after reload = %+v", list.Keys)
@@ -634,7 +630,7 @@ func TestBootstrapKey(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(withRoot.DataDir, "state", "bootstrap-key")); !os.IsNotExist(err) {
 		t.Fatal("a bootstrap key was created although a root key is configured")
 	}
-	var none struct{ Keys []keystore.KeyRecord }
+	var none api.KeyList
 	withRoot.Get(withRoot.API+"/keys", harness.WithKey(rootKey)).JSON(&none)
 	if len(none.Keys) != 0 {
 		t.Fatalf("keys with a root key configured = %+v", none.Keys)

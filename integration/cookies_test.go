@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
 )
 
@@ -261,7 +262,7 @@ func TestSessionCookiesOverHTTPS(t *testing.T) {
 		{"one cookie holding a key (spec part 5)", []harness.Option{cookies("runtime_api_key=" + rootKeyCookie)}, 200, "root", ""},
 	} {
 		got := s.Get(s.API+"/admin/session", tt.opts...)
-		var body sessionBody
+		var body api.Session
 		got.JSON(&body)
 		if got.Status != tt.status || got.ErrorCode() != tt.code || tt.who != "" && body.Principal.Name != tt.who {
 			t.Errorf("%s: %s, want %d %s %s", tt.name, got, tt.status, tt.code, tt.who)

@@ -67,7 +67,7 @@ func TestMountBelowAPath(t *testing.T) {
 				t.Errorf("an unknown API path = %s, want it to point at %s/api/openapi.json", resp, at)
 			}
 			if resp := m.Get(at + "/api/docs"); resp.Status != 200 || !strings.Contains(body(resp), `data-spec="`+at+`/api/openapi.json"`) ||
-				!strings.Contains(body(resp), `src="`+at+`/api/docs/docs.js"`) {
+				!strings.Contains(body(resp), `src="`+at+`/api/docs/docs-`) {
 				t.Errorf("the docs page does not load its document and assets below %s: %s", at, resp)
 			}
 			if servers := m.Validator.Document().Servers; len(servers) != 1 || servers[0].URL != at {

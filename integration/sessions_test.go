@@ -10,13 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
-	"github.com/caddy-runtime/runtime/keystore"
 )
-
-type sessionList struct {
-	Sessions []keystore.SessionRecord `json:"sessions"`
-}
 
 // loginCookie logs key in and returns its session cookie option.
 func loginCookie(t *testing.T, s *harness.Server, key string, opts ...harness.Option) harness.Option {
@@ -39,7 +35,7 @@ func TestServerSideSessions(t *testing.T) {
 	second := loginCookie(t, s, k.Secret, harness.WithHeader("User-Agent", "curl/8"))
 	others := loginCookie(t, s, other.Secret)
 
-	var list sessionList
+	var list api.SessionList
 	resp := s.Get(s.API+"/admin/sessions", first)
 	if resp.Status != 200 || resp.JSON(&list) != nil || len(list.Sessions) != 2 {
 		t.Fatalf("GET sessions = %s", resp)
@@ -63,7 +59,7 @@ func TestServerSideSessions(t *testing.T) {
 		t.Fatalf("root sees other sessions: %+v", list.Sessions)
 	}
 
-	var theirs sessionList
+	var theirs api.SessionList
 	s.Get(s.API+"/admin/sessions", others).JSON(&theirs)
 	end := func(id int64, opts ...harness.Option) *harness.Response {
 		return s.Do("DELETE", fmt.Sprintf("%s/admin/sessions/%d", s.API, id), append(opts, harness.WithOrigin(""))...)
@@ -214,7 +210,7 @@ func TestKeyNames(t *testing.T) {
 		}
 	}
 	s.CreateKey(rootKey, map[string]any{"name": "café ✓ 東京"})
-	var list struct{ Keys []keystore.KeyRecord }
+	var list api.KeyList
 	s.Get(s.API+"/keys", harness.WithKey(rootKey)).JSON(&list)
 	if len(list.Keys) != 1 || list.Keys[0].Name != "café ✓ 東京" {
 		t.Fatalf("keys = %+v", list.Keys)
@@ -232,7 +228,7 @@ func TestBootstrapKeyFileGoesWithItsKey(t *testing.T) {
 	bootstrap := readBootstrap(t, file)
 	admin := s.CreateKey(bootstrap, map[string]any{"name": "admin", "role": "admin"})
 	second := s.CreateKey(admin.Secret, map[string]any{"name": "second", "role": "admin"})
-	var list struct{ Keys []keystore.KeyRecord }
+	var list api.KeyList
 	s.Get(s.API+"/keys", harness.WithKey(admin.Secret)).JSON(&list)
 	if resp := s.Do("DELETE", fmt.Sprintf("%s/keys/%d", s.API, list.Keys[0].ID), harness.WithKey(admin.Secret), harness.WithOrigin("")); resp.Status != 200 {
 		t.Fatalf("revoking the bootstrap key = %s", resp)

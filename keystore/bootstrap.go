@@ -100,6 +100,10 @@ func writeSecret(dir, secret string) error {
 // BootstrapPath returns where the bootstrap key's secret is written.
 func (s *Store) BootstrapPath() string { return filepath.Join(s.dir, BootstrapFile) }
 
+// BootstrapRemovedMessage is the log line of a bootstrap key file RemoveStaleBootstrap
+// deleted.
+const BootstrapRemovedMessage = "the bootstrap key no longer works: deleted its file"
+
 // RemoveStaleBootstrap deletes BootstrapFile when the key it holds no longer works (revoked,
 // expired or unknown to the store), so no dead secret lingers on disk. It returns why it
 // deleted the file, or "" when there is none or its key still works.

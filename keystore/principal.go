@@ -8,16 +8,17 @@ import (
 // AllNamespaces is the namespace list of a key with access to every unit.
 const AllNamespaces = "*"
 
-// Principal is whoever a credential resolves to.
+// Principal is whoever a credential resolves to: the root key (ID 0, IsRoot) or an API key.
+// ExpiresAt is in Unix seconds, 0 for a key that never expires.
 type Principal struct {
-	ID          int64    `json:"id" doc:"key record id; 0 for the root principal"`
-	Name        string   `json:"name"`
-	KeyPrefix   string   `json:"keyPrefix" doc:"leading characters of the key; the secret is never exposed"`
-	Role        string   `json:"role" enum:"admin,editor,viewer,custom"`
-	Permissions []string `json:"permissions"`
-	Namespaces  []string `json:"namespaces" doc:"[\"*\"] for full access, else the @scope namespaces the key may see and manage"`
-	IsRoot      bool     `json:"isRoot" doc:"true only for the root key"`
-	ExpiresAt   int64    `json:"expiresAt,omitempty" doc:"Unix seconds; absent for keys that never expire"`
+	ID          int64
+	Name        string
+	KeyPrefix   string
+	Role        string
+	Permissions []string
+	Namespaces  []string
+	IsRoot      bool
+	ExpiresAt   int64
 
 	memo *Memo // of the cached verification this principal came from; nil for Root()
 }

@@ -31,15 +31,14 @@ const (
 // process, it makes every guess at the root key from a copy of the store file as slow.
 const rootFPIterations = 200_000
 
-// SessionRecord is a stored session as listed, without its token.
+// SessionRecord is a stored session as listed, without its token. Times are Unix seconds;
+// LastSeenAt is written at most once a minute.
 type SessionRecord struct {
-	ID         int64  `json:"id"`
-	CreatedAt  int64  `json:"createdAt" doc:"Unix seconds"`
-	ExpiresAt  int64  `json:"expiresAt" doc:"Unix seconds; the server refuses the session from then on"`
-	LastSeenAt int64  `json:"lastSeenAt" doc:"Unix seconds; written at most once a minute"`
-	UserAgent  string `json:"userAgent,omitempty" doc:"the User-Agent of the login request"`
-	// Current is set by the API on the session a request came with.
-	Current bool `json:"current" doc:"true for the session this request came with"`
+	ID         int64
+	CreatedAt  int64
+	ExpiresAt  int64
+	LastSeenAt int64
+	UserAgent  string
 
 	keyID  int64  // 0: the root key
 	rootFP string // root sessions: the fingerprint of the root key they began with

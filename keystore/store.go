@@ -43,18 +43,19 @@ var (
 	ErrSessionNotFound = errors.New("no such session")
 )
 
-// KeyRecord is a stored key as listed, without its secret.
+// KeyRecord is a stored key as listed, without its secret. Times are Unix seconds, 0 when
+// unset (never used, never expires).
 type KeyRecord struct {
-	ID          int64    `json:"id"`
-	Name        string   `json:"name"`
-	Description string   `json:"description,omitempty"`
-	KeyPrefix   string   `json:"keyPrefix"`
-	Role        string   `json:"role" enum:"admin,editor,viewer,custom"`
-	Permissions []string `json:"permissions"`
-	Namespaces  []string `json:"namespaces"`
-	CreatedAt   int64    `json:"createdAt" doc:"Unix seconds"`
-	LastUsedAt  int64    `json:"lastUsedAt,omitempty" doc:"Unix seconds; absent until first use"`
-	ExpiresAt   int64    `json:"expiresAt,omitempty" doc:"Unix seconds; absent for keys that never expire"`
+	ID          int64
+	Name        string
+	Description string
+	KeyPrefix   string
+	Role        string
+	Permissions []string
+	Namespaces  []string
+	CreatedAt   int64
+	LastUsedAt  int64
+	ExpiresAt   int64
 }
 
 // Principal returns the principal the key resolves to.

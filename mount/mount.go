@@ -1,11 +1,25 @@
 // Package mount carries the path a runtime is mounted at: the part of the request path that a
 // handler in front of it stripped (Caddy's handle_path, uri strip_prefix), so that the URLs the
-// runtime builds (discovery, redirects, <base href>, X-Forwarded-Prefix) keep it.
+// runtime builds (discovery, redirects, <base href>, X-Forwarded-Prefix) keep it, and names the
+// path segments the runtime keeps below it.
 package mount
 
 import (
 	"context"
 	"strings"
+)
+
+// The first path segments the runtime keeps below its mount path, whatever its API path; the
+// API path cannot start with CPanelSegment or WellKnownSegment, and no worker or plugin takes
+// any of them (packages.ReservedNames).
+const (
+	// APISegment starts the default API path: clients that assume it send their credentials
+	// there.
+	APISegment = "api"
+	// CPanelSegment is the cpanel's.
+	CPanelSegment = "cpanel"
+	// WellKnownSegment holds the discovery document.
+	WellKnownSegment = ".well-known"
 )
 
 type key struct{}

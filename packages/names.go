@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/caddy-runtime/runtime/mount"
 )
 
 // Latest is the version of a package that declares none; it sorts above every semver.
@@ -43,23 +45,13 @@ func ValidateVersion(v string) error {
 	return nil
 }
 
-// The first path segments the runtime keeps whatever the API path. The API path cannot start
-// with CPanelSegment or WellKnownSegment.
-const (
-	// APISegment is where clients that assume the default API path send their credentials.
-	APISegment = "api"
-	// CPanelSegment is the cpanel's.
-	CPanelSegment = "cpanel"
-	// WellKnownSegment holds the discovery document.
-	WellKnownSegment = ".well-known"
-)
-
 // ReservedNames are the first path segments the runtime keeps for itself under apiPrefix:
-// APISegment, CPanelSegment, WellKnownSegment and the first segment of the API path. Names
+// mount.APISegment, mount.CPanelSegment, mount.WellKnownSegment and the first segment of the
+// API path. Names
 // starting with '.' or '_' are reserved too (see IsReserved). This is the one list of them.
 func ReservedNames(apiPrefix string) []string {
 	first, _, _ := strings.Cut(strings.TrimPrefix(apiPrefix, "/"), "/")
-	names := []string{APISegment, CPanelSegment, WellKnownSegment}
+	names := []string{mount.APISegment, mount.CPanelSegment, mount.WellKnownSegment}
 	if first != "" && !slices.Contains(names, first) {
 		names = append(names, first)
 	}

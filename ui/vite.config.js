@@ -1,13 +1,14 @@
 import { defineConfig } from 'vite'
 import { svelte } from '@sveltejs/vite-plugin-svelte'
 
-// The bundle goes to ../dist, which the Go package embeds. Asset URLs are relative: the
-// runtime serves index.html with a <base href> naming where the panel is mounted.
+// The control panel, into dist/cpanel, which package ui embeds. Asset URLs are relative: the
+// runtime serves index.html with a <base href> naming where the panel is mounted, and the
+// assets, whose names carry a hash of their content, under assets/.
 export default defineConfig({
   plugins: [svelte()],
   base: './',
   build: {
-    outDir: '../dist',
+    outDir: 'dist/cpanel',
     emptyOutDir: true,
     assetsDir: 'assets',
     sourcemap: false,

@@ -2,24 +2,7 @@
 // with the session cookie. Every failure is an ApiError carrying the server's code, message
 // and request id.
 
-/** Principal is who a session or key acts as (GET /admin/session). */
-export interface Principal {
-  id: number
-  name: string
-  keyPrefix: string
-  role: string
-  permissions: string[]
-  namespaces: string[]
-  isRoot: boolean
-  expiresAt?: number
-}
-
-/** Discovery is the discovery document, /.well-known/runtime. */
-export interface Discovery {
-  api: string
-  version: string
-  workers?: string
-}
+import type { Discovery, Principal } from './types'
 
 /** allowed reports whether p holds perm: the runtime enforces permissions, the panel only
  * leaves out what p may not do. */

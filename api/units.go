@@ -1,0 +1,220 @@
+package api
+
+// UploadForm is the multipart body of an upload.
+type UploadForm struct {
+	File string `json:"file" format:"binary" doc:"the archive: .tgz, .tar.gz or .zip"`
+}
+
+// InstalledUnit describes an install.
+type InstalledUnit struct {
+	Name        string `json:"name"`
+	Version     string `json:"version" doc:"the manifest version; latest when none is declared"`
+	InstalledAt string `json:"installedAt" doc:"absolute install folder"`
+	SHA256      string `json:"sha256" doc:"hex digest of the uploaded archive"`
+	Files       int    `json:"files" doc:"regular files unpacked"`
+	Bytes       int64  `json:"bytes" doc:"bytes unpacked"`
+}
+
+// WorkerRecord is a worker as listed.
+type WorkerRecord struct {
+	DisabledVersions []string `json:"disabledVersions" doc:"versions with enabled: false; not served"`
+	Name             string   `json:"name" doc:"from package metadata; @scope/name when scoped"`
+	Path             string   `json:"path" doc:"the worker's folder"`
+	Removable        bool     `json:"removable" doc:"true only when source is uploaded"`
+	Source           string   `json:"source" enum:"built-in,uploaded"`
+	Versions         []string `json:"versions" doc:"installed versions, disabled ones included, in semver order"`
+	// Sizes extends the spec's record: clients show what each version occupies.
+	Sizes map[string]int64 `json:"sizes" doc:"bytes in each version's regular files (links not followed), by version, as of the last scan of its folder"`
+}
+
+// WorkerDryRun is the body of a worker upload with ?dryRun=1.
+type WorkerDryRun struct {
+	Success bool `json:"success"`
+	DryRun  bool `json:"dryRun" doc:"true: nothing was installed"`
+	Data    struct {
+		Worker   InstalledUnit `json:"worker" doc:"what the upload would install; installedAt is where"`
+		Replaces bool          `json:"replaces" doc:"true when this name and version is installed there already and the upload would replace it"`
+	} `json:"data"`
+}
+
+// WorkerUploaded is the body of a worker upload.
+type WorkerUploaded struct {
+	Success bool `json:"success"`
+	Data    struct {
+		Worker InstalledUnit `json:"worker"`
+	} `json:"data"`
+}
+
+// WorkerToggled is the body of a worker enable or disable.
+type WorkerToggled struct {
+	Success bool         `json:"success"`
+	Data    WorkerToggle `json:"data"`
+}
+
+// WorkerToggle reports a worker version's new state.
+type WorkerToggle struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Enabled bool   `json:"enabled"`
+}
+
+// PoolProcess is a running worker process, as GET workers/pool lists it.
+type PoolProcess struct {
+	Worker      string `json:"worker"`
+	Version     string `json:"version"`
+	PID         int    `json:"pid,omitempty" doc:"the process id of the worker's sandbox launcher, under which the worker runs; absent while starting"`
+	State       string `json:"state" enum:"starting,running,draining" doc:"draining: out of the pool, finishing its requests before it stops"`
+	StartedAt   string `json:"startedAt,omitempty" format:"date-time" doc:"when it began accepting connections; absent while starting"`
+	Requests    int    `json:"requests" doc:"requests served"`
+	InFlight    int    `json:"inFlight" doc:"requests being served now"`
+	LastRequest string `json:"lastRequest,omitempty" format:"date-time"`
+	Restarts    int    `json:"restarts" doc:"restarts of this version's process, after a crash or asked for"`
+	MemoryBytes int64  `json:"memoryBytes,omitempty" doc:"resident memory of the process and its descendants; absent where the platform does not tell (only Linux does)"`
+}
+
+// WorkerRestarted is the body of a worker restart.
+type WorkerRestarted struct {
+	Success bool `json:"success"`
+	Data    struct {
+		Name      string   `json:"name"`
+		Restarted []string `json:"restarted" doc:"the versions whose process was restarted; empty when none was running"`
+	} `json:"data"`
+}
+
+// WorkerLogLine is one output line of a worker process: an item of WorkerLogs, and the data
+// of a followed stream's "line" events.
+type WorkerLogLine struct {
+	Seq     uint64 `json:"seq" doc:"the line's number in the worker's output, from 1; an SSE event's id"`
+	Time    string `json:"time" format:"date-time"`
+	Version string `json:"version"`
+	PID     int    `json:"pid"`
+	Stream  string `json:"stream" enum:"stdout,stderr"`
+	Text    string `json:"text"`
+}
+
+// WorkerLogs is the body of GET logs.
+type WorkerLogs struct {
+	Worker string          `json:"worker"`
+	Lines  []WorkerLogLine `json:"lines" doc:"oldest first"`
+}
+
+// PluginRecord is a plugin as listed.
+type PluginRecord struct {
+	Enabled   bool   `json:"enabled" doc:"the manifest's enabled flag"`
+	Name      string `json:"name" doc:"from package metadata"`
+	Path      string `json:"path" doc:"the plugin's folder"`
+	Removable bool   `json:"removable" doc:"true only when source is uploaded"`
+	Source    string `json:"source" enum:"built-in,uploaded"`
+	Version   string `json:"version"`
+}
+
+// PluginUploaded is the body of a plugin upload.
+type PluginUploaded struct {
+	Success bool `json:"success"`
+	Data    struct {
+		Plugin InstalledUnit `json:"plugin"`
+		// ReloadRequired is always true: an upload installs, a reload loads.
+		ReloadRequired bool   `json:"reloadRequired" doc:"true: the plugin is installed, not loaded; POST plugins/reload loads it"`
+		Message        string `json:"message"`
+	} `json:"data"`
+}
+
+// PluginDryRun is the body of a plugin upload with ?dryRun=1.
+type PluginDryRun struct {
+	Success bool `json:"success"`
+	DryRun  bool `json:"dryRun" doc:"true: nothing was installed"`
+	Data    struct {
+		Plugin   InstalledUnit `json:"plugin" doc:"what the upload would install; installedAt is where"`
+		Replaces bool          `json:"replaces" doc:"true when a plugin of this name is installed there already and the upload would replace it"`
+		Plan     PluginPlan    `json:"plan" doc:"the load plan of the next reload with this plugin installed, before provisioning"`
+	} `json:"data"`
+}
+
+// PluginPlan is a load plan: what would load, in order, and what would be left out.
+type PluginPlan struct {
+	Load   []PluginVersion `json:"load"`
+	Failed []PluginFailure `json:"failed"`
+}
+
+// PluginMenu is a navigation entry a plugin adds to the cpanel.
+type PluginMenu struct {
+	Title string `json:"title"`
+	Icon  string `json:"icon"`
+	Path  string `json:"path"`
+}
+
+// LoadedPlugin is a plugin the runtime has loaded, as listed.
+type LoadedPlugin struct {
+	Base                 string       `json:"base,omitempty" doc:"the URL base path of its routes; absent when it has none"`
+	Dependencies         []string     `json:"dependencies"`
+	Menus                []PluginMenu `json:"menus"`
+	Name                 string       `json:"name"`
+	OptionalDependencies []string     `json:"optionalDependencies"`
+	Version              string       `json:"version"`
+}
+
+// PluginFailure is a plugin left out of the load, with why.
+type PluginFailure struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+// PluginVersion names a loaded plugin.
+type PluginVersion struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// PluginReload is the body of POST plugins/reload.
+type PluginReload struct {
+	OK      bool            `json:"ok"`
+	Plugins []PluginVersion `json:"plugins" doc:"the plugins loaded, in load order"`
+	Failed  []PluginFailure `json:"failed" doc:"the plugins left out: invalid manifest, missing, disabled or failed dependency, cycle, or failed to provision"`
+}
+
+// PluginConfig is a plugin's configuration as the runtime resolves it, and its place in the
+// live plugin table.
+type PluginConfig struct {
+	Name          string          `json:"name"`
+	Version       string          `json:"version" doc:"the version installed on disk"`
+	Enabled       bool            `json:"enabled"`
+	Path          string          `json:"path" doc:"the plugin's folder"`
+	Source        string          `json:"source" enum:"built-in,uploaded"`
+	Manifest      *PluginManifest `json:"manifest,omitempty" doc:"the manifest as the runtime reads it; absent when it is invalid"`
+	ManifestError string          `json:"manifestError,omitempty" doc:"why the manifest is invalid, under the current plugin policy"`
+	Load          PluginLoad      `json:"load"`
+}
+
+// PluginManifest is a plugin's resolved manifest: checked against the plugin policy, file
+// roots made absolute inside the plugin's folder.
+type PluginManifest struct {
+	Base                 string       `json:"base,omitempty"`
+	Dependencies         []string     `json:"dependencies"`
+	OptionalDependencies []string     `json:"optionalDependencies"`
+	Menus                []PluginMenu `json:"menus"`
+	Routes               []any        `json:"routes" doc:"Caddy HTTP routes in Caddy's JSON shape, served under base"`
+	OnRequest            []any        `json:"onRequest" doc:"Caddy handlers run before worker and plugin dispatch"`
+	OnRequestFailOpen    bool         `json:"onRequestFailOpen"`
+	Handlers             []string     `json:"handlers" doc:"the handler modules its routes and hooks use"`
+}
+
+// PluginLoad is where a plugin stands in the live plugin table.
+type PluginLoad struct {
+	State    string `json:"state" enum:"loaded,failed,not_loaded"`
+	Position int    `json:"position,omitempty" doc:"its place in the load order, from 1, when loaded"`
+	Version  string `json:"version,omitempty" doc:"the version loaded; older than the installed one when an upload awaits a reload"`
+	Reason   string `json:"reason,omitempty" enum:"invalid,unmet_dependency,cycle,base_taken,not_provisioned,disabled,not_reloaded" doc:"why it is not loaded"`
+	Error    string `json:"error,omitempty" doc:"what kept it out of the last reload"`
+}
+
+// PluginToggled is the body of a plugin enable or disable.
+type PluginToggled struct {
+	Success bool         `json:"success"`
+	Data    PluginToggle `json:"data"`
+}
+
+// PluginToggle reports a plugin's new state.
+type PluginToggle struct {
+	Name    string `json:"name"`
+	Enabled bool   `json:"enabled"`
+}
