@@ -23,6 +23,7 @@ import (
 	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/pluginhost"
 	"github.com/caddy-runtime/runtime/sandbox"
 	"github.com/caddy-runtime/runtime/serving"
 	workerspkg "github.com/caddy-runtime/runtime/workers"
@@ -89,7 +90,7 @@ type state struct {
 	versions  *serving.Versions
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
-	pluginReloads                events.Bus[reloadRequest]
+	pluginReloads                events.Bus[pluginhost.Reload]
 	unmeter                      func() // takes the pool out of the process gauge
 	// retention is how long the audit trail keeps entries: the latest config's setting.
 	retention atomic.Int64
@@ -415,7 +416,7 @@ type App struct {
 	// states maps each state the config uses to whether any handler using it has a root key.
 	states map[*state]bool
 	// hosts are the handlers' plugin hosts, loaded when the config starts.
-	hosts []*pluginHost
+	hosts []*pluginhost.Host
 	// sharesOrigin is set when a handler serves workers beside the API or the cpanel.
 	sharesOrigin bool
 	// admin is the address of Caddy's admin endpoint, "" when it is off.
@@ -440,7 +441,7 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: appID, New: func() caddy.Module { return new(App) }}
 }
 
-func (a *App) track(s *state, hasRootKey bool, host *pluginHost, sharesOrigin bool) {
+func (a *App) track(s *state, hasRootKey bool, host *pluginhost.Host, sharesOrigin bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.states == nil {
@@ -487,7 +488,7 @@ func (a *App) Start() error {
 	}
 	a.warnSameSite()
 	for _, host := range a.hosts {
-		host.reload()
+		host.Load()
 	}
 	a.warnAdmin()
 	a.warnAccessLog()
