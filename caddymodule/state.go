@@ -419,18 +419,15 @@ type App struct {
 	hosts []*pluginhost.Host
 	// sharesOrigin is set when a handler serves workers beside the API or the cpanel.
 	sharesOrigin bool
-	// admin is the address of Caddy's admin endpoint, "" when it is off.
-	admin  string
-	logger *zap.Logger
-	ctx    caddy.Context
+	logger       *zap.Logger
+	ctx          caddy.Context
 }
 
 // warnedAdmin is the admin address last warned about, so a reload does not repeat it.
 var warnedAdmin atomic.Value
 
-// Provision notes where Caddy's admin endpoint listens.
+// Provision keeps the app's context and logger.
 func (a *App) Provision(ctx caddy.Context) error {
-	a.admin = adminListen(ctx)
 	a.logger = ctx.Logger()
 	a.ctx = ctx
 	return nil
@@ -521,20 +518,22 @@ func (a *App) warnAccessLog() {
 	}
 }
 
-// warnAdmin warns when process workers may run and Caddy's admin endpoint is on TCP, where a
-// worker can connect and load a config of its own.
+// warnAdmin warns when process workers may run and something answers on TCP at Caddy's
+// default admin address, where a worker can connect and, if it is an admin endpoint, load a
+// config of its own. The config's admin endpoint is listening by the time apps start.
 func (a *App) warnAdmin() {
 	workers := false
 	for s := range a.states {
 		workers = workers || s.settings.ProcessWorkers.All || len(s.settings.ProcessWorkers.List) > 0
 	}
-	if !workers || !adminOnTCP(a.admin) || warnedAdmin.Swap(a.admin) == a.admin {
+	addr := caddy.DefaultAdminListen
+	if !workers || !adminOnTCP(addr) || warnedAdmin.Swap(addr) == addr {
 		return
 	}
-	a.logger.Warn("Caddy's admin endpoint listens on TCP, where process workers can reach it and replace the whole "+
+	a.logger.Warn("Caddy's admin endpoint answers on TCP, where process workers can reach it and replace the whole "+
 		"configuration; put it on a unix socket in a folder only the runtime's account can open "+
 		"(global option: admin unix//run/runtime/admin.sock), or turn it off",
-		zap.String("admin", a.admin))
+		zap.String("admin", addr))
 }
 
 // Stop does nothing: states outlive a config and are released by their last handler.
