@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -88,8 +87,6 @@ func get(t *testing.T, p *Pool, name, dir string, m Manifest, path string) (echo
 	return e, json.NewDecoder(resp.Body).Decode(&e)
 }
 
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
 func TestPoolStartsOnceWithACleanEnvironment(t *testing.T) {
 	t.Setenv("RUNTIME_ROOT_KEY", "must-not-leak-0123456789")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "also-not")
@@ -147,7 +144,7 @@ func TestPoolRestartsACrashWithBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	get(t, p, "app", dir, m, "/crash")
-	testkit.Eventually(t, "the pool to notice the crash", 10*time.Second, func() bool { return !alive(first.PID) && p.Running() == 0 })
+	testkit.Eventually(t, "the pool to notice the crash", 10*time.Second, func() bool { return !testkit.Alive(first.PID) && p.Running() == 0 })
 	_, err = get(t, p, "app", dir, m, "/")
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || ue.RetryAfter <= 0 {
@@ -175,7 +172,7 @@ func TestPoolStopsIdleProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, "the idle stop", 10*time.Second, func() bool { return p.Running() == 0 && !alive(e.PID) })
+	testkit.Eventually(t, "the idle stop", 10*time.Second, func() bool { return p.Running() == 0 && !testkit.Alive(e.PID) })
 }
 
 func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
@@ -190,9 +187,9 @@ func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
 		}
 		pids = append(pids, e.PID) // each start takes far longer than the clock's resolution, so uses are ordered
 	}
-	testkit.Eventually(t, "the least recently used process to stop", 10*time.Second, func() bool { return !alive(pids[0]) })
-	if !alive(pids[1]) || !alive(pids[2]) || p.Running() != 2 {
-		t.Fatalf("running %d; pids alive: %v %v", p.Running(), alive(pids[1]), alive(pids[2]))
+	testkit.Eventually(t, "the least recently used process to stop", 10*time.Second, func() bool { return !testkit.Alive(pids[0]) })
+	if !testkit.Alive(pids[1]) || !testkit.Alive(pids[2]) || p.Running() != 2 {
+		t.Fatalf("running %d; pids alive: %v %v", p.Running(), testkit.Alive(pids[1]), testkit.Alive(pids[2]))
 	}
 }
 
@@ -213,7 +210,7 @@ func TestPoolRecyclesAfterMaxRequests(t *testing.T) {
 		t.Fatalf("pids %v: want a new process every 3 requests", pids)
 	}
 	// The recycled processes are stopped, not left running.
-	testkit.Eventually(t, "recycled processes to exit", 10*time.Second, func() bool { return !alive(pids[0]) && !alive(pids[3]) })
+	testkit.Eventually(t, "recycled processes to exit", 10*time.Second, func() bool { return !testkit.Alive(pids[0]) && !testkit.Alive(pids[3]) })
 	if p.Running() != 1 {
 		t.Fatalf("running %d, want 1", p.Running())
 	}
@@ -248,11 +245,11 @@ func TestPoolStopUnitDrainsFirst(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the in-flight request failed: %v", err)
 	}
-	if !alive(pid) {
+	if !testkit.Alive(pid) {
 		t.Fatal("the process stopped before its request was released")
 	}
 	l.Release()
-	testkit.Eventually(t, "the drained process to stop", 10*time.Second, func() bool { return !alive(pid) })
+	testkit.Eventually(t, "the drained process to stop", 10*time.Second, func() bool { return !testkit.Alive(pid) })
 	e, err := get(t, p, "app", dir, m, "/")
 	if err != nil || e.PID == pid {
 		t.Fatalf("after StopUnit: %v, pid %d", err, e.PID)
@@ -294,7 +291,7 @@ func TestPoolCloseStopsEverything(t *testing.T) {
 	}
 	p.Close()
 	for _, pid := range pids {
-		if alive(pid) {
+		if testkit.Alive(pid) {
 			t.Fatalf("process %d survived Close", pid)
 		}
 	}
@@ -363,7 +360,7 @@ func TestPoolStatusAndRestart(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the request in flight during the restart failed: %v", err)
 	}
-	testkit.Eventually(t, "the old process exits", 5*time.Second, func() bool { return !alive(first.PID) && !alive(oldPID) })
+	testkit.Eventually(t, "the old process exits", 5*time.Second, func() bool { return !testkit.Alive(first.PID) && !testkit.Alive(oldPID) })
 	// The pool hears of the exit just after the process is gone.
 	testkit.Eventually(t, "the pool to list the new process alone", 5*time.Second, func() bool {
 		st := p.Status()
