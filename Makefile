@@ -51,8 +51,9 @@ sqld:
 
 ## vet: go vet, gofmt, go.mod and go.sum tidy, and go vet for each other system xcaddy users
 ## build on, which compiles every package and its tests there as a build would, and checks
-## them (one architecture each: the module has no architecture-specific code, and each target
-## compiles all of Caddy again, about 100 s on 2 cores with a cold cache)
+## them (one architecture each: the module has no architecture-specific code; with a cold cache
+## each target compiles all of Caddy again and vet analyses it too, about 1.7 times a build:
+## 405 s against 243 s for windows/amd64 on a busy 2-core machine; seconds with a warm one)
 CROSS := darwin/arm64 windows/amd64
 vet:
 	go vet ./...
