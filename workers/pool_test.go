@@ -37,13 +37,13 @@ type echo struct {
 	Dir     string
 }
 
-func newPool(t *testing.T, size int) (*Pool, *observer.ObservedLogs) {
+func newPool(t testing.TB, size int) (*Pool, *observer.ObservedLogs) {
 	t.Helper()
 	return newPoolWith(t, size, sandbox.Options{})
 }
 
 // newPoolWith returns a pool whose sandbox has opts, and lets workers run the test worker.
-func newPoolWith(t *testing.T, size int, opts sandbox.Options) (*Pool, *observer.ObservedLogs) {
+func newPoolWith(t testing.TB, size int, opts sandbox.Options) (*Pool, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	// The test worker lives outside the version folders, so the sandbox lets workers run it.
@@ -60,13 +60,13 @@ func newPoolWith(t *testing.T, size int, opts sandbox.Options) (*Pool, *observer
 	return p, logs
 }
 
-func manifest(t *testing.T, env map[string]string) Manifest {
+func manifest(t testing.TB, env map[string]string) Manifest {
 	return Manifest{Command: []string{testkit.TestWorker(t)}, Env: env, Timeout: Duration(5 * time.Second),
 		TTL: Duration(time.Minute), StartTimeout: Duration(5 * time.Second), MaxBodySize: DefaultMaxBodySize}
 }
 
 // get acquires the version and sends GET path to it.
-func get(t *testing.T, p *Pool, name, dir string, m Manifest, path string) (echo, error) {
+func get(t testing.TB, p *Pool, name, dir string, m Manifest, path string) (echo, error) {
 	t.Helper()
 	l, err := p.Acquire(context.Background(), name, "1.0.0", dir, m)
 	if err != nil {
@@ -216,6 +216,63 @@ func TestPoolRecyclesAfterMaxRequests(t *testing.T) {
 	}
 }
 
+// TestPoolRecyclesUnderConcurrentRequests: requests that find a process without the pool's
+// lock never reach one that is being stopped, while processes are recycled under them.
+func TestPoolRecyclesUnderConcurrentRequests(t *testing.T) {
+	p, _ := newPool(t, 4)
+	dir := t.TempDir()
+	m := manifest(t, nil)
+	m.MaxRequests = 5
+	const clients, each = 8, 25
+	var (
+		mu   sync.Mutex
+		pids = map[int]int{}
+		wg   sync.WaitGroup
+	)
+	for range clients {
+		wg.Go(func() {
+			for range each {
+				e, err := get(t, p, "app", dir, m, "/")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				pids[e.PID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// Each process took at most maxRequests plus the requests that entered beside the one
+	// that reached it.
+	if least := clients * each / (int(m.MaxRequests) + clients - 1); len(pids) < least {
+		t.Fatalf("%d processes served %d requests, want at least %d", len(pids), clients*each, least)
+	}
+	// Every process but the last one to answer exits; that one too when its answer was the
+	// one that reached maxRequests.
+	last, err := get(t, p, "app", dir, m, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyNil(t, 10*time.Second, func() error {
+		for pid := range pids {
+			if pid != last.PID && testkit.Alive(pid) {
+				return fmt.Errorf("recycled process %d is alive", pid)
+			}
+		}
+		return nil
+	})
+	if n := p.Running(); n > 1 {
+		t.Fatalf("running %d, want at most 1", n)
+	}
+}
+
+// TestPoolStopUnitDrainsFirst: a stopped unit's process finishes its requests first, and a
+// request that read the table just before (requests read it without the lock) does not get it.
 func TestPoolStopUnitDrainsFirst(t *testing.T) {
 	p, _ := newPool(t, 4)
 	dir := t.TempDir()
@@ -241,7 +298,16 @@ func TestPoolStopUnitDrainsFirst(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the request failed before it was sent: %v", err)
 	}
+	stale := (*p.running.Load())[dir]
 	p.StopUnit("app", "")
+	if stale.enter() {
+		stale.leave()
+		l.Release() // else the pool's Close waits for them
+		t.Fatal("a retired process took a request")
+	}
+	if n := stale.inflight.Load(); n != 1 {
+		t.Fatalf("in flight %d after the refused request, want 1", n)
+	}
 	if err := <-done; err != nil {
 		t.Fatalf("the in-flight request failed: %v", err)
 	}
@@ -396,5 +462,35 @@ func TestPoolIsolatedNetwork(t *testing.T) {
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "descriptor 3") || !strings.Contains(ue.Reason, "startTimeout 1s") {
 		t.Fatalf("a worker that ignores its listener: %v, want unavailable naming descriptor 3 and startTimeout", err)
+	}
+}
+
+// BenchmarkPoolLease takes and releases leases from parallel goroutines, on one running
+// process and spread over sixteen: the pool's own cost per request, without the request.
+func BenchmarkPoolLease(b *testing.B) {
+	for _, procs := range []int{1, 16} {
+		b.Run(fmt.Sprintf("processes=%d", procs), func(b *testing.B) {
+			p, _ := newPool(b, procs)
+			m := manifest(b, nil)
+			dirs := make([]string, procs)
+			for i := range dirs {
+				dirs[i] = b.TempDir()
+				if _, err := get(b, p, fmt.Sprintf("w%d", i), dirs[i], m, "/"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for i := 0; pb.Next(); i++ {
+					l, err := p.Acquire(ctx, "w", "1.0.0", dirs[i%procs], m)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					l.Release()
+				}
+			})
+		})
 	}
 }
