@@ -1,7 +1,7 @@
 // Package serving is the runtime's data plane: it serves worker versions, static files and
 // process workers behind a reverse proxy, and keeps what uploaded code answers away from the
-// runtime's credentials. The management API is elsewhere (package handlers); the Caddy
-// module composes the two.
+// runtime's credentials. Plugins run in front of it (package pluginhost); the management API
+// is elsewhere (package handlers), asked only through Issuer; the Caddy module composes them.
 package serving
 
 import (
