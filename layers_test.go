@@ -61,8 +61,8 @@ func depsWithPrefix(t *testing.T, prefix string) map[string][]string {
 func TestLayers(t *testing.T) {
 	all := deps(t)
 	for pkg, forbidden := range map[string][]string{
-		"handlers": {"serving", "cpanel", "caddymodule"},
-		"serving":  {"handlers", "cpanel", "caddymodule"},
+		"handlers": {"serving", "pluginhost", "cpanel", "caddymodule"},
+		"serving":  {"handlers", "pluginhost", "cpanel", "caddymodule"},
 		"cpanel":   {"handlers", "serving", "caddymodule"},
 		"ui":       {"handlers", "serving", "caddymodule", "cpanel", "workers", "packages", "keystore", "plugins"},
 		"envelope": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
@@ -71,6 +71,10 @@ func TestLayers(t *testing.T) {
 		"workers":  {"handlers", "serving", "caddymodule"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
+
+		// The plugin host is data plane too, in front of serving; it asks the API only through
+		// the interfaces it declares.
+		"pluginhost": {"handlers", "cpanel", "caddymodule"},
 		// The command-line client speaks HTTP only: no server state.
 		"client": {"handlers", "serving", "caddymodule", "cpanel", "workers", "keystore", "plugins", "filemanager"},
 		"cli":    {"handlers", "serving", "caddymodule", "cpanel", "workers", "keystore", "plugins", "filemanager"},
@@ -93,10 +97,14 @@ func TestLayers(t *testing.T) {
 }
 
 // TestCaddyStaysInTheGlue: only the Caddy glue, the command line registered with Caddy's
-// commands, and the binaries import Caddy; the API, the data plane and everything below them
-// can be used and tested without it.
+// commands, the plugin host and the binaries import Caddy; the API, the rest of the data plane
+// and everything below them can be used and tested without it.
 func TestCaddyStaysInTheGlue(t *testing.T) {
-	glue := []string{"caddymodule", "cli", "cmd/runtime"}
+	glue := []string{
+		"caddymodule", "cli", "cmd/runtime",
+		// Plugins' routes and hooks are Caddy handlers, which the plugin host compiles and runs.
+		"pluginhost",
+	}
 	for pkg, caddy := range depsWithPrefix(t, "github.com/caddyserver/") {
 		if len(caddy) > 0 && !slices.Contains(glue, strings.TrimSuffix(pkg, "/")) {
 			t.Errorf("%s imports Caddy (%s)", pkg, strings.Join(caddy[:min(3, len(caddy))], ", "))

@@ -3,11 +3,9 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -20,6 +18,7 @@ import (
 	"github.com/caddy-runtime/runtime/metrics"
 	"github.com/caddy-runtime/runtime/mount"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/pluginhost"
 	"github.com/caddy-runtime/runtime/plugins"
 	"github.com/caddy-runtime/runtime/serving"
 	"github.com/caddy-runtime/runtime/trace"
@@ -52,9 +51,10 @@ type Handler struct {
 
 	settings    config.Settings
 	api         *handlers.API
-	workers     *serving.Server
+	units       *pluginhost.Chain // the data plane: hooks, plugin routes, workers
 	cpanel      *cpanel.Handler
-	plugins     *pluginHost
+	plugins     *pluginhost.Host
+	server      *caddyhttp.Server // whose error routes may take the data plane's errors
 	unsubscribe func()
 	state       *state
 	logger      *zap.Logger
@@ -93,7 +93,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("registering the runtime's metrics: %v", err)
 	}
 	workerPolicy, pluginPolicy := policies(settings)
-	h.plugins, h.unsubscribe = newPluginHost(ctx, h.state, pluginPolicy, h.logger.Named("plugins"))
+	h.plugins, h.unsubscribe = pluginhost.New(ctx, pluginhost.Options{
+		Plugins: h.state.plugins, Workers: h.state.workers, Policy: pluginPolicy,
+		Changes: &h.state.pluginChanges, Reloads: &h.state.pluginReloads,
+		Metrics: runtimeMetrics, Logger: h.logger.Named("plugins"),
+	})
 	app.track(h.plugins, settings.Serve.SharesOrigin())
 
 	h.api, err = handlers.New(handlers.Options{
@@ -119,14 +123,16 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.cpanel, err = cpanel.New(); err != nil {
 		return err
 	}
-	h.workers = serving.New(serving.Options{
+	workers := serving.New(serving.Options{
 		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
-		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Token: h.api.IsCredential},
+		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
 		Logger:      h.logger, Metrics: runtimeMetrics,
 	})
+	h.units = &pluginhost.Chain{Plugins: h.plugins, Workers: workers, Exempt: h.api, Logger: h.logger}
 	// Followed log streams end when this handler's server begins to shut down (a reload
 	// replaces it, or Caddy exits): the server waits for open requests.
 	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
+		h.server = srv
 		srv.RegisterOnShutdown(h.api.Shutdown)
 	}
 	return nil
@@ -190,9 +196,54 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		envelope.Write(w, notServed("workers are not served on this host"))
 	default:
-		serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { h.serveUnits(w, r) })
+		var failed *envelope.Error
+		serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { failed = h.units.Serve(w, r) })
+		if failed != nil {
+			return h.fail(w, r, failed)
+		}
 	}
 	return nil
+}
+
+// fail answers an error of the data plane as Caddy's own handlers do (file_server,
+// reverse_proxy): returned as a caddyhttp.HandlerError for the site's handle_errors routes to
+// render, with the envelope as its error ({http.error.message}) and the request id as its id
+// ({http.error.id}). A site without error routes answers the envelope itself, since Caddy
+// would answer the status alone and clients read the code.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, answer *envelope.Error) error {
+	err := caddyhttp.HandlerError{StatusCode: answer.Status, Err: answer, ID: trace.RequestID(r.Context())}
+	if h.errorRoutesTake(r, err) {
+		return err
+	}
+	envelope.Write(w, answer)
+	return nil
+}
+
+// errorRoutesTake reports whether the server has error routes that take err for r: one
+// whose top-level matchers match the request as the error routes will see it (the original
+// request, with the error placeholders set). The Caddyfile puts each site's handle_errors
+// under a route matching its host, so a site without one answers the envelope though
+// another site of the server has one. Inside a route, a handle_errors that names other
+// statuses leaves the error to Caddy, which answers the status without a body, as it does
+// for file_server.
+func (h *Handler) errorRoutesTake(r *http.Request, err caddyhttp.HandlerError) bool {
+	if h.server == nil || h.server.Errors == nil || len(h.server.Errors.Routes) == 0 {
+		return false
+	}
+	er := h.server.Errors.WithError(r, err) // a shallow copy, as Caddy passes to its error routes
+	if orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && orig.URL != nil {
+		u := *orig.URL
+		er.Method, er.RequestURI, er.URL = orig.Method, orig.RequestURI, &u
+	}
+	for _, route := range h.server.Errors.Routes {
+		if len(route.MatcherSets) == 0 {
+			return true
+		}
+		if match, merr := route.MatcherSets.AnyMatchWithError(er); match || merr != nil {
+			return true // a matcher's own error ends Caddy's error handling too
+		}
+	}
+	return false
 }
 
 // attachTrace keeps the request's trace state among Caddy's per-request vars and its log fields
@@ -236,54 +287,6 @@ func notServed(format string, args ...any) *envelope.Error {
 	return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, format, args...)
 }
 
-// serveUnits serves a request with what was uploaded: it goes through the plugins' onRequest
-// hooks (unless it carries a valid header credential) and then to the plugin whose base is its
-// first path segment, else to a worker. None of them sees the runtime's credentials: once the
-// header credential has decided on the hooks, they are stripped from the request itself, since
-// Caddy's placeholders read the request the server received.
-func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) {
-	t := h.plugins.acquire()
-	if t != nil {
-		defer t.release()
-	}
-	hooks := t != nil && len(t.hooks) > 0 && !h.api.SkipsHooks(r)
-	h.workers.StripCredentials(r.Header)
-	if t == nil {
-		h.workers.ServeHTTP(w, r)
-		return
-	}
-	dispatch := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-		first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
-		if routes, ok := t.bases[first]; ok {
-			return routes.ServeHTTP(w, r)
-		}
-		h.workers.ServeHTTP(w, r)
-		return nil
-	})
-	var err error
-	if hooks {
-		err = t.runHooks(w, r, dispatch, h.logger)
-	} else {
-		err = dispatch.ServeHTTP(w, r)
-	}
-	var he *hookError
-	switch {
-	case errors.As(err, &he):
-		h.logger.Warn("onRequest hook failed", zap.String("plugin", he.plugin), zap.String("request_id", trace.RequestID(r.Context())), zap.Error(he.err))
-		envelope.Write(w, envelope.Errorf(http.StatusServiceUnavailable, "PLUGIN_ONREQUEST_FAILED",
-			"plugin %s could not handle the request before it was served; try again later", he.plugin))
-	case err != nil:
-		id := trace.RequestID(r.Context())
-		answer := pluginError(err, id)
-		level := zap.DebugLevel // a 404 of a file_server is routine
-		if answer.Status >= 500 {
-			level = zap.WarnLevel
-		}
-		h.logger.Log(level, "plugin route error", zap.Int("status", answer.Status), zap.String("request_id", id), zap.Error(err))
-		envelope.Write(w, answer)
-	}
-}
-
 // Cleanup stops what the handler started; the App releases the shared state. It runs after a
 // failed Provision too.
 func (h *Handler) Cleanup() error {
@@ -292,7 +295,7 @@ func (h *Handler) Cleanup() error {
 		h.unsubscribe = nil
 	}
 	if h.plugins != nil {
-		h.plugins.close()
+		h.plugins.Close()
 	}
 	if h.api != nil {
 		h.api.Shutdown()

@@ -22,6 +22,7 @@ import (
 	"github.com/caddy-runtime/runtime/events"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
+	"github.com/caddy-runtime/runtime/pluginhost"
 	"github.com/caddy-runtime/runtime/sandbox"
 	"github.com/caddy-runtime/runtime/serving"
 	workerspkg "github.com/caddy-runtime/runtime/workers"
@@ -89,7 +90,7 @@ type state struct {
 	versions  *serving.Versions
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
-	pluginReloads                events.Bus[reloadRequest]
+	pluginReloads                events.Bus[pluginhost.Reload]
 	unmeter                      func() // takes the pool out of the process gauge
 	// retention is how long the audit trail keeps entries: the latest config's setting.
 	retention atomic.Int64
@@ -432,23 +433,19 @@ type App struct {
 	joined  bool
 	written config.AppValues
 	// hosts are the handlers' plugin hosts, loaded when the config starts.
-	hosts []*pluginHost
+	hosts []*pluginhost.Host
 	// sharesOrigin is set when a handler serves workers beside the API or the cpanel.
 	sharesOrigin bool
-	// admin is the address of Caddy's admin endpoint, "" when it is off.
-	admin  string
-	logger *zap.Logger
-	ctx    caddy.Context
+	logger       *zap.Logger
+	ctx          caddy.Context
 }
 
 // warnedAdmin is the admin address last warned about, so a reload does not repeat it.
 var warnedAdmin atomic.Value
 
 // Provision resolves the app's settings, so a bad one stops caddy validate even in a config
-// without a runtime handler, and notes where Caddy's admin endpoint listens. Like the
-// handlers' Provision, it has no irreversible side effects.
+// without a runtime handler. Like the handlers' Provision, it has no irreversible side effects.
 func (a *App) Provision(ctx caddy.Context) error {
-	a.admin = adminListen(ctx)
 	a.logger = ctx.Logger()
 	a.ctx = ctx
 	var err error
@@ -526,7 +523,7 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 const moveToApp = `move them to the global runtime option, { runtime { … } } at the top of the Caddyfile ` +
 	`(in JSON, the runtime app: "apps": {"runtime": {…}})`
 
-func (a *App) track(host *pluginHost, sharesOrigin bool) {
+func (a *App) track(host *pluginhost.Host, sharesOrigin bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.hosts = append(a.hosts, host)
@@ -583,7 +580,7 @@ func (a *App) Start() error {
 	}
 	a.warnSameSite()
 	for _, host := range a.hosts {
-		host.reload()
+		host.Load()
 	}
 	a.warnAdmin()
 	a.warnAccessLog()
@@ -616,17 +613,19 @@ func (a *App) warnAccessLog() {
 	}
 }
 
-// warnAdmin warns when process workers may run and Caddy's admin endpoint is on TCP, where a
-// worker can connect and load a config of its own.
+// warnAdmin warns when process workers may run and something answers on TCP at Caddy's
+// default admin address, where a worker can connect and, if it is an admin endpoint, load a
+// config of its own. The config's admin endpoint is listening by the time apps start.
 func (a *App) warnAdmin() {
 	workers := a.settings.ProcessWorkers.All || len(a.settings.ProcessWorkers.List) > 0
-	if !workers || !adminOnTCP(a.admin) || warnedAdmin.Swap(a.admin) == a.admin {
+	addr := caddy.DefaultAdminListen
+	if !workers || !adminOnTCP(addr) || warnedAdmin.Swap(addr) == addr {
 		return
 	}
-	a.logger.Warn("Caddy's admin endpoint listens on TCP, where process workers can reach it and replace the whole "+
+	a.logger.Warn("Caddy's admin endpoint answers on TCP, where process workers can reach it and replace the whole "+
 		"configuration; put it on a unix socket in a folder only the runtime's account can open "+
 		"(global option: admin unix//run/runtime/admin.sock), or turn it off",
-		zap.String("admin", a.admin))
+		zap.String("admin", addr))
 }
 
 // Stop does nothing: a state outlives a config and is released by the last config using it.

@@ -113,7 +113,7 @@ func TestPoolStatusAndRestart(t *testing.T) {
 		if len(got) != 1 || got[0].State != "running" || got[0].Restarts != 3 {
 			return fmt.Errorf("pool after the restarts = %+v", got)
 		}
-		if pidAlive(first.PID) {
+		if harness.Alive(first.PID) {
 			return fmt.Errorf("the first process %d is still alive", first.PID)
 		}
 		return nil

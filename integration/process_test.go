@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,8 +50,6 @@ func echoOf(t *testing.T, resp *harness.Response) echoBody {
 	}
 	return e
 }
-
-func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 // TestProcessWorkerProxying checks the request a worker receives and its environment.
 func TestProcessWorkerProxying(t *testing.T) {
@@ -158,7 +155,7 @@ func TestProcessWorkerLifecycle(t *testing.T) {
 
 	// A crash answers with the envelope, then the worker comes back.
 	s.Get("/app/crash")
-	harness.Eventually(t, "the crashed process to go", 15*time.Second, func() bool { return !pidAlive(first) })
+	harness.Eventually(t, "the crashed process to go", 15*time.Second, func() bool { return !harness.Alive(first) })
 	var next int
 	harness.Eventually(t, "a restarted process", 15*time.Second, func() bool {
 		resp, err := s.Send("GET", "/app/")
@@ -183,21 +180,21 @@ func TestProcessWorkerLifecycle(t *testing.T) {
 
 	// Disabling the version drains and stops its process; the older version takes over.
 	s.Do("POST", s.API+"/workers/_/app/1.0.0/disable", harness.WithKey(rootKey))
-	harness.Eventually(t, "the disabled version's process to stop", 15*time.Second, func() bool { return !pidAlive(next) })
+	harness.Eventually(t, "the disabled version's process to stop", 15*time.Second, func() bool { return !harness.Alive(next) })
 	older := echoOf(t, s.Get("/app/")).PID
 	// Replacing the running version stops its process too.
 	data, _ := os.ReadFile(harness.TestWorker(t))
 	uploadOK(t, s, "workers", "app.tgz", harness.TarGz(t,
 		harness.File{Name: "manifest.yaml", Body: "name: app\nversion: 0.9.0\nentrypoint: server\n"},
 		harness.File{Name: "server", Body: string(data), Mode: 0o755}), rootKey)
-	harness.Eventually(t, "the replaced version's process to stop", 15*time.Second, func() bool { return !pidAlive(older) })
+	harness.Eventually(t, "the replaced version's process to stop", 15*time.Second, func() bool { return !harness.Alive(older) })
 	if pid := echoOf(t, s.Get("/app/")).PID; pid == older {
 		t.Fatal("the replaced version kept its process")
 	}
 	// Deleting the worker stops its processes.
 	last := echoOf(t, s.Get("/app/")).PID
 	s.Do("DELETE", s.API+"/workers/_/app", harness.WithKey(rootKey))
-	harness.Eventually(t, "the deleted worker's process to stop", 15*time.Second, func() bool { return !pidAlive(last) })
+	harness.Eventually(t, "the deleted worker's process to stop", 15*time.Second, func() bool { return !harness.Alive(last) })
 }
 
 // TestProcessWorkerLimits checks maxBodySize, timeout, idle stop and the pool cap.
@@ -224,7 +221,7 @@ func TestProcessWorkerLimits(t *testing.T) {
 	}
 	// Idle past its ttl, the process stops.
 	pid := echoOf(t, s.Get("/small/")).PID
-	harness.Eventually(t, "the idle process to stop", 15*time.Second, func() bool { return !pidAlive(pid) })
+	harness.Eventually(t, "the idle process to stop", 15*time.Second, func() bool { return !harness.Alive(pid) })
 	// The pool holds 2 processes: a third stops the least recently used.
 	processWorker(t, s, "a", "1.0.0", "")
 	processWorker(t, s, "b", "1.0.0", "")
@@ -233,8 +230,8 @@ func TestProcessWorkerLimits(t *testing.T) {
 	pb := echoOf(t, s.Get("/b/")).PID
 	echoOf(t, s.Get("/a/"))
 	pc := echoOf(t, s.Get("/c/")).PID
-	harness.Eventually(t, "the least recently used process (b) to stop", 15*time.Second, func() bool { return !pidAlive(pb) })
-	if !pidAlive(pa) || !pidAlive(pc) {
+	harness.Eventually(t, "the least recently used process (b) to stop", 15*time.Second, func() bool { return !harness.Alive(pb) })
+	if !harness.Alive(pa) || !harness.Alive(pc) {
 		t.Fatal("the pool stopped a recently used process")
 	}
 }
@@ -261,7 +258,7 @@ func TestProcessWorkerSurvivesReload(t *testing.T) {
 	}
 	// And all processes stop when Caddy exits.
 	s.Stop()
-	if pidAlive(before) {
+	if harness.Alive(before) {
 		t.Fatal("the worker process outlived the runtime")
 	}
 }

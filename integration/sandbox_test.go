@@ -121,11 +121,11 @@ func TestSandboxStopsOrphans(t *testing.T) {
 	if resp.Status != 200 || err != nil {
 		t.Fatalf("orphan: %s", resp)
 	}
-	if !pidAlive(pid) {
+	if !harness.Alive(pid) {
 		t.Fatalf("the orphan %d is not running", pid)
 	}
 	s.Do("POST", s.API+"/workers/_/orphans/1.0.0/disable", harness.WithKey(rootKey))
-	harness.Eventually(t, "the orphaned grandchild to stop", 15*time.Second, func() bool { return !pidAlive(pid) })
+	harness.Eventually(t, "the orphaned grandchild to stop", 15*time.Second, func() bool { return !harness.Alive(pid) })
 }
 
 // TestSandboxLimits: a fork bomb and a memory hog stay inside their worker; the runtime and

@@ -12,9 +12,16 @@ import (
 type Credentials struct {
 	Header  string   // the API key header, e.g. X-API-Key
 	Cookies []string // the session cookies' names
-	// Token reports whether a token is one of the runtime's credentials (a key, a session
-	// token or the root key, valid or not); a worker's own tokens pass.
-	Token func(token string) bool
+	// Issuer tells the runtime's tokens from a worker's own; nil knows none.
+	Issuer Issuer
+}
+
+// Issuer is what the data plane asks of the runtime's authentication (the management API):
+// whether a token is one of its credentials.
+type Issuer interface {
+	// IsCredential reports whether token is one of the runtime's credentials (a key, a
+	// session token or the root key, valid or not); a worker's own tokens are not.
+	IsCredential(token string) bool
 }
 
 // Strip removes the runtime's credentials from a request header, in place, before a worker,
@@ -115,4 +122,6 @@ func (c Credentials) carries(value string) bool {
 	return slices.ContainsFunc(candidates, c.isToken)
 }
 
-func (c Credentials) isToken(s string) bool { return s != "" && c.Token != nil && c.Token(s) }
+func (c Credentials) isToken(s string) bool {
+	return s != "" && c.Issuer != nil && c.Issuer.IsCredential(s)
+}

@@ -10,9 +10,13 @@ import (
 
 // testCredentials recognise keys (rtk_), session tokens (rts_) and a root key with the
 // characters a root key may hold.
-var testCredentials = Credentials{Header: "X-API-Key", Cookies: testCookies, Token: func(s string) bool {
+var testCredentials = Credentials{Header: "X-API-Key", Cookies: testCookies, Issuer: testIssuer{}}
+
+type testIssuer struct{}
+
+func (testIssuer) IsCredential(s string) bool {
 	return strings.HasPrefix(s, "rtk_") || strings.HasPrefix(s, "rts_") || s == testRoot
-}}
+}
 
 const testRoot = "root;key, with=odd chars"
 

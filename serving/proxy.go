@@ -83,6 +83,9 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, 
 	target := &proxyTarget{addr: addr, base: t.Base, rest: t.Rest, name: name, limit: limit,
 		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx}
 	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
+	if target.failed != nil {
+		return target.failed
+	}
 	return nil
 }
 
@@ -92,6 +95,7 @@ type proxyTarget struct {
 	limit                             int64
 	timeout                           time.Duration
 	ctx                               context.Context // carries the worker's timeout
+	failed                            *envelope.Error // the proxy's error answer, returned, not written
 }
 
 type proxyTargetKey struct{}
@@ -130,19 +134,19 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			}
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+		ErrorHandler: func(_ http.ResponseWriter, r *http.Request, err error) {
 			t := r.Context().Value(proxyTargetKey{}).(*proxyTarget)
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				envelope.Write(w, bodyTooLarge(t.name, t.limit))
+				t.failed = bodyTooLarge(t.name, t.limit)
 			case errors.Is(t.ctx.Err(), context.DeadlineExceeded):
-				envelope.Write(w, envelope.Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout))
+				t.failed = envelope.Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout)
 			case errors.Is(err, context.Canceled):
 				// The client went away; nobody reads an answer.
 			default:
 				s.opts.Logger.Warn("worker request failed", zap.String("worker", t.name), zap.String("request_id", t.requestID), zap.Error(err))
-				envelope.Write(w, envelope.Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err))
+				t.failed = envelope.Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err)
 			}
 		},
 	}

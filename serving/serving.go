@@ -1,7 +1,7 @@
 // Package serving is the runtime's data plane: it serves worker versions, static files and
 // process workers behind a reverse proxy, and keeps what uploaded code answers away from the
-// runtime's credentials. The management API is elsewhere (package handlers); the Caddy
-// module composes the two.
+// runtime's credentials. Plugins run in front of it (package pluginhost); the management API
+// is elsewhere (package handlers), asked only through Issuer; the Caddy module composes them.
 package serving
 
 import (
@@ -73,25 +73,32 @@ func New(opts Options) *Server {
 // Credentials.Strip); the proxy to process workers strips them again from what it sends.
 func (s *Server) StripCredentials(h http.Header) { s.opts.Credentials.Strip(h) }
 
-// ServeHTTP serves a request for a worker: a worker version, or an error envelope.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// Serve serves a request for a worker: a worker version, or the error answer, which it returns
+// without writing it, so the Caddy glue can hand it to the site's error routes. An error is
+// returned only while nothing of the answer is written.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request) *envelope.Error {
 	sw := &trace.StatusRecorder{ResponseWriter: w}
-	w = sw
 	start := time.Now()
 	var name string // set once the path names an installed worker: only those are counted
-	defer func() {
-		if name != "" {
-			s.opts.Metrics.WorkerRequest(name, sw.Status, time.Since(start))
-		}
-	}()
-	if err := s.serve(w, r, &name); err != nil {
-		var apiErr *envelope.Error
-		if !errors.As(err, &apiErr) {
-			s.opts.Logger.Error("serving a worker failed", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
-			apiErr = envelope.Internal(trace.RequestID(r.Context()))
-		}
-		envelope.Write(w, apiErr)
+	err := s.serve(sw, r, &name)
+	var answer *envelope.Error
+	if err != nil && !errors.As(err, &answer) {
+		s.opts.Logger.Error("serving a worker failed", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
+		answer = envelope.Internal(trace.RequestID(r.Context()))
 	}
+	if answer != nil && sw.Status != 0 {
+		// Too late for an error answer: the worker's own is on its way.
+		s.opts.Logger.Warn("a worker failed after it began to answer", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(answer))
+		answer = nil
+	}
+	if name != "" {
+		status := sw.Status
+		if answer != nil {
+			status = answer.Status
+		}
+		s.opts.Metrics.WorkerRequest(name, status, time.Since(start))
+	}
+	return answer
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -63,8 +64,14 @@ const DefaultPoolSize = 16
 // Pool runs process workers: one process per worker version, started on its first request,
 // stopped when idle past its ttl, recycled after maxRequests, restarted with back-off after a
 // crash, and drained and stopped when its version is disabled, replaced or removed.
+//
+// A request to a running process takes no lock: it finds the process in an immutable copy of
+// the table, published whole on the rare change (a start, a stop), and counts itself in the
+// process's atomic counters. The lock serialises the changes.
 type Pool struct {
 	opts PoolOptions
+
+	running atomic.Pointer[map[string]*proc] // a copy of procs, for requests
 
 	mu       sync.Mutex
 	procs    map[string]*proc    // processes taking requests, by version folder
@@ -123,6 +130,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	sweepScratch(opts.ScratchDir, opts.Logger)
 	p := &Pool{opts: opts, procs: map[string]*proc{}, live: map[*proc]struct{}{}, crashes: map[string]*backoff{},
 		restarts: map[string]int{}, quit: make(chan struct{})}
+	p.publishLocked()
 	go p.reap()
 	return p, nil
 }
@@ -144,13 +152,16 @@ type proc struct {
 	err           error         // why the start failed, set before ready closes
 	exited        chan struct{} // closed when the process has exited
 
-	// Guarded by pool.mu.
-	inflight int
-	served   int
-	lastUsed time.Time
-	retiring bool // out of the pool: stops once idle
-	stopping bool // being stopped on purpose
-	started  time.Time
+	// A request changes these without the pool's lock. retiring is set with the lock held,
+	// once the process is out of the table; a request that counted itself in inflight and then
+	// sees it set leaves (see enter), so the process stops when inflight drops to 0 afterwards.
+	inflight atomic.Int64
+	served   atomic.Int64
+	lastUsed atomic.Int64 // Unix nanoseconds of the last request
+	retiring atomic.Bool  // out of the pool: stops once idle
+	stopping atomic.Bool  // being stopped on purpose; set once, by whoever stops it
+
+	started time.Time // guarded by pool.mu
 }
 
 // Lease is a request's hold on a running process.
@@ -177,28 +188,13 @@ func (p *Pool) Acquire(ctx context.Context, name, version, dir string, m Manifes
 	if p.opts.Allowed != nil && !p.opts.Allowed(name) {
 		return nil, ErrNotAllowed
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, ErrPoolClosed
-	}
-	pr := p.procs[dir]
-	if pr == nil {
-		if b := p.crashes[dir]; b != nil && time.Now().Before(b.until) {
-			wait := time.Until(b.until)
-			p.mu.Unlock()
-			return nil, &UnavailableError{Reason: fmt.Sprintf("worker %s@%s crashed; it restarts in %s", name, version, wait.Round(time.Second)), RetryAfter: wait}
+	pr := (*p.running.Load())[dir]
+	if pr == nil || !pr.enter() {
+		var err error
+		if pr, err = p.admit(name, version, dir, m); err != nil {
+			return nil, err
 		}
-		pr = p.newProc(name, version, dir, m)
-		p.procs[dir] = pr
-		p.live[pr] = struct{}{}
-		p.evictLocked(pr)
-		p.stopped.Add(1)
-		go pr.start()
 	}
-	pr.inflight++
-	pr.lastUsed = time.Now()
-	p.mu.Unlock()
 
 	select {
 	case <-pr.ready:
@@ -213,6 +209,84 @@ func (p *Pool) Acquire(ctx context.Context, name, version, dir string, m Manifes
 	return &Lease{p: pr}, nil
 }
 
+// enter counts a request on pr, unless pr is retiring: then it returns false and the request
+// goes to admit.
+func (pr *proc) enter() bool {
+	pr.inflight.Add(1)
+	if pr.retiring.Load() {
+		pr.leave()
+		return false
+	}
+	pr.lastUsed.Store(time.Now().UnixNano())
+	return true
+}
+
+// leave ends a request on pr; the last one out of a retiring process stops it.
+func (pr *proc) leave() {
+	if pr.inflight.Add(-1) == 0 && pr.retiring.Load() {
+		pr.stopOnce()
+	}
+}
+
+// stopOnce stops pr unless someone already does.
+func (pr *proc) stopOnce() {
+	if pr.stopping.CompareAndSwap(false, true) {
+		go pr.stop()
+	}
+}
+
+// admit counts a request on the version's process, starting one when there is none, with the
+// pool's lock held: a process in the table is not retiring while it is held.
+func (p *Pool) admit(name, version, dir string, m Manifest) (*proc, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
+	pr := p.procs[dir]
+	var evicted []*proc
+	if pr == nil {
+		if b := p.crashes[dir]; b != nil && time.Now().Before(b.until) {
+			wait := time.Until(b.until)
+			p.mu.Unlock()
+			return nil, &UnavailableError{Reason: fmt.Sprintf("worker %s@%s crashed; it restarts in %s", name, version, wait.Round(time.Second)), RetryAfter: wait}
+		}
+		pr = p.newProc(name, version, dir, m)
+		p.live[pr] = struct{}{}
+		p.putLocked(pr)
+		evicted = p.evictLocked(pr)
+		p.stopped.Add(1)
+		go pr.start()
+	}
+	pr.inflight.Add(1)
+	pr.lastUsed.Store(time.Now().UnixNano())
+	p.mu.Unlock()
+	for _, e := range evicted {
+		e.logger.Info("stopping the least recently used worker: the pool is full", zap.Int("pool_size", p.opts.Size))
+	}
+	return pr, nil
+}
+
+// putLocked makes pr the process of its version and publishes the table.
+func (p *Pool) putLocked(pr *proc) {
+	p.procs[pr.key] = pr
+	p.publishLocked()
+}
+
+// dropLocked takes pr out of the table, if it is there, and publishes the table.
+func (p *Pool) dropLocked(pr *proc) {
+	if p.procs[pr.key] == pr {
+		delete(p.procs, pr.key)
+		p.publishLocked()
+	}
+}
+
+// publishLocked hands requests a copy of the table.
+func (p *Pool) publishLocked() {
+	running := maps.Clone(p.procs)
+	p.running.Store(&running)
+}
+
 func (p *Pool) newProc(name, version, dir string, m Manifest) *proc {
 	return &proc{
 		pool: p, key: dir, name: name, version: version, dir: dir, m: m,
@@ -221,66 +295,68 @@ func (p *Pool) newProc(name, version, dir string, m Manifest) *proc {
 	}
 }
 
-// release ends a request on pr; served requests count towards maxRequests.
+// release ends a request on pr; served requests count towards maxRequests, and the one that
+// reaches it takes the process out of the pool (the lock is taken then only).
 func (p *Pool) release(pr *proc, served bool) {
-	p.mu.Lock()
-	pr.inflight--
 	if served {
-		pr.served++
-		if max := pr.m.MaxRequests; max > 0 && pr.served >= max && !pr.retiring {
-			pr.logger.Info("worker served its maxRequests; recycling", zap.Int("max_requests", max))
-			p.retireLocked(pr)
+		if n, max := pr.served.Add(1), int64(pr.m.MaxRequests); max > 0 && n == max {
+			p.mu.Lock()
+			recycle := !pr.retiring.Load()
+			if recycle {
+				p.retireLocked(pr)
+			}
+			p.mu.Unlock()
+			if recycle {
+				pr.logger.Info("worker served its maxRequests; recycling", zap.Int64("max_requests", max))
+			}
 		}
 	}
-	stop := pr.retiring && pr.inflight == 0 && !pr.stopping
-	if stop {
-		pr.stopping = true
-	}
-	p.mu.Unlock()
-	if stop {
-		go pr.stop()
-	}
+	pr.leave()
 }
 
 // retireLocked takes pr out of the pool; it stops once its requests are done.
 func (p *Pool) retireLocked(pr *proc) {
-	if p.procs[pr.key] == pr {
-		delete(p.procs, pr.key)
-	}
-	pr.retiring = true
-	if pr.inflight == 0 && !pr.stopping {
-		pr.stopping = true
-		go pr.stop()
+	p.dropLocked(pr)
+	pr.retiring.Store(true)
+	if pr.inflight.Load() == 0 {
+		pr.stopOnce()
 	}
 }
 
-// evictLocked stops the least recently used processes past the pool size, sparing keep.
-func (p *Pool) evictLocked(keep *proc) {
+// evictLocked stops the least recently used processes past the pool size, sparing keep, and
+// returns them.
+func (p *Pool) evictLocked(keep *proc) []*proc {
+	var evicted []*proc
 	for len(p.procs) > p.opts.Size {
 		var lru *proc
 		for _, pr := range p.procs {
-			if pr != keep && (lru == nil || pr.lastUsed.Before(lru.lastUsed)) {
+			if pr != keep && (lru == nil || pr.lastUsed.Load() < lru.lastUsed.Load()) {
 				lru = pr
 			}
 		}
 		if lru == nil {
-			return
+			break
 		}
-		lru.logger.Info("stopping the least recently used worker: the pool is full", zap.Int("pool_size", p.opts.Size))
 		p.retireLocked(lru)
+		evicted = append(evicted, lru)
 	}
+	return evicted
 }
 
 // StopUnit drains and stops the processes of a worker's version, or of all its versions when
 // version is "": its files changed, or it was disabled or removed.
 func (p *Pool) StopUnit(name, version string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var stopped []*proc
 	for _, pr := range p.procs {
 		if pr.name == name && (version == "" || pr.version == version) {
-			pr.logger.Info("worker changed; draining and stopping its process")
 			p.retireLocked(pr)
+			stopped = append(stopped, pr)
 		}
+	}
+	p.mu.Unlock()
+	for _, pr := range stopped {
+		pr.logger.Info("worker changed; draining and stopping its process")
 	}
 }
 
@@ -294,13 +370,17 @@ func (p *Pool) reap() {
 			return
 		case now := <-tick.C:
 			p.mu.Lock()
+			var idle []*proc
 			for _, pr := range p.procs {
-				if pr.inflight == 0 && now.Sub(pr.lastUsed) > time.Duration(pr.m.TTL) {
-					pr.logger.Info("worker idle past its ttl; stopping", zap.Duration("ttl", time.Duration(pr.m.TTL)))
+				if pr.inflight.Load() == 0 && now.UnixNano()-pr.lastUsed.Load() > int64(pr.m.TTL) {
 					p.retireLocked(pr)
+					idle = append(idle, pr)
 				}
 			}
 			p.mu.Unlock()
+			for _, pr := range idle {
+				pr.logger.Info("worker idle past its ttl; stopping", zap.Duration("ttl", time.Duration(pr.m.TTL)))
+			}
 		}
 	}
 }
@@ -358,10 +438,9 @@ func (pr *proc) start() {
 		pr.logger.Error("worker did not start", zap.Error(err))
 		p := pr.pool
 		p.mu.Lock()
-		if p.procs[pr.key] == pr {
-			delete(p.procs, pr.key)
-		}
-		pr.retiring, pr.stopping = true, true
+		p.dropLocked(pr)
+		pr.stopping.Store(true)
+		pr.retiring.Store(true)
 		p.noteCrashLocked(pr)
 		p.mu.Unlock()
 		if pr.cmd != nil {
@@ -508,12 +587,10 @@ func (pr *proc) exitedWith(err error) {
 	p := pr.pool
 	p.mu.Lock()
 	delete(p.live, pr)
-	crashed := !pr.stopping
+	crashed := !pr.stopping.Load()
 	if crashed {
-		if p.procs[pr.key] == pr {
-			delete(p.procs, pr.key)
-		}
-		pr.retiring = true
+		p.dropLocked(pr)
+		pr.retiring.Store(true)
 		p.noteCrashLocked(pr)
 	}
 	p.mu.Unlock()

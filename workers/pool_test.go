@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,13 +37,13 @@ type echo struct {
 	Dir     string
 }
 
-func newPool(t *testing.T, size int) (*Pool, *observer.ObservedLogs) {
+func newPool(t testing.TB, size int) (*Pool, *observer.ObservedLogs) {
 	t.Helper()
 	return newPoolWith(t, size, sandbox.Options{})
 }
 
 // newPoolWith returns a pool whose sandbox has opts, and lets workers run the test worker.
-func newPoolWith(t *testing.T, size int, opts sandbox.Options) (*Pool, *observer.ObservedLogs) {
+func newPoolWith(t testing.TB, size int, opts sandbox.Options) (*Pool, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	// The test worker lives outside the version folders, so the sandbox lets workers run it.
@@ -61,13 +60,13 @@ func newPoolWith(t *testing.T, size int, opts sandbox.Options) (*Pool, *observer
 	return p, logs
 }
 
-func manifest(t *testing.T, env map[string]string) Manifest {
+func manifest(t testing.TB, env map[string]string) Manifest {
 	return Manifest{Command: []string{testkit.TestWorker(t)}, Env: env, Timeout: Duration(5 * time.Second),
 		TTL: Duration(time.Minute), StartTimeout: Duration(5 * time.Second), MaxBodySize: DefaultMaxBodySize}
 }
 
 // get acquires the version and sends GET path to it.
-func get(t *testing.T, p *Pool, name, dir string, m Manifest, path string) (echo, error) {
+func get(t testing.TB, p *Pool, name, dir string, m Manifest, path string) (echo, error) {
 	t.Helper()
 	l, err := p.Acquire(context.Background(), name, "1.0.0", dir, m)
 	if err != nil {
@@ -87,8 +86,6 @@ func get(t *testing.T, p *Pool, name, dir string, m Manifest, path string) (echo
 	var e echo
 	return e, json.NewDecoder(resp.Body).Decode(&e)
 }
-
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestPoolStartsOnceWithACleanEnvironment(t *testing.T) {
 	t.Setenv("RUNTIME_ROOT_KEY", "must-not-leak-0123456789")
@@ -147,7 +144,7 @@ func TestPoolRestartsACrashWithBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	get(t, p, "app", dir, m, "/crash")
-	testkit.Eventually(t, "the pool to notice the crash", 10*time.Second, func() bool { return !alive(first.PID) && p.Running() == 0 })
+	testkit.Eventually(t, "the pool to notice the crash", 10*time.Second, func() bool { return !testkit.Alive(first.PID) && p.Running() == 0 })
 	_, err = get(t, p, "app", dir, m, "/")
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || ue.RetryAfter <= 0 {
@@ -175,7 +172,7 @@ func TestPoolStopsIdleProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, "the idle stop", 10*time.Second, func() bool { return p.Running() == 0 && !alive(e.PID) })
+	testkit.Eventually(t, "the idle stop", 10*time.Second, func() bool { return p.Running() == 0 && !testkit.Alive(e.PID) })
 }
 
 func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
@@ -190,9 +187,9 @@ func TestPoolCapStopsTheLeastRecentlyUsed(t *testing.T) {
 		}
 		pids = append(pids, e.PID) // each start takes far longer than the clock's resolution, so uses are ordered
 	}
-	testkit.Eventually(t, "the least recently used process to stop", 10*time.Second, func() bool { return !alive(pids[0]) })
-	if !alive(pids[1]) || !alive(pids[2]) || p.Running() != 2 {
-		t.Fatalf("running %d; pids alive: %v %v", p.Running(), alive(pids[1]), alive(pids[2]))
+	testkit.Eventually(t, "the least recently used process to stop", 10*time.Second, func() bool { return !testkit.Alive(pids[0]) })
+	if !testkit.Alive(pids[1]) || !testkit.Alive(pids[2]) || p.Running() != 2 {
+		t.Fatalf("running %d; pids alive: %v %v", p.Running(), testkit.Alive(pids[1]), testkit.Alive(pids[2]))
 	}
 }
 
@@ -213,12 +210,69 @@ func TestPoolRecyclesAfterMaxRequests(t *testing.T) {
 		t.Fatalf("pids %v: want a new process every 3 requests", pids)
 	}
 	// The recycled processes are stopped, not left running.
-	testkit.Eventually(t, "recycled processes to exit", 10*time.Second, func() bool { return !alive(pids[0]) && !alive(pids[3]) })
+	testkit.Eventually(t, "recycled processes to exit", 10*time.Second, func() bool { return !testkit.Alive(pids[0]) && !testkit.Alive(pids[3]) })
 	if p.Running() != 1 {
 		t.Fatalf("running %d, want 1", p.Running())
 	}
 }
 
+// TestPoolRecyclesUnderConcurrentRequests: requests that find a process without the pool's
+// lock never reach one that is being stopped, while processes are recycled under them.
+func TestPoolRecyclesUnderConcurrentRequests(t *testing.T) {
+	p, _ := newPool(t, 4)
+	dir := t.TempDir()
+	m := manifest(t, nil)
+	m.MaxRequests = 5
+	const clients, each = 8, 25
+	var (
+		mu   sync.Mutex
+		pids = map[int]int{}
+		wg   sync.WaitGroup
+	)
+	for range clients {
+		wg.Go(func() {
+			for range each {
+				e, err := get(t, p, "app", dir, m, "/")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				pids[e.PID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// Each process took at most maxRequests plus the requests that entered beside the one
+	// that reached it.
+	if least := clients * each / (int(m.MaxRequests) + clients - 1); len(pids) < least {
+		t.Fatalf("%d processes served %d requests, want at least %d", len(pids), clients*each, least)
+	}
+	// Every process but the last one to answer exits; that one too when its answer was the
+	// one that reached maxRequests.
+	last, err := get(t, p, "app", dir, m, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyNil(t, 10*time.Second, func() error {
+		for pid := range pids {
+			if pid != last.PID && testkit.Alive(pid) {
+				return fmt.Errorf("recycled process %d is alive", pid)
+			}
+		}
+		return nil
+	})
+	if n := p.Running(); n > 1 {
+		t.Fatalf("running %d, want at most 1", n)
+	}
+}
+
+// TestPoolStopUnitDrainsFirst: a stopped unit's process finishes its requests first, and a
+// request that read the table just before (requests read it without the lock) does not get it.
 func TestPoolStopUnitDrainsFirst(t *testing.T) {
 	p, _ := newPool(t, 4)
 	dir := t.TempDir()
@@ -244,15 +298,24 @@ func TestPoolStopUnitDrainsFirst(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the request failed before it was sent: %v", err)
 	}
+	stale := (*p.running.Load())[dir]
 	p.StopUnit("app", "")
+	if stale.enter() {
+		stale.leave()
+		l.Release() // else the pool's Close waits for them
+		t.Fatal("a retired process took a request")
+	}
+	if n := stale.inflight.Load(); n != 1 {
+		t.Fatalf("in flight %d after the refused request, want 1", n)
+	}
 	if err := <-done; err != nil {
 		t.Fatalf("the in-flight request failed: %v", err)
 	}
-	if !alive(pid) {
+	if !testkit.Alive(pid) {
 		t.Fatal("the process stopped before its request was released")
 	}
 	l.Release()
-	testkit.Eventually(t, "the drained process to stop", 10*time.Second, func() bool { return !alive(pid) })
+	testkit.Eventually(t, "the drained process to stop", 10*time.Second, func() bool { return !testkit.Alive(pid) })
 	e, err := get(t, p, "app", dir, m, "/")
 	if err != nil || e.PID == pid {
 		t.Fatalf("after StopUnit: %v, pid %d", err, e.PID)
@@ -294,7 +357,7 @@ func TestPoolCloseStopsEverything(t *testing.T) {
 	}
 	p.Close()
 	for _, pid := range pids {
-		if alive(pid) {
+		if testkit.Alive(pid) {
 			t.Fatalf("process %d survived Close", pid)
 		}
 	}
@@ -363,7 +426,7 @@ func TestPoolStatusAndRestart(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the request in flight during the restart failed: %v", err)
 	}
-	testkit.Eventually(t, "the old process exits", 5*time.Second, func() bool { return !alive(first.PID) && !alive(oldPID) })
+	testkit.Eventually(t, "the old process exits", 5*time.Second, func() bool { return !testkit.Alive(first.PID) && !testkit.Alive(oldPID) })
 	// The pool hears of the exit just after the process is gone.
 	testkit.Eventually(t, "the pool to list the new process alone", 5*time.Second, func() bool {
 		st := p.Status()
@@ -399,5 +462,35 @@ func TestPoolIsolatedNetwork(t *testing.T) {
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "descriptor 3") || !strings.Contains(ue.Reason, "startTimeout 1s") {
 		t.Fatalf("a worker that ignores its listener: %v, want unavailable naming descriptor 3 and startTimeout", err)
+	}
+}
+
+// BenchmarkPoolLease takes and releases leases from parallel goroutines, on one running
+// process and spread over sixteen: the pool's own cost per request, without the request.
+func BenchmarkPoolLease(b *testing.B) {
+	for _, procs := range []int{1, 16} {
+		b.Run(fmt.Sprintf("processes=%d", procs), func(b *testing.B) {
+			p, _ := newPool(b, procs)
+			m := manifest(b, nil)
+			dirs := make([]string, procs)
+			for i := range dirs {
+				dirs[i] = b.TempDir()
+				if _, err := get(b, p, fmt.Sprintf("w%d", i), dirs[i], m, "/"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for i := 0; pb.Next(); i++ {
+					l, err := p.Acquire(ctx, "w", "1.0.0", dirs[i%procs], m)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					l.Release()
+				}
+			})
+		})
 	}
 }

@@ -64,8 +64,7 @@ func (pr *proc) overScratch(reason error) {
 	p := pr.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.procs[pr.key] == pr {
-		delete(p.procs, pr.key)
-	}
-	pr.retiring, pr.stopping = true, true
+	p.dropLocked(pr)
+	pr.stopping.Store(true)
+	pr.retiring.Store(true)
 }

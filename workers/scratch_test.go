@@ -77,7 +77,7 @@ func TestPoolScratchOverLimit(t *testing.T) {
 	// What the sandbox's watcher does.
 	pr.overScratch(errors.New("its scratch folder holds more than its limit of 1.0 MiB"))
 	pr.cmd.Kill()
-	testkit.Eventually(t, "the process to stop", 10*time.Second, func() bool { return !alive(first.PID) })
+	testkit.Eventually(t, "the process to stop", 10*time.Second, func() bool { return !testkit.Alive(first.PID) })
 	second, err := get(t, p, "app", dir, m, "/")
 	if err != nil || second.PID == first.PID {
 		t.Fatalf("after the stop: pid %d, %v; want a new process at once", second.PID, err)

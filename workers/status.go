@@ -37,7 +37,8 @@ func (p *Pool) Status() []ProcStatus {
 	out := make([]ProcStatus, 0, len(p.live))
 	for pr := range p.live {
 		st := ProcStatus{Name: pr.name, Version: pr.version, State: pr.state(), StartedAt: pr.started,
-			Requests: pr.served, InFlight: pr.inflight, LastRequest: pr.lastUsed, Restarts: p.restarts[pr.key], RSS: -1}
+			Requests: int(pr.served.Load()), InFlight: int(pr.inflight.Load()), LastRequest: time.Unix(0, pr.lastUsed.Load()),
+			Restarts: p.restarts[pr.key], RSS: -1}
 		if !pr.started.IsZero() { // cmd is set before started, under mu
 			st.PID = pr.cmd.Pid()
 		}
@@ -69,7 +70,7 @@ func (p *Pool) Counts() map[ProcState]int {
 // state is where the process is in its life; the pool's lock is held.
 func (pr *proc) state() ProcState {
 	switch {
-	case pr.retiring:
+	case pr.retiring.Load():
 		return Draining
 	case pr.started.IsZero():
 		return Starting
@@ -82,25 +83,30 @@ func (pr *proc) state() ProcState {
 // next ones go to the new. It returns the versions restarted.
 func (p *Pool) Restart(name, version string) []string {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return nil
 	}
-	var restarted []string
-	for _, pr := range p.procs {
+	var drained []*proc
+	for _, pr := range *p.running.Load() { // the table as it was: the loop adds to it
 		if pr.name != name || version != "" && pr.version != version {
 			continue
 		}
-		pr.logger.Info("worker restart asked for; draining its process")
 		p.retireLocked(pr)
 		p.restarts[pr.key]++
 		p.opts.Events.ProcessRestarted(pr.name)
 		next := p.newProc(pr.name, pr.version, pr.dir, pr.m)
-		next.lastUsed = time.Now()
-		p.procs[pr.key] = next
+		next.lastUsed.Store(time.Now().UnixNano())
+		p.putLocked(next)
 		p.stopped.Add(1)
 		p.live[next] = struct{}{}
 		go next.start()
+		drained = append(drained, pr)
+	}
+	p.mu.Unlock()
+	restarted := make([]string, 0, len(drained))
+	for _, pr := range drained {
+		pr.logger.Info("worker restart asked for; draining its process")
 		restarted = append(restarted, pr.version)
 	}
 	slices.Sort(restarted)

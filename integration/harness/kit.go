@@ -20,4 +20,5 @@ var (
 	ServeUnix     = testkit.ServeUnix     // a unix socket answering every connection with one string
 	TestWorker    = testkit.TestWorker    // the test worker, built once per test process
 	Cleanup       = testkit.Cleanup       // removes the programs built here; call it from TestMain
+	Alive         = testkit.Alive         // whether a process exists, on Unix and Windows alike
 )

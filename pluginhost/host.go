@@ -1,9 +1,14 @@
-package caddymodule
+// Package pluginhost is the part of the data plane that runs plugins: it compiles the
+// plugins' routes and onRequest hooks into Caddy handlers, swaps them in as plugins change,
+// and serves a request for uploaded code through the hooks, then the plugin whose base is its
+// first path segment, else the workers (package serving). It imports Caddy, whose handlers
+// the plugins' routes are; the management API is elsewhere (package handlers), which it
+// knows only through the small interfaces it declares.
+package pluginhost
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -18,22 +23,34 @@ import (
 
 	"github.com/caddy-runtime/runtime/envelope"
 	"github.com/caddy-runtime/runtime/events"
-	"github.com/caddy-runtime/runtime/handlers"
+	"github.com/caddy-runtime/runtime/metrics"
 	"github.com/caddy-runtime/runtime/packages"
 	"github.com/caddy-runtime/runtime/plugins"
 	"github.com/caddy-runtime/runtime/trace"
 )
 
-// pluginHost serves the plugins for one handler: it compiles the load plan into a table of
-// Caddy routes (by base) and request hooks, each table in its own child caddy.Context, and
-// swaps tables atomically; an old table is cleaned up once its last request is done.
-type pluginHost struct {
-	base    caddy.Context // a fresh child of the handler's context, parent of every table
-	catalog *packages.Catalog
-	workers *packages.Catalog // a plugin's base may not hide one of them
-	policy  plugins.Policy
-	logger  *zap.Logger
-	reloads *events.Bus[reloadRequest] // the state's: every host sharing the folders hears it
+// Options configure a Host.
+type Options struct {
+	// Plugins is the plugin catalog the tables are built from.
+	Plugins *packages.Catalog
+	// Workers is the worker catalog: a plugin's base may not hide one of them.
+	Workers *packages.Catalog
+	// Policy is what plugins may do.
+	Policy plugins.Policy
+	// Changes and Reloads are the shared state's: every host sharing the folders hears them.
+	Changes *events.Bus[packages.Change]
+	Reloads *events.Bus[Reload]
+	// Metrics times the reloads; nil times nothing.
+	Metrics *metrics.Set
+	Logger  *zap.Logger
+}
+
+// Host serves the plugins for one handler: it compiles the load plan into a table of Caddy
+// routes (by base) and request hooks, each table in its own child caddy.Context, and swaps
+// tables atomically; an old table is cleaned up once its last request is done.
+type Host struct {
+	base caddy.Context // a fresh child of the handler's context, parent of every table
+	opts Options
 
 	mu    sync.Mutex // one reload at a time
 	table atomic.Pointer[pluginTable]
@@ -58,47 +75,50 @@ type hook struct {
 	failOpen bool
 }
 
-// newPluginHost returns the plugin host of a handler using the state s; it hears the state's
-// plugin changes and reload requests until the returned function is called.
-func newPluginHost(ctx caddy.Context, s *state, policy plugins.Policy, logger *zap.Logger) (*pluginHost, func()) {
+// New returns the plugin host of a handler; it hears the plugin changes and reload requests
+// until the returned function is called. Its table is empty until Load.
+func New(ctx caddy.Context, opts Options) (*Host, func()) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
 	// A fresh context of our own: canceling a child of Caddy's own context would also run
 	// the cleanup functions registered on that context.
 	base, _ := caddy.NewContext(ctx)
-	h := &pluginHost{base: base, catalog: s.plugins, workers: s.workers, policy: policy, logger: logger, reloads: &s.pluginReloads}
-	offChanges := s.pluginChanges.Subscribe(h.onChange)
-	offReloads := s.pluginReloads.Subscribe(func(reloadRequest) { h.reload() })
+	h := &Host{base: base, opts: opts}
+	offChanges := opts.Changes.Subscribe(h.onChange)
+	offReloads := opts.Reloads.Subscribe(func(Reload) { h.Load() })
 	return h, func() { offChanges(); offReloads() }
 }
 
-// reloadRequest asks every plugin host of a state to rebuild its table from the disk.
-type reloadRequest struct{}
+// Reload asks every plugin host of a shared state to rebuild its table from the disk.
+type Reload struct{}
 
 // onChange reloads after the plugin changes that take effect at once; an upload waits for an
 // explicit reload.
-func (h *pluginHost) onChange(ch packages.Change) {
+func (h *Host) onChange(ch packages.Change) {
 	switch ch.Op {
 	case packages.OpEnabled, packages.OpDisabled, packages.OpRemoved:
-		h.reload()
+		h.Load()
 	}
 }
 
-// reload rebuilds the table from the plugins on disk and swaps it in.
-func (h *pluginHost) reload() *pluginTable {
+// Load rebuilds this host's table from the plugins on disk and swaps it in.
+func (h *Host) Load() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	start := time.Now()
-	units, err := h.catalog.List()
+	units, err := h.opts.Plugins.List()
 	if err != nil {
-		h.logger.Error("listing plugins", zap.Error(err))
+		h.opts.Logger.Error("listing plugins", zap.Error(err))
 	}
-	workers, err := h.workers.List()
+	workers, err := h.opts.Workers.List()
 	if err != nil {
 		// Without the workers no base can be checked against them: load nothing.
-		h.logger.Error("listing workers; no plugin is loaded", zap.Error(err))
+		h.opts.Logger.Error("listing workers; no plugin is loaded", zap.Error(err))
 		units = nil
 	}
-	t := h.build(plugins.MakePlan(units, h.policy, packages.Names(workers)))
-	runtimeMetrics.PluginReload(time.Since(start), len(t.failed))
+	t := h.build(plugins.MakePlan(units, h.opts.Policy, packages.Names(workers)))
+	h.opts.Metrics.PluginReload(time.Since(start), len(t.failed))
 	if old := h.table.Swap(t); old != nil {
 		old.retire()
 	}
@@ -106,16 +126,15 @@ func (h *pluginHost) reload() *pluginTable {
 	for i, p := range t.loaded {
 		names[i] = p.Name
 	}
-	h.logger.Info("plugins loaded", zap.Strings("loaded", names), zap.Int("failed", len(t.failed)))
+	h.opts.Logger.Info("plugins loaded", zap.Strings("loaded", names), zap.Int("failed", len(t.failed)))
 	for _, f := range t.failed {
-		h.logger.Warn("plugin not loaded", zap.String("plugin", f.Name), zap.String("error", f.Error))
+		h.opts.Logger.Warn("plugin not loaded", zap.String("plugin", f.Name), zap.String("error", f.Error))
 	}
-	return t
 }
 
 // build compiles a plan; a plugin that fails to provision is reported, and so is every plugin
 // that requires it, while the others go live.
-func (h *pluginHost) build(plan plugins.Plan) *pluginTable {
+func (h *Host) build(plan plugins.Plan) *pluginTable {
 	ctx, cancel := caddy.NewContext(h.base)
 	t := &pluginTable{cancel: cancel, failed: plan.Failed, bases: map[string]caddyhttp.Handler{}}
 	for _, p := range plan.Load {
@@ -156,8 +175,7 @@ func (t *pluginTable) add(ctx caddy.Context, p plugins.Plugin) error {
 	if len(routes) > 0 {
 		base, dir, name := p.Manifest.Base, p.Dir, p.Name
 		chain := routes.Compile(caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "plugin %s has no route for %s", name, r.URL.Path))
-			return nil
+			return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "plugin %s has no route for %s", name, r.URL.Path)
 		}))
 		t.bases[base[1:]] = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			// Routes are written relative to the base, and file_server's root defaults to the
@@ -180,7 +198,7 @@ func (t *pluginTable) add(ctx caddy.Context, p plugins.Plugin) error {
 }
 
 // acquire returns the live table for one request, or nil; release it when the request ends.
-func (h *pluginHost) acquire() *pluginTable {
+func (h *Host) acquire() *pluginTable {
 	for {
 		t := h.table.Load()
 		if t == nil {
@@ -208,80 +226,15 @@ func (t *pluginTable) retire() {
 	}
 }
 
-// close retires the live table, for the handler's Cleanup.
-func (h *pluginHost) close() {
+// Close retires the live table, for the handler's Cleanup.
+func (h *Host) Close() {
 	if t := h.table.Swap(nil); t != nil {
 		t.retire()
 	}
 }
 
-// hookRun is one request's pass through the hooks; it lives in the request's context, so the
-// hooks' handler chains, compiled once, can go on to the next hook.
-type hookRun struct {
-	t      *pluginTable
-	final  caddyhttp.Handler
-	passed []bool // passed[i]: hook i handed the request on
-	logger *zap.Logger
-}
-
-type hookRunKey struct{}
-
-// hookNext ends hook i's handler chain: the hook handed the request on, so the next one runs.
-type hookNext struct{ i int }
-
-func (n hookNext) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	run := r.Context().Value(hookRunKey{}).(*hookRun)
-	run.passed[n.i] = true
-	return run.from(w, r, n.i+1)
-}
-
-// hookError is an error a hook itself returned, as opposed to one from what it wraps.
-type hookError struct {
-	plugin string
-	err    error
-}
-
-func (e *hookError) Error() string { return fmt.Sprintf("plugin %s: onRequest: %v", e.plugin, e.err) }
-
-// runHooks runs the hooks in load order, then final. A hook that answers ends the request
-// there; one that fails ends it with a hookError, unless its plugin chose to fail open.
-func (t *pluginTable) runHooks(w http.ResponseWriter, r *http.Request, final caddyhttp.Handler, logger *zap.Logger) error {
-	run := &hookRun{t: t, final: final, passed: make([]bool, len(t.hooks)), logger: logger}
-	return run.from(w, r.WithContext(context.WithValue(r.Context(), hookRunKey{}, run)), 0)
-}
-
-func (run *hookRun) from(w http.ResponseWriter, r *http.Request, i int) error {
-	for ; i < len(run.t.hooks); i++ {
-		h := run.t.hooks[i]
-		err := h.handler.ServeHTTP(w, r)
-		if err == nil || run.passed[i] {
-			return err // answered by the hook, or by what came after it
-		}
-		if !h.failOpen {
-			return &hookError{plugin: h.plugin, err: err}
-		}
-		run.logger.Warn("onRequest hook failed; going on (fail open)", zap.String("plugin", h.plugin), zap.Error(err))
-	}
-	return run.final.ServeHTTP(w, r)
-}
-
-// pluginError is the answer to an error a plugin route returned: its status and a message
-// without the error's text, which for Caddy's handlers names a Go source line and the
-// server's own file paths; the log has the text.
-func pluginError(err error, requestID string) *envelope.Error {
-	var he caddyhttp.HandlerError
-	status := http.StatusInternalServerError
-	if errors.As(err, &he) && he.StatusCode != 0 {
-		status = he.StatusCode
-	}
-	if status >= 500 {
-		return envelope.Errorf(status, "PLUGIN_ERROR", "the plugin route failed; report request id %s to the operator", requestID)
-	}
-	return envelope.Errorf(status, "PLUGIN_ERROR", "the plugin route answered %d %s", status, http.StatusText(status))
-}
-
 // Loaded returns the live table's loaded plugins, in load order, and the ones left out.
-func (h *pluginHost) Loaded() ([]plugins.Plugin, []plugins.Failure) {
+func (h *Host) Loaded() ([]plugins.Plugin, []plugins.Failure) {
 	t := h.table.Load()
 	if t == nil {
 		return nil, nil
@@ -291,9 +244,7 @@ func (h *pluginHost) Loaded() ([]plugins.Plugin, []plugins.Failure) {
 
 // Reload asks every host sharing the plugin folders to reload, this one included, and
 // returns once they have.
-func (h *pluginHost) Reload() {
-	h.catalog.Forget()
-	h.reloads.Publish(reloadRequest{})
+func (h *Host) Reload() {
+	h.opts.Plugins.Forget()
+	h.opts.Reloads.Publish(Reload{})
 }
-
-var _ handlers.PluginHost = (*pluginHost)(nil)
