@@ -58,7 +58,7 @@ CROSS := darwin/arm64 windows/amd64
 vet:
 	go vet ./...
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run go mod tidy"; exit 1; }
-	@unformatted="$$(find . -name '*.go' -not -path './ui/node_modules/*' -exec gofmt -l {} +)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@unformatted="$$(find . -name '*.go' -not -path './internal/ui/node_modules/*' -exec gofmt -l {} +)"; if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	@for target in $(CROSS); do echo "go vet ./... for $$target"; GOOS=$${target%/*} GOARCH=$${target#*/} go vet ./... || exit 1; done
 
 unit:
@@ -73,8 +73,8 @@ FUZZTIME ?= 25000x
 ## which stalls the run at 0 executions a second: a short bound keeps the rate steady.
 fuzz:
 	@mkdir -p bin
-	@echo "go test -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./packages/"
-	@go test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./packages/ > bin/fuzz.log 2>&1; \
+	@echo "go test -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./internal/packages/"
+	@go test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./internal/packages/ > bin/fuzz.log 2>&1; \
 	status=$$?; cat bin/fuzz.log; exit $$status
 
 ## integration: black-box tests of the real binary; tests that own their server run side by side,
@@ -104,19 +104,19 @@ xcaddy:
 clean:
 	rm -rf bin
 
-## ui: write the management API's OpenAPI document from the Go route table (ui/openapi.json),
-## generate the cpanel's TypeScript types from it (ui/src/openapi.d.ts, with openapi-typescript;
+## ui: write the management API's OpenAPI document from the Go route table (internal/ui/openapi.json),
+## generate the cpanel's TypeScript types from it (internal/ui/src/openapi.d.ts, with openapi-typescript;
 ## its lockfile override gives it the project's TypeScript 6 for the 5 it declares), and build
-## the web pages of ui/ (Svelte and Vite at the versions its lockfile pins), the cpanel and the
-## API reference (Swagger UI), into ui/dist after a type check; the Go package ui embeds them:
+## the web pages of internal/ui/ (Svelte and Vite at the versions its lockfile pins), the cpanel and the
+## API reference (Swagger UI), into internal/ui/dist after a type check; the Go package ui embeds them:
 ## go build and xcaddy builds need no Node
 ui:
-	go run ./cmd/openapi ui/openapi.json
-	cd ui && npm ci --no-audit --no-fund && npm run types && npm run check && npm run build
+	go run ./cmd/openapi internal/ui/openapi.json
+	cd internal/ui && npm ci --no-audit --no-fund && npm run types && npm run check && npm run build
 
 ## ui-check: generate and build again, and fail when the committed document, types or bundles
 ## differ from what the sources give
-UI_DIST := ui/openapi.json ui/src/openapi.d.ts ui/dist
+UI_DIST := internal/ui/openapi.json internal/ui/src/openapi.d.ts internal/ui/dist
 ui-check: ui
 	@if [ -n "$$(git status --porcelain -- $(UI_DIST))" ]; then \
 		git status --short -- $(UI_DIST); \

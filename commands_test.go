@@ -9,8 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
-	"github.com/caddy-runtime/runtime/testkit"
-	"github.com/caddy-runtime/runtime/version"
+	"github.com/caddy-runtime/runtime/internal/testkit"
+	"github.com/caddy-runtime/runtime/internal/version"
 )
 
 // This test binary is what an xcaddy build takes from the module (this package and what it

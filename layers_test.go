@@ -22,7 +22,9 @@ func deps(t *testing.T) map[string][]string {
 }
 
 // depsWithPrefix lists, for each of the runtime's packages, the packages whose import path
-// starts with prefix that it depends on, directly or not, without the prefix.
+// starts with prefix that it depends on, directly or not, without the prefix. The runtime's
+// packages are named by their path in the module without internal/ ("handlers" for
+// internal/handlers), so the rules below read as the layers they keep.
 func depsWithPrefix(t *testing.T, prefix string) map[string][]string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "./...").Output()
@@ -47,10 +49,10 @@ func depsWithPrefix(t *testing.T, prefix string) map[string][]string {
 		var own []string
 		for _, d := range p.Deps {
 			if strings.HasPrefix(d, prefix) {
-				own = append(own, strings.TrimPrefix(d, prefix))
+				own = append(own, strings.TrimPrefix(strings.TrimPrefix(d, prefix), "internal/"))
 			}
 		}
-		all[strings.TrimPrefix(p.ImportPath, module)] = own
+		all[strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "internal/")] = own
 	}
 	return all
 }
@@ -121,7 +123,7 @@ func TestCaddyStaysInTheGlue(t *testing.T) {
 // and mount the API: no JSON type of the API is built there.
 func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
 	allowed := []string{"API", "New", "Options", "PluginHost", "APIKeyHeader", "SessionCookie", "HostSessionCookie"}
-	files, err := filepath.Glob("caddymodule/*.go")
+	files, err := filepath.Glob("internal/caddymodule/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,5 +143,25 @@ func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
 			}
 			return true
 		})
+	}
+}
+
+// TestInternal keeps the public surface to what users import: the module's entry point (the
+// root package, for xcaddy), the API client and its wire contract, and the programs; the rest
+// lies under internal/, where no other module can import it.
+func TestInternal(t *testing.T) {
+	public := []string{"api", "client", "cmd/runtime", "cmd/openapi", "bench", "bench/cmd/report", "integration", "integration/harness", "examples/hello-process"}
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel, ok := strings.CutPrefix(pkg, module)
+		if !ok || strings.HasPrefix(rel, "internal/") {
+			continue
+		}
+		if !slices.Contains(public, rel) {
+			t.Errorf("package %s is public: move it under internal/, or list it here if users import it", rel)
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
-	"github.com/caddy-runtime/runtime/testkit"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 // rootKey is the runtime's root key during the benchmarks; it only creates the API key.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
-	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/internal/keystore"
 )
 
 // rootKey holds every character that needs escaping in a cookie; rootKeyCookie is its

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
-	"github.com/caddy-runtime/runtime/testkit"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 // cli runs the runtime binary as the command-line client, with its own config folder.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
-	"github.com/caddy-runtime/runtime/testkit"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 // The attacks of a hostile process worker, each written as the worker would try it, run

@@ -12,7 +12,7 @@ import (
 	_ "github.com/tursodatabase/libsql-client-go/libsql" // to read the primary as an operator would
 
 	"github.com/caddy-runtime/runtime/integration/harness"
-	"github.com/caddy-runtime/runtime/testkit"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 // syncRuntime is the runtime block of an instance whose key store is a replica of primary,

@@ -11,7 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 
-	"github.com/caddy-runtime/runtime/handlers"
+	"github.com/caddy-runtime/runtime/internal/handlers"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestCommittedDocument checks that ui/openapi.json, from which make ui generates the cpanel's
+// TestCommittedDocument checks that internal/ui/openapi.json, from which make ui generates the cpanel's
 // types, is the document of the route table as it is: a change of the API without make ui
 // fails here, before the types drift.
 func TestCommittedDocument(t *testing.T) {
@@ -19,11 +19,11 @@ func TestCommittedDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	committed, err := os.ReadFile("../../ui/openapi.json")
+	committed, err := os.ReadFile("../../internal/ui/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, committed) {
-		t.Error("ui/openapi.json is not the document of the route table: run make ui and commit what it writes")
+		t.Error("internal/ui/openapi.json is not the document of the route table: run make ui and commit what it writes")
 	}
 }

@@ -10,7 +10,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/caddy-runtime/runtime"
-	"github.com/caddy-runtime/runtime/version"
+	"github.com/caddy-runtime/runtime/internal/version"
 )
 
 func main() {

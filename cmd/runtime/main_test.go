@@ -7,7 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
-	"github.com/caddy-runtime/runtime/version"
+	"github.com/caddy-runtime/runtime/internal/version"
 )
 
 // TestSetUp checks what makes this binary the runtime's: its version names the runtime before

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/testkit"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 var runtimeBinary = testkit.NewProgram("./cmd/runtime")

@@ -1,6 +1,6 @@
 package harness
 
-import "github.com/caddy-runtime/runtime/testkit"
+import "github.com/caddy-runtime/runtime/internal/testkit"
 
 // The test kit's pieces under the names the integration tests and benchmarks have always
 // used; the kit itself serves the engine's unit tests too.

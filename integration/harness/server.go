@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-runtime/runtime/openapi/openapitest"
+	"github.com/caddy-runtime/runtime/internal/openapi/openapitest"
 )
 
 // Config describes one runtime server.

@@ -1,0 +1,114 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/mount"
+	"github.com/caddy-runtime/runtime/internal/openapi"
+	"github.com/caddy-runtime/runtime/internal/ui"
+)
+
+// docsCSP allows the docs page to load only its own assets and call only its own origin, so
+// it works with no internet and cannot leak a typed key elsewhere.
+const docsCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; " +
+	"connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+
+func (a *API) docsRoutes() []route {
+	text := func(types ...string) map[string]*openapi.Schema {
+		m := map[string]*openapi.Schema{}
+		for _, t := range types {
+			m[t] = &openapi.Schema{Type: "string"}
+		}
+		return m
+	}
+	return []route{
+		{
+			method: "GET", path: "/openapi.json", id: "openapi", tag: "documentation", public: true,
+			summary: "This OpenAPI 3.1 document",
+			responses: []response{
+				{status: http.StatusOK, description: "The OpenAPI document", content: map[string]*openapi.Schema{"application/json": {Type: "object"}}},
+				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
+			},
+			handle: func(w http.ResponseWriter, r *http.Request) error {
+				docs, err := a.docsAt(mount.Path(r.Context()))
+				if err != nil {
+					return err
+				}
+				docs.doc.Serve(w, r)
+				return nil
+			},
+		},
+		{
+			method: "GET", path: "/docs", id: "docs", tag: "documentation", public: true,
+			summary:     "Interactive API reference",
+			description: "Served from assets embedded in the binary; it needs no internet access.",
+			responses: []response{
+				{status: http.StatusOK, description: "The reference page", content: text("text/html")},
+				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
+			},
+			handle: func(w http.ResponseWriter, r *http.Request) error {
+				docs, err := a.docsAt(mount.Path(r.Context()))
+				if err != nil {
+					return err
+				}
+				w.Header().Set("Content-Security-Policy", docsCSP)
+				w.Header().Set("Referrer-Policy", "no-referrer")
+				docs.page.Serve(w, r)
+				return nil
+			},
+		},
+		{
+			method: "GET", path: "/docs/{asset}", id: "docsAsset", tag: "documentation", public: true,
+			summary:     "An asset of the interactive reference",
+			description: "Its name carries a hash of its content: it may be kept for a year.",
+			responses: []response{
+				{status: http.StatusOK, description: "The asset", content: text("text/javascript", "text/css")},
+				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
+				errorResponse(http.StatusNotFound, "No such asset"),
+			},
+			handle: a.serveDocsAsset,
+		},
+	}
+}
+
+// mountedDocs are the OpenAPI document and the docs page of the API for one mount path; both
+// name the path, the document as its server URL.
+type mountedDocs struct {
+	at        string
+	doc, page *ui.File
+}
+
+// docsAt returns the OpenAPI document and the docs page for a runtime mounted at at. Those
+// of the root are built once; a runtime is mounted at one path in practice, so the last
+// other one is kept.
+func (a *API) docsAt(at string) (*mountedDocs, error) {
+	if at == "" {
+		return &mountedDocs{doc: a.doc, page: a.docsPage}, nil
+	}
+	if m := a.mounted.Load(); m != nil && m.at == at {
+		return m, nil
+	}
+	spec := a.spec
+	spec.Servers = []openapi.Server{{URL: at, Description: "the runtime's mount path; API paths are below it"}}
+	doc, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
+	}
+	page, err := ui.DocsPage(at+a.opts.Prefix, a.docsAssets)
+	if err != nil {
+		return nil, err
+	}
+	m := &mountedDocs{at: at, doc: ui.NewFile(doc, "application/json"), page: page}
+	a.mounted.Store(m)
+	return m, nil
+}
+
+func (a *API) serveDocsAsset(w http.ResponseWriter, r *http.Request) error {
+	if !a.docsAssets.Serve(w, r, r.PathValue("asset")) {
+		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no docs asset named %q", r.PathValue("asset"))
+	}
+	return nil
+}

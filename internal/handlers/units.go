@@ -1,0 +1,297 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/keystore"
+	"github.com/caddy-runtime/runtime/internal/openapi"
+	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/plugins"
+	"github.com/caddy-runtime/runtime/internal/workers"
+)
+
+// Error codes of uploads.
+const (
+	CodeNoFileProvided = "NO_FILE_PROVIDED"
+)
+
+// uploadErrors documents what an upload can answer besides success.
+func uploadErrors(noun string) []response {
+	upper := strings.ToUpper(noun)
+	return []response{
+		errorResponse(http.StatusBadRequest, "NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST or NO_"+upper+"_DIRS"),
+		errorResponse(http.StatusForbidden, admissionForbidden[noun]),
+		errorResponse(http.StatusConflict, admissionConflict[noun]),
+		errorResponse(http.StatusRequestEntityTooLarge, "Over max_upload_size, max_unpacked_size or max_archive_entries (PAYLOAD_TOO_LARGE, naming the limit)"),
+	}
+}
+
+// Descriptions of admission refusals, by unit kind.
+var (
+	admissionForbidden = map[string]string{
+		"worker": "The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED)",
+		"plugin": "The package's scope is outside the key's namespaces, or the plugin needs a key with every namespace (hooks, handlers beyond the defaults) or has a base outside its scope's name (NAMESPACE_DENIED); " +
+			"its routes or hooks use a handler, matcher, file root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED)",
+	}
+	admissionConflict = map[string]string{
+		"worker": "A folder earlier in the list already provides this name, or an enabled plugin's base would hide the worker (WORKER_CONFLICT)",
+		"plugin": "A folder earlier in the list already provides this name, or the base would hide an installed worker or another plugin's base (PLUGIN_CONFLICT)",
+	}
+)
+
+// stage reads the multipart field "file" of an upload and stages it in c: unpacked and
+// checked, the package admitted with the caller's key (admit), nothing installed yet. The
+// archive itself is bounded exactly by the catalog.
+func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog) (*packages.Staged, error) {
+	p := principalOf(r.Context())
+	up, err := readMultipart(w, r, c.Limits().Upload, CodeNoFileProvided,
+		"send the archive as multipart/form-data in the field file (curl -F file=@app.tgz)")
+	if err != nil {
+		return nil, err
+	}
+	for {
+		part, err := up.next()
+		if err == io.EOF {
+			return nil, envelope.Errorf(http.StatusBadRequest, CodeNoFileProvided, "no file in the upload; send it in the multipart field file")
+		}
+		if err != nil {
+			return nil, packageError(err)
+		}
+		if part.FormName() != "file" || part.FileName() == "" {
+			part.Close()
+			continue
+		}
+		staged, err := c.Stage(part.FileName(), up.body(part), func(md packages.Metadata) error {
+			return a.admit(p, c, md)
+		})
+		part.Close()
+		return staged, packageError(err)
+	}
+}
+
+// admit decides whether the key p may install or enable the worker version or plugin md
+// describes in c, or leave it so by a file manager write: the name must be valid and within
+// the key's namespaces, and the unit must pass its kind's admission (workers.Admit,
+// plugins.Admit), against the units installed now.
+func (a *API) admit(p keystore.Principal, c *packages.Catalog, md packages.Metadata) error {
+	if err := packages.ValidateName(md.Name); err != nil {
+		return packageError(err)
+	}
+	if err := packages.ValidateVersion(md.Version); err != nil {
+		return packageError(err)
+	}
+	if err := authorizeUnit(p, md.Name); err != nil {
+		return err
+	}
+	installed, err := a.installed()
+	if err != nil {
+		return err
+	}
+	bases := plugins.Bases(installed[packages.PluginLayout.Noun])
+	if c.Layout().Versioned {
+		err = workers.Admit(md, a.opts.WorkerPolicy, bases)
+	} else {
+		world := plugins.World{Workers: packages.Names(installed[packages.WorkerLayout.Noun]), Bases: bases}
+		err = plugins.Admit(md, a.opts.PluginPolicy, p.Unrestricted(), world)
+	}
+	return packageError(err)
+}
+
+// installed lists the installed units of both kinds, by noun, for admissions to compare with.
+func (a *API) installed() (map[string][]packages.Unit, error) {
+	out := map[string][]packages.Unit{}
+	for _, c := range []*packages.Catalog{a.opts.Workers, a.opts.Plugins} {
+		if c == nil {
+			continue
+		}
+		units, err := c.List()
+		if err != nil {
+			return nil, fmt.Errorf("listing the installed %ss: %v", c.Layout().Noun, err)
+		}
+		out[c.Layout().Noun] = units
+	}
+	return out, nil
+}
+
+// setEnabled enables or disables a unit (a worker version: version set); enabling admits it
+// with the caller's key first, as an upload would be.
+func (a *API) setEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) error {
+	if enabled {
+		if err := a.admitEnable(r, c, name, version); err != nil {
+			return err
+		}
+	}
+	return c.SetEnabled(name, version, enabled)
+}
+
+// toggleErrors documents the refusals of an enable or disable besides not found: a disable
+// is refused only outside the key's namespaces, an enable also by admission.
+func toggleErrors(noun string, enabled bool, badName, namespace response) []response {
+	if !enabled {
+		return []response{badName, namespace}
+	}
+	badName.description += "; a manifest that is invalid or takes a reserved name (INVALID_MANIFEST, INVALID_PACKAGE_NAME)"
+	return []response{badName, errorResponse(http.StatusForbidden, admissionForbidden[noun]), errorResponse(http.StatusConflict, admissionConflict[noun])}
+}
+
+// admitEnable admits the unit (version) about to be enabled, as it is on disk.
+func (a *API) admitEnable(r *http.Request, c *packages.Catalog, name, version string) error {
+	u, err := c.Lookup(name)
+	if err != nil {
+		return packageError(err)
+	}
+	v := u.Versions[0]
+	if version != "" {
+		var ok bool
+		if v, ok = u.Find(version); !ok {
+			return nil // SetEnabled answers the missing version
+		}
+	}
+	return a.admit(principalOf(r.Context()), c, v.Metadata)
+}
+
+// packageError maps a packages error to its HTTP status.
+func packageError(err error) error {
+	var pe *packages.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	status := map[packages.Kind]int{
+		packages.Invalid:   http.StatusBadRequest,
+		packages.Forbidden: http.StatusForbidden,
+		packages.NotFound:  http.StatusNotFound,
+		packages.Conflict:  http.StatusConflict,
+		packages.TooLarge:  http.StatusRequestEntityTooLarge,
+	}[pe.Kind]
+	return envelope.Errorf(status, pe.Code, "%s", pe.Message)
+}
+
+// act runs op, the change a request makes to a unit, audits it as action on target and
+// answers body.
+func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string, op func() error, body any) error {
+	p := principalOf(r.Context())
+	if err := op(); err != nil {
+		a.audit(r, action, target, "failed", &p)
+		return packageError(err)
+	}
+	a.audit(r, action, target, "success", &p)
+	envelope.WriteJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// uploadHandler installs an upload into the catalog c returns and answers with the body
+// built from the install. With ?dryRun=1 it stops before installing and answers with dry's
+// body instead: every check has run and nothing outside the temporary folder was written.
+func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(api.InstalledUnit) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		cat, err := catalog(c())
+		if err != nil {
+			return err
+		}
+		dryRun, err := boolQuery(r, "dryRun")
+		if err != nil {
+			return err
+		}
+		// Timed from the first byte read, so a slow client counts in: it is what uploaders wait.
+		start, outcome, bytes := time.Now(), "refused", int64(0)
+		defer func() { a.opts.Metrics.Install(cat.Layout().Noun, outcome, time.Since(start), bytes) }()
+		p := principalOf(r.Context())
+		s, err := a.stage(w, r, cat)
+		if err != nil {
+			if !dryRun {
+				a.audit(r, action, "", "failed", &p)
+			}
+			return err
+		}
+		defer s.Discard()
+		if dryRun {
+			out, err := dry(r, s)
+			if err != nil {
+				return err
+			}
+			outcome = "dry_run"
+			envelope.WriteJSON(w, http.StatusOK, out)
+			return nil
+		}
+		in, err := s.Commit()
+		if err != nil {
+			a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
+			return packageError(err)
+		}
+		outcome, bytes = "installed", in.Bytes
+		a.audit(r, action, in.Name+"@"+in.Version, "success", &p)
+		envelope.WriteJSON(w, http.StatusOK, body(installedUnit(in)))
+		return nil
+	}
+}
+
+// boolQuery reads the query parameter name as a flag: absent, "0" or "false" is false, "1" or
+// "true" is true.
+func boolQuery(r *http.Request, name string) (bool, error) {
+	switch v := r.URL.Query().Get(name); v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "query parameter %s is %q; use 1 or true (or leave it out)", name, v)
+	}
+}
+
+// dryRunParam documents ?dryRun on an upload.
+var dryRunParam = []openapi.Parameter{{Name: "dryRun", In: "query", Schema: &openapi.Schema{Type: "string", Enum: []any{"1", "true", "0", "false"}},
+	Description: "1 or true: run every check of the upload and answer what it would do, installing nothing"}}
+
+func installedUnit(in packages.Installed) api.InstalledUnit {
+	return api.InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
+}
+
+// catalog returns c, or 503 while the runtime is starting.
+func catalog(c *packages.Catalog) (*packages.Catalog, error) {
+	if c == nil {
+		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
+	}
+	return c, nil
+}
+
+// listUnits answers a listing of the units of c the caller may see, each made a record by
+// record; the encoded answer is kept in cache while the catalog's listing is unchanged.
+func listUnits[R any](w http.ResponseWriter, r *http.Request, c *packages.Catalog, cache *bodyCache, record func(packages.Unit) R) error {
+	units, gen, cached, err := c.Listing()
+	if err != nil {
+		return err
+	}
+	p := principalOf(r.Context())
+	return cache.serve(w, r, p, gen, cached, func() (any, error) {
+		records := make([]R, 0, len(units))
+		for _, u := range units {
+			if p.CanAccess(u.Name) {
+				records = append(records, record(u))
+			}
+		}
+		return records, nil
+	})
+}
+
+// unitName reads the unit name from the path values: {scope} ("_" or "@scope") and {name}
+// for workers, or the URL-decoded {name} for plugins.
+func unitName(r *http.Request) (string, error) {
+	name := r.PathValue("name")
+	if scope := r.PathValue("scope"); scope != "" {
+		if scope != "_" && !strings.HasPrefix(scope, "@") {
+			return "", envelope.Errorf(http.StatusBadRequest, packages.CodeInvalidName, "scope %q must be _ (no scope) or @scope", scope)
+		}
+		name = packages.JoinName(scope, name)
+	}
+	if err := packages.ValidateName(name); err != nil {
+		return "", packageError(err)
+	}
+	return name, nil
+}

@@ -1,0 +1,136 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/internal/keystore"
+	"github.com/caddy-runtime/runtime/internal/packages"
+)
+
+func (a *API) workerRoutes() []route {
+	notFound := errorResponse(http.StatusNotFound, "No such worker or version (WORKER_NOT_FOUND, WORKER_VERSION_NOT_FOUND)")
+	namespace := errorResponse(http.StatusForbidden, "The worker is outside the key's namespaces (NAMESPACE_DENIED)")
+	badName := errorResponse(http.StatusBadRequest, "Malformed scope, name or version (INVALID_PACKAGE_NAME, INVALID_PACKAGE_VERSION)")
+	toggle := func(enabled bool) route {
+		verb := map[bool]string{true: "enable", false: "disable"}[enabled]
+		return route{
+			method: "POST", path: "/workers/{scope}/{name}/{version}/" + verb, id: verb + "Worker", tag: "workers",
+			permission: keystore.WorkersInstall,
+			summary:    map[bool]string{true: "Serve a worker version again", false: "Stop serving a worker version"}[enabled],
+			description: "Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping " +
+				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart.",
+			responses: append([]response{
+				{status: http.StatusOK, description: "The version's new state", body: api.WorkerToggled{}},
+				notFound,
+			}, toggleErrors("worker", enabled, badName, namespace)...),
+			handle: func(w http.ResponseWriter, r *http.Request) error { return a.toggleWorker(w, r, enabled) },
+		}
+	}
+	remove := func(path, id, summary, forbidden string) route {
+		return route{
+			method: "DELETE", path: path, id: id, tag: "workers", permission: keystore.WorkersRemove, summary: summary,
+			responses: []response{
+				{status: http.StatusOK, description: "Removed", body: api.Success{}},
+				badName, errorResponse(http.StatusForbidden, forbidden), notFound,
+			},
+			handle: a.deleteWorker,
+		}
+	}
+	return []route{
+		{
+			method: "GET", path: "/workers", id: "listWorkers", tag: "workers", permission: keystore.WorkersRead,
+			summary:     "List workers",
+			description: "Workers found in worker_dirs, filtered to the key's namespaces.",
+			responses:   []response{{status: http.StatusOK, description: "The workers", body: []api.WorkerRecord{}}},
+			handle:      a.listWorkers,
+		},
+		{
+			method: "POST", path: "/workers/upload", id: "uploadWorker", tag: "workers", permission: keystore.WorkersInstall,
+			summary: "Upload a worker",
+			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
+				"atomically. The archive's files sit at its root or in a single package/ folder.",
+			params:  dryRunParam,
+			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
+			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
+				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, uploadErrors("worker")...),
+			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in api.InstalledUnit) any {
+				var body api.WorkerUploaded
+				body.Success, body.Data.Worker = true, in
+				return body
+			}, func(_ *http.Request, s *packages.Staged) (any, error) {
+				var body api.WorkerDryRun
+				body.Success, body.DryRun, body.Data.Worker, body.Data.Replaces = true, true, installedUnit(s.Installed), s.Replaces
+				return body, nil
+			}),
+		},
+		toggle(true),
+		toggle(false),
+		remove("/workers/{scope}/{name}", "deleteWorker", "Remove a worker and all its versions",
+			"Built-in workers cannot be removed (BUILT_IN_WORKER_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
+		remove("/workers/{scope}/{name}/{version}", "deleteWorkerVersion", "Remove one version of a worker",
+			"Built-in workers keep their versions (BUILT_IN_WORKER_VERSION_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
+	}
+}
+
+func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	return listUnits(w, r, c, &a.workerList, func(u packages.Unit) api.WorkerRecord {
+		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
+			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}}
+		for _, v := range u.Versions {
+			rec.Versions = append(rec.Versions, v.Version)
+			rec.Sizes[v.Version] = v.Size
+			if !v.Enabled {
+				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
+			}
+		}
+		return rec
+	})
+}
+
+// workerTarget reads and authorizes the worker (and version, when the route has one) a
+// request acts on.
+func workerTarget(r *http.Request) (name, version string, err error) {
+	if name, err = unitName(r); err != nil {
+		return "", "", err
+	}
+	if version = r.PathValue("version"); version != "" {
+		if err := packages.ValidateVersion(version); err != nil {
+			return "", "", packageError(err)
+		}
+	}
+	return name, version, authorizeUnit(principalOf(r.Context()), name)
+}
+
+func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool) error {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	name, version, err := workerTarget(r)
+	if err != nil {
+		return err
+	}
+	return a.act(w, r, map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled], name+"@"+version,
+		func() error { return a.setEnabled(r, c, name, version, enabled) },
+		api.WorkerToggled{Success: true, Data: api.WorkerToggle{Name: name, Version: version, Enabled: enabled}})
+}
+
+func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	name, version, err := workerTarget(r)
+	if err != nil {
+		return err
+	}
+	if version == "" {
+		return a.act(w, r, "worker.delete", name, func() error { return c.Remove(name) }, api.Success{Success: true})
+	}
+	return a.act(w, r, "worker.delete", name+"@"+version, func() error { return c.RemoveVersion(name, version) }, api.Success{Success: true})
+}

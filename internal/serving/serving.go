@@ -1,0 +1,158 @@
+// Package serving is the runtime's data plane: it serves worker versions, static files and
+// process workers behind a reverse proxy, and keeps what uploaded code answers away from the
+// runtime's credentials. Plugins run in front of it (package pluginhost); the management API
+// is elsewhere (package handlers), asked only through Issuer; the Caddy module composes them.
+package serving
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/metrics"
+	"github.com/caddy-runtime/runtime/internal/mount"
+	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/trace"
+	"github.com/caddy-runtime/runtime/internal/workers"
+)
+
+// Error codes of serving workers.
+const (
+	CodeWorkerNotFound        = "WORKER_NOT_FOUND"
+	CodeWorkerVersionNotFound = "WORKER_VERSION_NOT_FOUND"
+	CodeWorkerMisconfigured   = "WORKER_MISCONFIGURED"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Workers is the worker catalog; nil answers 503 until the runtime has started.
+	Workers *packages.Catalog
+	// Pool returns the process pool, nil until the runtime has started.
+	Pool func() *workers.Pool
+	// Versions caches what serving a worker version needs; nil gives a cache of its own.
+	Versions *Versions
+	// Reserved are the first path segments the runtime keeps for itself: no worker is served
+	// there, even one put in place by hand.
+	Reserved []string
+	// Credentials are the runtime's own, which no worker sees (see Credentials.Strip).
+	Credentials Credentials
+	// Logger receives failures to serve.
+	Logger *zap.Logger
+	// Metrics counts the requests each worker served; nil counts nothing.
+	Metrics *metrics.Set
+}
+
+// Server serves workers.
+type Server struct {
+	opts  Options
+	proxy *httputil.ReverseProxy
+}
+
+// New returns a Server.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Pool == nil {
+		opts.Pool = func() *workers.Pool { return nil }
+	}
+	if opts.Versions == nil {
+		opts.Versions = NewVersions()
+	}
+	s := &Server{opts: opts}
+	s.proxy = s.newProxy()
+	return s
+}
+
+// StripCredentials removes the runtime's credentials from a request header (see
+// Credentials.Strip); the proxy to process workers strips them again from what it sends.
+func (s *Server) StripCredentials(h http.Header) { s.opts.Credentials.Strip(h) }
+
+// Serve serves a request for a worker: a worker version, or the error answer, which it returns
+// without writing it, so the Caddy glue can hand it to the site's error routes. An error is
+// returned only while nothing of the answer is written.
+func (s *Server) Serve(w http.ResponseWriter, r *http.Request) *envelope.Error {
+	sw := &trace.StatusRecorder{ResponseWriter: w}
+	start := time.Now()
+	var name string // set once the path names an installed worker: only those are counted
+	err := s.serve(sw, r, &name)
+	var answer *envelope.Error
+	if err != nil && !errors.As(err, &answer) {
+		s.opts.Logger.Error("serving a worker failed", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
+		answer = envelope.Internal(trace.RequestID(r.Context()))
+	}
+	if answer != nil && sw.Status != 0 {
+		// Too late for an error answer: the worker's own is on its way.
+		s.opts.Logger.Warn("a worker failed after it began to answer", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(answer))
+		answer = nil
+	}
+	if name != "" {
+		status := sw.Status
+		if answer != nil {
+			status = answer.Status
+		}
+		s.opts.Metrics.WorkerRequest(name, status, time.Since(start))
+	}
+	return answer
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *string) error {
+	c := s.opts.Workers
+	if c == nil {
+		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
+	}
+	first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if packages.IsReserved(first, s.opts.Reserved) {
+		// A worker put there by hand is not served either.
+		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "/%s/ is reserved by the runtime; no worker is served there", first)
+	}
+	at := mount.Path(r.Context())
+	t, name, err := Resolve(c, r.URL.Path)
+	switch {
+	case errors.Is(err, ErrNotWorkerPath):
+		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "nothing is served at %s%s; workers are served at %s/<name>/ and %s/@scope/<name>/", at, r.URL.Path, at, at)
+	case errors.Is(err, ErrNoSuchWorker):
+		return envelope.Errorf(http.StatusNotFound, CodeWorkerNotFound, "no worker named %q", name)
+	case errors.Is(err, ErrNoEnabledVersion):
+		return envelope.Errorf(http.StatusNotFound, CodeWorkerNotFound, "worker %q has no enabled version", name)
+	case errors.Is(err, ErrNoMatchingPin):
+		return envelope.Errorf(http.StatusNotFound, CodeWorkerVersionNotFound, "worker %q has no enabled version matching the pin", name)
+	case err != nil:
+		return err
+	}
+	trace.LogField(r.Context(), zap.String("worker", name))
+	*named = name
+	served, err := s.opts.Versions.Get(t.Version)
+	if err != nil {
+		return envelope.Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %s@%s: %v", name, t.Version.Version, err)
+	}
+	// The worker's base as the client sees it, for the redirect, <base href> and X-Base.
+	t.Base = at + t.Base
+	m := served.Manifest
+	if t.Rest == "" && m.Entrypoint != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		target := at + r.URL.EscapedPath() + "/"
+		if r.URL.RawQuery != "" {
+			target += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, target, http.StatusPermanentRedirect)
+		return nil
+	}
+	switch m.Kind() {
+	case workers.Files, workers.SPA:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			return envelope.Errorf(http.StatusMethodNotAllowed, envelope.CodeMethodNotAllowed, "worker %q serves files: only GET and HEAD", name)
+		}
+		err := ServeStatic(w, r, t, served)
+		if errors.Is(err, ErrFileNotFound) {
+			return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "worker %q has no file at %s", name, t.Rest)
+		}
+		return err
+	}
+	return s.serveProcess(w, r, t, m, name)
+}

@@ -1,0 +1,94 @@
+package testkit
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Program is a command of this module that tests build once per test process.
+type Program struct {
+	pkg  string // package path inside the module, e.g. ./cmd/runtime
+	once sync.Once
+	path string
+	err  error
+}
+
+// NewProgram returns the program whose main package is pkg, a path inside the module such
+// as ./cmd/runtime; nothing is built until Path is called.
+func NewProgram(pkg string) *Program {
+	p := &Program{pkg: pkg}
+	programs.Lock()
+	programs.list = append(programs.list, p)
+	programs.Unlock()
+	return p
+}
+
+var programs struct {
+	sync.Mutex
+	list []*Program
+}
+
+var testWorker = NewProgram("./internal/testkit/testworker")
+
+// Path builds the program on first use and returns the path of its binary.
+func (p *Program) Path(tb testing.TB) string {
+	tb.Helper()
+	p.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			p.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "runtime-test-bin-")
+		if err != nil {
+			p.err = err
+			return
+		}
+		p.path = filepath.Join(dir, filepath.Base(p.pkg))
+		cmd := exec.Command("go", "build", "-o", p.path, p.pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			p.err = fmt.Errorf("building %s: %v\n%s", p.pkg, err, out)
+		}
+	})
+	if p.err != nil {
+		tb.Fatal(p.err)
+	}
+	return p.path
+}
+
+// TestWorker returns the path of the test worker (testkit/testworker), built once per test
+// process: an HTTP server on $HOST:$PORT that reports what it received.
+func TestWorker(tb testing.TB) string {
+	tb.Helper()
+	return testWorker.Path(tb)
+}
+
+// Cleanup removes every program built in this test process; call it from TestMain after the
+// tests.
+func Cleanup() {
+	programs.Lock()
+	defer programs.Unlock()
+	for _, p := range programs.list {
+		if p.path != "" {
+			_ = os.RemoveAll(filepath.Dir(p.path))
+		}
+	}
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module root: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the runtime module")
+	}
+	return filepath.Dir(gomod), nil
+}

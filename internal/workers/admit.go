@@ -1,0 +1,57 @@
+package workers
+
+import (
+	"fmt"
+
+	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/packages"
+)
+
+// Policy is what the operator lets workers do.
+type Policy struct {
+	// ProcessWorkers are the namespaces whose workers may run processes (process_workers).
+	ProcessWorkers config.Namespaces
+	// Reserved are the first path segments the runtime keeps (packages.ReservedNames).
+	Reserved []string
+}
+
+// Error codes of worker admission.
+const (
+	// CodeProcessWorkersDisabled refuses a process worker where process_workers does not
+	// allow one.
+	CodeProcessWorkersDisabled = "PROCESS_WORKERS_DISABLED"
+	// CodeConflict refuses a worker a plugin's base would hide.
+	CodeConflict = "WORKER_CONFLICT"
+)
+
+// Admit decides whether the worker version md describes (name and version already valid) may
+// be installed or enabled: its name must not be reserved, its manifest must be valid, a
+// process worker (command, or an entrypoint that is not HTML) must be allowed in its namespace
+// by process_workers, and no enabled plugin may serve its path (bases: base → plugin name).
+func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
+	if err := packages.CheckReserved(md.Name, policy.Reserved); err != nil {
+		return err
+	}
+	m, err := ReadManifest(md)
+	if err != nil {
+		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
+	}
+	if m.Kind() == Process && !policy.ProcessWorkers.Allows(md.Name) {
+		return &packages.Error{Kind: packages.Forbidden, Code: CodeProcessWorkersDisabled, Message: fmt.Sprintf(
+			"%s is a process worker (it declares command or a program as entrypoint), and the setting process_workers (%s) does not allow them for %s; "+
+				"serve static files, or ask the operator to allow the namespace", md.Name, policy.ProcessWorkers, namespaceOf(md.Name))}
+	}
+	if plugin, ok := bases["/"+md.Name]; ok {
+		return &packages.Error{Kind: packages.Conflict, Code: CodeConflict, Message: fmt.Sprintf(
+			"plugin %s serves base /%s, which would hide this worker; choose another name, or remove or disable the plugin first", plugin, md.Name)}
+	}
+	return nil
+}
+
+// namespaceOf names a worker's namespace in messages.
+func namespaceOf(name string) string {
+	if scope, _ := packages.SplitName(name); scope != "" {
+		return "namespace " + scope
+	}
+	return "unscoped workers"
+}

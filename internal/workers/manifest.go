@@ -1,0 +1,137 @@
+// Package workers serves workers: it resolves a request path to a worker version, serves
+// static workers from their folder and runs process workers in a pool.
+package workers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"gopkg.in/yaml.v3"
+
+	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/sandbox"
+)
+
+// Kind is how a worker version is served.
+type Kind int
+
+// Kinds of workers.
+const (
+	// Files serves the version folder as it is (no entrypoint, no command).
+	Files Kind = iota
+	// SPA serves files, falling back to the HTML entrypoint for unknown paths.
+	SPA
+	// Process runs the worker's HTTP server and proxies to it.
+	Process
+)
+
+// Defaults of the manifest keys of process workers.
+const (
+	DefaultTimeout      = 30 * time.Second
+	DefaultTTL          = 60 * time.Second
+	DefaultMaxBodySize  = 10 << 20
+	DefaultStartTimeout = 10 * time.Second
+)
+
+// Manifest holds the serving keys of a worker version's manifest.
+type Manifest struct {
+	Entrypoint   string            `yaml:"entrypoint"`
+	InjectBase   bool              `yaml:"injectBase"`
+	Command      []string          `yaml:"command"`
+	Env          map[string]string `yaml:"env"`
+	Timeout      Duration          `yaml:"timeout"`
+	TTL          Duration          `yaml:"ttl"`
+	StartTimeout Duration          `yaml:"startTimeout"`
+	MaxRequests  int               `yaml:"maxRequests"`
+	MaxBodySize  Size              `yaml:"maxBodySize"`
+	Limits       Limits            `yaml:"limits"`
+}
+
+// Limits are the resources a process worker asks for; the operator's settings cap them.
+type Limits struct {
+	Memory    Size    `yaml:"memory"`
+	Processes int     `yaml:"processes"`
+	CPU       float64 `yaml:"cpu"`
+	Scratch   Size    `yaml:"scratch"`
+}
+
+func (l Limits) sandbox() sandbox.Limits {
+	return sandbox.Limits{Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPU, Scratch: int64(l.Scratch)}
+}
+
+// ReadManifest decodes the serving keys of a version and fills in the defaults.
+func ReadManifest(md packages.Metadata) (Manifest, error) {
+	var m Manifest
+	if err := md.Decode(&m); err != nil {
+		return m, err
+	}
+	if m.MaxRequests < 0 {
+		return m, fmt.Errorf("maxRequests must be 0 (unlimited) or more")
+	}
+	if m.Limits.Processes < 0 || m.Limits.CPU < 0 {
+		return m, fmt.Errorf("limits.processes and limits.cpu must be positive")
+	}
+	for key, def := range map[*Duration]time.Duration{&m.Timeout: DefaultTimeout, &m.TTL: DefaultTTL, &m.StartTimeout: DefaultStartTimeout} {
+		if *key == 0 {
+			*key = Duration(def)
+		}
+	}
+	if m.MaxBodySize == 0 {
+		m.MaxBodySize = DefaultMaxBodySize
+	}
+	return m, nil
+}
+
+// Kind tells how the version is served.
+func (m Manifest) Kind() Kind {
+	switch {
+	case len(m.Command) > 0:
+		return Process
+	case m.Entrypoint == "":
+		return Files
+	case isHTML(m.Entrypoint):
+		return SPA
+	}
+	return Process // an executable entrypoint
+}
+
+func isHTML(name string) bool {
+	lower := strings.ToLower(name)
+	return strings.HasSuffix(lower, ".html") || strings.HasSuffix(lower, ".htm")
+}
+
+// Duration is a manifest duration: a string such as "30s" or "2m", or a number of seconds.
+type Duration time.Duration
+
+// UnmarshalYAML reads "30s" or 30.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if secs, err := strconv.ParseFloat(n.Value, 64); err == nil && n.Tag != "!!str" {
+		if secs <= 0 {
+			return fmt.Errorf("duration %q must be positive", n.Value)
+		}
+		*d = Duration(secs * float64(time.Second))
+		return nil
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v <= 0 {
+		return fmt.Errorf("duration %q: write it like 30s, 2m or a number of seconds", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Size is a manifest byte size: a string such as "10MiB" or a number of bytes.
+type Size int64
+
+// UnmarshalYAML reads "10MiB" or 10485760.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := humanize.ParseBytes(n.Value)
+	if err != nil || v == 0 {
+		return fmt.Errorf("size %q: write it like 10MiB or a number of bytes", n.Value)
+	}
+	*s = Size(v)
+	return nil
+}

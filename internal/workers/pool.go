@@ -1,0 +1,640 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/internal/sandbox"
+)
+
+// PoolOptions configure a Pool.
+type PoolOptions struct {
+	// Size caps the processes running at once; past it, the least recently used is stopped.
+	Size int
+	// Logger receives the workers' output and lifecycle.
+	Logger *zap.Logger
+	// Path is the PATH workers get; nothing else of the runtime's environment reaches them.
+	Path string
+	// Sandbox confines the processes; nil starts them in a sandbox with default options.
+	Sandbox *sandbox.Sandbox
+	// ScratchDir holds each process's scratch folder, its TMPDIR, removed when it exits.
+	ScratchDir string
+	// Allowed tells whether a worker may run as a process; nil allows every worker.
+	Allowed func(name string) bool
+	// LogRate caps the output lines per second logged for one process (0: DefaultLogRate).
+	LogRate int
+	// Logs keeps the workers' recent output; nil keeps DefaultLogLines per worker.
+	Logs *LogBook
+	// Events hears of process starts, crashes and restarts, e.g. to count them; nil hears none.
+	Events Events
+}
+
+// Events hears of the lifecycle of worker processes. Its methods are called with the pool's
+// lock held: they must be quick and must not call back into the pool.
+type Events interface {
+	ProcessStarted(worker string)
+	ProcessCrashed(worker string)
+	ProcessRestarted(worker string)
+}
+
+// noEvents is the Events of a pool that was given none.
+type noEvents struct{}
+
+func (noEvents) ProcessStarted(string)   {}
+func (noEvents) ProcessCrashed(string)   {}
+func (noEvents) ProcessRestarted(string) {}
+
+// DefaultLogRate is the default cap on logged output lines per second and process.
+const DefaultLogRate = 100
+
+// DefaultPoolSize is the default cap on running worker processes.
+const DefaultPoolSize = 16
+
+// Pool runs process workers: one process per worker version, started on its first request,
+// stopped when idle past its ttl, recycled after maxRequests, restarted with back-off after a
+// crash, and drained and stopped when its version is disabled, replaced or removed.
+//
+// A request to a running process takes no lock: it finds the process in an immutable copy of
+// the table, published whole on the rare change (a start, a stop), and counts itself in the
+// process's atomic counters. The lock serialises the changes.
+type Pool struct {
+	opts PoolOptions
+
+	running atomic.Pointer[map[string]*proc] // a copy of procs, for requests
+
+	mu       sync.Mutex
+	procs    map[string]*proc    // processes taking requests, by version folder
+	live     map[*proc]struct{}  // every process not yet exited, draining ones too
+	crashes  map[string]*backoff // recent crashes by version folder
+	restarts map[string]int      // restarts after a crash or on request, by version folder
+	stopped  sync.WaitGroup      // every process until it has exited
+	closed   bool
+	quit     chan struct{}
+}
+
+type backoff struct {
+	count int
+	until time.Time
+}
+
+// ErrPoolClosed means the runtime is shutting down.
+var ErrPoolClosed = errors.New("the runtime is shutting down")
+
+// UnavailableError means a worker cannot take requests now: it failed to start, or crashed and
+// waits before the next start.
+type UnavailableError struct {
+	Reason     string
+	RetryAfter time.Duration // 0 unless waiting for a restart
+}
+
+func (e *UnavailableError) Error() string { return e.Reason }
+
+// ErrNotAllowed means process workers are turned off for the worker's namespace.
+var ErrNotAllowed = errors.New("process workers are not allowed for this worker's namespace (setting process_workers)")
+
+// NewPool returns a pool; Close stops its processes.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	if opts.Size <= 0 {
+		opts.Size = DefaultPoolSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.LogRate <= 0 {
+		opts.LogRate = DefaultLogRate
+	}
+	if opts.Logs == nil {
+		opts.Logs = NewLogBook(0)
+	}
+	if opts.Events == nil {
+		opts.Events = noEvents{}
+	}
+	if opts.Sandbox == nil {
+		sb, err := sandbox.New(sandbox.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Sandbox = sb
+	}
+	sweepScratch(opts.ScratchDir, opts.Logger)
+	p := &Pool{opts: opts, procs: map[string]*proc{}, live: map[*proc]struct{}{}, crashes: map[string]*backoff{},
+		restarts: map[string]int{}, quit: make(chan struct{})}
+	p.publishLocked()
+	go p.reap()
+	return p, nil
+}
+
+// proc is one worker process.
+type proc struct {
+	pool    *Pool
+	key     string
+	name    string
+	version string
+	dir     string
+	m       Manifest
+	logger  *zap.Logger
+
+	network, addr string       // "tcp" and host:port, or "unix" and the socket's path (isolated network)
+	pid           atomic.Int64 // set once started, for its output lines
+	cmd           *sandbox.Process
+	ready         chan struct{} // closed when started or failed
+	err           error         // why the start failed, set before ready closes
+	exited        chan struct{} // closed when the process has exited
+
+	// A request changes these without the pool's lock. retiring is set with the lock held,
+	// once the process is out of the table; a request that counted itself in inflight and then
+	// sees it set leaves (see enter), so the process stops when inflight drops to 0 afterwards.
+	inflight atomic.Int64
+	served   atomic.Int64
+	lastUsed atomic.Int64 // Unix nanoseconds of the last request
+	retiring atomic.Bool  // out of the pool: stops once idle
+	stopping atomic.Bool  // being stopped on purpose; set once, by whoever stops it
+
+	started time.Time // guarded by pool.mu
+}
+
+// Lease is a request's hold on a running process.
+type Lease struct {
+	p    *proc
+	once sync.Once
+}
+
+// Network is how to reach the process: "tcp", or "unix" when it runs in a network of its own.
+func (l *Lease) Network() string { return l.p.network }
+
+// Addr is the process's host:port, or the path of its unix socket.
+func (l *Lease) Addr() string { return l.p.addr }
+
+// PID is the process id.
+func (l *Lease) PID() int { return l.p.cmd.Pid() }
+
+// Release ends the request; the process counts it towards maxRequests.
+func (l *Lease) Release() { l.once.Do(func() { l.p.pool.release(l.p, true) }) }
+
+// Acquire returns a lease on the running process of the version, starting the process if it is
+// not running; concurrent first requests share one start.
+func (p *Pool) Acquire(ctx context.Context, name, version, dir string, m Manifest) (*Lease, error) {
+	if p.opts.Allowed != nil && !p.opts.Allowed(name) {
+		return nil, ErrNotAllowed
+	}
+	pr := (*p.running.Load())[dir]
+	if pr == nil || !pr.enter() {
+		var err error
+		if pr, err = p.admit(name, version, dir, m); err != nil {
+			return nil, err
+		}
+	}
+
+	select {
+	case <-pr.ready:
+	case <-ctx.Done():
+		p.release(pr, false)
+		return nil, ctx.Err()
+	}
+	if pr.err != nil {
+		p.release(pr, false)
+		return nil, &UnavailableError{Reason: pr.err.Error()}
+	}
+	return &Lease{p: pr}, nil
+}
+
+// enter counts a request on pr, unless pr is retiring: then it returns false and the request
+// goes to admit.
+func (pr *proc) enter() bool {
+	pr.inflight.Add(1)
+	if pr.retiring.Load() {
+		pr.leave()
+		return false
+	}
+	pr.lastUsed.Store(time.Now().UnixNano())
+	return true
+}
+
+// leave ends a request on pr; the last one out of a retiring process stops it.
+func (pr *proc) leave() {
+	if pr.inflight.Add(-1) == 0 && pr.retiring.Load() {
+		pr.stopOnce()
+	}
+}
+
+// stopOnce stops pr unless someone already does.
+func (pr *proc) stopOnce() {
+	if pr.stopping.CompareAndSwap(false, true) {
+		go pr.stop()
+	}
+}
+
+// admit counts a request on the version's process, starting one when there is none, with the
+// pool's lock held: a process in the table is not retiring while it is held.
+func (p *Pool) admit(name, version, dir string, m Manifest) (*proc, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
+	pr := p.procs[dir]
+	var evicted []*proc
+	if pr == nil {
+		if b := p.crashes[dir]; b != nil && time.Now().Before(b.until) {
+			wait := time.Until(b.until)
+			p.mu.Unlock()
+			return nil, &UnavailableError{Reason: fmt.Sprintf("worker %s@%s crashed; it restarts in %s", name, version, wait.Round(time.Second)), RetryAfter: wait}
+		}
+		pr = p.newProc(name, version, dir, m)
+		p.live[pr] = struct{}{}
+		p.putLocked(pr)
+		evicted = p.evictLocked(pr)
+		p.stopped.Add(1)
+		go pr.start()
+	}
+	pr.inflight.Add(1)
+	pr.lastUsed.Store(time.Now().UnixNano())
+	p.mu.Unlock()
+	for _, e := range evicted {
+		e.logger.Info("stopping the least recently used worker: the pool is full", zap.Int("pool_size", p.opts.Size))
+	}
+	return pr, nil
+}
+
+// putLocked makes pr the process of its version and publishes the table.
+func (p *Pool) putLocked(pr *proc) {
+	p.procs[pr.key] = pr
+	p.publishLocked()
+}
+
+// dropLocked takes pr out of the table, if it is there, and publishes the table.
+func (p *Pool) dropLocked(pr *proc) {
+	if p.procs[pr.key] == pr {
+		delete(p.procs, pr.key)
+		p.publishLocked()
+	}
+}
+
+// publishLocked hands requests a copy of the table.
+func (p *Pool) publishLocked() {
+	running := maps.Clone(p.procs)
+	p.running.Store(&running)
+}
+
+func (p *Pool) newProc(name, version, dir string, m Manifest) *proc {
+	return &proc{
+		pool: p, key: dir, name: name, version: version, dir: dir, m: m,
+		logger: p.opts.Logger.With(zap.String("worker", name), zap.String("version", version)),
+		ready:  make(chan struct{}), exited: make(chan struct{}),
+	}
+}
+
+// release ends a request on pr; served requests count towards maxRequests, and the one that
+// reaches it takes the process out of the pool (the lock is taken then only).
+func (p *Pool) release(pr *proc, served bool) {
+	if served {
+		if n, max := pr.served.Add(1), int64(pr.m.MaxRequests); max > 0 && n == max {
+			p.mu.Lock()
+			recycle := !pr.retiring.Load()
+			if recycle {
+				p.retireLocked(pr)
+			}
+			p.mu.Unlock()
+			if recycle {
+				pr.logger.Info("worker served its maxRequests; recycling", zap.Int64("max_requests", max))
+			}
+		}
+	}
+	pr.leave()
+}
+
+// retireLocked takes pr out of the pool; it stops once its requests are done.
+func (p *Pool) retireLocked(pr *proc) {
+	p.dropLocked(pr)
+	pr.retiring.Store(true)
+	if pr.inflight.Load() == 0 {
+		pr.stopOnce()
+	}
+}
+
+// evictLocked stops the least recently used processes past the pool size, sparing keep, and
+// returns them.
+func (p *Pool) evictLocked(keep *proc) []*proc {
+	var evicted []*proc
+	for len(p.procs) > p.opts.Size {
+		var lru *proc
+		for _, pr := range p.procs {
+			if pr != keep && (lru == nil || pr.lastUsed.Load() < lru.lastUsed.Load()) {
+				lru = pr
+			}
+		}
+		if lru == nil {
+			break
+		}
+		p.retireLocked(lru)
+		evicted = append(evicted, lru)
+	}
+	return evicted
+}
+
+// StopUnit drains and stops the processes of a worker's version, or of all its versions when
+// version is "": its files changed, or it was disabled or removed.
+func (p *Pool) StopUnit(name, version string) {
+	p.mu.Lock()
+	var stopped []*proc
+	for _, pr := range p.procs {
+		if pr.name == name && (version == "" || pr.version == version) {
+			p.retireLocked(pr)
+			stopped = append(stopped, pr)
+		}
+	}
+	p.mu.Unlock()
+	for _, pr := range stopped {
+		pr.logger.Info("worker changed; draining and stopping its process")
+	}
+}
+
+// reap stops processes idle past their ttl.
+func (p *Pool) reap() {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.quit:
+			return
+		case now := <-tick.C:
+			p.mu.Lock()
+			var idle []*proc
+			for _, pr := range p.procs {
+				if pr.inflight.Load() == 0 && now.UnixNano()-pr.lastUsed.Load() > int64(pr.m.TTL) {
+					p.retireLocked(pr)
+					idle = append(idle, pr)
+				}
+			}
+			p.mu.Unlock()
+			for _, pr := range idle {
+				pr.logger.Info("worker idle past its ttl; stopping", zap.Duration("ttl", time.Duration(pr.m.TTL)))
+			}
+		}
+	}
+}
+
+// Logs is the log book of the workers' output.
+func (p *Pool) Logs() *LogBook { return p.opts.Logs }
+
+// Running returns how many processes are live.
+func (p *Pool) Running() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.procs)
+}
+
+// Close drains and stops every process and waits for them to exit.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.quit)
+		for _, pr := range p.procs {
+			p.retireLocked(pr)
+		}
+	}
+	p.mu.Unlock()
+	p.stopped.Wait()
+	p.opts.Logs.CloseFollowers()
+	p.opts.Sandbox.Close()
+}
+
+// start launches the process and waits until it accepts connections.
+func (pr *proc) start() {
+	defer close(pr.ready)
+	var err error
+	if pr.pool.opts.Sandbox.IsolatedNetwork() {
+		// The sandbox hands the worker a listener, whose path it tells once started.
+		pr.network = "unix"
+		if err = pr.launch(0); err == nil {
+			pr.addr = pr.cmd.Socket()
+			err = pr.awaitAccept()
+		}
+	} else {
+		var port int
+		pr.network = "tcp"
+		if port, err = freePort(); err == nil {
+			pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			err = pr.launch(port)
+		}
+		if err == nil {
+			err = pr.awaitReady()
+		}
+	}
+	if err != nil {
+		pr.err = fmt.Errorf("worker %s@%s did not start: %v", pr.name, pr.version, err)
+		pr.logger.Error("worker did not start", zap.Error(err))
+		p := pr.pool
+		p.mu.Lock()
+		p.dropLocked(pr)
+		pr.stopping.Store(true)
+		pr.retiring.Store(true)
+		p.noteCrashLocked(pr)
+		p.mu.Unlock()
+		if pr.cmd != nil {
+			pr.kill() // exitedWith releases it
+		} else {
+			close(pr.exited)
+			p.mu.Lock()
+			delete(p.live, pr)
+			p.mu.Unlock()
+			p.stopped.Done()
+		}
+		return
+	}
+	pr.pool.mu.Lock()
+	pr.started = time.Now()
+	pr.pool.opts.Events.ProcessStarted(pr.name)
+	pr.pool.mu.Unlock()
+	pr.logger.Info("worker started", zap.Int("pid", pr.cmd.Pid()), zap.String("addr", pr.addr))
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launch starts the process, confined, in its version folder with a minimal environment.
+func (pr *proc) launch(port int) error {
+	argv, err := pr.argv()
+	if err != nil {
+		return err
+	}
+	scratch := scratchFolder(pr.pool.opts.ScratchDir, pr.name, pr.version)
+	limit := newRateLimit(pr.logger, pr.pool.opts.LogRate)
+	output := func(stream string) *lineLog {
+		return &lineLog{logger: pr.logger, stream: stream, limit: limit, book: pr.pool.opts.Logs, worker: pr.name, version: pr.version, pid: &pr.pid}
+	}
+	stdout, stderr := output("stdout"), output("stderr")
+	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox(),
+		OverScratch: pr.overScratch}
+	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	pr.cmd = cmd
+	pr.pid.Store(int64(cmd.Pid()))
+	go func() {
+		err := cmd.Wait()
+		stdout.flush()
+		stderr.flush()
+		pr.exitedWith(err)
+	}()
+	return nil
+}
+
+// argv is the command line: the manifest's command, or the executable entrypoint.
+func (pr *proc) argv() ([]string, error) {
+	if len(pr.m.Command) > 0 {
+		return pr.m.Command, nil
+	}
+	entry := filepath.Clean(filepath.FromSlash(pr.m.Entrypoint))
+	if filepath.IsAbs(entry) || entry == ".." || strings.HasPrefix(entry, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("entrypoint %q must be a path inside the worker", pr.m.Entrypoint)
+	}
+	return []string{filepath.Join(pr.dir, entry)}, nil
+}
+
+// environ is all a worker gets: PATH, HOME, its PORT and HOST (none in an isolated network,
+// port 0, where it serves on the listener it is handed), and the manifest's env. No runtime
+// setting or credential reaches it.
+func (pr *proc) environ(port int, scratch string) []string {
+	env := map[string]string{"PATH": pr.pool.opts.Path, "HOME": pr.dir}
+	for k, v := range pr.m.Env {
+		env[k] = v
+	}
+	if port > 0 {
+		env["PORT"] = strconv.Itoa(port)
+		env["HOST"] = "127.0.0.1"
+	}
+	env["TMPDIR"] = scratch
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// awaitReady waits until the process accepts connections, exits, or startTimeout passes.
+func (pr *proc) awaitReady() error {
+	deadline := time.Now().Add(time.Duration(pr.m.StartTimeout))
+	for {
+		conn, err := net.DialTimeout("tcp", pr.addr, 100*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-pr.exited:
+			return fmt.Errorf("it exited before listening on PORT (%s)", pr.cmd.State())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("it did not listen on PORT %s within startTimeout %s", pr.addr, time.Duration(pr.m.StartTimeout))
+		}
+	}
+}
+
+// awaitAccept waits until the process accepts a connection on the listener it was handed
+// (which accepts connections into its queue from the start), exits, or startTimeout passes:
+// one connection is made and waits in the queue until the worker takes it.
+func (pr *proc) awaitAccept() error {
+	timeout := time.Duration(pr.m.StartTimeout)
+	conn, err := net.DialTimeout("unix", pr.addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(timeout)
+	for pr.cmd.Pending() {
+		select {
+		case <-pr.exited:
+			return fmt.Errorf("it exited before accepting a connection on its listener, descriptor 3 (%s)", pr.cmd.State())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("it did not accept connections on its listener within startTimeout %s: with worker_network isolated "+
+				"a worker has no PORT and must serve on descriptor 3 (LISTEN_FDS, socket activation)", timeout)
+		}
+	}
+	select {
+	case <-pr.exited:
+		return fmt.Errorf("it exited at start (%s)", pr.cmd.State())
+	default:
+		return nil
+	}
+}
+
+// exitedWith records the process's exit; an exit nobody asked for is a crash.
+func (pr *proc) exitedWith(err error) {
+	close(pr.exited)
+	p := pr.pool
+	p.mu.Lock()
+	delete(p.live, pr)
+	crashed := !pr.stopping.Load()
+	if crashed {
+		p.dropLocked(pr)
+		pr.retiring.Store(true)
+		p.noteCrashLocked(pr)
+	}
+	p.mu.Unlock()
+	if crashed {
+		select {
+		case <-pr.ready:
+			pr.logger.Error("worker crashed; it restarts on a later request", zap.Error(err))
+		default: // still starting: start reports it
+		}
+	}
+	p.stopped.Done()
+}
+
+// noteCrashLocked backs off restarts of a version that keeps failing; a process that ran for
+// a while resets the count.
+func (p *Pool) noteCrashLocked(pr *proc) {
+	b := p.crashes[pr.key]
+	if b == nil || !pr.started.IsZero() && time.Since(pr.started) > 30*time.Second {
+		b = &backoff{}
+		p.crashes[pr.key] = b
+	}
+	b.count++
+	p.restarts[pr.key]++ // its next start is a restart
+	p.opts.Events.ProcessCrashed(pr.name)
+	wait := time.Duration(1<<min(b.count-1, 5)) * time.Second
+	b.until = time.Now().Add(min(wait, 30*time.Second))
+}
+
+// stop asks the process to terminate, and kills it and its descendants after a grace period.
+func (pr *proc) stop() {
+	<-pr.ready
+	if pr.cmd == nil {
+		return
+	}
+	pr.cmd.Terminate()
+	select {
+	case <-pr.exited:
+	case <-time.After(5 * time.Second):
+		pr.kill()
+	}
+	pr.logger.Info("worker stopped", zap.Int("pid", pr.cmd.Pid()))
+}
+
+func (pr *proc) kill() {
+	pr.cmd.Kill()
+	<-pr.exited
+}
