@@ -36,7 +36,7 @@ type launch struct {
 	// listener as listenerFD (worker_network isolated).
 	Network bool          `json:"network"`
 	Scratch *scratchTmpfs `json:"scratch"` // nil: no tmpfs, the runtime watches the folder
-	Seccomp bool          `json:"seccomp"` // the filter works here (probed at start-up)
+	Seccomp bool          `json:"seccomp"` // the filter works here (probed at start-up); the exec gate puts it on
 }
 
 // termGrace is how long a worker has to exit after SIGTERM before the launcher kills it; it is
@@ -156,15 +156,6 @@ func confineAndStart(l launch) (int, error) {
 			return 0, err
 		}
 	}
-	listener := -1
-	if l.Seccomp {
-		// From here on this thread may not create namespaces either: any the worker gets are
-		// made before. Go starts the worker with clone3 to clone it into its cgroup: the
-		// filter's listener lets that one call through.
-		if listener, err = installSeccomp(l.Cgroup2 != ""); err != nil {
-			return 0, err
-		}
-	}
 	if err := dropCapabilities(l.Cred == nil); err != nil {
 		return 0, err
 	}
@@ -177,23 +168,14 @@ func confineAndStart(l launch) (int, error) {
 		return 0, err
 	}
 	argv, files := l.Argv, []*os.File{null, os.Stdout, os.Stderr}
-	if l.Network {
-		path, argv, files = activation(path, argv, files)
+	if l.Seccomp || l.Network {
+		path, argv, files = throughGate(l, path, argv, files)
 	}
-	var p *os.Process
-	start := func() (err error) {
-		p, err = os.StartProcess(path, argv, &os.ProcAttr{
-			Dir: l.Dir, Env: l.Env, Files: files,
-			// A session of its own: no terminal to reach, one group to signal.
-			Sys: sys,
-		})
-		return err
-	}
-	if listener >= 0 {
-		err = passClone3(listener, start)
-	} else {
-		err = start()
-	}
+	p, err := os.StartProcess(path, argv, &os.ProcAttr{
+		Dir: l.Dir, Env: l.Env, Files: files,
+		// A session of its own: no terminal to reach, one group to signal.
+		Sys: sys,
+	})
 	if err != nil {
 		return 0, err
 	}

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,52 +14,27 @@ import (
 // namespace of its own, where the only interface is its loopback, so a worker reaches neither
 // another worker's ports, nor the runtime's, nor any other address. It serves on a unix socket
 // the runtime creates in a folder only the runtime may open and hands over as descriptor 3,
-// the way systemd's socket activation does (LISTEN_FDS=1, LISTEN_PID). The runtime connects
+// the way systemd's socket activation does (LISTEN_FDS=1, LISTEN_PID, which the exec gate sets:
+// the worker's pid is known only after the fork). The runtime connects
 // to that socket by its path; the worker needs only the descriptor, so no worker can reach any
 // socket's path, and accept() on a passed listener needs no socket of its own (which the
 // seccomp layer refuses for AF_UNIX).
 
-// activateArg is the first argument that runs the runtime binary as the socket activation
-// shim: it sets LISTEN_PID to its own pid and executes the worker's program in its place.
-// LISTEN_PID must be the worker's pid, known only after the fork, and Go cannot run code
-// between fork and exec; execve keeps the pid, so the shim's pid is the worker's. The shim
-// runs already confined (it is started from the launcher's confined thread, as the worker
-// is), so Landlock must let it execute the runtime binary: one file rule, read and execute.
-// That gives a worker nothing it could not have anyway: it may run any program of its own
-// folder, and the binary holds no secret.
-const activateArg = "__runtime_socket_activation"
-
-func init() {
-	if len(os.Args) < 4 || os.Args[1] != activateArg {
-		return
-	}
-	os.Exit(activate(os.Args[2], os.Args[3:]))
-}
-
-// activate executes the program at path with argv, with the listener (descriptor 3) announced
-// in LISTEN_FDS and LISTEN_PID; any LISTEN_* the manifest set is replaced.
-func activate(path string, argv []string) int {
-	env := []string{"LISTEN_FDS=1", "LISTEN_PID=" + strconv.Itoa(os.Getpid())}
-	for _, kv := range os.Environ() {
+// listenEnv is env with the listener (descriptor 3) announced in LISTEN_FDS and LISTEN_PID, the
+// pid of the calling process, which executes the worker's program and so is the worker; any
+// LISTEN_* the manifest set is replaced.
+func listenEnv(env []string) []string {
+	out := []string{"LISTEN_FDS=1", "LISTEN_PID=" + strconv.Itoa(os.Getpid())}
+	for _, kv := range env {
 		if !strings.HasPrefix(kv, "LISTEN_") {
-			env = append(env, kv)
+			out = append(out, kv)
 		}
 	}
-	err := syscall.Exec(path, argv, env)
-	fmt.Fprintf(os.Stderr, "sandbox: starting %s: %v\n", path, err)
-	return 127
+	return out
 }
 
 // listenerFD is the launcher's descriptor of the worker's listener: after the launch spec (3).
 const listenerFD = 4
-
-// activation returns how the launcher starts a worker that gets a listener: through the
-// shim, with the listener as its descriptor 3.
-func activation(path string, argv []string, files []*os.File) (string, []string, []*os.File) {
-	syscall.CloseOnExec(listenerFD) // only as descriptor 3, never as a stray 4
-	listener := os.NewFile(listenerFD, "listener")
-	return "/proc/self/exe", append([]string{"runtime", activateArg, path}, argv...), append(files, listener)
-}
 
 // loopbackUp brings up the loopback interface of the launcher's new network namespace, where
 // it starts down; it needs the launcher's CAP_NET_ADMIN, so it runs before any confinement.

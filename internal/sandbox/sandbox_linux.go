@@ -30,7 +30,7 @@ type Sandbox struct {
 	seccomp   bool
 	readRules []Rule
 	sockets   string // the folder of the workers' listeners; "" when workers share the host's network
-	exe       string // the runtime binary, which the socket activation shim runs
+	exe       string // the runtime binary, which the launcher and the exec gate run
 	noTmpfs   error  // why workers get no tmpfs scratch folder; nil when they do
 }
 
@@ -40,7 +40,11 @@ var sandboxes atomic.Int64
 // processes, resolves the worker account, probes Landlock and tmpfs scratch folders, and
 // creates the runtime's cgroups.
 func New(opts Options) (*Sandbox, error) {
-	s := &Sandbox{opts: opts, abi: landlockABI()}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the runtime binary, which starts the workers: %v", err)
+	}
+	s := &Sandbox{opts: opts, abi: landlockABI(), exe: exe}
 	s.nonDump = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) == nil
 	if opts.User != "" {
 		cred, err := lookupCredential(opts.User, opts.Group)
@@ -95,7 +99,7 @@ func (s *Sandbox) probe() Layers {
 	if s.sockets != "" {
 		l.Network = NetworkIsolated
 	}
-	if err := probeSeccomp(s.cg.v2 != ""); err != nil {
+	if err := probeSeccomp(); err != nil {
 		l.Warnings = append(l.Warnings, "no seccomp filter for process workers ("+err.Error()+"): they can use io_uring, open unix sockets (Caddy's admin socket among them), create namespaces and ptrace")
 	} else {
 		s.seccomp, l.Seccomp = true, seccompRefusals()
@@ -203,9 +207,11 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		return nil, err
 	}
 	proc := &Process{group: g, scratch: spec.Scratch, unwatch: func() {}}
+	if s.seccomp || s.sockets != "" {
+		l.Rules = append(l.Rules, Rule{s.exe, llExec}) // the exec gate
+	}
 	if s.sockets != "" {
 		l.Network = true
-		l.Rules = append(l.Rules, Rule{s.exe, llExec})
 		proc.socket = socketPath(s.sockets, n)
 		if proc.listener, err = listen(proc.socket); err != nil {
 			g.remove()
@@ -266,15 +272,9 @@ func (s *Sandbox) isolateNetwork() error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("worker_network isolated: the runtime must run as root to give each worker a network namespace of its own")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("worker_network isolated: finding the runtime binary: %v", err)
-	}
-	if s.sockets, err = socketFolder(); err != nil {
-		return err
-	}
-	s.exe = exe
-	return nil
+	var err error
+	s.sockets, err = socketFolder()
+	return err
 }
 
 // release removes what Start made for a worker that has exited or never started.

@@ -325,8 +325,8 @@ func TestScratchWatcher(t *testing.T) {
 	}
 }
 
-// TestWorkerCgroup: the worker starts in its own v2 cgroup although the filter refuses
-// clone3, through which the launcher starts it there.
+// TestWorkerCgroup: the worker starts in its own v2 cgroup, into which the launcher clones it
+// with clone3, although the filter refuses clone3 to the worker.
 func TestWorkerCgroup(t *testing.T) {
 	sb := newSandbox(t)
 	if sb.cg.v2 == "" || len(sb.Layers().Seccomp) == 0 {

@@ -4,9 +4,7 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/debug"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -90,8 +88,8 @@ const (
 
 // seccompProgram assembles the filter: calls of another architecture (32-bit programs,
 // whose socketcall cannot be inspected) and x32 get ENOSYS, each refusal its errno, the rest
-// pass. With notifyClone3, clone3 goes to the filter's listener instead (see passClone3).
-func seccompProgram(notifyClone3 bool) []unix.SockFilter {
+// pass.
+func seccompProgram() []unix.SockFilter {
 	stmt := func(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
 	jump := func(code uint16, k uint32, jt, jf int) unix.SockFilter {
 		return unix.SockFilter{Code: code, K: k, Jt: uint8(jt), Jf: uint8(jf)}
@@ -130,41 +128,29 @@ func seccompProgram(notifyClone3 bool) []unix.SockFilter {
 			block = append(block, stmt(ret, action))
 		}
 		for _, nr := range r.syscalls {
-			b := block
-			if nr == unix.SYS_CLONE3 && notifyClone3 {
-				b = []unix.SockFilter{stmt(ret, unix.SECCOMP_RET_USER_NOTIF)}
-			}
-			prog = append(prog, jump(jeq, uint32(nr), 0, len(b)))
-			prog = append(prog, b...)
+			prog = append(prog, jump(jeq, uint32(nr), 0, len(block)))
+			prog = append(prog, block...)
 		}
 	}
 	return append(prog, stmt(ret, allow))
 }
 
-// installSeccomp puts the filter on the calling thread, which must hold no_new_privs; every
-// process the thread starts inherits it. With notifyClone3 it returns the filter's listener
-// (close-on-exec), else -1.
-func installSeccomp(notifyClone3 bool) (int, error) {
-	prog := seccompProgram(notifyClone3)
+// installSeccomp puts the filter on the calling thread, which must hold no_new_privs; the
+// program it executes next runs under it, and so does everything that program starts.
+func installSeccomp() error {
+	prog := seccompProgram()
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	var flags uintptr
-	if notifyClone3 {
-		flags = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
-	}
-	fd, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(prog)
 	if errno != 0 {
-		return -1, fmt.Errorf("seccomp: %v", errno)
+		return fmt.Errorf("seccomp: %v", errno)
 	}
-	if !notifyClone3 {
-		return -1, nil
-	}
-	return int(fd), nil
+	return nil
 }
 
 // probeSeccomp installs the filter on a thread of its own, which then ends, and checks that
 // the filter refuses: the start-up log names the layer only when it holds.
-func probeSeccomp(notifyClone3 bool) error {
+func probeSeccomp() error {
 	errc := make(chan error)
 	go func() {
 		// Never unlocked: the thread ends with this goroutine, its filter with it.
@@ -173,12 +159,8 @@ func probeSeccomp(notifyClone3 bool) error {
 			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 				return fmt.Errorf("no_new_privs: %v", err)
 			}
-			listener, err := installSeccomp(notifyClone3)
-			if err != nil {
+			if err := installSeccomp(); err != nil {
 				return err
-			}
-			if listener >= 0 {
-				unix.Close(listener)
 			}
 			// A bad descriptor: the kernel would answer EBADF, the filter answers first.
 			if _, _, errno := unix.Syscall(unix.SYS_SETNS, ^uintptr(0), 0, 0); errno != unix.EPERM {
@@ -188,71 +170,4 @@ func probeSeccomp(notifyClone3 bool) error {
 		}()
 	}()
 	return <-errc
-}
-
-// seccompNotif and seccompNotifResp are the kernel's struct seccomp_notif and
-// struct seccomp_notif_resp.
-type seccompNotif struct {
-	id    uint64
-	pid   uint32
-	flags uint32
-	nr    int32
-	arch  uint32
-	ip    uint64
-	args  [6]uint64
-}
-
-type seccompNotifResp struct {
-	id    uint64
-	val   int64
-	error int32
-	flags uint32
-}
-
-// passClone3 runs start, which starts the worker from the calling thread, while answering
-// the clone3 calls the filter's listener reports: the calling thread's own goes through (Go
-// uses clone3 to start the worker straight in its cgroup, with flags of its own), any other
-// gets ENOSYS. Then it closes the listener, and with none the kernel answers every clone3
-// ENOSYS itself. The calling thread holds its scheduler slot while the kernel waits for the
-// answer, so the answering goroutine needs another one, and no garbage collection may stop
-// the world meanwhile.
-func passClone3(listener int, start func() error) error {
-	defer unix.Close(listener)
-	if runtime.GOMAXPROCS(0) < 2 {
-		runtime.GOMAXPROCS(2)
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	stopR, stopW, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer stopR.Close()
-	tid := unix.Gettid()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fds := []unix.PollFd{{Fd: int32(listener), Events: unix.POLLIN}, {Fd: int32(stopR.Fd()), Events: unix.POLLIN}}
-		for {
-			fds[0].Revents, fds[1].Revents = 0, 0
-			if _, err := unix.Poll(fds, -1); err == unix.EINTR {
-				continue
-			} else if err != nil || fds[1].Revents != 0 || fds[0].Revents&unix.POLLIN == 0 {
-				return
-			}
-			var n seccompNotif // the kernel wants it zeroed
-			if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); errno != 0 {
-				continue // EINTR, or the caller is gone
-			}
-			resp := seccompNotifResp{id: n.id, error: -int32(unix.ENOSYS)}
-			if int(n.pid) == tid {
-				resp = seccompNotifResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-			}
-			// ENOENT when the caller died meanwhile: nothing left to answer.
-			unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
-		}
-	}()
-	err = start()
-	stopW.Close()
-	<-done
-	return err
 }

@@ -10,8 +10,6 @@ import (
 // seccompRefusals is empty: the filter is written for amd64, arm64 and riscv64.
 func seccompRefusals() []string { return nil }
 
-func probeSeccomp(bool) error { return fmt.Errorf("no filter is written for %s", runtime.GOARCH) }
+func probeSeccomp() error { return fmt.Errorf("no filter is written for %s", runtime.GOARCH) }
 
-func installSeccomp(bool) (int, error) { return -1, probeSeccomp(false) }
-
-func passClone3(int, func() error) error { return probeSeccomp(false) }
+func installSeccomp() error { return probeSeccomp() }
