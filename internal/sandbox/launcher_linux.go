@@ -28,7 +28,6 @@ type launch struct {
 	Env     []string            `json:"env"`
 	Rules   []Rule              `json:"rules"`
 	ABI     int                 `json:"abi"`
-	Cgroup2 string              `json:"cgroup2"` // the v2 leaf the worker starts in
 	Cgroup1 []string            `json:"cgroup1"` // v1 leaves the worker starts in
 	Rlimits Limits              `json:"rlimits"`
 	Cred    *syscall.Credential `json:"cred"`
@@ -36,7 +35,7 @@ type launch struct {
 	// listener as listenerFD (worker_network isolated).
 	Network bool          `json:"network"`
 	Scratch *scratchTmpfs `json:"scratch"` // nil: no tmpfs, the runtime watches the folder
-	Seccomp bool          `json:"seccomp"` // the filter works here (probed at start-up); the exec gate puts it on
+	Seccomp bool          `json:"seccomp"` // the filter works here (probed at start-up)
 }
 
 // termGrace is how long a worker has to exit after SIGTERM before the launcher kills it; it is
@@ -134,8 +133,8 @@ func confineAndStart(l launch) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// Only this thread joins the v1 cgroups, and the worker is cloned straight into the v2
-	// one, so the launcher's own threads never count against the worker's limits.
+	// Only this thread joins the v1 cgroups, so the launcher's other threads never count
+	// against the worker's limits there; the runtime started the whole launcher in the v2 leaf.
 	tid := []byte(strconv.Itoa(unix.Gettid()))
 	for _, dir := range l.Cgroup1 {
 		if err := os.WriteFile(filepath.Join(dir, "tasks"), tid, 0); err != nil {
@@ -143,16 +142,17 @@ func confineAndStart(l launch) (int, error) {
 		}
 	}
 	sys := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL, Credential: l.Cred}
-	if l.Cgroup2 != "" {
-		fd, err := unix.Open(l.Cgroup2, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return 0, fmt.Errorf("opening cgroup %s: %v", l.Cgroup2, err)
-		}
-		defer unix.Close(fd)
-		sys.UseCgroupFD, sys.CgroupFD = true, fd
-	}
 	if l.ABI > 0 {
 		if err := restrictThread(l.ABI, l.Rules); err != nil {
+			return 0, err
+		}
+	}
+	if l.Seccomp {
+		// From here on this thread may not create namespaces either: any the worker gets are
+		// made before. It starts the worker with plain clone, which the filter lets through
+		// (clone3, which it refuses, would only be needed to clone into a cgroup: the worker
+		// is in the launcher's v2 leaf already).
+		if err := installSeccomp(); err != nil {
 			return 0, err
 		}
 	}
@@ -168,8 +168,8 @@ func confineAndStart(l launch) (int, error) {
 		return 0, err
 	}
 	argv, files := l.Argv, []*os.File{null, os.Stdout, os.Stderr}
-	if l.Seccomp || l.Network {
-		path, argv, files = throughGate(l, path, argv, files)
+	if l.Network {
+		path, argv, files = throughGate(path, argv, files)
 	}
 	p, err := os.StartProcess(path, argv, &os.ProcAttr{
 		Dir: l.Dir, Env: l.Env, Files: files,

@@ -30,7 +30,7 @@ type Sandbox struct {
 	seccomp   bool
 	readRules []Rule
 	sockets   string // the folder of the workers' listeners; "" when workers share the host's network
-	exe       string // the runtime binary, which the launcher and the exec gate run
+	exe       string // the runtime binary, which the socket activation gate runs
 	noTmpfs   error  // why workers get no tmpfs scratch folder; nil when they do
 }
 
@@ -207,18 +207,16 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		return nil, err
 	}
 	proc := &Process{group: g, scratch: spec.Scratch, unwatch: func() {}}
-	if s.seccomp || s.sockets != "" {
-		l.Rules = append(l.Rules, Rule{s.exe, llExec}) // the exec gate
-	}
 	if s.sockets != "" {
 		l.Network = true
+		l.Rules = append(l.Rules, Rule{s.exe, llExec}) // the socket activation gate
 		proc.socket = socketPath(s.sockets, n)
 		if proc.listener, err = listen(proc.socket); err != nil {
 			g.remove()
 			return nil, err
 		}
 	}
-	l.Cgroup2, l.Cgroup1 = g.v2, g.v1
+	l.Cgroup1 = g.v1
 	l.Rlimits = left
 	payload, err := json.Marshal(l)
 	if err != nil {
@@ -244,6 +242,18 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	}
 	if l.Scratch != nil {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNS // for the scratch tmpfs
+	}
+	if g.v2 != "" {
+		// The launcher starts in the worker's v2 leaf, so the worker, cloned from it, starts
+		// there too: the launcher's seccomp-bound thread could not clone it into a cgroup
+		// (clone3). Its few threads and megabytes count against v2 limits with the worker's.
+		leaf, err := os.Open(g.v2)
+		if err != nil {
+			proc.release()
+			return nil, fmt.Errorf("opening cgroup %s: %v", g.v2, err)
+		}
+		defer leaf.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(leaf.Fd())
 	}
 	// A descendant that outlives the worker and holds its output open must not stall Wait.
 	cmd.WaitDelay = 2 * time.Second
