@@ -220,7 +220,7 @@ func get(client *http.Client, req *http.Request) error {
 // with a local key store: GET /api/admin/session with a viewer key in X-API-Key. Credentials
 // are checked against the replica, so the target is at least 95% of local mode's req/s.
 func BenchmarkKeyStore(b *testing.B) {
-	primary := testkit.StartSqld(b, "..")
+	primary := testkit.StartSqld(b)
 	env := map[string]string{"RUNTIME_ROOT_KEY": rootKey}
 	local := harness.Start(b, harness.Config{Env: env, Global: accessLog})
 	synced := harness.Start(b, harness.Config{Env: env, Global: accessLog,

@@ -52,7 +52,7 @@ func ready(s *harness.Server) (int, string) {
 // other, ends reach the other within the interval, and both instances' last-use times and
 // audit entries reach the primary.
 func TestSyncTwoInstances(t *testing.T) {
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	a := startSync(t, primary, "")
 	b := startSync(t, primary, "")
 	for name, s := range map[string]*harness.Server{"A": a, "B": b} {
@@ -132,7 +132,7 @@ func waitStatus(t *testing.T, s *harness.Server, path string, status int, timeou
 // answer 503 KEY_STORE_UNAVAILABLE, ready says degraded and live stays up; once sqld is back,
 // writes work and what was audited meanwhile reaches the primary.
 func TestSyncPrimaryOutage(t *testing.T) {
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	a := startSync(t, primary, "")
 	b := startSync(t, primary, "")
 	k := a.CreateKey(rootKey, map[string]any{"name": "ci", "role": "admin"})
@@ -194,7 +194,7 @@ func TestSyncPrimaryOutage(t *testing.T) {
 // earlier run serves its keys, degraded; one without a replica is not ready, yet takes the
 // root key, and becomes ready once sqld is back.
 func TestSyncStartWithoutPrimary(t *testing.T) {
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	dir := t.TempDir()
 	first := startSync(t, primary, dir)
 	k := first.CreateKey(rootKey, map[string]any{"name": "kept", "role": "viewer"})
@@ -243,7 +243,7 @@ func TestSyncStartWithoutPrimary(t *testing.T) {
 func TestSyncToken(t *testing.T) {
 	keyFile, priv := testkit.JWTKeys(t)
 	_, other := testkit.JWTKeys(t) // a key the primary does not know
-	primary := testkit.StartSqld(t, "..", "--auth-jwt-key-file", keyFile)
+	primary := testkit.StartSqld(t, "--auth-jwt-key-file", keyFile)
 	withToken := syncRuntime(primary, "\t\t\ttoken {env.SYNC_TOKEN}\n")
 
 	wrong := testkit.SignJWT(other)
@@ -272,7 +272,7 @@ func TestSyncToken(t *testing.T) {
 // (saying how to migrate), migrates it with caddy runtime keystore-migrate, and then serves its
 // keys in sync mode, on it and on a new instance.
 func TestSyncMigrate(t *testing.T) {
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	dir := t.TempDir()
 	local := harness.Start(t, harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 	k := local.CreateKey(rootKey, map[string]any{"name": "from local", "role": "viewer"})

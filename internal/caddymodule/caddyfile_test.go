@@ -114,11 +114,11 @@ func TestCaddyfileErrors(t *testing.T) {
 // TestDocumentedCaddyfilesAreFormatted adapts Caddyfile.example and the README's caddyfile
 // blocks and refuses any warning, so `caddy run` on them prints no "not formatted" warning.
 func TestDocumentedCaddyfilesAreFormatted(t *testing.T) {
-	example, err := os.ReadFile("../Caddyfile.example")
+	example, err := os.ReadFile("../../Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestStateSettings(t *testing.T) {
 		t.Errorf("settings that change the state key = %v, stateSettings = %v", restarting, stateSettings)
 	}
 
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -346,10 +346,10 @@ func TestDeploy(t *testing.T) {
 		t.Errorf("after a dry run the versions are %v", got)
 	}
 
-	if out := u.ok("deploy", "--plugin", "../examples/hello-plugin"); !strings.Contains(out, "Installed plugin hello-plugin 1.0.0 and reloaded the plugins") {
+	if out := u.ok("deploy", "--plugin", "../../examples/hello-plugin"); !strings.Contains(out, "Installed plugin hello-plugin 1.0.0 and reloaded the plugins") {
 		t.Errorf("deploy --plugin printed %q", out)
 	}
-	plugin := u.json("deploy", "--plugin", "../examples/hello-plugin").(map[string]any)
+	plugin := u.json("deploy", "--plugin", "../../examples/hello-plugin").(map[string]any)
 	if reload, ok := plugin["reload"].(map[string]any); !ok || reload["ok"] != true || len(reload["plugins"].([]any)) != 1 {
 		t.Errorf("deploy --plugin --json = %v", plugin)
 	}
@@ -494,7 +494,7 @@ func TestPlugins(t *testing.T) {
 	t.Parallel()
 	rt := newRuntime(t, nil)
 	u := ciUser(t, rt)
-	u.ok("deploy", "--plugin", "../examples/hello-plugin")
+	u.ok("deploy", "--plugin", "../../examples/hello-plugin")
 
 	if got, want := u.json("plugins", "list"), rt.get(t, "/plugins"); !reflect.DeepEqual(got, want) {
 		t.Errorf("plugins list --json = %v, the API %v", got, want)

@@ -347,7 +347,7 @@ func TestCheckPlatform(t *testing.T) {
 // TestREADMEDocumentsEverySetting keeps the README's configuration table true, where each
 // setting is written included.
 func TestREADMEDocumentsEverySetting(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

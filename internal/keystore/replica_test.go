@@ -32,7 +32,7 @@ func syncStore(t *testing.T, primary *testkit.Sqld, interval time.Duration) (*St
 func TestSyncSharesKeysAndSessions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	a, _ := syncStore(t, primary, 300*time.Millisecond)
 	b, _ := syncStore(t, primary, time.Hour) // pulls only when a credential is unknown
 
@@ -95,7 +95,7 @@ func TestSyncSharesKeysAndSessions(t *testing.T) {
 func TestSyncPullMissesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	writers := []*Store{}
 	for range 2 {
 		w, _ := syncStore(t, primary, time.Hour)
@@ -142,7 +142,7 @@ func TestSyncPullMissesNothing(t *testing.T) {
 func TestSyncPrimaryDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	a, _ := syncStore(t, primary, 200*time.Millisecond)
 	b, _ := syncStore(t, primary, 200*time.Millisecond)
 	k, err := a.Create(ctx, NewKey{Name: "before"})
@@ -190,7 +190,7 @@ func TestSyncPrimaryDown(t *testing.T) {
 func TestSyncStartsWithoutPrimary(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	first, path := syncStore(t, primary, time.Hour)
 	k, err := first.Create(ctx, NewKey{Name: "old"})
 	if err != nil {
@@ -234,7 +234,7 @@ func TestSyncStartsWithoutPrimary(t *testing.T) {
 func TestSyncBootstrapOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	const n = 4
 	stores := make([]*Store, n)
 	for i := range stores {
@@ -273,7 +273,7 @@ func TestSyncBootstrapOnce(t *testing.T) {
 func TestModeMismatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	_, _, local := newStore(t)
 	if _, err := OpenSync(ctx, local, SyncOptions{URL: primary.URL}); err == nil || !contains(err, "caddy runtime keystore-migrate") {
 		t.Fatalf("a local store opened in sync mode: %v", err)
@@ -295,7 +295,7 @@ func contains(err error, s string) bool {
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	const root = "the-root-key-of-this-test-0123456789"
 	local, _, path := newStore(t)
 	k, err := local.Create(ctx, NewKey{Name: "ci"})
@@ -361,7 +361,7 @@ func TestSyncToken(t *testing.T) {
 	ctx := context.Background()
 	keyFile, priv := testkit.JWTKeys(t)
 	_, otherPriv := testkit.JWTKeys(t) // a key the primary does not know
-	primary := testkit.StartSqld(t, "..", "--auth-jwt-key-file", keyFile)
+	primary := testkit.StartSqld(t, "--auth-jwt-key-file", keyFile)
 
 	if _, err := OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL}); err == nil ||
 		!contains(err, "refused the token") {
@@ -387,7 +387,7 @@ func TestSyncToken(t *testing.T) {
 func TestSyncPrimaryEmptyAfterOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary := testkit.StartSqld(t, "..")
+	primary := testkit.StartSqld(t)
 	primary.Stop()
 	s, _ := syncStore(t, primary, time.Hour) // the back-off after a failed start is shorter
 	if st, _ := s.Sync(); st.Synced || st.Reachable {

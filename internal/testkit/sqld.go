@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -31,13 +30,17 @@ type Sqld struct {
 }
 
 // StartSqld starts sqld with args added to the defaults (for example "--auth-jwt-key-file",
-// path). root is the repository's root, where make deps installed it. Where sqld is missing the
+// path): $SQLD, else where make deps installs it in the repository. Where sqld is missing the
 // test fails under CI=true, so a green CI run has really run it, and is skipped elsewhere.
-func StartSqld(tb testing.TB, root string, args ...string) *Sqld {
+func StartSqld(tb testing.TB, args ...string) *Sqld {
 	tb.Helper()
-	bin, err := filepath.Abs(cmp.Or(os.Getenv("SQLD"), filepath.Join(root, SqldPath)))
-	if err != nil {
-		tb.Fatal(err)
+	bin := os.Getenv("SQLD")
+	if bin == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bin = filepath.Join(root, SqldPath)
 	}
 	if _, err := os.Stat(bin); err != nil {
 		if os.Getenv("CI") != "" {

@@ -15,7 +15,7 @@ import (
 // TestStartSqld starts the libSQL server the sync-mode tests use and runs a statement on it
 // over its HTTP API (Hrana's pipeline), which is how libsql-client-go talks to it.
 func TestStartSqld(t *testing.T) {
-	s := StartSqld(t, "..")
+	s := StartSqld(t)
 	exec := func(sql string) string {
 		t.Helper()
 		body, _ := json.Marshal(map[string]any{"requests": []any{
@@ -48,7 +48,7 @@ func TestStartSqld(t *testing.T) {
 // TestSqldThroughTheDriver reaches sqld with the driver the key store uses
 // (libsql-client-go, over http://), in a transaction, as the sync mode will.
 func TestSqldThroughTheDriver(t *testing.T) {
-	s := StartSqld(t, "..")
+	s := StartSqld(t)
 	db, err := sql.Open("libsql", s.URL)
 	if err != nil {
 		t.Fatal(err)
