@@ -2,7 +2,7 @@
 MODULE        := github.com/caddy-runtime/runtime
 CADDY_VERSION := v2.11.9
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-LDFLAGS       := -X $(MODULE)/version.value=$(VERSION)
+LDFLAGS       := -X $(MODULE)/internal/version.value=$(VERSION)
 BIN           := bin/runtime
 UNIT_PKGS      = $(shell go list ./... | grep -v '/integration')
 

@@ -6,7 +6,7 @@ import "runtime/debug"
 // Module is the Go module path of the runtime.
 const Module = "github.com/caddy-runtime/runtime"
 
-// value is set at link time: -ldflags "-X github.com/caddy-runtime/runtime/version.value=v1.2.3".
+// value is set at link time: -ldflags "-X github.com/caddy-runtime/runtime/internal/version.value=v1.2.3".
 var value string
 
 // String returns the runtime version: the link-time value when the build set one, else the
