@@ -37,8 +37,10 @@ func Migrate(ctx context.Context, path string, opts SyncOptions) (MigrateReport,
 	if err != nil {
 		return rep, &primaryError{url: opts.URL, err: err}
 	}
-	rows := make([][][]any, len(syncedTables))
-	for i, t := range syncedTables {
+	// The desired state stays behind: its rows name archives that only the package store
+	// can hold, and a row whose archive no instance can fetch would never converge.
+	rows := make([][][]any, len(keyTables))
+	for i, t := range keyTables {
 		if rows[i], err = readRows(ctx, s.db, t.name, t.cols, math.MinInt64, math.MaxInt64); err != nil {
 			return rep, err
 		}
@@ -56,7 +58,7 @@ func Migrate(ctx context.Context, path string, opts SyncOptions) (MigrateReport,
 		if held > 0 {
 			return fmt.Errorf("the primary %s already holds %d keys, sessions or audit entries: migrate only into an empty primary", opts.URL, held)
 		}
-		for i, t := range syncedTables {
+		for i, t := range keyTables {
 			n := strings.Count(t.cols, ",") + 1
 			for _, row := range rows[i] {
 				row[n-1] = tx.seq // change_seq, the last column

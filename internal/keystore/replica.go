@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,10 @@ type primaryError struct {
 }
 
 func (e *primaryError) Error() string {
+	var schema *SchemaError
+	if errors.As(e.err, &schema) {
+		return fmt.Sprintf("the key store primary %s: %v", e.url, e.err)
+	}
 	if refusedToken(e.err) {
 		return fmt.Sprintf("the key store primary %s refused the token (check sync_token or RUNTIME_AUTH_DB_SYNC_TOKEN): %v", e.url, e.err)
 	}
@@ -77,7 +82,8 @@ func busy(err error) bool {
 // ours reports whether err is the store's own answer (not a failure of the primary).
 func ours(err error) bool {
 	var in *InputError
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrSessionNotFound) || errors.As(err, &in)
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrSessionNotFound) || errors.Is(err, ErrUnitNotFound) ||
+		errors.As(err, &in)
 }
 
 // SyncStatus describes a sync-mode store's link to its primary.
@@ -105,12 +111,19 @@ func (s *Store) Sync() (SyncStatus, bool) {
 	return st, true
 }
 
-// syncedTables are the tables a replica pulls, with their columns.
-var syncedTables = []struct{ name, cols string }{
+// syncedTable is a table a replica pulls by change number, with its columns (change_seq last).
+type syncedTable struct{ name, cols string }
+
+// keyTables are the key store's own tables, which Migrate copies into a new primary.
+var keyTables = []syncedTable{
 	{"api_keys", "id, name, key_hash, key_prefix, role, permissions, created_at, last_used_at, revoked_at, namespaces, expires_at, description, change_seq"},
 	{"sessions", "id, token_hash, key_id, root_fp, created_at, expires_at, last_seen_at, user_agent, ended_at, change_seq"},
 	{"audit", "id, at, actor_id, actor_name, actor_prefix, action, target, scope, outcome, request_id, remote_addr, details, change_seq"},
 }
+
+// syncedTables are the tables a replica pulls by change number: keyTables, in their order,
+// then the desired state's units.
+var syncedTables = append(slices.Clip(keyTables), syncedTable{"unit_versions", unitColumns})
 
 // replica keeps a sync-mode store's file up to date with the primary: it pulls the rows
 // changed since its cursor every interval, and sooner when a credential is unknown.
@@ -163,7 +176,10 @@ func preparePrimary(ctx context.Context, db *sql.DB) (string, error) {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 		}
-		if err = migrate(ctx, db); err != nil {
+		var schema *SchemaError
+		if err = migrate(ctx, db); errors.As(err, &schema) {
+			return "", err // waiting does not make it older
+		} else if err != nil {
 			continue
 		}
 		var id string
@@ -283,8 +299,22 @@ func (r *replica) reached() {
 }
 
 // write runs fn in a write transaction on the primary, then pulls, so this instance reads
-// its own write at once. A write that meets another instance's is tried again.
+// its own write at once.
 func (r *replica) write(ctx context.Context, fn func(tx writeTx) error) error {
+	if err := r.exchange(ctx, func(ctx context.Context) error { return runWrite(ctx, r.primary, fn) }); err != nil {
+		return err
+	}
+	if err := r.pull(ctx); err != nil {
+		r.logger.Warn("wrote to the key store primary but could not read the change back; it reaches this instance at the next pull",
+			zap.Error(err))
+	}
+	return nil
+}
+
+// exchange runs fn, a write, against the prepared primary, each attempt bounded by
+// primaryTimeout; an attempt that meets another instance's write is tried again. The store's
+// own refusals come back as they are; any other failure is a primaryError.
+func (r *replica) exchange(ctx context.Context, fn func(ctx context.Context) error) error {
 	var err error
 	for attempt := range 20 {
 		if attempt > 0 {
@@ -294,27 +324,19 @@ func (r *replica) write(ctx context.Context, fn func(tx writeTx) error) error {
 			break
 		}
 		wctx, cancel := context.WithTimeout(ctx, primaryTimeout)
-		err = runWrite(wctx, r.primary, fn)
+		err = fn(wctx)
 		cancel()
 		if err == nil || ours(err) || !busy(err) {
 			break
 		}
 	}
-	switch {
-	case err != nil && ours(err):
-		r.reached()
-		return err
-	case err != nil:
+	if err != nil && !ours(err) {
 		perr := &primaryError{url: r.url, err: err}
 		r.failed(perr)
 		return perr
 	}
 	r.reached()
-	if err := r.pull(ctx); err != nil {
-		r.logger.Warn("wrote to the key store primary but could not read the change back; it reaches this instance at the next pull",
-			zap.Error(err))
-	}
-	return nil
+	return err
 }
 
 // loop pulls every interval (sooner after a failure, with back-off up to the interval), and
@@ -470,7 +492,15 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	if local["primary_id"] != meta["store_id"] {
 		cursor = -1 // another primary (or the first pull): start over from its first row
 	}
+	// The instances' rows carry no change number (see Store.Heartbeat): a few rows, read whole.
+	instances, err := readAll(ctx, tx, `SELECT `+instanceColumns+` FROM instances`, instanceColumns)
+	if err != nil {
+		return err
+	}
 	if cursor >= upto && cursor >= 0 {
+		if err := r.applyInstances(ctx, instances); err != nil {
+			return fmt.Errorf("applying the pulled instances to the replica: %v", err)
+		}
 		return nil
 	}
 	pulled := make([][][]any, len(syncedTables))
@@ -479,7 +509,7 @@ func (r *replica) pullLocked(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.apply(ctx, pulled, cursor < 0, upto, meta); err != nil {
+	if err := r.apply(ctx, pulled, instances, cursor < 0, upto, meta); err != nil {
 		return fmt.Errorf("applying the pulled rows to the replica: %v", err)
 	}
 	r.cursor = upto
@@ -493,9 +523,51 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	return nil
 }
 
-// apply writes pulled rows (by syncedTables) into the replica in one transaction, with the new
-// cursor and the primary's identity and salt; restart empties the replica first.
-func (r *replica) apply(ctx context.Context, pulled [][][]any, restart bool, upto int64, meta map[string]string) error {
+// applyInstances replaces the replica's instance rows with those pulled.
+func (r *replica) applyInstances(ctx context.Context, instances [][]any) error {
+	tx, err := r.s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := replaceInstances(ctx, tx, instances); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// replaceInstances replaces the instance rows in tx with rows (in instanceColumns).
+func replaceInstances(ctx context.Context, tx *sql.Tx, rows [][]any) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM instances`); err != nil {
+		return err
+	}
+	return insertRows(ctx, tx, "INSERT", "instances", instanceColumns, rows)
+}
+
+// insertRows inserts rows, in the columns cols, into table with verb (INSERT, or INSERT OR
+// REPLACE).
+func insertRows(ctx context.Context, tx *sql.Tx, verb, table, cols string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	n := strings.Count(cols, ",") + 1
+	stmt, err := tx.PrepareContext(ctx, verb+` INTO `+table+` (`+cols+`) VALUES (?`+strings.Repeat(", ?", n-1)+`)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, row := range rows {
+		if _, err := stmt.ExecContext(ctx, row...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply writes pulled rows (by syncedTables) and the instance rows into the replica in one
+// transaction, with the new cursor and the primary's identity and salt; restart empties the
+// replica first.
+func (r *replica) apply(ctx context.Context, pulled [][][]any, instances [][]any, restart bool, upto int64, meta map[string]string) error {
 	tx, err := r.s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -507,21 +579,12 @@ func (r *replica) apply(ctx context.Context, pulled [][][]any, restart bool, upt
 				return err
 			}
 		}
-		if len(pulled[i]) == 0 {
-			continue
-		}
-		n := strings.Count(t.cols, ",") + 1
-		stmt, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO `+t.name+` (`+t.cols+`) VALUES (?`+strings.Repeat(", ?", n-1)+`)`)
-		if err != nil {
+		if err := insertRows(ctx, tx, "INSERT OR REPLACE", t.name, t.cols, pulled[i]); err != nil {
 			return err
 		}
-		for _, row := range pulled[i] {
-			if _, err := stmt.ExecContext(ctx, row...); err != nil {
-				stmt.Close()
-				return err
-			}
-		}
-		stmt.Close()
+	}
+	if err := replaceInstances(ctx, tx, instances); err != nil {
+		return err
 	}
 	// Expired sessions go here as on the primary: a deletion is not pulled.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, r.s.now().Unix()); err != nil {
@@ -540,9 +603,18 @@ func (r *replica) apply(ctx context.Context, pulled [][][]any, restart bool, upt
 
 // readRows reads the columns cols of table's rows with a change number in (after, upto].
 func readRows(ctx context.Context, db queryer, table, cols string, after, upto int64) ([][]any, error) {
-	rows, err := db.QueryContext(ctx, `SELECT `+cols+` FROM `+table+` WHERE change_seq > ? AND change_seq <= ?`, after, upto)
+	rows, err := readAll(ctx, db, `SELECT `+cols+` FROM `+table+` WHERE change_seq > ? AND change_seq <= ?`, cols, after, upto)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", table, err)
+	}
+	return rows, nil
+}
+
+// readAll runs query, which selects the columns cols, and returns its rows as read.
+func readAll(ctx context.Context, db queryer, query, cols string, args ...any) ([][]any, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	n := strings.Count(cols, ",") + 1
@@ -554,14 +626,11 @@ func readRows(ctx context.Context, db queryer, table, cols string, after, upto i
 			ptrs[i] = &row[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", table, err)
+			return nil, err
 		}
 		out = append(out, row)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", table, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // queryer runs queries; *sql.DB and *sql.Tx are queryers.

@@ -3,7 +3,9 @@ package keystore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
 )
 
 // migrations upgrade the schema one version at a time; migrations[i] brings a store from
@@ -72,10 +74,57 @@ var migrations = []string{
 	 CREATE INDEX sessions_change ON sessions (change_seq);
 	 CREATE INDEX audit_change ON audit (change_seq);
 	 INSERT INTO store_meta (name, value) VALUES ('change_seq', '0')`,
+	// 6: the desired state that instances sharing a primary converge on (units_schema 1): one
+	// row per unit version, kept as a tombstone when removed so that a pull sees the removal,
+	// stamped with change numbers like the key rows; and one row per instance, written by its
+	// heartbeats without a change number (see Store.Heartbeat).
+	`CREATE TABLE unit_versions (
+		kind              TEXT    NOT NULL,
+		scope             TEXT    NOT NULL DEFAULT '',
+		name              TEXT    NOT NULL,
+		version           TEXT    NOT NULL,
+		sha256            TEXT    NOT NULL,
+		size              INTEGER NOT NULL,
+		enabled           INTEGER NOT NULL,
+		removed_at        INTEGER NOT NULL DEFAULT 0,
+		updated_at        INTEGER NOT NULL,
+		changed_by_id     INTEGER NOT NULL DEFAULT 0,
+		changed_by_prefix TEXT    NOT NULL DEFAULT '',
+		change_seq        INTEGER NOT NULL,
+		PRIMARY KEY (kind, name, version)
+	);
+	 CREATE INDEX unit_versions_change ON unit_versions (change_seq);
+	 CREATE TABLE instances (
+		id             TEXT    PRIMARY KEY,
+		address        TEXT    NOT NULL DEFAULT '',
+		version        TEXT    NOT NULL DEFAULT '',
+		applied_change INTEGER NOT NULL DEFAULT 0,
+		last_seen      INTEGER NOT NULL,
+		health         TEXT    NOT NULL DEFAULT ''
+	);
+	 INSERT INTO store_meta (name, value) VALUES ('units_schema', '1')`,
 }
 
 // SchemaVersion is the schema version this package writes.
 var SchemaVersion = len(migrations)
+
+// UnitsSchemaVersion is the version of the desired-state tables (unit_versions, instances)
+// this package writes, kept in store_meta as units_schema. A migration that changes those
+// tables raises it in the same statement list, and stays additive: instances of a cluster
+// are upgraded one at a time, and a newer one migrates the shared primary first.
+const UnitsSchemaVersion = 1
+
+// SchemaError refuses a database whose schema is newer than this runtime knows: a newer
+// runtime wrote it, and reading or writing its rows with an older idea of them could
+// corrupt what every instance sharing it relies on.
+type SchemaError struct {
+	What       string // "schema" or "desired-state schema (units_schema)"
+	Have, Know int
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("%s version %d is newer than this runtime understands (%d); upgrade the runtime", e.What, e.Have, e.Know)
+}
 
 // migrate brings the database to SchemaVersion inside one write transaction, so concurrent
 // openers cannot both migrate. A database of something else is refused.
@@ -92,8 +141,13 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
 		return fmt.Errorf("reading schema version: %v", err)
 	}
+	if version >= 3 { // store_meta exists
+		if err := checkUnitsSchema(ctx, tx); err != nil {
+			return err
+		}
+	}
 	if version > SchemaVersion {
-		return fmt.Errorf("schema version %d is newer than this runtime understands (%d); upgrade the runtime", version, SchemaVersion)
+		return &SchemaError{What: "schema", Have: version, Know: SchemaVersion}
 	}
 	for v := version; v < SchemaVersion; v++ {
 		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
@@ -126,6 +180,26 @@ func checkOurs(ctx context.Context, db querier) error {
 	}
 	if keyTables == 0 && (version > 0 || tables > 0) {
 		return errForeign
+	}
+	return nil
+}
+
+// checkUnitsSchema refuses desired-state tables newer than UnitsSchemaVersion.
+func checkUnitsSchema(ctx context.Context, db querier) error {
+	var v string
+	err := db.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE name = 'units_schema'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // from before the desired state: the migrations add it
+	}
+	if err != nil {
+		return fmt.Errorf("reading the desired-state schema version: %v", err)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("the desired-state schema version %q is damaged", v)
+	}
+	if n > UnitsSchemaVersion {
+		return &SchemaError{What: "desired-state schema (units_schema)", Have: n, Know: UnitsSchemaVersion}
 	}
 	return nil
 }

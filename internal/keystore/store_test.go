@@ -325,14 +325,27 @@ func TestOpenMigratesOlderSchema(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesNewerSchema opens a store that a newer runtime migrated, as a whole or in
+// its desired-state tables: it is refused with both versions named.
 func TestOpenRefusesNewerSchema(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "api-keys.db")
-	s, _ := openStore(t, path)
-	s.db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, SchemaVersion+1))
-	s.Close()
-	_, err := Open(context.Background(), path)
-	if err == nil || !strings.Contains(err.Error(), "newer") {
-		t.Fatalf("Open(newer schema) = %v", err)
+	for _, tc := range []struct{ name, write, want string }{
+		{"store", fmt.Sprintf(`PRAGMA user_version = %d`, SchemaVersion+1),
+			fmt.Sprintf("schema version %d is newer than this runtime understands (%d)", SchemaVersion+1, SchemaVersion)},
+		{"desired state", `UPDATE store_meta SET value = '2' WHERE name = 'units_schema'`,
+			"desired-state schema (units_schema) version 2 is newer than this runtime understands (1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "api-keys.db")
+			s, _ := openStore(t, path)
+			if _, err := s.db.Exec(tc.write); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			_, err := Open(context.Background(), path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
 
