@@ -520,6 +520,10 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	if len(pulled[0])+len(pulled[1]) > 0 || cursor < 0 {
 		r.s.invalidate()
 	}
+	if len(pulled[len(keyTables)]) > 0 || cursor < 0 { // unit_versions
+
+		r.s.unitsChangedNow()
+	}
 	return nil
 }
 

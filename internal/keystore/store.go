@@ -115,6 +115,7 @@ type Store struct {
 	// cost more than running it.
 	keyByHash, keyByID, sessionByHash, listKeys *sql.Stmt
 	observer                                    atomic.Pointer[Observer]
+	unitsChanged                                chan struct{} // see UnitsChanged
 }
 
 // Open opens the local key store at path and migrates its schema. A new store is created
@@ -148,7 +149,7 @@ func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now}
+	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now, unitsChanged: make(chan struct{}, 1)}
 	fail := func(format string, args ...any) (*Store, error) {
 		s.closeStatements()
 		db.Close()

@@ -123,7 +123,11 @@ func (s *Store) PutUnitVersion(ctx context.Context, u UnitVersion, by Principal)
 		change = tx.seq
 		return nil
 	})
-	return change, err
+	if err != nil {
+		return 0, err
+	}
+	s.unitsChangedNow()
+	return change, nil
 }
 
 // SetUnitEnabled enables or disables a live unit version (every live version when
@@ -161,7 +165,37 @@ func (s *Store) changeUnit(ctx context.Context, ref UnitRef, by Principal, set s
 		change = tx.seq
 		return nil
 	})
-	return change, err
+	if err != nil {
+		return 0, err
+	}
+	s.unitsChangedNow()
+	return change, nil
+}
+
+// UnitsChanged returns the channel that receives a value after the desired state this
+// instance holds has changed: a change made here, or a pull that brought changed rows.
+// Signals that come while one waits are merged into it, so the receiver, the one loop that
+// converges this instance, reads the whole desired state again after each; it misses
+// nothing, though it may find nothing new.
+func (s *Store) UnitsChanged() <-chan struct{} { return s.unitsChanged }
+
+// unitsChangedNow signals UnitsChanged.
+func (s *Store) unitsChangedNow() {
+	select {
+	case s.unitsChanged <- struct{}{}:
+	default:
+	}
+}
+
+// RefreshUnits asks for a pull that begins after the call, at most one per second as for
+// unknown credentials (a request named a unit this instance does not hold, which may have
+// been uploaded elsewhere since the last pull), and waits for it a little while. It reports
+// whether such a pull succeeded; a local store, which is the desired state, reports false.
+func (s *Store) RefreshUnits(ctx context.Context) bool {
+	if s.replica == nil {
+		return false
+	}
+	return s.replica.demand(ctx)
 }
 
 // UnitVersions returns every row of the desired state as this instance holds it (in sync

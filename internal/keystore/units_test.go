@@ -23,6 +23,16 @@ func unitVersion(kind, name, version string, d byte) UnitVersion {
 // deployer is the key the tests change the desired state with.
 var deployer = Principal{ID: 7, KeyPrefix: "rtk_deployer"}
 
+// signalled reports whether s's UnitsChanged holds a signal, and takes it.
+func signalled(s *Store) bool {
+	select {
+	case <-s.UnitsChanged():
+		return true
+	default:
+		return false
+	}
+}
+
 // findUnit returns the row of ref in units, failing the test when there is none.
 func findUnit(t *testing.T, units []UnitVersion, ref UnitRef) UnitVersion {
 	t.Helper()
@@ -48,6 +58,9 @@ func TestUnitsLocal(t *testing.T) {
 	c1, err := s.PutUnitVersion(ctx, app1, deployer)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !signalled(s) {
+		t.Error("a put did not signal UnitsChanged")
 	}
 	c2, err := s.PutUnitVersion(ctx, unitVersion(UnitWorker, "@team/app", "2.0.0", 'b'), Root())
 	if err != nil || c2 <= c1 {
@@ -92,6 +105,10 @@ func TestUnitsLocal(t *testing.T) {
 	}
 	if n, _ := s.LatestChange(ctx); n != c4 {
 		t.Errorf("LatestChange = %d, want %d (refused changes take none)", n, c4)
+	}
+	signalled(s) // the changes that succeeded
+	if _, err := s.RemoveUnit(ctx, app1.UnitRef, deployer); err == nil || signalled(s) {
+		t.Errorf("a refused change signalled UnitsChanged (%v)", err)
 	}
 
 	c5, err := s.PutUnitVersion(ctx, app1, deployer)
@@ -251,7 +268,10 @@ func TestSyncDesiredState(t *testing.T) {
 	if units := unitsOf(t, b); len(units) != 0 {
 		t.Fatalf("B holds %+v before it pulled", units)
 	}
-	pull(b)
+	signalled(b) // of its first pull
+	if !b.RefreshUnits(ctx) || !signalled(b) {
+		t.Fatal("B's asked-for pull failed or did not signal UnitsChanged")
+	}
 	if u := findUnit(t, unitsOf(t, b), app.UnitRef); u.Change != c1 || !u.Enabled || u.SHA256 != app.SHA256 ||
 		u.ChangedByPrefix != deployer.KeyPrefix {
 		t.Fatalf("on B after its pull: %+v, want A's change %d", u, c1)
@@ -296,8 +316,12 @@ func TestSyncDesiredState(t *testing.T) {
 	if err := b.Heartbeat(ctx, ib); err != nil {
 		t.Fatal(err)
 	}
+	signalled(a)
 	pull(a)
 	pull(b)
+	if signalled(a) {
+		t.Error("a pull that brought heartbeats only signalled UnitsChanged")
+	}
 	for name, s := range map[string]*Store{"A": a, "B": b} {
 		got, err := s.Instances(ctx)
 		if err != nil || len(got) != 2 || got[0].ID != "a" || got[1].ID != "b" || got[1].AppliedChange != c2 || got[0].LastSeen == 0 {
