@@ -73,6 +73,8 @@ func TestLayers(t *testing.T) {
 		"workers":  {"handlers", "serving", "caddymodule"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
+		// The package store is a leaf the API and the reconciler use: it knows none of them.
+		"packagestore": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "packages", "plugins", "keystore"},
 
 		// The plugin host is data plane too, in front of serving; it asks the API only through
 		// the interfaces it declares.
