@@ -67,6 +67,10 @@ func newFixture(t *testing.T) *fixture {
 		write(u.dir+"/assets/app.js", "console.log(1)")
 	}
 	write("outside/secret.txt", "secret")
+	// The reconciler's records of what it installed from the package store: the runtime's own,
+	// never shown or reachable.
+	write("apps/"+packages.UnitsFolder+"/app/1.0.0.json", `{"sha256":""}`)
+	write("plugins/"+packages.UnitsFolder+"/hello.json", `{"sha256":""}`)
 	notify := func(c packages.Change) { f.changes = append(f.changes, c) }
 	f.workers = New(packages.WorkerLayout, []packages.Dir{
 		{Path: filepath.Join(f.dir, ".apps"), BuiltIn: true}, {Path: filepath.Join(f.dir, "apps")}}, notify)
@@ -170,6 +174,9 @@ func TestResolve(t *testing.T) {
 		{f.plugins, "plugins/@team/p/x/y", LevelInside, "@team/p", "", "x/y", ""},
 		{f.workers, "nope/app", 0, "", "", "", CodeNotFound},
 		{f.workers, "apps/.runtime-tmp-1234", 0, "", "", "", CodeNotFound},
+		{f.workers, "apps/.runtime-units", 0, "", "", "", CodeNotFound},
+		{f.workers, "apps/.runtime-units/app/1.0.0.json", 0, "", "", "", CodeNotFound},
+		{f.plugins, "plugins/.runtime-units/hello.json", 0, "", "", "", CodeNotFound},
 		{f.workers, "apps/../outside", 0, "", "", "", packages.CodePathTraversal},
 		{f.workers, "apps/app/1.0.0/../../x", 0, "", "", "", packages.CodePathTraversal},
 		{f.workers, "..", 0, "", "", "", packages.CodePathTraversal},
@@ -407,6 +414,9 @@ func TestList(t *testing.T) {
 	}
 	if _, err := f.workers.List(all, "apps/app/1.0.0/index.html"); codeOf(err) != CodeNotADirectory {
 		t.Errorf("listing a file = %v", err)
+	}
+	if pr, err := f.plugins.List(all, "plugins"); err != nil || !slices.Equal(names(pr.Entries), []string{"@other", "@team", "hello"}) {
+		t.Errorf("List(plugins) = %v, %v", names(pr.Entries), err)
 	}
 	pl, err := f.plugins.List(all, "plugins/hello")
 	if err != nil || !pl.Writable {

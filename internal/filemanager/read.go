@@ -89,8 +89,8 @@ func (s *Surface) children(g Guard, loc Location, v view) ([]Entry, error) {
 	entries := []Entry{}
 	for _, d := range dirents {
 		name := d.Name()
-		if loc.Level == LevelRoot && (strings.HasPrefix(name, tempPrefix) || g != nil && g(name) != nil) {
-			continue // staging folders, and units or scopes outside the caller's namespaces
+		if loc.Level == LevelRoot && (strings.HasPrefix(name, internalPrefix) || g != nil && g(name) != nil) {
+			continue // the runtime's own entries, and units or scopes outside the caller's namespaces
 		}
 		info, err := d.Info() // lstat: a link is described as a link
 		if err != nil {

@@ -102,6 +102,10 @@ type Location struct {
 // the catalog's own prefix, so the catalog's start-up clean-up removes what a crash left.
 const tempPrefix = packages.TempPrefix
 
+// internalPrefix starts the names the runtime keeps for itself at the top of a root (staging
+// folders, the reconciler's records): never listed, never reached.
+const internalPrefix = packages.InternalPrefix
+
 // maxPathLength bounds virtual paths and names.
 const maxPathLength = 4096
 
@@ -131,8 +135,8 @@ func (s *Surface) Resolve(vpath string) (Location, error) {
 	if len(rest) == 0 {
 		return loc, nil
 	}
-	if strings.HasPrefix(rest[0], tempPrefix) {
-		// Staging folders of uploads in progress are internal.
+	if strings.HasPrefix(rest[0], internalPrefix) {
+		// Staging folders of uploads in progress and the reconciler's records are internal.
 		return Location{}, notFound("%s does not exist", clean)
 	}
 	if strings.HasPrefix(rest[0], "@") {

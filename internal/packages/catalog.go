@@ -294,8 +294,13 @@ func (c *Catalog) installDir() (Dir, error) {
 }
 
 // relPath is a unit's (or version's) folder relative to its catalog folder.
-func (c *Catalog) relPath(name, version string) string {
-	if c.layout.Versioned && version != "" {
+func (c *Catalog) relPath(name, version string) string { return c.layout.RelPath(name, version) }
+
+// RelPath is the folder of a unit (version "") or of one of its versions, relative to the
+// catalog folder, with '/' between elements: <name>/<version> for versioned units, <name> for
+// flat ones, whose metadata carries the version.
+func (l Layout) RelPath(name, version string) string {
+	if l.Versioned && version != "" {
 		return path.Join(name, version)
 	}
 	return name

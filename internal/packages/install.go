@@ -15,9 +15,18 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
-// TempPrefix starts the names of temporary folders and files; they are hidden from discovery
-// (no package name starts with '.') and removed at start-up by CleanTemp.
-const TempPrefix = ".runtime-tmp-"
+// InternalPrefix starts the names the runtime keeps for itself at the top of a catalog
+// folder: hidden from discovery (no package name starts with '.') and from the file manager.
+const InternalPrefix = ".runtime-"
+
+// TempPrefix starts the names of temporary folders and files; they are removed at start-up by
+// CleanTemp.
+const TempPrefix = InternalPrefix + "tmp-"
+
+// UnitsFolder, at the top of a writable catalog folder, holds the reconciler's records of the
+// trees it installed there from the package store (which archive each came from; see package
+// reconcile). It is no unit and no temporary folder: CleanTemp keeps it.
+const UnitsFolder = InternalPrefix + "units"
 
 const tempPrefix = TempPrefix
 
@@ -148,6 +157,9 @@ func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (s
 	s.Metadata, s.Replaces, s.Tree = md, statErr == nil, filepath.Join(dir.Path, filepath.FromSlash(s.top))
 	return s, nil
 }
+
+// Dir is the catalog folder the staged package installs into.
+func (s *Staged) Dir() Dir { return s.dir }
 
 // Commit installs the staged package, replacing an existing install atomically.
 func (s *Staged) Commit() (Installed, error) {
