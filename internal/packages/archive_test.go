@@ -34,30 +34,6 @@ func extractInto(t *testing.T, data []byte, format Format, limits Limits) (strin
 	return dest, stats, err
 }
 
-// treeOf lists a folder's contents: path → content (files), "dir" (folders), "-> target" (links).
-func treeOf(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			out[rel] = "-> " + target
-		case d.IsDir():
-			out[rel] = "dir"
-		default:
-			b, _ := os.ReadFile(p)
-			out[rel] = string(b)
-		}
-		return nil
-	})
-	return out
-}
-
 func both(t *testing.T, files ...testkit.File) map[Format][]byte {
 	return map[Format][]byte{TarGz: testkit.TarGz(t, files...), Zip: testkit.Zip(t, files...)}
 }
@@ -81,7 +57,7 @@ func TestExtract(t *testing.T) {
 			"manifest.yaml": "name: a\n", "assets": "dir", "assets/app.js": "js", "deep": "dir", "deep/er": "dir",
 			"deep/er/x.txt": "x", "run.sh": "#!/bin/sh", "current": "-> assets", "assets/up": "-> ../manifest.yaml",
 		}
-		got := treeOf(t, dest)
+		got := testkit.Tree(t, dest)
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("format %d: %s = %q, want %q", format, k, got[k], v)

@@ -368,14 +368,14 @@ func TestConcurrentInstallsOfOneUnit(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	final := treeOf(t, filepath.Join(base, "uploads", "app", "2.0.0"))
+	final := testkit.Tree(t, filepath.Join(base, "uploads", "app", "2.0.0"))
 	matched := -1
 	for i, a := range archives {
 		dest, _, err := extractInto(t, a, TarGz, DefaultLimits)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if reflect.DeepEqual(treeOf(t, dest), final) {
+		if reflect.DeepEqual(testkit.Tree(t, dest), final) {
 			matched = i
 		}
 	}

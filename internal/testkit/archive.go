@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -95,4 +97,36 @@ func Zip(tb testing.TB, files ...File) []byte {
 		tb.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// Tree describes what lies below dir, to compare trees: each path (slash-separated, relative
+// to dir) → the file's content, "dir" for a folder, "-> target" for a link.
+func Tree(tb testing.TB, dir string) map[string]string {
+	tb.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out[rel] = "-> " + target
+		case d.IsDir():
+			out[rel] = "dir"
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[rel] = string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
