@@ -75,6 +75,9 @@ func TestLayers(t *testing.T) {
 		"plugins":  {"handlers", "serving", "caddymodule"},
 		// The package store is a leaf the API and the reconciler use: it knows none of them.
 		"packagestore": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "packages", "plugins", "keystore"},
+		// The reconciler is an engine under the glue: it converges the catalogs (packages) with the
+		// desired state (keystore) from the package store, and knows nothing of who drives it.
+		"reconcile": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "plugins", "filemanager", "cli", "client"},
 
 		// The plugin host is data plane too, in front of serving; it asks the API only through
 		// the interfaces it declares.
