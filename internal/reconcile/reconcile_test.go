@@ -105,10 +105,14 @@ func (w *world) instance(t *testing.T, limits packages.Limits) *instance {
 	return in
 }
 
-func (in *instance) reconciler(t *testing.T, desired Desired) *Reconciler {
+func (in *instance) reconciler(t *testing.T, desired Desired, admit ...func(string, packages.Metadata) error) *Reconciler {
 	t.Helper()
-	rec, err := New(Options{Desired: desired, Store: in.w.store, Workers: in.workers, Plugins: in.plugins,
-		Now: in.w.clock.now, RetryMin: time.Second, RetryMax: time.Minute})
+	o := Options{Desired: desired, Store: in.w.store, Workers: in.workers, Plugins: in.plugins,
+		Now: in.w.clock.now, RetryMin: time.Second, RetryMax: time.Minute}
+	if len(admit) > 0 {
+		o.Admit = admit[0]
+	}
+	rec, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +302,19 @@ func TestTwoInstances(t *testing.T) {
 	}
 	if res := b.pass(t); res.Changed() || len(res.Failed) > 0 {
 		t.Fatalf("B's second pass = %+v, want nothing to do", res)
+	}
+	// An upload's Commit that a pass has overtaken leaves the pass's tree in place.
+	before, _ := os.Stat(tree)
+	s, err := b.workers.Stage("app.tgz", bytes.NewReader(worker(t, "@team/app", "1.0.0")), func(packages.Metadata) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, err := b.rec.Commit(app, s); err != nil || in.SHA256 != app.SHA256 {
+		t.Fatalf("commit of an installed row = %+v, %v", in, err)
+	}
+	s.Discard()
+	if after, _ := os.Stat(tree); !os.SameFile(before, after) {
+		t.Fatal("commit replaced the tree a pass installed from the same archive")
 	}
 
 	// Disabled as a row: B's manifest says so.
@@ -646,9 +663,9 @@ func TestLocalTrees(t *testing.T) {
 }
 
 // TestInstallChecks: an archive in the store is installed only through the checks of an
-// upload, with this instance's limits: one larger unpacked than B allows, one that writes
-// outside its folder, one whose name is not its row's, and one that is no archive are
-// refused, nothing of them is left, and the other units install.
+// upload, with this instance's limits and admission: one larger unpacked than B allows, one
+// that writes outside its folder, one whose name is not its row's, one that is no archive and
+// one B's admission refuses are refused, nothing of them is left, and the other units install.
 func TestInstallChecks(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -656,22 +673,32 @@ func TestInstallChecks(t *testing.T) {
 	small := packages.DefaultLimits
 	small.Unpacked = 4 << 10
 	b := w.instance(t, small)
+	b.rec = b.reconciler(t, b.keys, func(kind string, md packages.Metadata) error {
+		if kind == keystore.UnitPlugin && md.Name == "refused" {
+			return errors.New("not admitted here")
+		}
+		return nil
+	})
 
 	big := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, "big", "1.0.0", testkit.File{Name: "data.bin", Body: strings.Repeat("x", 8<<10)}))
 	a.put(t, keystore.UnitWorker, "evil", "1.0.0", true, testkit.TarGz(t,
 		testkit.File{Name: "manifest.yaml", Body: "name: evil\nversion: 1.0.0\n"}, testkit.File{Name: "../../escaped.txt", Body: "x"}))
 	a.put(t, keystore.UnitWorker, "liar", "1.0.0", true, worker(t, "other", "1.0.0"))
 	a.put(t, keystore.UnitWorker, "text", "1.0.0", true, []byte("not an archive"))
+	a.upload(t, keystore.UnitPlugin, "p.zip", plugin(t, "refused", "1.0.0"))
 	ok := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, "ok", "1.0.0"))
 	b.sees(t, ok.Change)
 	res := b.pass(t)
 	want(t, "installed", names(res.Installed), "worker ok@1.0.0")
-	want(t, "failed", failures(res.Failed), "install worker big@1.0.0 install new", "install worker evil@1.0.0 install new",
-		"install worker liar@1.0.0 install new", "install worker text@1.0.0 install new")
-	for i, code := range []string{packages.CodeTooLarge, packages.CodePathTraversal, "", ""} {
+	want(t, "failed", failures(res.Failed), "install plugin refused@1.0.0 install new", "install worker big@1.0.0 install new",
+		"install worker evil@1.0.0 install new", "install worker liar@1.0.0 install new", "install worker text@1.0.0 install new")
+	for i, code := range []string{"", packages.CodeTooLarge, packages.CodePathTraversal, "", ""} {
 		if code != "" && !packages.IsCode(res.Failed[i].Err, code) {
 			t.Errorf("%s: %v, want %s", res.Failed[i].Name, res.Failed[i].Err, code)
 		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(b.base, "plugins")); len(entries) > 0 {
+		t.Fatalf("B's plugin folder holds %v", entries)
 	}
 	if res.Applied != big.Change-1 {
 		t.Fatalf("applied %d, want %d", res.Applied, big.Change-1)
