@@ -13,6 +13,8 @@ type InstalledUnit struct {
 	SHA256      string `json:"sha256" doc:"hex digest of the uploaded archive"`
 	Files       int    `json:"files" doc:"regular files unpacked"`
 	Bytes       int64  `json:"bytes" doc:"bytes unpacked"`
+	// Change is set in cluster mode (a package store is configured).
+	Change int64 `json:"change,omitempty" doc:"cluster mode: the desired state's change number this install created; an instance serves it once its appliedChange reaches it (GET cluster)"`
 }
 
 // WorkerRecord is a worker as listed.
@@ -56,6 +58,7 @@ type WorkerToggle struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Enabled bool   `json:"enabled"`
+	Change  int64  `json:"change,omitempty" doc:"cluster mode: the change number of the desired state this change created"`
 }
 
 // PoolProcess is a running worker process, as GET workers/pool lists it.
@@ -217,4 +220,5 @@ type PluginToggled struct {
 type PluginToggle struct {
 	Name    string `json:"name"`
 	Enabled bool   `json:"enabled"`
+	Change  int64  `json:"change,omitempty" doc:"cluster mode: the change number of the desired state this change created"`
 }

@@ -372,7 +372,7 @@ func TestCleanupReleasesOnce(t *testing.T) {
 
 func TestReadyPhases(t *testing.T) {
 	dir := t.TempDir()
-	s := newState(config.Settings{StateDir: filepath.Join(dir, "s"), ScratchDir: filepath.Join(dir, "scratch")}, caddy.Log())
+	s := newState(config.Settings{StateDir: filepath.Join(dir, "s"), ScratchDir: filepath.Join(dir, "scratch")}, nil, caddy.Log())
 	if err := s.ready(); err != errStarting {
 		t.Fatalf("ready before start = %v, want %v", err, errStarting)
 	}
@@ -395,7 +395,7 @@ func TestStartFailureIsReported(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := newState(config.Settings{StateDir: filepath.Join(file, "state")}, caddy.Log())
+	s := newState(config.Settings{StateDir: filepath.Join(file, "state")}, nil, caddy.Log())
 	err := s.start()
 	if err == nil || !strings.Contains(err.Error(), "state_dir") {
 		t.Fatalf("start = %v, want an error naming state_dir", err)

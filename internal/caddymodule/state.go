@@ -22,6 +22,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/events"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/packagestore"
 	"github.com/caddy-runtime/runtime/internal/pluginhost"
 	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/internal/serving"
@@ -78,7 +79,9 @@ const (
 // what it needs, once, when the runtime app starts; Destruct releases it when the last config
 // using it goes away.
 type state struct {
-	settings  config.Settings
+	settings config.Settings
+	// store is the package store of a cluster (package_store), nil for local folders only.
+	store     packagestore.Store
 	logger    *zap.Logger
 	phase     atomic.Int32
 	startOnce sync.Once
@@ -98,10 +101,10 @@ type state struct {
 	pruned    chan struct{} // closed when the pruner has stopped
 }
 
-func newState(s config.Settings, logger *zap.Logger) *state {
+func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {
 	limits := packages.Limits{Upload: s.MaxUploadSize, Unpacked: s.MaxUnpackedSize, Entries: s.MaxArchiveEntries}
 	st := &state{
-		settings: s, logger: logger,
+		settings: s, store: store, logger: logger,
 		workers:  packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
 		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
 		versions: serving.NewVersions(),
@@ -436,6 +439,9 @@ type App struct {
 	hosts []*pluginhost.Host
 	// sharesOrigin is set when a handler serves workers beside the API or the cpanel.
 	sharesOrigin bool
+	// packageStore is the package store the package_store setting opens; nil for local
+	// folders only.
+	packageStore packagestore.Store
 	logger       *zap.Logger
 	ctx          caddy.Context
 }
@@ -507,7 +513,7 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 	}
 	key := stateKey(a.settings)
 	val, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return newState(a.settings, caddy.Log().Named("runtime")), nil
+		return newState(a.settings, a.packageStore, caddy.Log().Named("runtime")), nil
 	})
 	if err != nil {
 		return nil, config.Settings{}, err

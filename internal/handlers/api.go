@@ -66,6 +66,11 @@ type Options struct {
 	// values allow no process workers and no plugin handlers.
 	WorkerPolicy workers.Policy
 	PluginPolicy plugins.Policy
+	// Cluster is the shared desired state when a package store is configured; nil on a
+	// single instance, where changes go straight to the catalogs.
+	Cluster Cluster
+	// Instances answers GET cluster; nil answers 503 while the runtime is starting.
+	Instances Instances
 }
 
 // API serves the management API and the discovery document.
