@@ -1248,6 +1248,8 @@ export interface components {
         InstalledUnit: {
             /** @description bytes unpacked */
             bytes: number;
+            /** @description cluster mode: the desired state's change number this install created; an instance serves it once its appliedChange reaches it (GET cluster) */
+            change?: number;
             /** @description regular files unpacked */
             files: number;
             /** @description absolute install folder */
@@ -1390,6 +1392,8 @@ export interface components {
             plugins: components["schemas"]["PluginVersion"][];
         };
         PluginToggle: {
+            /** @description cluster mode: the change number of the desired state this change created */
+            change?: number;
             enabled: boolean;
             name: string;
         };
@@ -1538,6 +1542,8 @@ export interface components {
             success: boolean;
         };
         WorkerToggle: {
+            /** @description cluster mode: the change number of the desired state this change created */
+            change?: number;
             enabled: boolean;
             name: string;
             version: string;
