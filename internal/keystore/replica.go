@@ -82,8 +82,9 @@ func busy(err error) bool {
 // ours reports whether err is the store's own answer (not a failure of the primary).
 func ours(err error) bool {
 	var in *InputError
+	var exists *UnitExistsError
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrSessionNotFound) || errors.Is(err, ErrUnitNotFound) ||
-		errors.As(err, &in)
+		errors.As(err, &in) || errors.As(err, &exists)
 }
 
 // SyncStatus describes a sync-mode store's link to its primary.
