@@ -18,7 +18,7 @@ func init() {
 }
 
 // Commands returns the runtime's commands, the subcommands of caddy runtime: the command-line
-// client's and keystore-migrate.
+// client's, keystore-migrate and cluster.
 func Commands() []caddycmd.Command {
-	return append(cli.Commands(), caddymodule.KeyStoreMigrateCommand())
+	return append(cli.Commands(), caddymodule.KeyStoreMigrateCommand(), caddymodule.ClusterCommand())
 }
