@@ -30,8 +30,8 @@ type PublishOptions struct {
 	Plugins *packages.Catalog
 	// By is who the rows are written by: the root principal for the command.
 	By keystore.Principal
-	// DryRun packs and checks every tree and reports what would be published; it writes
-	// nothing to the store, the desired state or the folders.
+	// DryRun packs and checks every tree (in temporary files it removes) and reports what
+	// would be published; it writes nothing to the store, the desired state or the records.
 	DryRun bool
 }
 
