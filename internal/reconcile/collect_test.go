@@ -180,6 +180,31 @@ func TestCollector(t *testing.T) {
 	want(t, "deleted", sums(res.Deleted), removed.SHA256)
 	want(t, "objects", w.objects(t), kept.SHA256)
 
+	// Run collects again and again, reporting each collection, until its context ends.
+	orphan := w.putObject(t, "left by an upload that never wrote its row", time.Now().Add(-time.Hour))
+	runCtx, cancel := context.WithCancel(ctx)
+	reports, done := make(chan Collected, 100), make(chan struct{})
+	go func() {
+		defer close(done)
+		Collector{Desired: a.keys, Store: w.store, Now: later, Interval: 10 * time.Millisecond}.Run(runCtx, func(res Collected, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			reports <- res
+		})
+	}()
+	for deleted := false; !deleted; {
+		select {
+		case res := <-reports:
+			deleted = slices.Equal(sums(res.Deleted), []string{orphan})
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not collect the orphan")
+		}
+	}
+	cancel()
+	<-done
+	want(t, "objects after Run", w.objects(t), kept.SHA256)
+
 	if _, err := a.keys.RemoveUnit(ctx, kept.UnitRef, keystore.Root()); err != nil {
 		t.Fatal(err)
 	}
