@@ -228,7 +228,9 @@ func (c *Cluster) heartbeats(ctx context.Context) {
 		c.mu.Lock()
 		in := keystore.Instance{ID: c.opts.ID, Address: c.opts.Address, Version: c.opts.Version, AppliedChange: c.applied, Health: c.health}
 		c.mu.Unlock()
-		if err := c.opts.Keys.Heartbeat(ctx, in); err != nil && ctx.Err() == nil {
+		// Not cut short by the end of ctx: a heartbeat under way completes (the key store would
+		// take a canceled one for a primary that is away).
+		if err := c.opts.Keys.Heartbeat(context.WithoutCancel(ctx), in); err != nil {
 			c.opts.Logger.Debug("cluster: heartbeat not written", zap.Error(err))
 		}
 	}
