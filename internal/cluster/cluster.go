@@ -92,7 +92,7 @@ func New(o Options) (*Cluster, error) {
 	if o.Reload == nil {
 		o.Reload = func() {}
 	}
-	rec, err := reconcile.New(reconcile.Options{Desired: o.Keys, Store: o.Store, Workers: o.Workers, Plugins: o.Plugins,
+	rec, err := reconcile.New(reconcile.Options{Desired: pulled{o.Keys}, Store: o.Store, Workers: o.Workers, Plugins: o.Plugins,
 		Admit: o.Admit, RetryMin: o.RetryMin, RetryMax: o.RetryMax})
 	if err != nil {
 		return nil, err
@@ -101,6 +101,18 @@ func New(o Options) (*Cluster, error) {
 	// The plugins load from disk when the instance starts: the requests made before are honoured.
 	c.reloaded, _ = o.Keys.ReloadRequested(context.Background(), keystore.UnitPlugin)
 	return c, nil
+}
+
+// pulled is the desired state once the replica has pulled from the primary: before, an empty
+// replica would read as an empty desired state and a pass would remove every tree installed
+// from the store.
+type pulled struct{ keys *keystore.Store }
+
+func (p pulled) UnitVersions(ctx context.Context) ([]keystore.UnitVersion, error) {
+	if st, _ := p.keys.Sync(); !st.Synced {
+		return nil, errors.New("the key store's replica has not pulled from its primary yet")
+	}
+	return p.keys.UnitVersions(ctx)
 }
 
 // Ready is closed once the first pass has completed: until then this instance's folders may

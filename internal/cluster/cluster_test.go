@@ -333,3 +333,32 @@ func TestMissingWorker(t *testing.T) {
 		t.Error("Missing of a name nobody uploaded reported a change")
 	}
 }
+
+// TestNoPassBeforeFirstPull: an instance whose replica has never pulled (the primary away at
+// its start) runs no pass, which would take the empty replica for an empty desired state and
+// remove what the store installed, and is not ready; once the primary is back it is.
+func TestNoPassBeforeFirstPull(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	w.primary.Stop()
+	c := w.instance(t, "c", 20*time.Millisecond)
+	if res, err := c.c.pass(ctx); err == nil {
+		t.Fatalf("a pass before the first pull: %+v", res)
+	}
+	select {
+	case <-c.c.Ready():
+		t.Fatal("ready before the first pull")
+	default:
+	}
+	w.primary.Restart(t)
+	testkit.Eventually(t, "a pass once the replica has pulled", 10*time.Second, func() bool {
+		_, err := c.c.pass(ctx)
+		return err == nil
+	})
+	select {
+	case <-c.c.Ready():
+	default:
+		t.Fatal("not ready after a complete pass")
+	}
+}
