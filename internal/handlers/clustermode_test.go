@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
+	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
@@ -38,6 +40,7 @@ func TestClusterMode(t *testing.T) {
 	for rel, content := range map[string]string{
 		".apps/core/1.0.0/manifest.yaml": "name: core\nversion: 1.0.0\n",
 		"apps/solo/1.0.0/manifest.yaml":  "name: solo\nversion: 1.0.0\n",
+		"plugins/.keep":                  "",
 	} {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -58,11 +61,14 @@ func TestClusterMode(t *testing.T) {
 		c.SetRetireDelay(0)
 		t.Cleanup(c.Close)
 	}
-	cl, err := cluster.New(cluster.Options{Keys: keys, Store: store, Workers: workers, Plugins: plugins, ID: "a"})
+	var reloads atomic.Int32
+	cl, err := cluster.New(cluster.Options{Keys: keys, Store: store, Workers: workers, Plugins: plugins, ID: "a",
+		Reload: func() { reloads.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, v := testAPI(t, Options{RootKey: fileTestRoot, Workers: workers, Plugins: plugins, Cluster: cl,
+	host := &localHost{}
+	a, v := testAPI(t, Options{RootKey: fileTestRoot, Workers: workers, Plugins: plugins, Cluster: cl, PluginHost: host,
 		Keys: func() (*keystore.Store, error) { return keys, nil }})
 	do := func(req *http.Request) *http.Response {
 		t.Helper()
@@ -153,16 +159,36 @@ func TestClusterMode(t *testing.T) {
 		t.Errorf("delete of a built-in worker = %d", resp.StatusCode)
 	}
 
+	resp = upload("/api/plugins/upload", testkit.TarGz(t, testkit.File{Name: "manifest.yaml", Body: "name: hello\nversion: 1.0.0\nbase: /hello\n"}))
+	var plugin api.PluginUploaded
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&plugin) != nil || plugin.Data.Plugin.Change == 0 ||
+		plugin.Data.ReloadRequired || reloads.Load() != 1 {
+		t.Fatalf("plugin upload = %d %+v, reloads %d", resp.StatusCode, plugin, reloads.Load())
+	}
+	if resp := do(httptest.NewRequest("POST", "/api/plugins/reload", nil)); resp.StatusCode != 200 || reloads.Load() != 2 || host.reloads != 0 {
+		t.Fatalf("reload = %d; cluster reloads %d, local-only reloads %d", resp.StatusCode, reloads.Load(), host.reloads)
+	}
+	if n, err := keys.ReloadRequested(ctx, keystore.UnitPlugin); err != nil || n <= plugin.Data.Plugin.Change {
+		t.Fatalf("the reload request: %d, %v", n, err)
+	}
+
 	s3.Stop()
 	other := testkit.TarGz(t, testkit.File{Name: "manifest.yaml", Body: "name: other\nversion: 1.0.0\n"})
 	resp = upload("/api/workers/upload", other)
 	if code := errorCode(t, resp); resp.StatusCode != 503 || code != CodePackageStoreUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("upload with the store down = %d %s", resp.StatusCode, code)
 	}
-	if r := rows(); len(r) != 1 {
+	if r := rows(); len(r) != 2 {
 		t.Fatalf("rows after the refused upload: %+v", r)
 	}
 	if _, err := workers.Lookup("other"); err == nil {
 		t.Fatal("the refused upload is installed")
 	}
 }
+
+// localHost is a plugin table with nothing loaded that counts the reloads asked of this
+// instance alone.
+type localHost struct{ reloads int }
+
+func (h *localHost) Loaded() ([]plugins.Plugin, []plugins.Failure) { return nil, nil }
+func (h *localHost) Reload()                                       { h.reloads++ }
