@@ -332,21 +332,21 @@ func (c *Cluster) ReloadPlugins(ctx context.Context, by keystore.Principal) (int
 
 // Missing is told that a request named a worker this instance does not serve: it may have
 // been uploaded or enabled elsewhere since the last pull. It asks for a pull (rate-limited
-// as for unknown credentials) and, when that brought a change no pass has seen, runs a pass;
-// it reports whether the pass changed a tree, so the request is resolved again.
+// as for unknown credentials) and, when that brought a change no pass had seen before the
+// call, runs a pass (after the one the pull may have started); it reports whether it did, so
+// the request is resolved again.
 func (c *Cluster) Missing(ctx context.Context, name string) bool {
-	if !c.opts.Keys.RefreshUnits(ctx) {
-		return false
-	}
-	latest, err := c.opts.Keys.LatestChange(ctx)
 	c.mu.Lock()
 	seen := c.seen
 	c.mu.Unlock()
-	if err != nil || latest <= seen {
+	if !c.opts.Keys.RefreshUnits(ctx) {
 		return false
 	}
-	res, err := c.pass(ctx)
-	return err == nil && res.Changed()
+	if latest, err := c.opts.Keys.LatestChange(ctx); err != nil || latest <= seen {
+		return false
+	}
+	_, err := c.pass(ctx)
+	return err == nil
 }
 
 // Instances answers GET cluster: every instance's last heartbeat as this instance holds it,

@@ -311,15 +311,22 @@ func TestReadyAfterFirstPass(t *testing.T) {
 }
 
 // TestMissingWorker: a worker uploaded elsewhere is installed here when a request names it,
-// before the next pull; a name nobody uploaded runs no pass.
+// before the next pull, though the pull it asks for also starts a pass of the loop; a name
+// nobody uploaded runs no pass.
 func TestMissingWorker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	w := newWorld(t)
 	a, b := w.instance(t, "a", time.Hour), w.instance(t, "b", time.Hour)
-	if _, err := b.c.pass(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b.run(t)
+	testkit.Eventually(t, "B's first pass", 10*time.Second, func() bool {
+		select {
+		case <-b.c.Ready():
+			return true
+		default:
+			return false
+		}
+	})
 	if _, _, err := a.publish(t, keystore.UnitWorker, unit(t, "app", "1.0.0")); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +337,7 @@ func TestMissingWorker(t *testing.T) {
 		t.Fatal("app@1.0.0 is not installed on B")
 	}
 	if b.c.Missing(ctx, "nothing") {
-		t.Error("Missing of a name nobody uploaded reported a change")
+		t.Error("Missing of a name nobody uploaded ran a pass")
 	}
 }
 
