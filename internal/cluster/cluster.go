@@ -272,17 +272,17 @@ func (c *Cluster) Publish(ctx context.Context, kind string, s *packages.Staged, 
 	if err := c.opts.Store.Put(ctx, sum, info.Size(), f); err != nil {
 		return packages.Installed{}, 0, fmt.Errorf("storing the archive of %s@%s: %w", s.Name, s.Version, err)
 	}
-	row := keystore.UnitVersion{UnitRef: keystore.UnitRef{Kind: kind, Name: s.Name, Version: s.Version},
-		SHA256: s.SHA256, Size: info.Size(), Enabled: s.Metadata.Enabled}
-	change, err := c.opts.Keys.PutUnitVersion(ctx, row, by)
+	row, in, err := c.rec.WriteAndCommit(func() (keystore.UnitVersion, error) {
+		row := keystore.UnitVersion{UnitRef: keystore.UnitRef{Kind: kind, Name: s.Name, Version: s.Version},
+			SHA256: s.SHA256, Size: info.Size(), Enabled: s.Metadata.Enabled}
+		var err error
+		row.Change, err = c.opts.Keys.PutUnitVersion(ctx, row, by)
+		return row, err
+	}, s)
 	if err != nil {
-		return packages.Installed{}, 0, err
+		return packages.Installed{}, row.Change, err
 	}
-	row.Change = change
-	in, err := c.rec.Commit(row, s)
-	if err != nil {
-		return packages.Installed{}, change, err
-	}
+	change := row.Change
 	if kind == keystore.UnitPlugin {
 		c.opts.Reload() // as every other instance does once its pass installed it
 	}

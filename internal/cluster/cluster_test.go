@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/metrics"
@@ -54,13 +57,15 @@ type instance struct {
 	c                *Cluster
 	metrics          *metrics.Set
 	reloads          atomic.Int32
+	logs             *observer.ObservedLogs
 }
 
 // instance starts an instance whose replica pulls every pull (an hour: only when asked).
 func (w *world) instance(t *testing.T, id string, pull time.Duration) *instance {
 	t.Helper()
 	base := t.TempDir()
-	in := &instance{id: id, metrics: metrics.New()}
+	core, logs := observer.New(zapcore.InfoLevel)
+	in := &instance{id: id, metrics: metrics.New(), logs: logs}
 	keys, err := keystore.OpenSync(context.Background(), filepath.Join(base, "keys.db"),
 		keystore.SyncOptions{URL: w.primary.URL, Interval: pull})
 	if err != nil {
@@ -81,7 +86,7 @@ func (w *world) instance(t *testing.T, id string, pull time.Duration) *instance 
 	in.workers, in.plugins = catalog(packages.WorkerLayout, "workers"), catalog(packages.PluginLayout, "plugins")
 	in.c, err = New(Options{Keys: keys, Store: w.store, Workers: in.workers, Plugins: in.plugins,
 		Reload: func() { in.reloads.Add(1) }, Interval: 50 * time.Millisecond, ID: id, Address: "http://" + id, Version: "test",
-		Metrics: in.metrics, RetryMin: time.Nanosecond, RetryMax: time.Nanosecond})
+		Metrics: in.metrics, Logger: zap.New(core), RetryMin: time.Nanosecond, RetryMax: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +152,9 @@ func TestTwoInstances(t *testing.T) {
 		v, ok := version(b.workers, "app", "1.0.0")
 		return ok && v.Enabled
 	})
+	if n := a.logs.FilterMessage("cluster: installed").Len(); n != 0 {
+		t.Errorf("A downloaded its own upload again (%d installs by its passes)", n)
+	}
 
 	c2, err := b.c.SetEnabled(ctx, keystore.UnitRef{Kind: keystore.UnitWorker, Name: "app", Version: "1.0.0"}, false, keystore.Root())
 	if err != nil || c2 <= c1 {
