@@ -71,7 +71,7 @@ type Cluster struct {
 	reloaded int64  // the latest reload request honoured here
 	seen     int64  // the latest change number a pass has seen
 	applied  int64  // what the heartbeat says this instance has applied
-	health   string // what the heartbeat says of it
+	health   string // what the heartbeat says of it; "" before the first pass
 	beat     chan struct{}
 }
 
@@ -97,7 +97,8 @@ func New(o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, rec: rec, health: HealthOK, beat: make(chan struct{}, 1)}
+	// No health until the first pass, which then differs and writes the first heartbeat at once.
+	c := &Cluster{opts: o, rec: rec, beat: make(chan struct{}, 1)}
 	// The plugins load from disk when the instance starts: the requests made before are honoured.
 	c.reloaded, _ = o.Keys.ReloadRequested(context.Background(), keystore.UnitPlugin)
 	return c, nil
@@ -374,7 +375,7 @@ func (c *Cluster) Instances(ctx context.Context) (api.Cluster, error) {
 			health = HealthGone
 		}
 		if health != HealthOK && health != HealthGone {
-			health = HealthDegraded
+			health = HealthDegraded // "" too: not converged yet
 		}
 		out.Instances = append(out.Instances, api.ClusterInstance{ID: in.ID, Address: in.Address, Version: in.Version,
 			AppliedChange: in.AppliedChange, LastSeen: time.Unix(in.LastSeen, 0).UTC().Format(time.RFC3339),
