@@ -343,10 +343,16 @@ func (c *Cluster) Missing(ctx context.Context, name string) bool {
 	if !c.opts.Keys.RefreshUnits(ctx) {
 		return false
 	}
-	if latest, err := c.opts.Keys.LatestChange(ctx); err != nil || latest <= seen {
+	latest, err := c.opts.Keys.LatestChange(ctx)
+	if err != nil || latest <= seen {
 		return false
 	}
-	_, err := c.pass(ctx)
+	c.mu.Lock()
+	done := c.seen >= latest // a pass since has seen it: the requests of a burst share it
+	c.mu.Unlock()
+	if !done {
+		_, err = c.pass(ctx)
+	}
 	return err == nil
 }
 
