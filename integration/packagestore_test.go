@@ -77,6 +77,20 @@ func TestPackageStoreSetting(t *testing.T) {
 		}
 	})
 
+	t.Run("a secret written literally", func(t *testing.T) {
+		t.Parallel()
+		literal := strings.Replace(storeRuntime(primary, store, bucket), "{env.RUNTIME_S3_SECRET_ACCESS_KEY}", store.SecretKey, 1)
+		s := harness.Start(t, harness.Config{App: literal, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+		line, err := s.WaitLog("package_store s3 secret_access_key is written literally in the config, where the admin API and adapted JSON show it; "+
+			"use {env.RUNTIME_S3_SECRET_ACCESS_KEY} instead", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(fmt.Sprint(line), store.SecretKey) {
+			t.Errorf("the warning shows the secret: %v", line)
+		}
+	})
+
 	refused := []struct {
 		name, bucket, secret string
 		want                 []string
