@@ -24,7 +24,8 @@ func storeRuntime(primary *testkit.Sqld, store *testkit.S3, bucket string) strin
 
 // TestPackageStoreSetting starts runtimes with package_store s3 against a real S3-compatible
 // server (versitygw): one writes the store in the Caddyfile, another takes it all from the
-// environment; a missing bucket and a wrong secret stop start-up saying which is wrong; the
+// environment; a missing bucket, a wrong secret and an unreachable endpoint stop start-up
+// saying which is wrong; the
 // secret appears in no log line and not in the config the admin API shows.
 func TestPackageStoreSetting(t *testing.T) {
 	t.Parallel()
@@ -91,17 +92,22 @@ func TestPackageStoreSetting(t *testing.T) {
 		}
 	})
 
+	// Nothing listens there.
+	unreachable := strings.Replace(storeRuntime(primary, store, bucket), store.Endpoint, fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)), 1)
 	refused := []struct {
-		name, bucket, secret string
-		want                 []string
+		name, app, secret string
+		want              []string
 	}{
-		{"a missing bucket", "absent", store.SecretKey, []string{`bucket \"absent\"`, "the package store's bucket does not exist", "create the bucket"}},
-		{"a wrong secret", bucket, "not-" + store.SecretKey, []string{"the package store refused the credentials", "access_key_id and secret_access_key"}},
+		{"a missing bucket", storeRuntime(primary, store, "absent"), store.SecretKey,
+			[]string{`bucket \"absent\"`, "the package store's bucket does not exist", "create the bucket"}},
+		{"a wrong secret", storeRuntime(primary, store, bucket), "not-" + store.SecretKey,
+			[]string{"the package store refused the credentials", "access_key_id and secret_access_key"}},
+		{"an unreachable endpoint", unreachable, store.SecretKey, []string{"the package store is unavailable", "check package_store s3 endpoint"}},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, err := harness.Launch(t, harness.Config{App: storeRuntime(primary, store, tt.bucket),
+			s, err := harness.Launch(t, harness.Config{App: tt.app,
 				Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_S3_SECRET_ACCESS_KEY": tt.secret}})
 			if err != nil {
 				t.Fatal(err)
