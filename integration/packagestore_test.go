@@ -25,8 +25,8 @@ func storeRuntime(primary *testkit.Sqld, store *testkit.S3, bucket string) strin
 // TestPackageStoreSetting starts runtimes with package_store s3 against a real S3-compatible
 // server (versitygw): one writes the store in the Caddyfile, another takes it all from the
 // environment; a missing bucket, a wrong secret and an unreachable endpoint stop start-up
-// saying which is wrong; the
-// secret appears in no log line and not in the config the admin API shows.
+// saying which is wrong; the secret appears in no log line and not in the config the admin
+// API shows.
 func TestPackageStoreSetting(t *testing.T) {
 	t.Parallel()
 	primary := testkit.StartSqld(t)
