@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
 	"github.com/caddy-runtime/runtime/internal/testkit"
@@ -97,4 +99,47 @@ func TestClusterSingleInstanceDegraded(t *testing.T) {
 	testkit.EventuallyNil(t, 10*time.Second, health("degraded"))
 	primary.Restart(t)
 	testkit.EventuallyNil(t, 10*time.Second, health("ok"))
+}
+
+// TestCPanelInstances shows the instances on the Overview: this instance with its short id,
+// address, version, applied change and health badge, fitting the screen at 1280 px and on a
+// phone without scrolling the page sideways; a key without workers:read sees no panel.
+func TestCPanelInstances(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	self := only(t, s, cluster(t, s))
+	keysOnly := s.CreateKey(rootKey, map[string]any{"name": "keys-only", "role": "custom", "permissions": []string{"keys:read"}})
+	p, problems := openPanel(t, s)
+	p.do("opening the panel", chromedp.Navigate(p.base+"/"))
+	p.signIn(rootKey)
+	p.do("waiting for the instances", chromedp.WaitVisible(chromedp.CSS("table.instances td")))
+	row := p.text("table.instances tbody tr")
+	for _, want := range []string{self.ID[:8], "(this one)", fmt.Sprintf("127.0.0.1:%d", s.Port), s.Version, "0 of 0", "just now", "ok"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the instance's row says %q, want %q in it", row, want)
+		}
+	}
+	if full, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.querySelector('table.instances code').title`)); err != nil || full != self.ID {
+		t.Errorf("the short id's title is %q (%v), want the whole id %s", full, err, self.ID)
+	}
+	if badge := p.text("table.instances .badge.ok"); badge != "ok" {
+		t.Errorf("the health badge says %q", badge)
+	}
+	for _, width := range []int64{1280, 375} {
+		p.do("resizing", chromedp.EmulateViewport(width, 900))
+		fits, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](
+			`document.documentElement.scrollWidth <= window.innerWidth && [...document.querySelectorAll('table.instances td')].every(td => td.getBoundingClientRect().right <= window.innerWidth)`))
+		if err != nil || !fits {
+			t.Errorf("at %d px the page scrolls sideways or an instance's cell leaves the screen (%v)", width, err)
+		}
+		p.screenshot("instances", width)
+	}
+
+	p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	p.signIn(keysOnly.Secret)
+	p.do("waiting for the overview", chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby=runtime-h][aria-busy=false]`)))
+	if shown, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.querySelector('#instances-h') !== null`)); err != nil || shown {
+		t.Errorf("a key without workers:read is shown the instances (%v)", err)
+	}
+	problems.check(t)
 }
