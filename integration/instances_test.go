@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,6 +66,19 @@ func TestClusterSingleInstance(t *testing.T) {
 	custom := s.CreateKey(rootKey, map[string]any{"name": "keys-only", "role": "custom", "permissions": []string{"keys:read"}})
 	if resp := s.Get(s.API+"/cluster", harness.WithKey(custom.Secret)); resp.Status != 403 || resp.ErrorCode() != "PERMISSION_DENIED" {
 		t.Errorf("GET cluster without workers:read = %s", resp)
+	}
+	// The command-line client: caddy runtime cluster, and bin/runtime's short form.
+	c := newCLI(t)
+	c.env = []string{"RUNTIME_URL=" + s.URL, "RUNTIME_API_KEY=" + rootKey}
+	var listed api.Cluster
+	if err := json.Unmarshal([]byte(c.ok("cluster", "--json")), &listed); err != nil || len(listed.Instances) != 1 || listed.Instances[0].ID != first.ID {
+		t.Errorf("runtime cluster --json = %+v (%v), want the instance %s", listed, err, first.ID)
+	}
+	if out, errOut, code := c.runTop("cluster"); code != 0 || !strings.Contains(out, first.ID+" (answered)") || !strings.Contains(out, fmt.Sprintf("127.0.0.1:%d", s.Port)) {
+		t.Errorf("runtime cluster: exit %d, %q %q", code, out, errOut)
+	}
+	if out, errOut, code := c.run("deploy", "../examples/static-app", "--wait"); code != 0 || !strings.Contains(out, "Served by this instance") {
+		t.Errorf("deploy --wait on one instance: exit %d, %q %q", code, out, errOut)
 	}
 	s.Stop()
 
