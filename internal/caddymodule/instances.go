@@ -15,13 +15,8 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/handlers"
 	"github.com/caddy-runtime/runtime/internal/version"
-)
-
-// Health of an instance, as GET cluster reports it.
-const (
-	healthOK       = "ok"
-	healthDegraded = "degraded" // serving, but the key store's primary cannot be reached
 )
 
 // instances answers GET cluster on a single instance (no package store): this instance
@@ -38,14 +33,14 @@ func (s *state) instances(context.Context) (api.Cluster, error) {
 // sync-mode key store cannot reach its primary. AppliedChange is 0: the caller that has a
 // desired state sets it.
 func (s *state) self() api.ClusterInstance {
-	in := api.ClusterInstance{ID: s.instanceID, Version: version.String(), Health: healthOK, Self: true,
+	in := api.ClusterInstance{ID: s.instanceID, Version: version.String(), Health: handlers.InstanceOK, Self: true,
 		LastSeen: time.Now().UTC().Format(time.RFC3339)}
 	if addr := s.address.Load(); addr != nil {
 		in.Address = *addr
 	}
 	if store := s.keys.Load(); store != nil {
 		if st, ok := store.Sync(); ok && !st.Reachable {
-			in.Health = healthDegraded
+			in.Health = handlers.InstanceDegraded
 		}
 	}
 	return in

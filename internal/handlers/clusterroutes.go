@@ -1,11 +1,21 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/keystore"
+)
+
+// The health of an instance in GET cluster.
+const (
+	InstanceOK = "ok"
+	// InstanceDegraded serves, but cannot reach the key store's primary.
+	InstanceDegraded = "degraded"
+	// InstanceGone has not been seen for three intervals.
+	InstanceGone = "gone"
 )
 
 func (a *API) clusterRoutes() []route {
@@ -30,6 +40,15 @@ func (a *API) getCluster(w http.ResponseWriter, r *http.Request) error {
 		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
 	c, err := a.opts.Instances(r.Context())
+	var refused *envelope.Error
+	if err != nil && !errors.As(err, &refused) && len(c.Instances) > 0 {
+		// The instances could not be read from the primary, but Instances gave this instance's
+		// own view: that, degraded, says more than an error. The key store logs the outage.
+		for i := range c.Instances {
+			c.Instances[i].Health = InstanceDegraded
+		}
+		err = nil
+	}
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,8 @@ func TestClusterRoute(t *testing.T) {
 }
 
 // TestClusterRouteWhileStarting answers 503 NOT_READY without Instances, passes the error of
-// Instances on as it does for other routes, and lists no instance as an empty array.
+// Instances on as it does for other routes, unless it comes with this instance's own view,
+// answered degraded; no instance is an empty array.
 func TestClusterRouteWhileStarting(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -79,6 +80,14 @@ func TestClusterRouteWhileStarting(t *testing.T) {
 		}, 503, CodeKeyStoreUnavailable},
 		{"refused", func(context.Context) (api.Cluster, error) {
 			return api.Cluster{}, envelope.Errorf(503, envelope.CodeNotReady, "the runtime is starting")
+		}, 503, envelope.CodeNotReady},
+		{"primary unreadable, own view given", func(context.Context) (api.Cluster, error) {
+			return api.Cluster{Instances: []api.ClusterInstance{{ID: "a1", Address: "10.0.0.1:443", Version: "v1.2.3",
+				AppliedChange: 4, LastSeen: "2026-11-27T05:00:00Z", Health: "ok", Self: true}}}, keystore.ErrPrimaryUnavailable
+		}, 200, `{"instances":[{"id":"a1","address":"10.0.0.1:443","version":"v1.2.3","appliedChange":4,"lastSeen":"2026-11-27T05:00:00Z","health":"degraded","self":true}],"change":0}`},
+		{"starting, own view given", func(context.Context) (api.Cluster, error) {
+			return api.Cluster{Instances: []api.ClusterInstance{{ID: "a1", Health: "ok", Self: true}}},
+				envelope.Errorf(503, envelope.CodeNotReady, "the runtime is starting")
 		}, 503, envelope.CodeNotReady},
 		{"none listed", func(context.Context) (api.Cluster, error) { return api.Cluster{}, nil }, 200, `{"instances":[],"change":0}`},
 		{"broken", func(context.Context) (api.Cluster, error) { return api.Cluster{}, errors.New("disk on fire") }, 500, envelope.CodeInternal},
