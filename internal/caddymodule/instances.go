@@ -15,7 +15,6 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
-	"github.com/caddy-runtime/runtime/internal/handlers"
 	"github.com/caddy-runtime/runtime/internal/version"
 )
 
@@ -33,14 +32,14 @@ func (s *state) instances(context.Context) (api.Cluster, error) {
 // sync-mode key store cannot reach its primary. AppliedChange is 0: the caller that has a
 // desired state sets it.
 func (s *state) self() api.ClusterInstance {
-	in := api.ClusterInstance{ID: s.instanceID, Version: version.String(), Health: handlers.InstanceOK, Self: true,
+	in := api.ClusterInstance{ID: s.instanceID, Version: version.String(), Health: api.InstanceOK, Self: true,
 		LastSeen: time.Now().UTC().Format(time.RFC3339)}
 	if addr := s.address.Load(); addr != nil {
 		in.Address = *addr
 	}
 	if store := s.keys.Load(); store != nil {
 		if st, ok := store.Sync(); ok && !st.Reachable {
-			in.Health = handlers.InstanceDegraded
+			in.Health = api.InstanceDegraded
 		}
 	}
 	return in

@@ -125,7 +125,7 @@ func waitConverged(e *env, c *client.Client, change int64, timeout time.Duration
 // behind returns the live instances (not gone) and those of them short of change.
 func behind(instances []api.ClusterInstance, change int64) (live, lagging []api.ClusterInstance) {
 	for _, in := range instances {
-		if in.Health == "gone" {
+		if in.Health == api.InstanceGone {
 			continue
 		}
 		live = append(live, in)

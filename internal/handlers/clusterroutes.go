@@ -9,15 +9,6 @@ import (
 	"github.com/caddy-runtime/runtime/internal/keystore"
 )
 
-// The health of an instance in GET cluster.
-const (
-	InstanceOK = "ok"
-	// InstanceDegraded serves, but cannot reach the key store's primary.
-	InstanceDegraded = "degraded"
-	// InstanceGone has not been seen for three intervals.
-	InstanceGone = "gone"
-)
-
 func (a *API) clusterRoutes() []route {
 	return []route{{
 		method: "GET", path: "/cluster", id: "getCluster", tag: "cluster", permission: keystore.WorkersRead,
@@ -45,7 +36,7 @@ func (a *API) getCluster(w http.ResponseWriter, r *http.Request) error {
 		// The instances could not be read from the primary, but Instances gave this instance's
 		// own view: that, degraded, says more than an error. The key store logs the outage.
 		for i := range c.Instances {
-			c.Instances[i].Health = InstanceDegraded
+			c.Instances[i].Health = api.InstanceDegraded
 		}
 		err = nil
 	}
