@@ -139,8 +139,11 @@ func behind(instances []api.ClusterInstance, change int64) (live, lagging []api.
 // notConverged is the error of a wait that timed out, naming the instances that had not
 // applied change, or the last failure to read GET cluster.
 func notConverged(change int64, timeout time.Duration, lagging []api.ClusterInstance, lastErr error) error {
-	if len(lagging) == 0 {
+	if len(lagging) == 0 && lastErr != nil {
 		return fmt.Errorf("uploaded, but whether every instance applied change %d could not be read within %s: %v", change, timeout, lastErr)
+	}
+	if len(lagging) == 0 {
+		return fmt.Errorf("uploaded, but GET cluster listed no live instance within %s to apply change %d", timeout, change)
 	}
 	names := make([]string, len(lagging))
 	for i, in := range lagging {

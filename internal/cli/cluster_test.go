@@ -106,8 +106,17 @@ func TestDeployWaitTimeout(t *testing.T) {
 	refused := newFakeCluster(t, 7, func(int) (api.Cluster, *envelope.Error) {
 		return api.Cluster{}, envelope.Errorf(403, "PERMISSION_DENIED", "this key lacks permission workers:read")
 	})
+	allGone := newFakeCluster(t, 7, func(int) (api.Cluster, *envelope.Error) {
+		return api.Cluster{Change: 7, Instances: []api.ClusterInstance{{ID: "c3", Address: "10.0.0.3:443", AppliedChange: 3, Health: "gone"}}}, nil
+	})
+	starting := newFakeCluster(t, 7, func(int) (api.Cluster, *envelope.Error) {
+		return api.Cluster{}, envelope.Errorf(503, envelope.CodeNotReady, "the runtime is starting")
+	})
 	u := newUser(t, "RUNTIME_API_KEY="+rootKey)
 	u.checkExits([]exits{
+		{"unreadable", []string{"deploy", site(t, "app", "1.0.0"), "--url", starting.URL, "--wait", "--wait-timeout", "1s"}, 1,
+			"uploaded, but whether every instance applied change 7 could not be read within 1s: NOT_READY: the runtime is starting"},
+		{"no live instance", []string{"deploy", site(t, "app", "1.0.0"), "--url", allGone.URL, "--wait", "--wait-timeout", "1s"}, 1, "GET cluster listed no live instance within 1s to apply change 7"},
 		{"bad timeout", []string{"deploy", site(t, "app", "1.0.0"), "--url", never.URL, "--wait", "--wait-timeout", "0s"}, 1, "--wait-timeout must be positive"},
 		{"refused", []string{"deploy", site(t, "app", "1.0.0"), "--url", refused.URL, "--wait"}, 1, "uploaded, but its convergence cannot be read: PERMISSION_DENIED"},
 	})
