@@ -109,6 +109,10 @@ type state struct {
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
 	unmeter                      func() // takes the pool out of the process gauge
+	// instanceID tells this instance from the others sharing a primary, kept in state_dir
+	// (set by open); address is where it is reached, from the latest config's listeners.
+	instanceID string
+	address    atomic.Pointer[string]
 	// retention is how long the audit trail keeps entries: the latest config's setting.
 	retention atomic.Int64
 	stopPrune chan struct{}
@@ -166,6 +170,10 @@ func (s *state) open() error {
 		return fmt.Errorf("creating state_dir: %v", err)
 	}
 	if err := s.tightenState(); err != nil {
+		return err
+	}
+	var err error
+	if s.instanceID, err = keystore.InstanceID(s.settings.StateDir); err != nil {
 		return err
 	}
 	// Workers may pass through (to their own folder, which only they may open) but not list it.
@@ -608,6 +616,8 @@ func (a *App) Start() error {
 	if err := a.state.start(); err != nil {
 		return err
 	}
+	addr := instanceAddress(a.servers(), hostname)
+	a.state.address.Store(&addr)
 	if a.settings.RootKey == "" {
 		if err := a.state.ensureBootstrap(); err != nil {
 			return err
