@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/cluster"
@@ -25,20 +24,14 @@ func (s *state) clustered() bool { return s.store != nil && s.settings.KeyStore 
 // openCluster builds this instance's part of the cluster on the opened key store and starts
 // its loop, which Destruct stops before the key store closes.
 func (s *state) openCluster(keys *keystore.Store) error {
-	id, err := keystore.InstanceID(s.settings.StateDir)
-	if err != nil {
-		return err
-	}
-	// Where operators find the instance; the heartbeat carries no secret.
-	address, _ := os.Hostname()
 	c, err := cluster.New(cluster.Options{
 		Keys: keys, Store: s.store, Workers: s.workers, Plugins: s.plugins, Admit: s.admit,
 		Reload: func() {
 			s.plugins.Forget()
 			s.pluginReloads.Publish(pluginhost.Reload{})
 		},
-		Interval: s.settings.Sync.Interval, ID: id, Address: address, Version: version.String(),
-		Logger: s.logger.Named("cluster"), Metrics: runtimeMetrics,
+		Interval: s.settings.Sync.Interval, ID: s.instanceID, Address: func() string { return s.self().Address },
+		Version: version.String(), Logger: s.logger.Named("cluster"), Metrics: runtimeMetrics,
 	})
 	if err != nil {
 		return err
@@ -119,8 +112,8 @@ func (s *state) missing(ctx context.Context, name string) bool {
 	return c != nil && c.Missing(ctx, name)
 }
 
-// clusterInstances answers GET cluster in a cluster. Without one, the single-instance
-// answer (instances.go) applies: see handlerCluster.
+// clusterInstances answers GET cluster in a cluster; without one, instances (instances.go)
+// does.
 func (s *state) clusterInstances(ctx context.Context) (api.Cluster, error) {
 	c, err := s.clusterOf()
 	if err != nil {
@@ -129,12 +122,12 @@ func (s *state) clusterInstances(ctx context.Context) (api.Cluster, error) {
 	return c.Instances(ctx)
 }
 
-// handlerCluster is what a handler's API and data plane get of the cluster: the desired state
-// and the instances in a cluster; nil without one (then GET cluster lists this instance alone,
-// which the single-instance Instances answers: the seam is here).
+// handlerCluster is what a handler's API and data plane get of the cluster: the desired state,
+// the instances and the hook of unknown workers in a cluster; without one, no desired state
+// and this instance alone.
 func (s *state) handlerCluster() (handlers.Cluster, handlers.Instances, func(context.Context, string) bool) {
 	if !s.clustered() {
-		return nil, nil, nil
+		return nil, s.instances, nil
 	}
 	return clusterLink{s}, s.clusterInstances, s.missing
 }

@@ -21,8 +21,8 @@ import (
 // TestStateCluster: a state with a package store and key_store sync starts this instance's
 // part of the cluster: it is not ready before the first pass and is after it, a plugin reload
 // asked through it reaches the state's plugin hosts, GET cluster lists this instance under
-// the id kept in state_dir, and the state is released with its loop stopped. A state without
-// a package store has no cluster and is ready once started.
+// the id kept in state_dir with its address, and the state is released with its loop
+// stopped. A state without a package store has no cluster, and answers GET cluster alone.
 func TestStateCluster(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -38,8 +38,8 @@ func TestStateCluster(t *testing.T) {
 		KeyStore: "sync", Sync: config.SyncSettings{URL: primary.URL, Interval: 50 * time.Millisecond}}
 
 	local := newState(settings, nil, caddy.Log())
-	if shared, instances, missing := local.handlerCluster(); shared != nil || instances != nil || missing != nil {
-		t.Fatal("a state without a package store has a cluster")
+	if shared, instances, missing := local.handlerCluster(); shared != nil || instances == nil || missing != nil {
+		t.Fatal("a state without a package store has a cluster, or no single-instance answer")
 	}
 
 	s := newState(settings, store, caddy.Log())
@@ -51,6 +51,8 @@ func TestStateCluster(t *testing.T) {
 	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
+	addr := "runtime-a:8080"
+	s.address.Store(&addr)
 	testkit.Eventually(t, "ready after the first pass", 10*time.Second, func() bool { return s.readiness() == nil })
 	shared, instances, missing := s.handlerCluster()
 	if shared == nil || instances == nil || missing == nil {
@@ -65,7 +67,8 @@ func TestStateCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := instances(ctx)
-	if err != nil || len(got.Instances) != 1 || got.Instances[0].ID != strings.TrimSpace(string(id)) || !got.Instances[0].Self {
+	if err != nil || len(got.Instances) != 1 || got.Instances[0].ID != strings.TrimSpace(string(id)) || !got.Instances[0].Self ||
+		got.Instances[0].Address != addr {
 		t.Fatalf("instances = %+v, %v", got, err)
 	}
 	if err := s.Destruct(); err != nil {

@@ -42,8 +42,10 @@ type Options struct {
 	// Interval is how often a pass runs without a signal and the heartbeat is written; an
 	// instance not seen for three intervals is gone. 0 is keystore.DefaultSyncInterval.
 	Interval time.Duration
-	// ID, Address and Version describe this instance in its heartbeats.
-	ID, Address, Version string
+	// ID and Version describe this instance in its heartbeats, with Address, where it is
+	// reached (it may change with the config); nil Address says none.
+	ID, Version string
+	Address     func() string
 	// Logger receives what the passes did and each new failure; nil logs nothing.
 	Logger *zap.Logger
 	// Metrics counts the failures; nil counts nothing.
@@ -51,13 +53,6 @@ type Options struct {
 	// RetryMin and RetryMax bound the back-off of a failing unit (reconcile's defaults: 0).
 	RetryMin, RetryMax time.Duration
 }
-
-// Health of an instance as its heartbeat says, and as Instances shows one not seen lately.
-const (
-	HealthOK       = "ok"
-	HealthDegraded = "degraded" // the last pass failed, or left a unit version unconverged
-	HealthGone     = "gone"     // no heartbeat for three intervals
-)
 
 // AuditAction is the audit trail's action of a unit version an instance failed to converge.
 const AuditAction = "unit.reconcile"
@@ -91,6 +86,9 @@ func New(o Options) (*Cluster, error) {
 	}
 	if o.Reload == nil {
 		o.Reload = func() {}
+	}
+	if o.Address == nil {
+		o.Address = func() string { return "" }
 	}
 	rec, err := reconcile.New(reconcile.Options{Desired: pulled{o.Keys}, Store: o.Store, Workers: o.Workers, Plugins: o.Plugins,
 		Admit: o.Admit, RetryMin: o.RetryMin, RetryMax: o.RetryMax})
@@ -150,7 +148,7 @@ func (c *Cluster) report(ctx context.Context, res reconcile.Result, err error) {
 		c.mu.Lock()
 		applied := c.applied // a pass that could not compare changed nothing
 		c.mu.Unlock()
-		c.setState(applied, HealthDegraded, false)
+		c.setState(applied, api.InstanceDegraded, false)
 		return
 	}
 	for _, done := range []struct {
@@ -186,9 +184,9 @@ func (c *Cluster) report(ctx context.Context, res reconcile.Result, err error) {
 	if reload || slices.ContainsFunc(res.Installed, func(u reconcile.Unit) bool { return u.Kind == keystore.UnitPlugin }) {
 		c.opts.Reload()
 	}
-	health := HealthOK
+	health := api.InstanceOK
 	if len(res.Failed) > 0 {
-		health = HealthDegraded
+		health = api.InstanceDegraded
 	}
 	c.setState(res.Applied, health, len(res.Failed) == 0)
 }
@@ -239,7 +237,7 @@ func (c *Cluster) heartbeats(ctx context.Context) {
 		case <-c.beat:
 		}
 		c.mu.Lock()
-		in := keystore.Instance{ID: c.opts.ID, Address: c.opts.Address, Version: c.opts.Version, AppliedChange: c.applied, Health: c.health}
+		in := keystore.Instance{ID: c.opts.ID, Address: c.opts.Address(), Version: c.opts.Version, AppliedChange: c.applied, Health: c.health}
 		c.mu.Unlock()
 		// Not cut short by the end of ctx: a heartbeat under way completes (the key store would
 		// take a canceled one for a primary that is away).
@@ -356,36 +354,34 @@ func (c *Cluster) Missing(ctx context.Context, name string) bool {
 	return err == nil
 }
 
-// Instances answers GET cluster: every instance's last heartbeat as this instance holds it,
-// this one's current state, and the desired state's latest change number.
+// Instances answers GET cluster (handlers.Instances): every instance's last heartbeat as
+// this instance holds it, this one's current state, and the desired state's latest change
+// number. When the heartbeats cannot be read it returns the error with this instance alone.
 func (c *Cluster) Instances(ctx context.Context) (api.Cluster, error) {
-	list, err := c.opts.Keys.Instances(ctx)
-	if err != nil {
-		return api.Cluster{}, err
-	}
-	change, err := c.opts.Keys.LatestChange(ctx)
-	if err != nil {
-		return api.Cluster{}, err
-	}
 	now := time.Now()
 	c.mu.Lock()
-	self := keystore.Instance{ID: c.opts.ID, Address: c.opts.Address, Version: c.opts.Version, AppliedChange: c.applied,
+	self := keystore.Instance{ID: c.opts.ID, Address: c.opts.Address(), Version: c.opts.Version, AppliedChange: c.applied,
 		Health: c.health, LastSeen: now.Unix()}
 	c.mu.Unlock()
+	list, err := c.opts.Keys.Instances(ctx)
+	change, cerr := c.opts.Keys.LatestChange(ctx)
+	if err = errors.Join(err, cerr); err != nil {
+		list = nil
+	}
 	out := api.Cluster{Instances: []api.ClusterInstance{}, Change: change}
 	list = append(slices.DeleteFunc(list, func(in keystore.Instance) bool { return in.ID == self.ID }), self)
 	slices.SortFunc(list, func(a, b keystore.Instance) int { return strings.Compare(a.ID, b.ID) })
 	for _, in := range list {
 		health := in.Health
 		if now.Sub(time.Unix(in.LastSeen, 0)) > 3*c.opts.Interval {
-			health = HealthGone
+			health = api.InstanceGone
 		}
-		if health != HealthOK && health != HealthGone {
-			health = HealthDegraded // "" too: not converged yet
+		if health != api.InstanceOK && health != api.InstanceGone {
+			health = api.InstanceDegraded // "" too: not converged yet
 		}
 		out.Instances = append(out.Instances, api.ClusterInstance{ID: in.ID, Address: in.Address, Version: in.Version,
 			AppliedChange: in.AppliedChange, LastSeen: time.Unix(in.LastSeen, 0).UTC().Format(time.RFC3339),
 			Health: health, Self: in.ID == self.ID})
 	}
-	return out, nil
+	return out, err
 }

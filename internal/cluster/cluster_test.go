@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/internal/packages"
@@ -85,7 +86,7 @@ func (w *world) instance(t *testing.T, id string, pull time.Duration) *instance 
 	}
 	in.workers, in.plugins = catalog(packages.WorkerLayout, "workers"), catalog(packages.PluginLayout, "plugins")
 	in.c, err = New(Options{Keys: keys, Store: w.store, Workers: in.workers, Plugins: in.plugins,
-		Reload: func() { in.reloads.Add(1) }, Interval: 50 * time.Millisecond, ID: id, Address: "http://" + id, Version: "test",
+		Reload: func() { in.reloads.Add(1) }, Interval: 50 * time.Millisecond, ID: id, Address: func() string { return "http://" + id }, Version: "test",
 		Metrics: in.metrics, Logger: zap.New(core), RetryMin: time.Nanosecond, RetryMax: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func TestTwoInstances(t *testing.T) {
 				return false
 			}
 			for _, i := range got.Instances {
-				if i.AppliedChange != c4 || i.Health != HealthOK || i.Self != (i.ID == in.id) || i.Address != "http://"+i.ID {
+				if i.AppliedChange != c4 || i.Health != api.InstanceOK || i.Self != (i.ID == in.id) || i.Address != "http://"+i.ID {
 					return false
 				}
 			}
@@ -295,7 +296,7 @@ runtime_reconcile_failures_total{class="corrupt",kind="worker"} 1
 	b.c.mu.Lock()
 	health, applied := b.c.health, b.c.applied
 	b.c.mu.Unlock()
-	if health != HealthDegraded || applied >= c2 {
+	if health != api.InstanceDegraded || applied >= c2 {
 		t.Errorf("B says %s, applied %d; want degraded, below %d", health, applied, c2)
 	}
 }
