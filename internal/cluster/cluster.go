@@ -363,6 +363,9 @@ func (c *Cluster) Instances(ctx context.Context) (api.Cluster, error) {
 	self := keystore.Instance{ID: c.opts.ID, Address: c.opts.Address(), Version: c.opts.Version, AppliedChange: c.applied,
 		Health: c.health, LastSeen: now.Unix()}
 	c.mu.Unlock()
+	if st, _ := c.opts.Keys.Sync(); !st.Reachable {
+		self.Health = api.InstanceDegraded
+	}
 	list, err := c.opts.Keys.Instances(ctx)
 	change, cerr := c.opts.Keys.LatestChange(ctx)
 	if err = errors.Join(err, cerr); err != nil {
