@@ -67,6 +67,7 @@ type Cluster struct {
 	seen     int64  // the latest change number a pass has seen
 	applied  int64  // what the heartbeat says this instance has applied
 	health   string // what the heartbeat says of it; "" before the first pass
+	stuck    bool   // the last pass could not compare (logged once until one can)
 	beat     chan struct{}
 }
 
@@ -143,13 +144,20 @@ func (c *Cluster) pass(ctx context.Context) (reconcile.Result, error) {
 // updates what the heartbeat says.
 func (c *Cluster) report(ctx context.Context, res reconcile.Result, err error) {
 	log := c.opts.Logger
+	c.mu.Lock()
+	applied, was := c.applied, c.stuck // a pass that could not compare changed nothing
+	c.stuck = err != nil
+	c.mu.Unlock()
 	if err != nil {
-		log.Warn("cluster: could not compare this instance with the desired state; the folders stay as they are", zap.Error(err))
-		c.mu.Lock()
-		applied := c.applied // a pass that could not compare changed nothing
-		c.mu.Unlock()
+		if !was {
+			log.Warn("cluster: could not compare this instance with the desired state; the folders stay as they are, and it is tried again",
+				zap.Error(err))
+		}
 		c.setState(applied, api.InstanceDegraded, false)
 		return
+	}
+	if was {
+		log.Info("cluster: compared with the desired state again")
 	}
 	for _, done := range []struct {
 		what  string
