@@ -70,20 +70,28 @@ func migrateKeyStore(fl caddycmd.Flags) (int, error) {
 	return caddy.ExitCodeSuccess, nil
 }
 
-// ClusterCommand returns the cluster command, whose publish grows a single instance into a
-// cluster; the module's entry point registers it under caddy runtime.
-func ClusterCommand() caddycmd.Command {
-	return caddycmd.Command{
-		Name:  "cluster",
-		Usage: "<command>",
-		Short: "Grow a single instance into a cluster (publish)",
-		Long: `Commands for instances that share their workers and plugins through a package store and
-the key store's primary (key_store sync with package_store).`,
-		CobraFunc: func(cmd *cobra.Command) {
-			publish := &cobra.Command{
-				Use:   "publish --config <Caddyfile> [--adapter caddyfile] [--dry-run] [--json]",
-				Short: "Publish this instance's uploaded workers and plugins into the package store and the primary",
-				Long: `Publishes the workers and plugins uploaded to this instance, in the writable folders of the
+// WithClusterPublish returns the client's cluster command with publish beneath it (caddy
+// runtime cluster publish), which grows a single instance into a cluster; the module's entry
+// point registers it under caddy runtime. publish reads the config and the folders here,
+// which the client, speaking HTTP only, does not.
+func WithClusterPublish(cluster caddycmd.Command) caddycmd.Command {
+	inner := cluster.CobraFunc
+	cluster.CobraFunc = func(cmd *cobra.Command) {
+		if inner != nil {
+			inner(cmd)
+		}
+		cmd.AddCommand(clusterPublishCommand())
+	}
+	return cluster
+}
+
+// clusterPublishCommand is cluster publish.
+func clusterPublishCommand() *cobra.Command {
+	publish := &cobra.Command{
+		Use:   "publish --config <Caddyfile> [--adapter caddyfile] [--dry-run] [--json]",
+		Short: "Publish this instance's uploaded workers and plugins into the package store and the primary",
+		Args:  cobra.NoArgs,
+		Long: `Publishes the workers and plugins uploaded to this instance, in the writable folders of the
 config's worker_dirs and plugin_dirs, to the cluster the config names: each tree is packed
 into an archive, put in the package store, and written as a row on the key store's primary,
 enabled as its manifest says; the tree is then recorded as installed from that archive, so
@@ -102,21 +110,13 @@ Example:
   caddy runtime keystore-migrate --to libsql://keys.example.com
   caddy runtime cluster publish --config Caddyfile --dry-run
   caddy runtime cluster publish --config Caddyfile`,
-			}
-			publish.Flags().StringP("config", "c", "", "the runtime's config file, naming key_store sync and package_store")
-			publish.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
-			publish.Flags().Bool("dry-run", false, "print what would be published, writing nothing")
-			publish.Flags().Bool("json", false, "print the result as JSON, for scripts")
-			publish.RunE = caddycmd.WrapCommandFuncForCobra(publishCluster)
-			cmd.AddCommand(publish)
-			cmd.RunE = func(cmd *cobra.Command, args []string) error {
-				if len(args) > 0 {
-					return fmt.Errorf("%s has no command %q", cmd.CommandPath(), args[0])
-				}
-				return cmd.Help()
-			}
-		},
 	}
+	publish.Flags().StringP("config", "c", "", "the runtime's config file, naming key_store sync and package_store")
+	publish.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
+	publish.Flags().Bool("dry-run", false, "print what would be published, writing nothing")
+	publish.Flags().Bool("json", false, "print the result as JSON, for scripts")
+	publish.RunE = caddycmd.WrapCommandFuncForCobra(publishCluster)
+	return publish
 }
 
 // publishCluster runs cluster publish.
@@ -175,6 +175,9 @@ func publishConfig(ctx context.Context, configFile, adapter string, dryRun bool)
 	store := app.packageStore
 	if store == nil {
 		return reconcile.Published{}, fmt.Errorf("%s sets no package_store: name the S3-compatible store the cluster shares", configFile)
+	}
+	if err := checkPackageStore(ctx, store); err != nil {
+		return reconcile.Published{}, err
 	}
 	keys, err := keystore.OpenSync(ctx, filepath.Join(st.StateDir, keyStoreFile), keystore.SyncOptions{
 		URL: st.Sync.URL, Token: st.Sync.Token, Interval: st.Sync.Interval})

@@ -123,8 +123,8 @@ var keyTables = []syncedTable{
 }
 
 // syncedTables are the tables a replica pulls by change number: keyTables, in their order,
-// then the desired state's units.
-var syncedTables = append(slices.Clip(keyTables), syncedTable{"unit_versions", unitColumns})
+// then the desired state's units and reload requests.
+var syncedTables = append(slices.Clip(keyTables), syncedTable{"unit_versions", unitColumns}, syncedTable{"unit_reloads", reloadColumns})
 
 // replica keeps a sync-mode store's file up to date with the primary: it pulls the rows
 // changed since its cursor every interval, and sooner when a credential is unknown.
@@ -521,8 +521,7 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	if len(pulled[0])+len(pulled[1]) > 0 || cursor < 0 {
 		r.s.invalidate()
 	}
-	if len(pulled[len(keyTables)]) > 0 || cursor < 0 { // unit_versions
-
+	if len(pulled[len(keyTables)])+len(pulled[len(keyTables)+1]) > 0 || cursor < 0 { // unit_versions, unit_reloads
 		r.s.unitsChangedNow()
 	}
 	return nil

@@ -229,12 +229,13 @@ func (s *Store) UnitChangesSince(ctx context.Context, change int64) ([]UnitVersi
 }
 
 // LatestChange returns the change number of the last change to the desired state this
-// instance holds, 0 before any. An instance that has applied the rows up to it has
+// instance holds (a unit version, or a reload request), 0 before any. An instance that has applied the rows up to it has
 // converged; the store's other writes (keys, sessions, audit entries) share the numbering but
 // do not count.
 func (s *Store) LatestChange(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(change_seq), 0) FROM unit_versions`).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT MAX((SELECT COALESCE(MAX(change_seq), 0) FROM unit_versions),
+		(SELECT COALESCE(MAX(change_seq), 0) FROM unit_reloads))`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("reading the desired state's change number: %v", err)
 	}
@@ -257,4 +258,44 @@ func (s *Store) readUnits(ctx context.Context, query string, args ...any) ([]Uni
 		out = append(out, u)
 	}
 	return out, rows.Err()
+}
+
+// reloadColumns are the columns of unit_reloads, change_seq last (as syncedTables wants).
+const reloadColumns = "kind, requested_at, changed_by_id, changed_by_prefix, change_seq"
+
+// RequestReload asks every instance to reload its units of kind (UnitPlugin: the plugins), by
+// by, and returns the change number of the request: an instance that has reloaded after
+// seeing it (ReloadRequested) has honoured it. Requests are not queued: one reload honours
+// every request before it.
+func (s *Store) RequestReload(ctx context.Context, kind string, by Principal) (int64, error) {
+	defer s.timed("request_reload")()
+	if kind != UnitWorker && kind != UnitPlugin {
+		return 0, inputErr("BAD_REQUEST", "unit kind %q is neither %s nor %s", kind, UnitWorker, UnitPlugin)
+	}
+	var change int64
+	err := s.write(ctx, func(tx writeTx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO unit_reloads (`+reloadColumns+`) VALUES (?, ?, ?, ?, ?)`,
+			kind, s.now().Unix(), by.ID, by.KeyPrefix, tx.seq)
+		if err != nil {
+			return fmt.Errorf("requesting a reload of the %ss: %w", kind, err)
+		}
+		change = tx.seq
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.unitsChangedNow()
+	return change, nil
+}
+
+// ReloadRequested returns the change number of the latest request to reload the units of
+// kind as this instance holds it, 0 when none was made.
+func (s *Store) ReloadRequested(ctx context.Context, kind string) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(change_seq), 0) FROM unit_reloads WHERE kind = ?`, kind).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("reading the reload requests: %v", err)
+	}
+	return n, nil
 }
