@@ -1438,6 +1438,8 @@ export interface components {
             version: string;
         };
         PluginReload: {
+            /** @description cluster mode: the change number of the reload request; an instance has reloaded once its appliedChange reaches it (GET cluster) */
+            change?: number;
             /** @description the plugins left out: invalid manifest, missing, disabled or failed dependency, cycle, or failed to provision */
             failed: components["schemas"]["PluginFailure"][];
             ok: boolean;
