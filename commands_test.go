@@ -79,7 +79,7 @@ func TestCommandsBesideAnotherModules(t *testing.T) {
 	if out, _, _ := caddyMain(t, "version"); strings.Contains(out, "runtime") {
 		t.Errorf("caddy version prints %q: the module changed the host's version", out)
 	}
-	if out, _, code := caddyMain(t, "runtime", "version"); code != 0 || out != "runtime "+version.String()+"\n" {
+	if out, _, code := caddyMain(t, "runtime", "version"); code != 0 || out != version.Line()+"\n" {
 		t.Errorf("caddy runtime version: exit %d, %q; want the module's version", code, out)
 	}
 }
