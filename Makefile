@@ -13,12 +13,16 @@ UNIT_PKGS      = $(shell go list ./... | grep -v '/integration')
 
 ## build: compile the runtime binary (Caddy + standard modules + the runtime) into bin/runtime
 build:
+	@echo "building $(BIN) (the first build compiles Caddy and its modules: a minute or two; later ones take seconds)"
 	go build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/runtime
 
-## run: start the runtime on :8080 with Caddyfile.example, data under ./data
+## run: start the runtime with Caddyfile.example on port $(PORT) (make run PORT=9090 picks another:
+## Caddyfile.example reads it as {$$RUNTIME_PORT:8080}), data under ./data
+PORT ?= 8080
 run: build
 	mkdir -p data && mkdir -p -m 0700 data/run
-	./$(BIN) run --config Caddyfile.example --adapter caddyfile
+	@echo "starting the runtime on port $(PORT) with Caddyfile.example; it logs \"runtime ready\" with the cpanel's address"
+	RUNTIME_PORT=$(PORT) ./$(BIN) run --config Caddyfile.example --adapter caddyfile
 
 ## test: everything CI runs; it ends with its wall time and the fuzzer's execution count
 test:

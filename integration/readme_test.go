@@ -42,7 +42,7 @@ func TestReadme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caddyfile := rewrite(string(example))
+	caddyfile := string(example)
 	// The checkout as far as the blocks need it: the Caddyfile, the examples with the module
 	// they build in, and bin/runtime.
 	must(t, os.WriteFile(filepath.Join(dir, "Caddyfile.example"), []byte(caddyfile), 0o644))
@@ -57,7 +57,9 @@ func TestReadme(t *testing.T) {
 	// As make run does.
 	must(t, os.MkdirAll(filepath.Join(dir, "data", "run"), 0o700))
 
-	harness.Start(t, harness.Config{File: caddyfile, Dir: dir, Port: port, Hosts: []harness.Host{{Name: "localhost"}}})
+	// As make run PORT=… does: Caddyfile.example reads the port from RUNTIME_PORT.
+	harness.Start(t, harness.Config{File: caddyfile, Dir: dir, Port: port, Hosts: []harness.Host{{Name: "localhost"}},
+		Env: map[string]string{"RUNTIME_PORT": strconv.Itoa(port)}})
 	out, err := runReadme(t, dir, blocks, rewrite)
 	if err != nil {
 		t.Fatalf("%v\noutput of the blocks:\n%s", err, out)

@@ -642,6 +642,7 @@ func (a *App) Start() error {
 	}
 	a.warnAdmin()
 	a.warnAccessLog()
+	a.announceReady()
 	return nil
 }
 
