@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/internal/testkit"
+)
+
+// TestBackupRestore backs the key store up while the runtime runs and writes, then restores
+// it as the README says: stop, put the backup in place of api-keys.db, start. The keys made
+// before the backup work again; one made after it is gone, so the store is the backup's.
+func TestBackupRestore(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{})
+	admin := s.BootstrapKey()
+	before := []harness.Key{
+		s.CreateKey(admin, map[string]any{"name": "deploy", "role": "editor"}),
+		s.CreateKey(admin, map[string]any{"name": "viewer", "role": "viewer"}),
+	}
+	out, err := harness.RunCommand(t, s.Dir, nil, "backup", "keys-backup.db")
+	if err != nil {
+		t.Fatalf("runtime backup: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "to keys-backup.db: 3 keys") {
+		t.Errorf("runtime backup printed %q, want the file and its 3 keys", out)
+	}
+	backup, err := os.ReadFile(filepath.Join(s.Dir, "keys-backup.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = harness.RunCommand(t, s.Dir, nil, "runtime", "backup", "--config", "Caddyfile", "--adapter", "caddyfile", "keys-backup.db")
+	if err == nil || !strings.Contains(out, "exists") {
+		t.Errorf("a backup over an existing file: %v, %q; want a refusal", err, out)
+	}
+	if again, _ := os.ReadFile(filepath.Join(s.Dir, "keys-backup.db")); string(again) != string(backup) {
+		t.Error("the refused backup changed the existing file")
+	}
+	after := s.CreateKey(admin, map[string]any{"name": "after the backup", "role": "viewer"})
+	s.Stop()
+
+	state := filepath.Join(s.DataDir, "state")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(filepath.Join(state, "api-keys.db"+suffix)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(state, "api-keys.db"), backup, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restored := harness.Start(t, harness.Config{Dir: s.Dir})
+	for _, k := range append(before, harness.Key{Name: "bootstrap", Secret: admin}) {
+		if resp := restored.Get(restored.API+"/admin/session", harness.WithKey(k.Secret)); resp.Status != 200 {
+			t.Errorf("key %s after the restore = %s", k.Name, resp)
+		}
+	}
+	if resp := restored.Get(restored.API+"/admin/session", harness.WithKey(after.Secret)); resp.Status != 401 {
+		t.Errorf("the key made after the backup, after the restore = %s; want 401", resp)
+	}
+}
+
+// TestBackupSyncMode backs up a sync-mode instance's replica while it runs: the copy holds the
+// primary's keys, and the command says the primary is the source of truth.
+func TestBackupSyncMode(t *testing.T) {
+	t.Parallel()
+	primary := testkit.StartSqld(t)
+	s := startSync(t, primary, "")
+	s.CreateKey(rootKey, map[string]any{"name": "shared", "role": "viewer"})
+	out, err := harness.RunCommand(t, s.Dir, nil, "backup", "--from", filepath.Join("data", "state", "api-keys.db"), "replica.db")
+	if err != nil {
+		t.Fatalf("runtime backup: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "1 keys") || !strings.Contains(out, "source of truth") {
+		t.Errorf("runtime backup in sync mode printed %q, want the key and that the primary is the source of truth", out)
+	}
+}
