@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/integration/harness"
 	"github.com/caddy-runtime/runtime/internal/testkit"
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // TestMakeRunPort checks that make run takes the port from PORT and hands it to
@@ -68,6 +69,11 @@ func TestReadyLine(t *testing.T) {
 	}
 	if n := len(readyLines(s)); n != 1 {
 		t.Errorf("%d ready lines, want 1", n)
+	}
+	// The bootstrap key's warning links the paragraph that explains it.
+	created := s.LogEntries("no root key and no API key: created the bootstrap admin key; read it from the file, create your own keys, then revoke it")
+	if len(created) != 1 || created[0]["docs"] != troubleshooting.BootstrapKeyCreated.URL() {
+		t.Errorf("the bootstrap key's warning is %v, want one with docs %s", created, troubleshooting.BootstrapKeyCreated.URL())
 	}
 
 	mounted := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Mount: "/hp",
