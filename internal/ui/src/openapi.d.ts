@@ -1573,6 +1573,10 @@ export interface components {
         WorkerRecord: {
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
+            /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out */
+            kinds: {
+                [key: string]: string;
+            };
             /** @description from package metadata; @scope/name when scoped */
             name: string;
             /** @description the worker's folder */
@@ -6078,7 +6082,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerUploaded"] | components["schemas"]["WorkerDryRun"];
                 };
             };
-            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST or NO_WORKER_DIRS */
+            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST, INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it) or NO_WORKER_DIRS */
             400: {
                 headers: {
                     /** @description correlation id of the request */
