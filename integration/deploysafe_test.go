@@ -87,6 +87,9 @@ var caddyNamed = regexp.MustCompile(`\bcaddy\b`)
 func TestCLIProgramName(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
+	if out, _, code := c.runTop("--help"); code != 0 || !strings.HasPrefix(out, "runtime is Caddy") || !strings.Contains(out, "\n  runtime [command]") {
+		t.Errorf("runtime --help: exit %d, %q; want the runtime's description and usage", code, out)
+	}
 	out, _, code := c.runTop("deploy", "--help")
 	if code != 0 || !strings.Contains(out, "\n  runtime deploy [DIR]") || !strings.Contains(out, "\n  runtime deploy ./site") || strings.Contains(out, "caddy runtime") {
 		t.Errorf("runtime deploy --help: exit %d, %q; want runtime's usage and examples", code, out)

@@ -22,6 +22,21 @@ import (
 // binaryName is this binary's name in its help and messages.
 const binaryName = "runtime"
 
+// description is what runtime --help says first, instead of Caddy's own description.
+const description = `runtime is Caddy with its standard modules and the runtime module: a serverless runtime
+with a management API, a control panel (the cpanel at /cpanel/) and this command-line client.
+
+Serve with a Caddyfile:
+  runtime run --config Caddyfile
+
+Deploy from here:
+  runtime login --url http://localhost:8080
+  runtime deploy ./site
+
+Caddy's own commands (run, start, stop, reload, adapt, …) work as they do in caddy. upgrade,
+add-package and remove-package are not available: they would replace this binary with a
+stock Caddy; build a new one from the project instead.`
+
 func main() {
 	setUp()
 	if code, done := refuse(os.Args[1:], os.Stderr); done {
@@ -36,7 +51,7 @@ func main() {
 // changes no other build's identity or command names.
 func setUp() {
 	caddy.CustomVersion = customVersion(caddy.CustomVersion)
-	caddy.CustomBinaryName = binaryName
+	caddy.CustomBinaryName, caddy.CustomLongDescription = binaryName, description
 	for _, c := range runtime.Commands() {
 		// Caddy's own commands of the same name (version, build-info) keep the name.
 		if _, taken := caddycmd.Commands()[c.Name]; !taken {

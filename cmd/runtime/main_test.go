@@ -18,8 +18,8 @@ func TestSetUp(t *testing.T) {
 		t.Fatalf("caddy.CustomVersion = %q, CustomBinaryName %q before setUp: the module set them", caddy.CustomVersion, caddy.CustomBinaryName)
 	}
 	setUp()
-	if caddy.CustomBinaryName != "runtime" {
-		t.Errorf("caddy.CustomBinaryName = %q, want runtime: help would name caddy", caddy.CustomBinaryName)
+	if caddy.CustomBinaryName != "runtime" || !strings.HasPrefix(caddy.CustomLongDescription, "runtime is Caddy") {
+		t.Errorf("caddy.CustomBinaryName = %q, CustomLongDescription %q: help would name caddy", caddy.CustomBinaryName, caddy.CustomLongDescription)
 	}
 	// A test binary records no dependencies, so Caddy's own version is missing here.
 	if _, full := caddy.Version(); !strings.HasPrefix(full, "runtime "+version.String()+", Caddy") {
