@@ -77,7 +77,7 @@ const headerTooLarge = "HeaderFieldsTooLarge"
 // paths of the document are absolute, so the server is the mount path alone.
 func servers(at string) []openapi.Server {
 	if at == "" {
-		return []openapi.Server{{URL: "/", Description: "the host serving this document; the paths begin with the API path"}}
+		return []openapi.Server{{URL: "/", Description: "the host serving this document: the paths are absolute"}}
 	}
 	return []openapi.Server{{URL: at, Description: "the runtime's mount path; the paths are below it"}}
 }
