@@ -106,12 +106,12 @@ func TestDocumentedLinksFailures(t *testing.T) {
 			t.Errorf("checkLink(%s, %q) = %v, want ok %v", tt.doc, tt.target, err, tt.ok)
 		}
 	}
-	links := markdownLinks("[a](x.md) `[b](y.md)` ![c](d.png \"title\")\n```\n[e](z.md)\n```\n<https://example.com>\n")
+	links := markdownLinks("[a](x.md) `[b](y.md)` ![c](d.png \"title\")\n```\n[e](z.md)\n```\n<https://example.com> [over\ntwo lines](w.md)\n")
 	var got []string
 	for _, l := range links {
 		got = append(got, l.target)
 	}
-	if want := []string{"x.md", "d.png"}; !slices.Equal(got, want) {
+	if want := []string{"x.md", "d.png", "w.md"}; !slices.Equal(got, want) {
 		t.Errorf("markdownLinks = %q, want %q", got, want)
 	}
 }
@@ -139,22 +139,25 @@ var inlineLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 var codeSpan = regexp.MustCompile("`[^`]*`")
 
 // markdownLinks returns the inline links and images of a Markdown text, leaving out fenced
-// blocks and code spans, where brackets are code.
+// blocks and code spans, where brackets are code. A link's text may run over lines.
 func markdownLinks(text string) []mdLink {
-	var links []mdLink
+	lines := strings.Split(text, "\n")
 	fenced := false
-	for i, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+	for i, line := range lines {
+		isFence := strings.HasPrefix(strings.TrimSpace(line), "```")
+		if isFence {
 			fenced = !fenced
+		}
+		if isFence || fenced {
+			lines[i] = ""
 			continue
 		}
-		if fenced {
-			continue
-		}
-		line = codeSpan.ReplaceAllString(line, "")
-		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
-			links = append(links, mdLink{i + 1, m[1]})
-		}
+		lines[i] = codeSpan.ReplaceAllString(line, "")
+	}
+	prose := strings.Join(lines, "\n")
+	var links []mdLink
+	for _, m := range inlineLink.FindAllStringSubmatchIndex(prose, -1) {
+		links = append(links, mdLink{strings.Count(prose[:m[0]], "\n") + 1, prose[m[2]:m[3]]})
 	}
 	return links
 }
