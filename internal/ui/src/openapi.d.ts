@@ -179,7 +179,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** General health */
+        /**
+         * General health
+         * @description Answers 200 whenever the runtime answers HTTP, with a fixed body cheap enough for frequent checks; `health/ready` says whether it should take traffic.
+         */
         get: operations["health"];
         put?: never;
         post?: never;
@@ -196,7 +199,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness probe */
+        /**
+         * Liveness probe
+         * @description Answers 200 whenever the process answers HTTP, starting or shutting down included, so that a liveness check restarts only a runtime that answers nothing.
+         */
         get: operations["healthLive"];
         put?: never;
         post?: never;
@@ -257,7 +263,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Roles, permissions and lifetimes for key forms */
+        /**
+         * Roles, permissions and lifetimes for key forms
+         * @description What a form that creates a key offers: the roles and the permissions each holds, every permission, and the lifetimes a new key may be given.
+         */
         get: operations["keysMeta"];
         put?: never;
         post?: never;
@@ -294,7 +303,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This OpenAPI 3.1 document */
+        /**
+         * This OpenAPI 3.1 document
+         * @description Generated from the route table that serves the API, so it cannot drift from it. Its server is the path the runtime is mounted at, `/` at the root.
+         */
         get: operations["openapi"];
         put?: never;
         post?: never;
@@ -1618,7 +1630,17 @@ export interface components {
             success: boolean;
         };
     };
-    responses: never;
+    responses: {
+        /** @description The request's header is over the HTTP server's limit (Caddy's max_header_size, 1 MB by default; many large cookies for the host can reach it). The HTTP server answers in plain text before the API reads the request: no envelope, no X-Request-Id. */
+        HeaderFieldsTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain": string;
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -1646,6 +1668,7 @@ export interface operations {
                     "application/json": components["schemas"]["Discovery"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1701,6 +1724,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1795,6 +1819,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1850,6 +1875,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1916,6 +1942,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2008,6 +2035,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2100,6 +2128,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2166,6 +2195,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2210,6 +2240,19 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2219,6 +2262,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2255,6 +2319,20 @@ export interface operations {
                     "text/javascript": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/css": unknown;
+                    "text/javascript": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2275,6 +2353,27 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2308,6 +2407,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2341,6 +2441,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2374,6 +2475,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2440,6 +2542,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2532,6 +2635,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2598,6 +2702,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2688,6 +2793,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2732,6 +2838,19 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2741,6 +2860,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2796,6 +2936,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2910,6 +3051,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3002,6 +3144,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3094,6 +3237,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3185,6 +3329,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3276,6 +3421,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3390,6 +3536,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3504,6 +3651,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3618,6 +3766,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3709,6 +3858,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3815,6 +3965,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3929,6 +4080,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4043,6 +4195,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4109,6 +4262,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4175,6 +4329,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4281,6 +4436,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4371,6 +4527,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4461,6 +4618,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4551,6 +4709,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4652,6 +4811,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4718,6 +4878,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4832,6 +4993,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4924,6 +5086,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5016,6 +5179,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5107,6 +5271,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5198,6 +5363,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5312,6 +5478,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5426,6 +5593,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5540,6 +5708,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5631,6 +5800,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5737,6 +5907,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5851,6 +6022,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5965,6 +6137,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6031,6 +6204,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6137,6 +6311,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6228,6 +6403,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6329,6 +6505,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6420,6 +6597,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6512,6 +6690,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6604,6 +6783,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6707,6 +6887,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
