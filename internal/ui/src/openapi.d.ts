@@ -179,7 +179,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** General health */
+        /**
+         * General health
+         * @description Answers 200 whenever the runtime answers HTTP, with a fixed body cheap enough for frequent checks; `health/ready` says whether it should take traffic.
+         */
         get: operations["health"];
         put?: never;
         post?: never;
@@ -196,7 +199,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness probe */
+        /**
+         * Liveness probe
+         * @description Answers 200 whenever the process answers HTTP, starting or shutting down included, so that a liveness check restarts only a runtime that answers nothing.
+         */
         get: operations["healthLive"];
         put?: never;
         post?: never;
@@ -257,7 +263,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Roles, permissions and lifetimes for key forms */
+        /**
+         * Roles, permissions and lifetimes for key forms
+         * @description What a form that creates a key offers: the roles and the permissions each holds, every permission, and the lifetimes a new key may be given.
+         */
         get: operations["keysMeta"];
         put?: never;
         post?: never;
@@ -294,7 +303,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This OpenAPI 3.1 document */
+        /**
+         * This OpenAPI 3.1 document
+         * @description Generated from the route table that serves the API, so it cannot drift from it. Its server is the path the runtime is mounted at, `/` at the root.
+         */
         get: operations["openapi"];
         put?: never;
         post?: never;
@@ -1573,6 +1585,10 @@ export interface components {
         WorkerRecord: {
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
+            /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out */
+            kinds: {
+                [key: string]: string;
+            };
             /** @description from package metadata; @scope/name when scoped */
             name: string;
             /** @description the worker's folder */
@@ -1614,7 +1630,17 @@ export interface components {
             success: boolean;
         };
     };
-    responses: never;
+    responses: {
+        /** @description The request's header is over the HTTP server's limit (Caddy's max_header_size, 1 MB by default; many large cookies for the host can reach it). The HTTP server answers in plain text before the API reads the request: no envelope, no X-Request-Id. */
+        HeaderFieldsTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain": string;
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -1642,6 +1668,7 @@ export interface operations {
                     "application/json": components["schemas"]["Discovery"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1697,6 +1724,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1791,6 +1819,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1846,6 +1875,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1912,6 +1942,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2004,6 +2035,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2096,6 +2128,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2162,6 +2195,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2206,6 +2240,19 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2215,6 +2262,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2251,6 +2319,20 @@ export interface operations {
                     "text/javascript": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/css": unknown;
+                    "text/javascript": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2271,6 +2353,27 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2304,6 +2407,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2337,6 +2441,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2370,6 +2475,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2436,6 +2542,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2528,6 +2635,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2594,6 +2702,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2684,6 +2793,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2728,6 +2838,19 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2737,6 +2860,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2792,6 +2936,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2906,6 +3051,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2998,6 +3144,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3090,6 +3237,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3181,6 +3329,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3272,6 +3421,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3386,6 +3536,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3500,6 +3651,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3614,6 +3766,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3705,6 +3858,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3811,6 +3965,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3925,6 +4080,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4039,6 +4195,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4105,6 +4262,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4171,6 +4329,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4277,6 +4436,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4367,6 +4527,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4457,6 +4618,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4547,6 +4709,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4648,6 +4811,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4714,6 +4878,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4828,6 +4993,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4920,6 +5086,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5012,6 +5179,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5103,6 +5271,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5194,6 +5363,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5308,6 +5478,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5422,6 +5593,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5536,6 +5708,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5627,6 +5800,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5733,6 +5907,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5847,6 +6022,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5961,6 +6137,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6027,6 +6204,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6078,7 +6256,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerUploaded"] | components["schemas"]["WorkerDryRun"];
                 };
             };
-            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST or NO_WORKER_DIRS */
+            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST, INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it) or NO_WORKER_DIRS */
             400: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6133,6 +6311,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6224,6 +6403,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6325,6 +6505,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6416,6 +6597,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6508,6 +6690,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6600,6 +6783,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6703,6 +6887,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
