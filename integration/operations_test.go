@@ -41,6 +41,12 @@ func TestBackupRestore(t *testing.T) {
 	if again, _ := os.ReadFile(filepath.Join(s.Dir, "keys-backup.db")); string(again) != string(backup) {
 		t.Error("the refused backup changed the existing file")
 	}
+	out, err = harness.RunCommand(t, s.Dir, nil, "backup", "--json", "second.db")
+	var got map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &got) != nil || got["to"] != "second.db" || got["keys"] != 3.0 ||
+		got["from"] != filepath.Join("data", "state", "api-keys.db") || got["replica"] != false {
+		t.Errorf("runtime backup --json: %v, %s", err, out)
+	}
 	after := s.CreateKey(admin, map[string]any{"name": "after the backup", "role": "viewer"})
 	s.Stop()
 

@@ -75,7 +75,7 @@ func migrateKeyStore(fl caddycmd.Flags) (int, error) {
 func BackupCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "backup",
-		Usage: "[--config <Caddyfile> [--adapter caddyfile]] [--from PATH] <file>",
+		Usage: "[--config <Caddyfile> [--adapter caddyfile]] [--from PATH] [--json] <file>",
 		Short: "Write a consistent copy of the key store to a new file, while the runtime runs",
 		Long: `Writes a consistent copy of the runtime's key store (its keys, sessions, audit trail and, in
 a cluster, the desired state) to a new file, with SQLite's VACUUM INTO: one snapshot, taken
@@ -97,6 +97,7 @@ Example:
 			cmd.Flags().StringP("config", "c", "", "the runtime's config file, whose state_dir holds the key store")
 			cmd.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
 			cmd.Flags().String("from", "", "the key store file (default: api-keys.db in the config's state_dir, $RUNTIME_STATE_DIR, or ./data/state)")
+			cmd.Flags().Bool("json", false, "print the result as JSON, for scripts")
 			cmd.RunE = caddycmd.WrapCommandFuncForCobra(backupKeyStore)
 		},
 	}
@@ -115,6 +116,15 @@ func backupKeyStore(fl caddycmd.Flags) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
+	if fl.Bool("json") {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(backupJSON{From: displayPath(from), To: displayPath(to), Keys: rep.Keys, Sessions: rep.Sessions,
+			AuditEntries: rep.AuditEntries, Bytes: rep.Bytes, Replica: rep.Replica}); err != nil {
+			return caddy.ExitCodeFailedStartup, err
+		}
+		return caddy.ExitCodeSuccess, nil
+	}
 	fmt.Printf("backed up the key store %s to %s: %d keys, %d sessions, %d audit entries, %d bytes\n",
 		displayPath(from), displayPath(to), rep.Keys, rep.Sessions, rep.AuditEntries, rep.Bytes)
 	if rep.Replica {
@@ -122,6 +132,17 @@ func backupKeyStore(fl caddycmd.Flags) (int, error) {
 			"this copy holds what the replica had pulled; back the primary up with its own tools")
 	}
 	return caddy.ExitCodeSuccess, nil
+}
+
+// backupJSON is the result of backup --json.
+type backupJSON struct {
+	From         string `json:"from"`
+	To           string `json:"to"`
+	Keys         int    `json:"keys"`
+	Sessions     int    `json:"sessions"`
+	AuditEntries int    `json:"auditEntries"`
+	Bytes        int64  `json:"bytes"`
+	Replica      bool   `json:"replica"` // a sync-mode replica: its primary is the source of truth
 }
 
 // keyStorePath is the key store file: from when set, else in the state_dir of the config
