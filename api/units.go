@@ -27,6 +27,10 @@ type WorkerRecord struct {
 	Versions         []string `json:"versions" doc:"installed versions, disabled ones included, in semver order"`
 	// Sizes extends the spec's record: clients show what each version occupies.
 	Sizes map[string]int64 `json:"sizes" doc:"bytes in each version's regular files (links not followed), by version, as of the last scan of its folder"`
+	// Kinds and Served extend it too: a client shows logs and memory for process workers only.
+	Kinds map[string]string `json:"kinds" doc:"each version's kind, by version: static (files, or a single-page app) or process (an HTTP server the runtime runs); absent for a version whose manifest does not read"`
+	// Served: which version /<name>/ answers with.
+	Served string `json:"served,omitempty" doc:"the version /<name>/ serves: the highest enabled one (latest counts as the newest); absent when none is enabled"`
 }
 
 // WorkerDryRun is the body of a worker upload with ?dryRun=1.
