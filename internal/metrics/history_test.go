@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // clock is a settable time for a history.
@@ -176,8 +177,12 @@ func TestHistoryMemory(t *testing.T) {
 	}
 }
 
-// TestHistoryBound checks that workers past MaxHistoryWorkers count in the total only.
+// TestHistoryBound checks the stated bound: a series is about 12 KiB, and workers past
+// MaxHistoryWorkers count in the total only.
 func TestHistoryBound(t *testing.T) {
+	if size := unsafe.Sizeof(series{}) + HistoryPoints*unsafe.Sizeof(point{}) + unsafe.Sizeof([latencyBins]uint32{}); size > 12.5*1024 {
+		t.Errorf("a series takes %d bytes, more than the 12 KiB the History's comment states", size)
+	}
 	c := newClock(0)
 	h := NewHistory(c.now)
 	for i := range MaxHistoryWorkers + 5 {
@@ -223,4 +228,18 @@ func TestHistoryWatchMemory(t *testing.T) {
 	if got := h.Worker("app").Points[HistoryPoints-1].Memory; got != 42 {
 		t.Errorf("the sampled memory = %d, want 42", got)
 	}
+}
+
+// BenchmarkHistoryWorkerRequest is the history's cost on every worker request, from parallel
+// requests to a few workers (the runtime's total is one series for all of them).
+func BenchmarkHistoryWorkerRequest(b *testing.B) {
+	h := NewHistory(nil)
+	names := []string{"a", "b", "c", "d"}
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			h.WorkerRequest(names[i%len(names)], 200, time.Duration(i%1000)*time.Microsecond)
+			i++
+		}
+	})
 }
