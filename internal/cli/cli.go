@@ -23,7 +23,7 @@ import (
 	"github.com/caddy-runtime/runtime/client"
 )
 
-// Exit codes, as the README documents them.
+// Exit codes, as docs/cli.md documents them.
 const (
 	exitRefused     = 1 // a usage error, or refused by the server
 	exitUnreachable = 3 // no answer from the server
@@ -37,7 +37,7 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// exitCode maps an error to the exit code the README promises.
+// exitCode maps an error to the exit code docs/cli.md promises.
 func exitCode(err error) int {
 	var apiErr *client.Error
 	var unreachable *client.UnreachableError

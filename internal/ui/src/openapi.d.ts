@@ -179,7 +179,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** General health */
+        /**
+         * General health
+         * @description Answers 200 whenever the runtime answers HTTP, with a fixed body cheap enough for frequent checks; `health/ready` says whether it should take traffic.
+         */
         get: operations["health"];
         put?: never;
         post?: never;
@@ -196,7 +199,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness probe */
+        /**
+         * Liveness probe
+         * @description Answers 200 whenever the process answers HTTP, starting or shutting down included, so that a liveness check restarts only a runtime that answers nothing.
+         */
         get: operations["healthLive"];
         put?: never;
         post?: never;
@@ -257,7 +263,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Roles, permissions and lifetimes for key forms */
+        /**
+         * Roles, permissions and lifetimes for key forms
+         * @description What a form that creates a key offers: the roles and the permissions each holds, every permission, and the lifetimes a new key may be given.
+         */
         get: operations["keysMeta"];
         put?: never;
         post?: never;
@@ -294,7 +303,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This OpenAPI 3.1 document */
+        /**
+         * This OpenAPI 3.1 document
+         * @description Generated from the route table that serves the API, so it cannot drift from it. Its server is the path the runtime is mounted at, `/` at the root.
+         */
         get: operations["openapi"];
         put?: never;
         post?: never;
@@ -1697,7 +1709,17 @@ export interface components {
             success: boolean;
         };
     };
-    responses: never;
+    responses: {
+        /** @description The request's header is over the HTTP server's limit (Caddy's max_header_size, 1 MB by default; many large cookies for the host can reach it). The HTTP server answers in plain text before the API reads the request: no envelope, no X-Request-Id. */
+        HeaderFieldsTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain": string;
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -1725,6 +1747,7 @@ export interface operations {
                     "application/json": components["schemas"]["Discovery"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1780,6 +1803,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1874,6 +1898,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1929,6 +1954,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1995,6 +2021,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2087,6 +2114,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2179,6 +2207,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2245,6 +2274,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2289,6 +2319,19 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2298,6 +2341,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2334,6 +2398,20 @@ export interface operations {
                     "text/javascript": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/css": unknown;
+                    "text/javascript": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2354,6 +2432,27 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2387,6 +2486,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2420,6 +2520,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2453,6 +2554,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2519,6 +2621,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2611,6 +2714,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2677,6 +2781,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2767,6 +2872,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2811,6 +2917,19 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2820,6 +2939,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2875,6 +3015,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2989,6 +3130,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3081,6 +3223,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3173,6 +3316,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3264,6 +3408,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3355,6 +3500,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3469,6 +3615,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3583,6 +3730,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3697,6 +3845,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3788,6 +3937,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3894,6 +4044,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4008,6 +4159,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4122,6 +4274,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4188,6 +4341,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4254,6 +4408,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4360,6 +4515,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4450,6 +4606,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4540,6 +4697,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4630,6 +4788,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4731,6 +4890,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4797,6 +4957,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4863,6 +5024,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4977,6 +5139,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5069,6 +5232,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5161,6 +5325,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5252,6 +5417,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5343,6 +5509,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5457,6 +5624,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5571,6 +5739,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5685,6 +5854,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5776,6 +5946,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5882,6 +6053,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5996,6 +6168,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6110,6 +6283,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6176,6 +6350,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6282,6 +6457,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6373,6 +6549,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6474,6 +6651,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6565,6 +6743,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6656,6 +6835,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6748,6 +6928,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6840,6 +7021,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6943,6 +7125,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
