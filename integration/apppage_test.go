@@ -136,6 +136,7 @@ func TestCPanelAppPage(t *testing.T) {
 		strings.TrimSuffix(colors[0], " out") != strings.TrimSuffix(colors[1], " err") {
 		t.Errorf("stdout and stderr lines: %q (%v); want the same text color, marked out and err", colors, err)
 	}
+	p.namesEveryControl("the app page")
 	for _, width := range []int{1280, 375} {
 		p.screenshot("app-process", int64(width))
 		fits(p, width, "main")
