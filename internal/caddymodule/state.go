@@ -111,6 +111,7 @@ type state struct {
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
 	unmeter                      func() // takes the pool out of the process gauge
+	unwatch                      func() // stops sampling the pool's memory for the history
 	// instanceID tells this instance from the others sharing a primary, kept in state_dir
 	// (set by open); address is where it is reached, from the latest config's listeners.
 	instanceID string
@@ -235,6 +236,16 @@ func (s *state) open() error {
 		out := map[string]int{}
 		for state, n := range pool.Counts() {
 			out[string(state)] = n
+		}
+		return out
+	})
+	// The memory charts: the processes' resident memory by worker, once a history step.
+	s.unwatch = runtimeMetrics.History().WatchMemory(func() map[string]int64 {
+		out := map[string]int64{}
+		for _, st := range pool.Status() {
+			if st.RSS >= 0 {
+				out[st.Name] += st.RSS
+			}
 		}
 		return out
 	})
@@ -431,6 +442,9 @@ func (s *state) Destruct() error {
 	}
 	if s.unmeter != nil {
 		s.unmeter()
+	}
+	if s.unwatch != nil {
+		s.unwatch() // before the pool closes under it
 	}
 	s.closeCluster() // before the key store and the catalogs close under it
 	if s.stopPrune != nil {

@@ -254,7 +254,9 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			return packageError(storeError(w, err))
 		}
 		outcome, bytes = "installed", in.Bytes
-		a.audit(r, action, in.Name+"@"+in.Version, "success", &p, zap.Int64("change", change))
+		// The archive's digest and size stay with who uploaded it: a unit's page shows them.
+		a.audit(r, action, in.Name+"@"+in.Version, "success", &p, zap.Int64("change", change),
+			zap.String("sha256", in.SHA256), zap.Int64("bytes", in.Bytes), zap.Int("files", in.Files))
 		unit := installedUnit(in)
 		unit.Change = change
 		envelope.WriteJSON(w, http.StatusOK, body(unit))

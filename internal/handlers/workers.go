@@ -91,7 +91,9 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 			}
 			if !v.Enabled {
 				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
+				continue
 			}
+			rec.Served = v.Version // the versions come in ascending order, as serving chooses
 		}
 		return rec
 	})
