@@ -88,7 +88,8 @@ func TestBackupSyncMode(t *testing.T) {
 
 // TestSystemdUnit checks examples/systemd: systemd-analyze verify finds nothing to say about
 // the unit (its ExecStart pointed at this checkout's binary, as verify requires the program to
-// exist), the unit delegates cgroups, and its Caddyfile adapts with worker_user and the admin
+// exist), the unit delegates cgroups, keeps the umask that lets the workers' account read the
+// unpacked folders, and its Caddyfile adapts with worker_user and the admin
 // socket that ExecReload names. Where systemd-analyze is missing (not a systemd system) the
 // verification is skipped, in CI too: the rest still runs.
 func TestSystemdUnit(t *testing.T) {
@@ -98,7 +99,8 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"\nDelegate=yes\n", "\nExecStart=/usr/local/bin/runtime run ", "--config /etc/runtime/Caddyfile",
-		"--address unix//run/runtime/admin.sock", "\nRuntimeDirectory=runtime\n", "\nRuntimeDirectoryMode=0700\n"} {
+		"--address unix//run/runtime/admin.sock", "\nRuntimeDirectory=runtime\n", "\nRuntimeDirectoryMode=0700\n",
+		"\nUMask=0022\n"} {
 		if !strings.Contains(string(unit), want) {
 			t.Errorf("runtime.service has no %q", want)
 		}
