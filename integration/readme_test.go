@@ -34,6 +34,7 @@ var readmeDocs = []string{
 	"docs/security.md",
 	"docs/cluster.md",
 	"docs/architecture.md",
+	"docs/troubleshooting.md",
 	"examples/README.md",
 }
 
