@@ -23,6 +23,8 @@ import (
 
 // Config describes one runtime server.
 type Config struct {
+	// Name names the server in messages, e.g. "A" among the instances of a cluster.
+	Name string
 	// App holds the lines of the global runtime option, the process-wide settings, e.g.
 	// "pool_size 4".
 	App string
@@ -170,7 +172,7 @@ func Launch(tb testing.TB, cfg Config) (*Server, error) {
 	tb.Cleanup(func() {
 		s.Stop()
 		if tb.Failed() {
-			tb.Logf("runtime logs (last %d lines):\n%s", failureLogLines, s.tail(failureLogLines))
+			tb.Logf("runtime %s logs (last %d lines):\n%s", s.Name(), failureLogLines, s.tail(failureLogLines))
 		}
 	})
 	return s, nil
