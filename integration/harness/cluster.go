@@ -118,7 +118,7 @@ func StartAll(tb testing.TB, cfgs ...Config) Group {
 	}
 	for _, s := range g {
 		if err := s.WaitReady(30 * time.Second); err != nil {
-			tb.Fatalf("%s: %v\nlogs:\n%s", s.Name(), err, s.tail(failureLogLines))
+			tb.Fatalf("%s: %v", s.Name(), err) // its logs follow, from Launch's cleanup
 		}
 	}
 	return g

@@ -309,6 +309,27 @@ func (s *Server) WaitReady(timeout time.Duration) error {
 	return s.loadDocument()
 }
 
+// WaitLive waits for the discovery document and the liveness probe, then loads and validates
+// the OpenAPI document: the server answers, ready or not.
+func (s *Server) WaitLive(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("the runtime exited before it was live: %v", s.exitErr)
+		default:
+		}
+		err := s.probe(s.cfg.Mount, "/health/live")
+		if err == nil {
+			return s.loadDocument()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the runtime was not live within %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // At returns a view of the server that finds the runtime mounted at mount (e.g. "/x"; "" for
 // the root) of the same site: its API path comes from the discovery document there, and its
 // answers are checked against the OpenAPI document served there.
@@ -339,7 +360,11 @@ func (s *Server) loadDocument() error {
 	return err
 }
 
-func (s *Server) probeReady(mount string) error {
+func (s *Server) probeReady(mount string) error { return s.probe(mount, "/health/ready") }
+
+// probe reads the discovery document at mount, then asks the probe (relative to the API) for
+// a 200.
+func (s *Server) probe(mount, probe string) error {
 	resp, err := s.Client.Get(s.URL + mount + "/.well-known/runtime")
 	if err != nil {
 		return err
@@ -351,13 +376,13 @@ func (s *Server) probeReady(mount string) error {
 		return fmt.Errorf("discovery: %d %v", resp.StatusCode, err)
 	}
 	s.API, s.Version = disc.API, disc.Version
-	resp, err = s.Client.Get(s.URL + s.API + "/health/ready")
+	resp, err = s.Client.Get(s.URL + s.API + probe)
 	if err != nil {
 		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("ready: %d", resp.StatusCode)
+		return fmt.Errorf("%s: %d", strings.TrimPrefix(probe, "/health/"), resp.StatusCode)
 	}
 	return nil
 }
