@@ -291,40 +291,28 @@ func (s *Server) Host(name string) *Server {
 
 // WaitReady waits for the discovery document and the readiness probe, then loads and validates
 // the OpenAPI document.
-func (s *Server) WaitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case <-s.exited:
-			return fmt.Errorf("the runtime exited before it was ready: %v", s.exitErr)
-		default:
-		}
-		if err := s.probeReady(s.cfg.Mount); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("the runtime was not ready within %s: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return s.loadDocument()
-}
+func (s *Server) WaitReady(timeout time.Duration) error { return s.wait(timeout, "ready") }
 
 // WaitLive waits for the discovery document and the liveness probe, then loads and validates
 // the OpenAPI document: the server answers, ready or not.
-func (s *Server) WaitLive(timeout time.Duration) error {
+func (s *Server) WaitLive(timeout time.Duration) error { return s.wait(timeout, "live") }
+
+// wait waits for the discovery document and the probe health/<probe>, then loads and
+// validates the OpenAPI document.
+func (s *Server) wait(timeout time.Duration, probe string) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("the runtime exited before it was live: %v", s.exitErr)
+			return fmt.Errorf("the runtime exited before it was %s: %v", probe, s.exitErr)
 		default:
 		}
-		err := s.probe(s.cfg.Mount, "/health/live")
+		err := s.probe(s.cfg.Mount, "/health/"+probe)
 		if err == nil {
 			return s.loadDocument()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the runtime was not live within %s: %v", timeout, err)
+			return fmt.Errorf("the runtime was not %s within %s: %v", probe, timeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
