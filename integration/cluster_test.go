@@ -125,7 +125,11 @@ func served(s *harness.Server) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			fmt.Fprintf(&out, "  %s: %s\n", p, resp)
+			if resp.Status == 200 {
+				fmt.Fprintf(&out, "  %s: %s\n", p, resp)
+			} else { // an error's body may name the request
+				fmt.Fprintf(&out, "  %s: %d\n", p, resp.Status)
+			}
 		}
 	}
 	return out.String(), nil
@@ -329,6 +333,28 @@ func TestClusterServing(t *testing.T) {
 		g.Each(t, converge, serving("/twice/", "twice"))
 	})
 
+	t.Run("a dry run writes nothing anywhere", func(t *testing.T) {
+		t.Parallel()
+		g := all.In(t)
+		a := g[0]
+		dry := dryRunOK(t, a, "workers", siteArchive(t, "dry", "1.0.0", "dry"), rootKey)
+		if dry.Data.Worker.SHA256 == "" || dry.Data.Worker.Change != 0 {
+			t.Errorf("the dry run's answer: %+v", dry.Data.Worker)
+		}
+		if _, err := os.Stat(c.Object(dry.Data.Worker.SHA256)); !os.IsNotExist(err) {
+			t.Errorf("a dry run put its archive in the store: %v", err)
+		}
+		// A real upload after it: once every instance has that one, a row of the dry run
+		// would have reached them too.
+		uploadOK(t, a, "workers", "after-dry.tgz", siteArchive(t, "after-dry", "1.0.0", "after"), rootKey)
+		g.Each(t, converge, listed("after-dry", "1.0.0", true))
+		for _, s := range g {
+			if err := listed("dry", "", false)(s); err != nil {
+				t.Errorf("%s after a dry run: %v", s.Name(), err)
+			}
+		}
+	})
+
 	t.Run("deploy --wait reports every instance", func(t *testing.T) {
 		t.Parallel()
 		g := all.In(t)
@@ -399,14 +425,32 @@ func TestClusterRestartAndJoin(t *testing.T) {
 	started.Each(t, converge, serving("/app/", "app v1"))
 	started.Each(t, converge, serving("/keep/", "keep"))
 
+	stopped := instanceID(t, cc)
 	cc.Stop()
+	// Not seen for three intervals: GET cluster shows it gone.
+	testkit.EventuallyNil(t, converge, func() error {
+		resp, err := a.Send("GET", a.API+"/cluster", harness.WithKey(rootKey))
+		if err != nil {
+			return err
+		}
+		var cl api.Cluster
+		if resp.Status != 200 || resp.JSON(&cl) != nil {
+			return fmt.Errorf("GET cluster on A = %s", resp)
+		}
+		for _, in := range cl.Instances {
+			if in.ID == stopped && in.Health == "gone" {
+				return nil
+			}
+		}
+		return fmt.Errorf("GET cluster on A does not show the stopped C (%s) gone: %s", stopped, resp)
+	})
 	uploadOK(t, a, "workers", "app2.tgz", siteArchive(t, "app", "2.0.0", "app v2"), rootKey)
 	toggle(t, a, "app", "1.0.0", "disable")
 	want, err := served(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(want, "/app/: 200 app v2") || !strings.Contains(want, "/app@1.0.0/: 404") {
+	if !strings.Contains(want, "/app/: 200 app v2\n") || !strings.Contains(want, "/app@1.0.0/: 404\n") {
 		t.Fatalf("A serves:\n%s", want)
 	}
 
@@ -462,8 +506,22 @@ func TestClusterRestartAndJoin(t *testing.T) {
 	})
 }
 
-// TestClusterStoreFailures stops the S3 server under two instances (serving and other writes
-// go on, uploads answer 503 until it is back), then alters an archive in the store (the
+// uploads is the condition that an upload of a worker archive to s, as the root key,
+// installs it; polling it is safe, since a refused upload writes nothing.
+func uploads(s *harness.Server, filename string, data []byte) func() error {
+	return func() error {
+		resp, err := s.Send("POST", s.API+"/workers/upload", harness.WithKey(rootKey), harness.WithOrigin(""),
+			harness.WithMultipart(nil, harness.FormFile{Field: "file", Filename: filename, Data: data}))
+		if err != nil || resp.Status != 200 {
+			return fmt.Errorf("uploading %s to %s = %v %v", filename, s.Name(), resp, err)
+		}
+		return nil
+	}
+}
+
+// TestClusterStoreFailures stops the primary under two instances (uploads answer 503, serving
+// goes on), then the S3 server (serving and other writes go on, uploads answer 503 until it
+// is back), then alters an archive in the store (the
 // instance that has to download it refuses it, keeps serving the old tree, and says so in
 // the audit trail and a metric).
 func TestClusterStoreFailures(t *testing.T) {
@@ -473,6 +531,24 @@ func TestClusterStoreFailures(t *testing.T) {
 	a, b := all[0], all[1]
 	uploadOK(t, a, "workers", "site1.tgz", siteArchive(t, "site", "1.0.0", "site v1"), rootKey)
 	all.Each(t, converge, serving("/site/", "site v1"))
+
+	// The primary down: writes answer 503, serving goes on from the local trees.
+	c.Primary.Stop()
+	early := siteArchive(t, "early", "1.0.0", "early")
+	if resp := a.Upload(a.API+"/workers/upload", "early.tgz", early, harness.WithKey(rootKey)); resp.Status != 503 {
+		t.Errorf("an upload while the primary is down = %s, want 503", resp)
+	}
+	if err := answer(a, "/early/", 404, ""); err != nil {
+		t.Errorf("the upload refused while the primary is down: %v", err)
+	}
+	for _, s := range all {
+		if err := answer(s, "/site/", 200, "site v1"); err != nil {
+			t.Errorf("%s while the primary is down: %v", s.Name(), err)
+		}
+	}
+	c.Primary.Restart(t)
+	testkit.EventuallyNil(t, converge, uploads(a, "early.tgz", early))
+	all.Each(t, converge, serving("/early/", "early"))
 
 	c.Store.Stop()
 	late := siteArchive(t, "late", "1.0.0", "late")
@@ -498,15 +574,7 @@ func TestClusterStoreFailures(t *testing.T) {
 	all.Each(t, converge, serving("/site/", "site v1"))
 
 	c.Store.Restart(t)
-	testkit.EventuallyNil(t, converge, func() error {
-		// A refused upload wrote nothing, so trying again is safe.
-		resp, err := a.Send("POST", a.API+"/workers/upload", harness.WithKey(rootKey), harness.WithOrigin(""),
-			harness.WithMultipart(nil, harness.FormFile{Field: "file", Filename: "late.tgz", Data: late}))
-		if err != nil || resp.Status != 200 {
-			return fmt.Errorf("an upload after the store is back = %v %v", resp, err)
-		}
-		return nil
-	})
+	testkit.EventuallyNil(t, converge, uploads(a, "late.tgz", late))
 	all.Each(t, converge, serving("/late/", "late"))
 
 	// An archive altered in the store: B, stopped while it was uploaded, must download it.
