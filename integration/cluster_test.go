@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -361,15 +362,31 @@ func TestClusterServing(t *testing.T) {
 		a := g[0]
 		dir := t.TempDir()
 		writeFiles(t, dir, map[string]string{"manifest.yaml": "name: waited\nversion: 1.0.0\nentrypoint: index.html\n", "index.html": "waited"})
-		out, errOut, code := newCLI(t).run("deploy", dir, "--wait", "--url", a.URL, "--key", rootKey)
-		if code != 0 {
-			t.Fatalf("deploy --wait exited %d:\n%s%s", code, out, errOut)
+		out, errOut, code := newCLI(t).run("deploy", dir, "--wait", "--json", "--url", a.URL, "--key", rootKey)
+		var report struct {
+			Upload struct{ Data struct{ Worker installed } }
+			Wait   struct {
+				Change    int64
+				Instances []api.ClusterInstance
+			}
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &report) != nil {
+			t.Fatalf("deploy --wait --json exited %d:\n%s%s", code, out, errOut)
+		}
+		change := report.Upload.Data.Worker.Change
+		if change == 0 || report.Wait.Change != change || len(report.Wait.Instances) != len(g) {
+			t.Errorf("deploy --wait --json reports change %d, %d instances, for an upload of change %d:\n%s", report.Wait.Change, len(report.Wait.Instances), change, out)
 		}
 		for _, s := range g {
-			if id := instanceID(t, s); !strings.Contains(out, id) {
-				t.Errorf("deploy --wait does not name %s (%s):\n%s", s.Name(), id, out)
+			id := instanceID(t, s)
+			i := slices.IndexFunc(report.Wait.Instances, func(in api.ClusterInstance) bool { return in.ID == id })
+			if i < 0 || report.Wait.Instances[i].AppliedChange < change {
+				t.Errorf("deploy --wait does not report %s (%s) at change %d:\n%s", s.Name(), id, change, out)
 			}
-			// Waited for: served at once, no polling.
+			// Waited for: listed (which makes no instance pull) and served, at once.
+			if err := listed("waited", "1.0.0", true)(s); err != nil {
+				t.Errorf("%s after deploy --wait: %v", s.Name(), err)
+			}
 			if err := answer(s, "/waited/", 200, "waited"); err != nil {
 				t.Errorf("%s after deploy --wait: %v", s.Name(), err)
 			}
@@ -377,14 +394,14 @@ func TestClusterServing(t *testing.T) {
 		// GET cluster on any instance lists the three, each having applied the change.
 		resp := g[2].Get(g[2].API+"/cluster", harness.WithKey(rootKey))
 		var cl api.Cluster
-		if resp.Status != 200 || resp.JSON(&cl) != nil || len(cl.Instances) != 3 || cl.Change == 0 {
+		if resp.Status != 200 || resp.JSON(&cl) != nil || len(cl.Instances) != 3 || cl.Change < change {
 			t.Fatalf("GET cluster on C = %s", resp)
 		}
 		for _, s := range g {
 			id := instanceID(t, s)
 			i := slices.IndexFunc(cl.Instances, func(in api.ClusterInstance) bool { return in.ID == id })
-			if i < 0 || cl.Instances[i].Health != "ok" || cl.Instances[i].AppliedChange == 0 {
-				t.Errorf("GET cluster on C: %s (%s) in %s", s.Name(), id, resp)
+			if i < 0 || cl.Instances[i].Health != "ok" || cl.Instances[i].AppliedChange < change {
+				t.Errorf("GET cluster on C: %s (%s) at change %d in %s", s.Name(), id, change, resp)
 			}
 		}
 	})
