@@ -54,7 +54,7 @@ func TestCommandsBesideAnotherModules(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("caddy runtime --help: exit %d, %s", code, errOut)
 	}
-	for _, sub := range []string{"login", "logout", "deploy", "rollback", "workers", "plugins", "keys", "health", "audit",
+	for _, sub := range []string{"login", "logout", "deploy", "rollback", "workers", "plugins", "keys", "health", "cluster", "audit",
 		"version", "build-info", "keystore-migrate"} {
 		if !strings.Contains(out, "\n  "+sub+" ") {
 			t.Errorf("caddy runtime --help lists no %s:\n%s", sub, out)

@@ -8,6 +8,15 @@ type Cluster struct {
 	Change int64 `json:"change" doc:"the latest change number of the desired state (uploads, enables, disables, removals), as this instance's replica holds it; 0 without a package store"`
 }
 
+// The health of a ClusterInstance.
+const (
+	InstanceOK = "ok"
+	// InstanceDegraded serves, but cannot reach the key store's primary.
+	InstanceDegraded = "degraded"
+	// InstanceGone has not been seen for three intervals.
+	InstanceGone = "gone"
+)
+
 // ClusterInstance is one runtime instance as its heartbeats describe it.
 type ClusterInstance struct {
 	ID            string `json:"id" doc:"generated once and kept in state_dir"`

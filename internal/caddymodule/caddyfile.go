@@ -97,6 +97,7 @@ func mountAt(matchers caddy.ModuleMap) (string, error) {
 //				token    <auth token, e.g. {env.RUNTIME_AUTH_DB_SYNC_TOKEN}>
 //				interval <pull interval, e.g. 10s>
 //			}]
+//			package_store   local|s3 [{ … }]   # a module of runtime.package_stores; see S3Store
 //			process_workers on|off|<@namespace...>
 //			worker_user     <user>
 //			worker_group    <group>
@@ -121,10 +122,11 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		return nil, d.Errf("the runtime global option takes no arguments, only a block of settings")
 	}
 	var v config.Values
-	if err := unmarshalSettings(d, &v, false); err != nil {
+	var store json.RawMessage
+	if err := unmarshalSettings(d, &v, &store); err != nil {
 		return nil, err
 	}
-	return httpcaddyfile.App{Name: appID, Value: caddyconfig.JSON(v.AppValues, nil)}, nil
+	return httpcaddyfile.App{Name: appID, Value: caddyconfig.JSON(&App{AppValues: v.AppValues, PackageStoreRaw: store}, nil)}, nil
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
@@ -142,13 +144,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.Errf("runtime takes no arguments, only a block of settings")
 	}
-	return unmarshalSettings(d, &h.Values, true)
+	return unmarshalSettings(d, &h.Values, nil)
 }
 
 // unmarshalSettings reads a block of settings into v, the one parser of the global option
-// and the directive; site says whether the block is a site's, which takes every setting, or
-// the global option's, which takes the process-wide ones.
-func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, site bool) error {
+// and the directive. store is where the global option puts its package store; the directive
+// has none (nil): a site block takes the per-site and the process-wide settings, the global
+// option the process-wide ones and the package store.
+func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.RawMessage) error {
+	site := store == nil
 	lists := map[string]*[]string{
 		"worker_dirs": &v.WorkerDirs, "plugin_dirs": &v.PluginDirs, "worker_read_dirs": &v.WorkerReadDirs,
 		"serve": &v.Serve, "process_workers": &v.ProcessWorkers, "plugin_handlers": &v.PluginHandlers,
@@ -167,7 +171,10 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, site bool) erro
 		name := d.Val()
 		def, known := definition(name)
 		switch {
-		case !known:
+		case !known || !listed(def, site):
+			if known && def.Scope == config.Store && site {
+				return d.Errf("%s is a setting of the global runtime option only: write it in { runtime { package_store … } } at the top of the Caddyfile", name)
+			}
 			return d.Errf("unknown runtime setting %q; known settings: %s", name, knownSettings(site))
 		case def.Scope == config.Site && !site:
 			return d.Errf("%s is a setting of a site block: write it in the site's runtime directive, not in the global runtime option", name)
@@ -175,6 +182,14 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, site bool) erro
 			return d.Errf("%s is set twice", name)
 		}
 		seen[name] = true
+		if name == "package_store" {
+			raw, err := unmarshalPackageStore(d)
+			if err != nil {
+				return err
+			}
+			*store = raw
+			continue
+		}
 		args := d.RemainingArgs()
 		switch {
 		case name == "key_store":
@@ -324,17 +339,108 @@ func hasPlaceholder(list []string) bool {
 	return false
 }
 
-// knownSettings lists the settings a block takes: a site's all of them, the global option's
-// the process-wide ones.
+// knownSettings lists the settings a block takes.
 func knownSettings(site bool) string {
 	var names []string
 	for _, def := range config.Definitions {
-		if site || def.Scope == config.Process {
+		if listed(def, site) && (site || def.Scope != config.Site) {
 			names = append(names, def.Name)
 		}
 	}
 	return strings.Join(names, ", ")
 }
 
-// Interface guard
-var _ caddyfile.Unmarshaler = (*Handler)(nil)
+// listed reports whether a block lists the setting among its own: a site's every per-site and
+// process-wide setting, the global option's also the per-site ones (to refuse them by name)
+// and package_store, whose fields go in its block.
+func listed(def config.Definition, site bool) bool {
+	if def.Scope == config.Store {
+		return !site && def.Name == "package_store"
+	}
+	return true
+}
+
+// unmarshalPackageStore reads package_store <store> [{ … }], the store being a module of
+// the runtime.package_stores namespace that reads its own block, and returns its JSON.
+func unmarshalPackageStore(d *caddyfile.Dispenser) (json.RawMessage, error) {
+	var names []string
+	for _, m := range caddy.GetModules(storeNamespace) {
+		names = append(names, m.ID.Name())
+	}
+	if !d.NextArg() {
+		return nil, d.Errf("package_store takes the store: %s", strings.Join(names, " or "))
+	}
+	name := d.Val()
+	if _, err := caddy.GetModule(storeNamespace + "." + name); err != nil {
+		return nil, d.Errf("package_store %q: no such store; use %s", name, strings.Join(names, " or "))
+	}
+	unm, err := caddyfile.UnmarshalModule(d, storeNamespace+"."+name)
+	if err != nil {
+		return nil, err
+	}
+	return caddyconfig.JSONModuleObject(unm, "store", name, nil), nil
+}
+
+// UnmarshalCaddyfile reads the s3 package store's block, in the global runtime option:
+//
+//	package_store s3 {
+//		endpoint          <URL; unset for AWS S3>
+//		bucket            <bucket>
+//		region            <region>
+//		prefix            <folder in the bucket>
+//		access_key_id     <key id, e.g. {env.RUNTIME_S3_ACCESS_KEY_ID}>
+//		secret_access_key <secret, e.g. {env.RUNTIME_S3_SECRET_ACCESS_KEY}>
+//		path_style        [true|false]
+//	}
+//
+// Each setting left out falls back to its RUNTIME_S3_* environment variable.
+func (s *S3Store) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the store's name
+	if d.NextArg() {
+		return d.Errf("package_store s3 takes a block of settings, not arguments")
+	}
+	fields := map[string]*string{"endpoint": &s.Endpoint, "bucket": &s.Bucket, "region": &s.Region, "prefix": &s.Prefix,
+		"access_key_id": &s.AccessKeyID, "secret_access_key": &s.SecretAccessKey}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		field := fields[sub]
+		switch {
+		case field == nil && sub != "path_style":
+			return d.Errf("unknown package_store s3 setting %q; known settings: endpoint, bucket, region, prefix, access_key_id, secret_access_key, path_style", sub)
+		case seen[sub]:
+			return d.Errf("package_store s3: %s is set twice", sub)
+		}
+		seen[sub] = true
+		args := d.RemainingArgs()
+		if field != nil {
+			if len(args) != 1 {
+				return d.Errf("package_store s3: %s takes exactly one value", sub)
+			}
+			*field = args[0]
+			continue
+		}
+		on := len(args) == 0 || len(args) == 1 && args[0] == "true"
+		if !on && (len(args) != 1 || args[0] != "false") {
+			return d.Errf("package_store s3: path_style takes true, false, or nothing (true)")
+		}
+		s.PathStyle = &on
+	}
+	return nil
+}
+
+// UnmarshalCaddyfile reads package_store local, which takes nothing more.
+func (*LocalStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the store's name
+	if d.NextArg() || d.NextBlock(0) {
+		return d.Errf("package_store local takes no arguments and no block: only package_store s3 has settings")
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddyfile.Unmarshaler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler = (*S3Store)(nil)
+	_ caddyfile.Unmarshaler = (*LocalStore)(nil)
+)

@@ -204,3 +204,72 @@ func TestCaddyfileScopes(t *testing.T) {
 		})
 	}
 }
+
+// TestCaddyfilePackageStore checks that package_store adapts to the runtime app's module of
+// the runtime.package_stores namespace, with credentials written as placeholders kept as
+// placeholders.
+func TestCaddyfilePackageStore(t *testing.T) {
+	t.Setenv("S3_KEY", "AKID-FROM-ENV")
+	t.Setenv("S3_SECRET", "the-secret-access-key")
+	tests := []struct {
+		name, block string
+		want        string
+	}{
+		{"s3", "package_store s3 {\n\t\t\tendpoint http://127.0.0.1:7070\n\t\t\tbucket units\n\t\t\tregion us-east-1\n\t\t\tprefix prod\n" +
+			"\t\t\taccess_key_id {env.S3_KEY}\n\t\t\tsecret_access_key {env.S3_SECRET}\n\t\t\tpath_style\n\t\t}",
+			`"package_store":{"access_key_id":"{env.S3_KEY}","bucket":"units","endpoint":"http://127.0.0.1:7070","path_style":true,` +
+				`"prefix":"prod","region":"us-east-1","secret_access_key":"{env.S3_SECRET}","store":"s3"}`},
+		{"s3 without a block", "package_store s3", `"package_store":{"store":"s3"}`},
+		{"path_style false", "package_store s3 {\n\t\t\tpath_style false\n\t\t}", `"package_store":{"path_style":false,"store":"s3"}`},
+		{"local", "package_store local", `"package_store":{"store":"local"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := adapt(t, []byte("{\n\truntime {\n\t\t"+tt.block+"\n\t}\n}\n:8080 {\n\truntime\n}\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(out), tt.want) {
+				t.Errorf("adapted JSON lacks %s:\n%s", tt.want, out)
+			}
+			if strings.Contains(string(out), "the-secret-access-key") || strings.Contains(string(out), "AKID-FROM-ENV") {
+				t.Errorf("a credential is in the adapted JSON:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestCaddyfilePackageStoreErrors(t *testing.T) {
+	option := func(block string) string { return "{\n\truntime {\n\t\t" + block + "\n\t}\n}\n:8080 {\n\truntime\n}\n" }
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"no store", option("package_store"), []string{"package_store takes the store", "local", "s3", "Caddyfile:3"}},
+		{"unknown store", option("package_store minio"), []string{`package_store "minio": no such store`, "local", "s3"}},
+		{"block after local", option("package_store local {\n\t\t\tbucket b\n\t\t}"), []string{"package_store local takes no arguments and no block", "Caddyfile:4"}},
+		{"argument after local", option("package_store local s3"), []string{"package_store local takes no arguments"}},
+		{"argument after s3", option("package_store s3 units"), []string{"package_store s3 takes a block"}},
+		{"unknown setting", option("package_store s3 {\n\t\t\tsecret hunter2\n\t\t}"),
+			[]string{`unknown package_store s3 setting "secret"`, "secret_access_key", "Caddyfile:4"}},
+		{"setting twice", option("package_store s3 {\n\t\t\tbucket a\n\t\t\tbucket b\n\t\t}"), []string{"package_store s3: bucket is set twice", "Caddyfile:5"}},
+		{"setting without value", option("package_store s3 {\n\t\t\tbucket\n\t\t}"), []string{"package_store s3: bucket takes exactly one value"}},
+		{"path_style value", option("package_store s3 {\n\t\t\tpath_style yes\n\t\t}"), []string{"path_style takes true, false"}},
+		{"store twice", option("package_store local\n\t\tpackage_store s3"), []string{"package_store is set twice"}},
+		{"a store's setting outside its block", option("bucket units"), []string{`unknown runtime setting "bucket"`, "package_store"}},
+		{"in a site block", ":8080 {\n\truntime {\n\t\tpackage_store s3\n\t}\n}\n", []string{"package_store is a setting of the global runtime option only"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := adapt(t, []byte(tt.src))
+			if err == nil {
+				t.Fatal("adapt succeeded, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -116,6 +116,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		WorkerPolicy: workerPolicy,
 		PluginPolicy: pluginPolicy,
 		Metrics:      runtimeMetrics,
+		Instances:    h.state.instances,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -40,7 +41,8 @@ var states = caddy.NewUsagePool()
 // The README's Reloads section lists them.
 var stateSettings = []string{
 	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
-	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
+	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval",
+	"package_store", "endpoint", "bucket", "region", "prefix", "access_key_id", "secret_access_key", "path_style", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
 	"worker_network", "worker_scratch", "worker_memory", "worker_processes", "worker_cpu", "worker_log_rate", "worker_log_lines",
 }
 
@@ -53,6 +55,7 @@ func stateKey(s config.Settings) string {
 		"plugins=" + strings.Join(s.PluginDirs, "\x00"),
 		"state=" + s.StateDir,
 		"keystore=" + s.KeyStore + syncKey(s.Sync),
+		"packagestore=" + packageStoreKey(s.PackageStore),
 		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
 			s.WorkerScratch, s.WorkerMemory, s.WorkerProcesses, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
@@ -67,6 +70,17 @@ func syncKey(s config.SyncSettings) string {
 	}
 	sum := sha256.Sum256([]byte(s.Token))
 	return fmt.Sprintf(" %s %x %s", s.URL, sum[:8], s.Interval)
+}
+
+// packageStoreKey identifies the package store: its place and its credentials (the secret as
+// a hash, as the key is kept in memory).
+func packageStoreKey(s config.StoreSettings) string {
+	if s.Kind != config.StoreS3 {
+		return s.Kind
+	}
+	o := s.S3
+	sum := sha256.Sum256([]byte(o.SecretAccessKey))
+	return fmt.Sprintf("s3 %q %q %q %q %q %x %t", o.Endpoint, o.Bucket, o.Region, o.Prefix, o.AccessKeyID, sum[:8], o.PathStyle)
 }
 
 const (
@@ -95,6 +109,10 @@ type state struct {
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
 	unmeter                      func() // takes the pool out of the process gauge
+	// instanceID tells this instance from the others sharing a primary, kept in state_dir
+	// (set by open); address is where it is reached, from the latest config's listeners.
+	instanceID string
+	address    atomic.Pointer[string]
 	// retention is how long the audit trail keeps entries: the latest config's setting.
 	retention atomic.Int64
 	stopPrune chan struct{}
@@ -154,6 +172,10 @@ func (s *state) open() error {
 	if err := s.tightenState(); err != nil {
 		return err
 	}
+	var err error
+	if s.instanceID, err = keystore.InstanceID(s.settings.StateDir); err != nil {
+		return err
+	}
 	// Workers may pass through (to their own folder, which only they may open) but not list it.
 	if err := os.MkdirAll(s.settings.ScratchDir, 0o711); err != nil {
 		return fmt.Errorf("creating scratch_dir: %v", err)
@@ -165,6 +187,12 @@ func (s *state) open() error {
 		if err := c.CleanTemp(); err != nil {
 			return fmt.Errorf("cleaning up after an interrupted upload: %v", err)
 		}
+	}
+	if s.store != nil {
+		if err := checkPackageStore(context.Background(), s.store); err != nil {
+			return err
+		}
+		s.logger.Info("package store", zap.Object("package_store", s3Options(s.settings.PackageStore.S3)))
 	}
 	store, err := s.openKeyStore()
 	if err != nil {
@@ -421,6 +449,9 @@ const appID = "runtime"
 // Each setting left unset falls back to its RUNTIME_* environment variable, then a default.
 type App struct {
 	config.AppValues
+	// PackageStoreRaw is the package store of a cluster, a module of the runtime.package_stores
+	// namespace (s3, or local: none). Unset, RUNTIME_PACKAGE_STORE chooses.
+	PackageStoreRaw json.RawMessage `json:"package_store,omitempty" caddy:"namespace=runtime.package_stores inline_key=store"`
 
 	mu sync.Mutex
 	// settings are the resolved process-wide settings: of AppValues, and of the handlers' copy
@@ -442,6 +473,7 @@ type App struct {
 	// packageStore is the package store the package_store setting opens; nil for local
 	// folders only.
 	packageStore packagestore.Store
+	storeFromEnv bool // RUNTIME_PACKAGE_STORE chose the store
 	logger       *zap.Logger
 	ctx          caddy.Context
 }
@@ -455,7 +487,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.ctx = ctx
 	var err error
-	a.settings, err = resolveApp(a.AppValues)
+	if a.settings, err = resolveApp(a.AppValues); err != nil {
+		return err
+	}
+	a.packageStore, a.settings.PackageStore, a.storeFromEnv, err = a.loadPackageStore(ctx)
 	return err
 }
 
@@ -502,7 +537,12 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 		if err != nil {
 			return nil, config.Settings{}, err
 		}
+		settings.PackageStore = a.settings.PackageStore
 		a.settings = settings
+	}
+	// Here, not in Provision: the deprecated form may bring key_store or max_upload_size.
+	if err := config.CheckStore(a.settings, a.storeFromEnv, packagestore.MaxSize); err != nil {
+		return nil, config.Settings{}, err
 	}
 	if w := config.RootKeyWarning(a.settings.RootKey); w != "" {
 		a.logger.Warn(w)
@@ -576,6 +616,8 @@ func (a *App) Start() error {
 	if err := a.state.start(); err != nil {
 		return err
 	}
+	addr := instanceAddress(a.servers(), hostname)
+	a.state.address.Store(&addr)
 	if a.settings.RootKey == "" {
 		if err := a.state.ensureBootstrap(); err != nil {
 			return err

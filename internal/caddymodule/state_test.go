@@ -10,6 +10,14 @@ import (
 	"github.com/caddy-runtime/runtime/internal/config"
 )
 
+// s3Store is an s3 package store's settings, changed by change: a store with one setting
+// other than another's.
+func s3Store(change func(*config.S3Settings)) config.StoreSettings {
+	s := config.S3Settings{Endpoint: "http://127.0.0.1:7070", Bucket: "units", AccessKeyID: "AKID", SecretAccessKey: "secret"}
+	change(&s)
+	return config.StoreSettings{Kind: config.StoreS3, S3: s}
+}
+
 // TestStateSettings changes each setting in turn and checks that exactly stateSettings change
 // the state key, and that the README's Reloads section names exactly those settings.
 func TestStateSettings(t *testing.T) {
@@ -30,26 +38,44 @@ func TestStateSettings(t *testing.T) {
 		"sync_url":            func(s *config.Settings) { s.Sync.URL = "libsql://keys.example.com" },
 		"sync_token":          func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", Token: "t"} },
 		"sync_interval":       func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", Interval: time.Minute} },
-		"serve":               func(s *config.Settings) { s.Serve.CPanel = !s.Serve.CPanel },
-		"workers_url":         func(s *config.Settings) { s.WorkersURL = "https://apps.example.com" },
-		"process_workers":     func(s *config.Settings) { s.ProcessWorkers = config.Namespaces{List: []string{"@team"}} },
-		"worker_user":         func(s *config.Settings) { s.WorkerUser = "nobody" },
-		"worker_group":        func(s *config.Settings) { s.WorkerGroup = "nogroup" },
-		"worker_read_dirs":    func(s *config.Settings) { s.WorkerReadDirs = append(s.WorkerReadDirs, "/opt") },
-		"scratch_dir":         func(s *config.Settings) { s.ScratchDir = "/scratch" },
-		"worker_network":      func(s *config.Settings) { s.WorkerNetwork = config.NetworkIsolated },
-		"worker_scratch":      func(s *config.Settings) { s.WorkerScratch++ },
-		"worker_memory":       func(s *config.Settings) { s.WorkerMemory++ },
-		"worker_processes":    func(s *config.Settings) { s.WorkerProcesses++ },
-		"worker_cpu":          func(s *config.Settings) { s.WorkerCPU += 0.5 },
-		"worker_log_rate":     func(s *config.Settings) { s.WorkerLogRate++ },
-		"worker_log_lines":    func(s *config.Settings) { s.WorkerLogLines++ },
-		"plugin_handlers":     func(s *config.Settings) { s.PluginHandlers = append(s.PluginHandlers, "reverse_proxy") },
+		"package_store":       func(s *config.Settings) { s.PackageStore = config.StoreSettings{Kind: config.StoreLocal} },
+		"endpoint": func(s *config.Settings) {
+			s.PackageStore = s3Store(func(o *config.S3Settings) { o.Endpoint = "https://s3.example.com" })
+		},
+		"bucket": func(s *config.Settings) { s.PackageStore = s3Store(func(o *config.S3Settings) { o.Bucket = "other" }) },
+		"region": func(s *config.Settings) {
+			s.PackageStore = s3Store(func(o *config.S3Settings) { o.Region = "eu-west-1" })
+		},
+		"prefix": func(s *config.Settings) { s.PackageStore = s3Store(func(o *config.S3Settings) { o.Prefix = "prod" }) },
+		"access_key_id": func(s *config.Settings) {
+			s.PackageStore = s3Store(func(o *config.S3Settings) { o.AccessKeyID = "AKID2" })
+		},
+		"secret_access_key": func(s *config.Settings) {
+			s.PackageStore = s3Store(func(o *config.S3Settings) { o.SecretAccessKey = "another" })
+		},
+		"path_style":       func(s *config.Settings) { s.PackageStore = s3Store(func(o *config.S3Settings) { o.PathStyle = true }) },
+		"serve":            func(s *config.Settings) { s.Serve.CPanel = !s.Serve.CPanel },
+		"workers_url":      func(s *config.Settings) { s.WorkersURL = "https://apps.example.com" },
+		"process_workers":  func(s *config.Settings) { s.ProcessWorkers = config.Namespaces{List: []string{"@team"}} },
+		"worker_user":      func(s *config.Settings) { s.WorkerUser = "nobody" },
+		"worker_group":     func(s *config.Settings) { s.WorkerGroup = "nogroup" },
+		"worker_read_dirs": func(s *config.Settings) { s.WorkerReadDirs = append(s.WorkerReadDirs, "/opt") },
+		"scratch_dir":      func(s *config.Settings) { s.ScratchDir = "/scratch" },
+		"worker_network":   func(s *config.Settings) { s.WorkerNetwork = config.NetworkIsolated },
+		"worker_scratch":   func(s *config.Settings) { s.WorkerScratch++ },
+		"worker_memory":    func(s *config.Settings) { s.WorkerMemory++ },
+		"worker_processes": func(s *config.Settings) { s.WorkerProcesses++ },
+		"worker_cpu":       func(s *config.Settings) { s.WorkerCPU += 0.5 },
+		"worker_log_rate":  func(s *config.Settings) { s.WorkerLogRate++ },
+		"worker_log_lines": func(s *config.Settings) { s.WorkerLogLines++ },
+		"plugin_handlers":  func(s *config.Settings) { s.PluginHandlers = append(s.PluginHandlers, "reverse_proxy") },
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An s3 store, so that each of its settings changes one thing.
+	base.PackageStore = s3Store(func(*config.S3Settings) {})
 	var restarting []string
 	for _, d := range config.Definitions {
 		change, ok := changes[d.Name]

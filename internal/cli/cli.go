@@ -56,7 +56,7 @@ func exitCode(err error) int {
 // binary's command line.
 func Commands() []caddycmd.Command {
 	return []caddycmd.Command{loginCommand(), logoutCommand(), deployCommand(), rollbackCommand(), workersCommand(),
-		pluginsCommand(), keysCommand(), healthCommand(), auditCommand(), versionCommand(), buildInfoCommand()}
+		pluginsCommand(), keysCommand(), healthCommand(), clusterCommand(), auditCommand(), versionCommand(), buildInfoCommand()}
 }
 
 // Group returns the runtime command, whose subcommands are subs: the one command the module

@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,20 +18,28 @@ import (
 )
 
 func deployCommand() caddycmd.Command {
-	return command("deploy", "[DIR] [--plugin] [--dry-run] [--wait] [--json]", "Pack a folder and install it as a worker (or a plugin)",
+	return command("deploy", "[DIR] [--plugin] [--dry-run] [--wait [--wait-timeout D]] [--json]", "Pack a folder and install it as a worker (or a plugin)",
 		`Reads DIR's manifest.yaml (or package.json), checks its name and version with the runtime's
 rules, packs the folder as a .tgz (leaving out .git, node_modules and what .runtimeignore names;
 "deploy: {include: [node_modules]}" in the manifest takes node_modules back in), uploads it,
 and prints the URLs that now serve it and the archive's sha256. --dry-run asks the runtime to check the archive without installing it;
---plugin installs a plugin and reloads the plugins; --wait waits until the new version answers.
+--plugin installs a plugin and reloads the plugins.
+
+--wait waits until every instance serves the upload. In a cluster (a package store is
+configured) the upload's answer carries the change number it created: deploy polls GET cluster
+until every instance not gone has applied it, showing progress on stderr, and fails after
+--wait-timeout naming the instances that have not. A single instance serves the upload when it
+answers, so --wait returns at once.
 
 Example:
   caddy runtime deploy ./site --url https://runtime.example.com --key "$RUNTIME_API_KEY"
+  caddy runtime deploy ./site --wait --wait-timeout 5m
   caddy runtime deploy --plugin ./my-plugin`,
 		func(cmd *cobra.Command) {
 			cmd.Flags().Bool("plugin", false, "deploy a plugin, then reload the plugins")
 			cmd.Flags().Bool("dry-run", false, "check the archive on the runtime without installing it")
-			cmd.Flags().Bool("wait", false, "wait (up to 60 s) until the new version answers")
+			cmd.Flags().Bool("wait", false, "wait until every instance of a cluster has applied the upload (up to --wait-timeout)")
+			cmd.Flags().Duration("wait-timeout", 2*time.Minute, "how long --wait waits, e.g. 90s or 5m")
 			cmd.Args = cobra.MaximumNArgs(1)
 			cmd.RunE = run(deploy)
 		})
@@ -49,6 +55,7 @@ type deployed struct {
 	URLs     []string        `json:"urls,omitempty"`
 	Upload   json.RawMessage `json:"upload"`           // the upload's answer, as the API gave it
 	Reloaded json.RawMessage `json:"reload,omitempty"` // the plugin reload's answer
+	Wait     *converged      `json:"wait,omitempty"`   // with --wait: the instances that serve it
 }
 
 func deploy(e *env, args []string) error {
@@ -59,6 +66,10 @@ func deploy(e *env, args []string) error {
 	plugin, _ := e.cmd.Flags().GetBool("plugin")
 	dryRun, _ := e.cmd.Flags().GetBool("dry-run")
 	wait, _ := e.cmd.Flags().GetBool("wait")
+	waitTimeout, _ := e.cmd.Flags().GetDuration("wait-timeout")
+	if waitTimeout <= 0 {
+		return usagef("--wait-timeout must be positive, e.g. 2m")
+	}
 	c, err := e.client()
 	if err != nil {
 		return err
@@ -113,12 +124,10 @@ func deploy(e *env, args []string) error {
 			base = strings.TrimRight(d.Workers, "/")
 		}
 		out.URLs = []string{base + "/" + packed.Name + "/", base + "/" + packed.Name + "@" + packed.Version + "/"}
-		if wait {
-			ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
-			defer cancel()
-			if err := waitServed(ctx, c, out.URLs[1]); err != nil {
-				return err
-			}
+	}
+	if wait && !dryRun {
+		if out.Wait, err = waitConverged(e, c, uploadChange(out.Upload), waitTimeout); err != nil {
+			return err
 		}
 	}
 	return e.emit(out, func(w io.Writer) {
@@ -140,23 +149,14 @@ func deploy(e *env, args []string) error {
 			}
 		}
 		fmt.Fprintf(w, "sha256 %s (%d bytes)\n", packed.SHA256, packed.Bytes)
+		switch {
+		case out.Wait == nil:
+		case out.Wait.Change == 0:
+			fmt.Fprintln(w, "Served by this instance (a single instance serves an upload when it answers)")
+		default:
+			fmt.Fprintf(w, "Served by all %d live instances (change %d)\n", len(out.Wait.Instances), out.Wait.Change)
+		}
 	})
-}
-
-// waitServed waits until url answers with neither 404 nor a server error: the version is
-// being served.
-func waitServed(ctx context.Context, c *client.Client, url string) error {
-	for {
-		status, err := c.Get(ctx, url)
-		if err == nil && status != http.StatusNotFound && status < 500 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer in time (last: status %d, %v)", url, status, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // bar draws a progress bar of an upload of total bytes on w, a terminal.

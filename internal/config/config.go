@@ -121,6 +121,7 @@ type Settings struct {
 	PoolSize          int
 	KeyStore          string
 	Sync              SyncSettings // KeyStore "sync" only
+	PackageStore      StoreSettings
 
 	Serve           Surfaces
 	WorkersURL      string // "" when workers share the API's origin
@@ -163,6 +164,10 @@ const (
 	Process Scope = iota
 	// Site settings hold for one site block: they belong to its runtime handler.
 	Site
+	// Store settings are the package store's: package_store, the runtime app's module,
+	// and the fields of its s3 module (package_store s3 { … }, S3Values), written in the
+	// global runtime option only.
+	Store
 )
 
 // Definitions lists every setting in the order the README documents them.
@@ -183,6 +188,14 @@ var Definitions = []Definition{
 	{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL", "", Process},
 	{"sync_token", "RUNTIME_AUTH_DB_SYNC_TOKEN", "", Process},
 	{"sync_interval", "RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS", "10s", Process},
+	{"package_store", "RUNTIME_PACKAGE_STORE", StoreLocal, Store},
+	{"endpoint", "RUNTIME_S3_ENDPOINT", "", Store},
+	{"bucket", "RUNTIME_S3_BUCKET", "", Store},
+	{"region", "RUNTIME_S3_REGION", "", Store},
+	{"prefix", "RUNTIME_S3_PREFIX", "", Store},
+	{"access_key_id", "RUNTIME_S3_ACCESS_KEY_ID", "", Store},
+	{"secret_access_key", "RUNTIME_S3_SECRET_ACCESS_KEY", "", Store},
+	{"path_style", "RUNTIME_S3_PATH_STYLE", "false", Store},
 	{"serve", "RUNTIME_SERVE", "all", Site},
 	{"workers_url", "RUNTIME_WORKERS_URL", "", Site},
 	{"process_workers", "RUNTIME_PROCESS_WORKERS", "on", Process},
@@ -198,6 +211,15 @@ var Definitions = []Definition{
 	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100", Process},
 	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000", Process},
 	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode", Process},
+}
+
+// Written is the setting as the Caddyfile writes it: its name, and for a field of the s3
+// package store the block it goes in.
+func (d Definition) Written() string {
+	if d.Scope == Store && d.Name != "package_store" {
+		return "package_store s3 " + d.Name
+	}
+	return d.Name
 }
 
 // Lookup returns the definition of the named setting.
@@ -222,7 +244,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "invalid %s", e.Setting.Name)
+	fmt.Fprintf(&b, "invalid %s", e.Setting.Written())
 	if e.Value != "" {
 		fmt.Fprintf(&b, " %q", e.Value)
 	}
@@ -326,6 +348,8 @@ func ResolveApp(v AppValues, getenv func(string) string) (Settings, error) {
 	if err := r.isolation(v, &s); err != nil {
 		return s, err
 	}
+	// The package store is the runtime app's module, which sets its settings in place of these.
+	s.PackageStore.Kind = StoreLocal
 	return s, nil
 }
 

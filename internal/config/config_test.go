@@ -108,6 +108,7 @@ func TestResolveDefaults(t *testing.T) {
 		MaxArchiveEntries: 20000,
 		PoolSize:          16,
 		KeyStore:          "local",
+		PackageStore:      StoreSettings{Kind: StoreLocal},
 	}
 	isolationDefaults(&want, wd)
 	if !reflect.DeepEqual(s, want) {
@@ -138,7 +139,7 @@ func TestResolvePrecedence(t *testing.T) {
 	}
 	wantEnv := Settings{APIPrefix: "/_/api", WorkerDirs: []string{"/env/.w", "/env/w"}, PluginDirs: []string{"/env/p"}, StateDir: "/env/state",
 		RootKey: "env-root-key-0123456789", SessionTTL: 2 * time.Hour, AuditRetention: 30 * 24 * time.Hour, RetireDelay: 100 * time.Millisecond, MaxUploadSize: 5 << 20, MaxUnpackedSize: 50 << 20,
-		MaxArchiveEntries: 300, PoolSize: 3, KeyStore: "local"}
+		MaxArchiveEntries: 300, PoolSize: 3, KeyStore: "local", PackageStore: StoreSettings{Kind: StoreLocal}}
 	wd, _ := os.Getwd()
 	isolationDefaults(&wantEnv, wd)
 	if !reflect.DeepEqual(fromEnv, wantEnv) {
@@ -153,7 +154,7 @@ func TestResolvePrecedence(t *testing.T) {
 	}
 	want := Settings{APIPrefix: "/x/api", WorkerDirs: []string{"/w/a", "/w/b"}, PluginDirs: []string{"/p/a"}, StateDir: "/s",
 		RootKey: "written-root-key-0123456789", SessionTTL: 7 * 24 * time.Hour, AuditRetention: 7 * 24 * time.Hour, RetireDelay: 0, MaxUploadSize: 42, MaxUnpackedSize: 4242,
-		MaxArchiveEntries: 7, PoolSize: 9, KeyStore: "local"}
+		MaxArchiveEntries: 7, PoolSize: 9, KeyStore: "local", PackageStore: StoreSettings{Kind: StoreLocal}}
 	isolationDefaults(&want, wd)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("written =\n%+v\nwant\n%+v", got, want)

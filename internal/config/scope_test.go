@@ -57,13 +57,15 @@ func TestScopes(t *testing.T) {
 		}
 		return out
 	}
-	site, app := fields(SiteValues{}), fields(AppValues{})
+	// The package store is the app's module, whose s3 fields are S3Values.
+	site, app, store := fields(SiteValues{}), fields(AppValues{}), fields(S3Values{})
+	store["package_store"] = true
 	for _, d := range Definitions {
-		if d.Scope == Site && !site[d.Name] || d.Scope == Process && !app[d.Name] {
+		if d.Scope == Site && !site[d.Name] || d.Scope == Process && !app[d.Name] || d.Scope == Store && !store[d.Name] {
 			t.Errorf("%s: scope %d, but no such field in the struct of that scope", d.Name, d.Scope)
 		}
 	}
-	if len(site)+len(app) != len(Definitions) {
-		t.Errorf("%d fields, %d definitions", len(site)+len(app), len(Definitions))
+	if len(site)+len(app)+len(store) != len(Definitions) {
+		t.Errorf("%d fields, %d definitions", len(site)+len(app)+len(store), len(Definitions))
 	}
 }

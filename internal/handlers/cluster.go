@@ -27,5 +27,7 @@ type Cluster interface {
 }
 
 // Instances answers GET cluster: this instance alone without a package store, else every
-// instance of the cluster.
+// instance of the cluster. When the primary cannot be read it returns the error together with
+// this instance's own view, which GET cluster answers with health degraded instead of the
+// error; an *envelope.Error (NOT_READY while starting) is answered as it is.
 type Instances func(ctx context.Context) (api.Cluster, error)

@@ -60,7 +60,7 @@ func errorResponse(status int, description string) response {
 // routes is the route table of the API.
 func (a *API) routes() []route {
 	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.workerRoutes(), a.poolRoutes(), a.logRoutes(), a.auditRoutes(), a.pluginRoutes(),
-		a.fileRoutes(), a.docsRoutes())
+		a.fileRoutes(), a.clusterRoutes(), a.docsRoutes())
 }
 
 var wildcard = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(\.\.\.)?\}`)
@@ -84,6 +84,7 @@ func (a *API) document(table []route) openapi.Document {
 			{Name: "keys", Description: "API keys, their roles, permissions and namespaces"},
 			{Name: "workers", Description: "Workers (apps): upload, list, enable, disable, remove"},
 			{Name: "plugins", Description: "Plugins: upload, list, enable, disable, remove"},
+			{Name: "cluster", Description: "The instances sharing the desired state, and how far each has converged"},
 			{Name: "documentation", Description: "This document and its interactive reference"},
 		},
 		Paths: map[string]*openapi.PathItem{},

@@ -112,6 +112,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/cluster": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the instances and how far each has converged
+         * @description The runtime instances sharing this one's desired state: with a package store, every instance that has sent a heartbeat to the key store's primary, those not seen for three intervals as gone; without one, this instance alone, with change and appliedChange 0. An upload's change number is served by an instance once its appliedChange reaches it. When the primary cannot be read, the answer is this instance's own view with health degraded.
+         */
+        get: operations["getCluster"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/docs": {
         parameters: {
             query?: never;
@@ -1102,6 +1122,33 @@ export interface components {
             /** @description pass as cursor for the next (older) page; absent on the last page */
             nextCursor?: string;
         };
+        Cluster: {
+            /** @description the latest change number of the desired state (uploads, enables, disables, removals), as this instance's replica holds it; 0 without a package store */
+            change: number;
+            instances: components["schemas"]["ClusterInstance"][];
+        };
+        ClusterInstance: {
+            /** @description where the instance says it is reached */
+            address: string;
+            /** @description the change number up to which its folders match the desired state */
+            appliedChange: number;
+            /**
+             * @description gone: not seen for three intervals
+             * @enum {string}
+             */
+            health: "ok" | "degraded" | "gone";
+            /** @description generated once and kept in state_dir */
+            id: string;
+            /**
+             * Format: date-time
+             * @description its last heartbeat (RFC 3339)
+             */
+            lastSeen: string;
+            /** @description the instance that answered */
+            self?: boolean;
+            /** @description the runtime version it runs */
+            version: string;
+        };
         CreateKeyRequest: {
             description?: string;
             /** @description never (default), or <n>d, <n>w, <n>m (30 days), <n>y */
@@ -2053,6 +2100,72 @@ export interface operations {
                 };
             };
             /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    getCluster: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instances, this one marked self, and the desired state's latest change number */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Cluster"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY); The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
                 headers: {
                     /** @description correlation id of the request */
