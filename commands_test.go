@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,7 +64,10 @@ func TestCommandsBesideAnotherModules(t *testing.T) {
 	if out, _, code := caddyMain(t, "runtime", "deploy", "--help"); code != 0 || !strings.Contains(out, "caddy runtime deploy ./site") {
 		t.Errorf("caddy runtime deploy --help: exit %d, %q; want the runtime's deploy", code, out)
 	}
-	for _, name := range []string{"login", "keys", "health", "keystore-migrate"} {
+	if out, _, code := caddyMain(t, "runtime", "cluster", "--help"); code != 0 || !strings.Contains(out, "\n  publish ") {
+		t.Errorf("caddy runtime cluster --help: exit %d, %q; want its publish", code, out)
+	}
+	for _, name := range []string{"login", "keys", "health", "keystore-migrate", "cluster"} {
 		if _, ok := caddycmd.Commands()[name]; ok {
 			t.Errorf("the module registers a top-level %s command", name)
 		}
@@ -77,5 +81,40 @@ func TestCommandsBesideAnotherModules(t *testing.T) {
 	}
 	if out, _, code := caddyMain(t, "runtime", "version"); code != 0 || out != "runtime "+version.String()+"\n" {
 		t.Errorf("caddy runtime version: exit %d, %q; want the module's version", code, out)
+	}
+}
+
+// TestClusterPublishRefuses: cluster publish needs a config, and one whose runtime app names a
+// sync-mode key store and a package store; each refusal says what to set.
+func TestClusterPublishRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	local := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(local, []byte("{\n\truntime {\n\t\tstate_dir "+filepath.Join(dir, "state")+"\n\t}\n}\n:0 {\n\truntime\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noStore := filepath.Join(dir, "Caddyfile.sync")
+	if err := os.WriteFile(noStore, []byte("{\n\truntime {\n\t\tstate_dir "+filepath.Join(dir, "state")+
+		"\n\t\tkey_store sync {\n\t\t\turl http://127.0.0.1:9\n\t\t}\n\t}\n}\n:0 {\n\truntime\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no config", nil, "--config"},
+		{"local key store", []string{"--config", local, "--adapter", "caddyfile"}, "key_store sync"},
+		{"no package store", []string{"--config", noStore, "--adapter", "caddyfile"}, "package_store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := caddyMain(t, append([]string{"runtime", "cluster", "publish"}, tc.args...)...)
+			if code == 0 || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, %s; want a refusal naming %s", code, errOut, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state")); err == nil {
+		t.Error("a refused publish created the state folder")
 	}
 }

@@ -78,6 +78,9 @@ func TestLayers(t *testing.T) {
 		// The reconciler is an engine under the glue: it converges the catalogs (packages) with the
 		// desired state (keystore) from the package store, and knows nothing of who drives it.
 		"reconcile": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "plugins", "filemanager", "cli", "client"},
+		// The cluster composes the key store, the package store and the reconciler under the glue:
+		// the API calls it through an interface of its own, and it knows no kind policy either.
+		"cluster": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "plugins", "filemanager", "cli", "client"},
 
 		// The plugin host is data plane too, in front of serving; it asks the API only through
 		// the interfaces it declares.
@@ -127,7 +130,8 @@ func TestCaddyStaysInTheGlue(t *testing.T) {
 // TestCaddyModuleUsesTheAPIOnly checks that the Caddy glue uses package handlers only to build
 // and mount the API: no JSON type of the API is built there.
 func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
-	allowed := []string{"API", "New", "Options", "PluginHost", "APIKeyHeader", "SessionCookie", "HostSessionCookie"}
+	// Cluster and Instances are what the API is given in cluster mode, as PluginHost is.
+	allowed := []string{"API", "New", "Options", "PluginHost", "Cluster", "Instances", "APIKeyHeader", "SessionCookie", "HostSessionCookie"}
 	files, err := filepath.Glob("internal/caddymodule/*.go")
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,13 @@ func init() {
 }
 
 // Commands returns the runtime's commands, the subcommands of caddy runtime: the command-line
-// client's and keystore-migrate.
+// client's (its cluster with publish beneath) and keystore-migrate.
 func Commands() []caddycmd.Command {
-	return append(cli.Commands(), caddymodule.KeyStoreMigrateCommand())
+	cmds := append(cli.Commands(), caddymodule.KeyStoreMigrateCommand())
+	for i, c := range cmds {
+		if c.Name == "cluster" {
+			cmds[i] = caddymodule.WithClusterPublish(c)
+		}
+	}
+	return cmds
 }

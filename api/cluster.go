@@ -11,7 +11,8 @@ type Cluster struct {
 // The health of a ClusterInstance.
 const (
 	InstanceOK = "ok"
-	// InstanceDegraded serves, but cannot reach the key store's primary.
+	// InstanceDegraded serves, but cannot reach the key store's primary, or (in a cluster)
+	// its last reconcile left a unit version unconverged or could not run.
 	InstanceDegraded = "degraded"
 	// InstanceGone has not been seen for three intervals.
 	InstanceGone = "gone"

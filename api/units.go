@@ -116,8 +116,9 @@ type PluginUploaded struct {
 	Success bool `json:"success"`
 	Data    struct {
 		Plugin InstalledUnit `json:"plugin"`
-		// ReloadRequired is always true: an upload installs, a reload loads.
-		ReloadRequired bool   `json:"reloadRequired" doc:"true: the plugin is installed, not loaded; POST plugins/reload loads it"`
+		// ReloadRequired is true but in cluster mode: an upload installs, a reload loads; in a
+		// cluster every instance loads a plugin once it has installed it.
+		ReloadRequired bool   `json:"reloadRequired" doc:"true: the plugin is installed, not loaded; POST plugins/reload loads it. False in cluster mode, where every instance loads a plugin once it has installed it"`
 		Message        string `json:"message"`
 	} `json:"data"`
 }

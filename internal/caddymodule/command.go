@@ -3,8 +3,12 @@ package caddymodule
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"time"
 
@@ -14,6 +18,8 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/keystore"
+	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/reconcile"
 )
 
 // KeyStoreMigrateCommand returns the keystore-migrate command, which the module's entry point
@@ -62,4 +68,206 @@ func migrateKeyStore(fl caddycmd.Flags) (int, error) {
 	fmt.Printf("copied %d keys, %d sessions and %d audit entries from %s to %s; the file is now its replica:\n"+
 		"start the runtime with key_store sync and sync_url %s\n", rep.Keys, rep.Sessions, rep.AuditEntries, from, to, to)
 	return caddy.ExitCodeSuccess, nil
+}
+
+// WithClusterPublish returns the client's cluster command with publish beneath it (caddy
+// runtime cluster publish), which grows a single instance into a cluster; the module's entry
+// point registers it under caddy runtime. publish reads the config and the folders here,
+// which the client, speaking HTTP only, does not.
+func WithClusterPublish(cluster caddycmd.Command) caddycmd.Command {
+	inner := cluster.CobraFunc
+	cluster.CobraFunc = func(cmd *cobra.Command) {
+		if inner != nil {
+			inner(cmd)
+		}
+		cmd.AddCommand(clusterPublishCommand())
+	}
+	return cluster
+}
+
+// clusterPublishCommand is cluster publish.
+func clusterPublishCommand() *cobra.Command {
+	publish := &cobra.Command{
+		Use:   "publish --config <Caddyfile> [--adapter caddyfile] [--dry-run] [--json]",
+		Short: "Publish this instance's uploaded workers and plugins into the package store and the primary",
+		Args:  cobra.NoArgs,
+		Long: `Publishes the workers and plugins uploaded to this instance, in the writable folders of the
+config's worker_dirs and plugin_dirs, to the cluster the config names: each tree is packed
+into an archive, put in the package store, and written as a row on the key store's primary,
+enabled as its manifest says; the tree is then recorded as installed from that archive, so
+this instance finds itself converged when it starts in cluster mode, and every other
+instance installs the same trees. Built-in folders (names starting with '.') stay local.
+
+A version the primary holds already from another archive, a removed version and a plugin
+the primary holds at another version are conflicts: reported, never written over (exit 1).
+Running it again publishes nothing new; after an interruption it completes the rest.
+
+Stop the runtime first, and move its key store to the primary with keystore-migrate before
+(the command opens the key store in state_dir as the primary's replica). --dry-run packs
+and checks every tree and prints what it would publish, writing nothing.
+
+Example:
+  caddy runtime keystore-migrate --to libsql://keys.example.com
+  caddy runtime cluster publish --config Caddyfile --dry-run
+  caddy runtime cluster publish --config Caddyfile`,
+	}
+	publish.Flags().StringP("config", "c", "", "the runtime's config file, naming key_store sync and package_store")
+	publish.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
+	publish.Flags().Bool("dry-run", false, "print what would be published, writing nothing")
+	publish.Flags().Bool("json", false, "print the result as JSON, for scripts")
+	publish.RunE = caddycmd.WrapCommandFuncForCobra(publishCluster)
+	return publish
+}
+
+// publishCluster runs cluster publish.
+func publishCluster(fl caddycmd.Flags) (int, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := publishConfig(ctx, fl.String("config"), fl.String("adapter"), fl.Bool("dry-run"))
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	if fl.Bool("json") {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(publishedJSON(res, fl.Bool("dry-run"))); err != nil {
+			return caddy.ExitCodeFailedStartup, err
+		}
+	} else {
+		printPublished(os.Stdout, res, fl.Bool("dry-run"))
+	}
+	if len(res.Conflicts)+len(res.Failed) > 0 {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("%d conflicts and %d failures: those trees are not published", len(res.Conflicts), len(res.Failed))
+	}
+	return caddy.ExitCodeSuccess, nil
+}
+
+// publishConfig loads the config, opens what its runtime app names (the key store as the
+// primary's replica, the package store, the catalogs) and publishes.
+func publishConfig(ctx context.Context, configFile, adapter string, dryRun bool) (reconcile.Published, error) {
+	if configFile == "" {
+		return reconcile.Published{}, errors.New("name the runtime's config with --config")
+	}
+	body, _, _, err := caddycmd.LoadConfig(configFile, adapter)
+	if err != nil {
+		return reconcile.Published{}, err
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(body, &cfg); err != nil {
+		return reconcile.Published{}, fmt.Errorf("reading %s: %v", configFile, err)
+	}
+	app := new(App)
+	if raw := cfg.AppsRaw[appID]; raw != nil {
+		if err := json.Unmarshal(raw, app); err != nil {
+			return reconcile.Published{}, fmt.Errorf("reading the runtime app of %s: %v", configFile, err)
+		}
+	}
+	cctx, cancel := caddy.NewContext(caddy.Context{Context: ctx})
+	defer cancel()
+	if err := app.Provision(cctx); err != nil {
+		return reconcile.Published{}, err
+	}
+	st := app.settings
+	if st.KeyStore != "sync" {
+		return reconcile.Published{}, fmt.Errorf("%s sets key_store %s: a cluster's desired state lives in a sync-mode key store's primary; "+
+			"set key_store sync (and move the keys there with caddy runtime keystore-migrate)", configFile, st.KeyStore)
+	}
+	store := app.packageStore
+	if store == nil {
+		return reconcile.Published{}, fmt.Errorf("%s sets no package_store: name the S3-compatible store the cluster shares", configFile)
+	}
+	if err := checkPackageStore(ctx, store); err != nil {
+		return reconcile.Published{}, err
+	}
+	keys, err := keystore.OpenSync(ctx, filepath.Join(st.StateDir, keyStoreFile), keystore.SyncOptions{
+		URL: st.Sync.URL, Token: st.Sync.Token, Interval: st.Sync.Interval})
+	if err != nil {
+		return reconcile.Published{}, err
+	}
+	defer keys.Close()
+	if sync, _ := keys.Sync(); !sync.Reachable || !sync.Synced {
+		return reconcile.Published{}, fmt.Errorf("the key store primary %s cannot be reached: %s", st.Sync.URL, sync.Error)
+	}
+	limits := packages.Limits{Upload: st.MaxUploadSize, Unpacked: st.MaxUnpackedSize, Entries: st.MaxArchiveEntries}
+	workers := packages.NewCatalog(packages.WorkerLayout, st.WorkerDirs, limits)
+	defer workers.Close()
+	plugins := packages.NewCatalog(packages.PluginLayout, st.PluginDirs, limits)
+	defer plugins.Close()
+	return reconcile.Publish(ctx, reconcile.PublishOptions{Desired: keys, Store: store, Workers: workers, Plugins: plugins,
+		By: keystore.Root(), DryRun: dryRun})
+}
+
+// printPublished prints the result for a person.
+func printPublished(w io.Writer, res reconcile.Published, dryRun bool) {
+	verb := "published"
+	if dryRun {
+		verb = "would publish"
+	}
+	for _, u := range res.Published {
+		fmt.Fprintf(w, "%s %s %s@%s (sha256 %s)\n", verb, u.Kind, u.Name, u.Version, u.SHA256)
+	}
+	for _, u := range res.Recorded {
+		fmt.Fprintf(w, "already published %s %s@%s (sha256 %s, change %d): recorded\n", u.Kind, u.Name, u.Version, u.SHA256, u.Change)
+	}
+	for _, c := range res.Conflicts {
+		fmt.Fprintf(w, "conflict %s %s@%s (sha256 %s): %s; not published\n", c.Kind, c.Name, c.Version, c.SHA256, conflictReason(c))
+	}
+	for _, f := range res.Failed {
+		fmt.Fprintf(w, "failed %s %s@%s: %v\n", f.Kind, f.Name, f.Version, f.Err)
+	}
+	fmt.Fprintf(w, "%d %s, %d already published, %d conflicts, %d failed\n", len(res.Published), verb, len(res.Recorded), len(res.Conflicts), len(res.Failed))
+}
+
+// conflictReason says what the primary holds instead.
+func conflictReason(c reconcile.Conflict) string {
+	e := c.Existing
+	switch {
+	case !e.Live():
+		return fmt.Sprintf("the cluster removed %s@%s (change %d)", e.Name, e.Version, e.Change)
+	case e.Version != c.Version:
+		return fmt.Sprintf("the cluster holds plugin %s at version %s (change %d)", e.Name, e.Version, e.Change)
+	}
+	return fmt.Sprintf("the cluster holds %s@%s from another archive (sha256 %s, change %d)", e.Name, e.Version, e.SHA256, e.Change)
+}
+
+// publishedUnit is a unit of cluster publish --json.
+type publishedUnit struct {
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	SHA256  string `json:"sha256"`
+	Change  int64  `json:"change,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// publishedJSON is the result of cluster publish --json.
+func publishedJSON(res reconcile.Published, dryRun bool) any {
+	unit := func(u reconcile.Unit) publishedUnit {
+		return publishedUnit{Kind: u.Kind, Name: u.Name, Version: u.Version, SHA256: u.SHA256, Change: u.Change}
+	}
+	out := struct {
+		DryRun    bool            `json:"dryRun"`
+		Published []publishedUnit `json:"published"`
+		Recorded  []publishedUnit `json:"recorded"`
+		Conflicts []publishedUnit `json:"conflicts"`
+		Failed    []publishedUnit `json:"failed"`
+	}{DryRun: dryRun, Published: []publishedUnit{}, Recorded: []publishedUnit{}, Conflicts: []publishedUnit{}, Failed: []publishedUnit{}}
+	for _, u := range res.Published {
+		out.Published = append(out.Published, unit(u))
+	}
+	for _, u := range res.Recorded {
+		out.Recorded = append(out.Recorded, unit(u))
+	}
+	for _, c := range res.Conflicts {
+		u := unit(c.Unit)
+		u.Reason = conflictReason(c)
+		out.Conflicts = append(out.Conflicts, u)
+	}
+	for _, f := range res.Failed {
+		u := unit(f.Unit)
+		u.Error = f.Err.Error()
+		out.Failed = append(out.Failed, u)
+	}
+	return out
 }

@@ -100,12 +100,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	})
 	app.track(h.plugins, settings.Serve.SharesOrigin())
 
+	shared, instances, missing := h.state.handlerCluster()
 	h.api, err = handlers.New(handlers.Options{
 		Prefix:       settings.APIPrefix,
 		Version:      version.String(),
 		WorkersURL:   settings.WorkersURL,
 		Logger:       h.logger,
-		Ready:        h.state.ready,
+		Ready:        h.state.readiness,
 		RootKey:      settings.RootKey,
 		Keys:         h.state.keyStore,
 		SessionTTL:   settings.SessionTTL,
@@ -116,7 +117,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		WorkerPolicy: workerPolicy,
 		PluginPolicy: pluginPolicy,
 		Metrics:      runtimeMetrics,
-		Instances:    h.state.instances,
+		Cluster:      shared,
+		Instances:    instances,
 	})
 	if err != nil {
 		return err
@@ -127,7 +129,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	workers := serving.New(serving.Options{
 		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
-		Logger:      h.logger, Metrics: runtimeMetrics,
+		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing,
 	})
 	h.units = &pluginhost.Chain{Plugins: h.plugins, Workers: workers, Exempt: h.api, Logger: h.logger}
 	// Followed log streams end when this handler's server begins to shut down (a reload

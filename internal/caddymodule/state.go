@@ -19,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/events"
 	"github.com/caddy-runtime/runtime/internal/keystore"
@@ -117,6 +118,11 @@ type state struct {
 	retention atomic.Int64
 	stopPrune chan struct{}
 	pruned    chan struct{} // closed when the pruner has stopped
+	// cluster is this instance's part of a cluster (see clustered), set when the state has
+	// started; stopCluster ends its loop, which closes clusterDone.
+	cluster     atomic.Pointer[cluster.Cluster]
+	stopCluster context.CancelFunc
+	clusterDone chan struct{}
 }
 
 func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {
@@ -238,6 +244,9 @@ func (s *state) open() error {
 		}
 	})
 	s.pool.Store(pool)
+	if s.clustered() {
+		return s.openCluster(store)
+	}
 	return nil
 }
 
@@ -420,6 +429,7 @@ func (s *state) Destruct() error {
 	if s.unmeter != nil {
 		s.unmeter()
 	}
+	s.closeCluster() // before the key store and the catalogs close under it
 	if s.stopPrune != nil {
 		close(s.stopPrune)
 		<-s.pruned // before the store closes under it

@@ -39,6 +39,15 @@ type Surface struct {
 	roots    []root
 	onChange func(packages.Change)
 	admit    Admit // nil: metadata writes are not admitted
+	frozen   error // refuses every write the policy allows; nil: none
+}
+
+// WithFrozen makes s refuse with err every write that built-in roots and the path policy
+// would let through (reads go on), and returns s: in cluster mode, uploaded units are served
+// by every instance as uploaded.
+func (s *Surface) WithFrozen(err error) *Surface {
+	s.frozen = err
+	return s
 }
 
 // root is one catalog folder as the file manager shows it.
@@ -260,7 +269,7 @@ func (s *Surface) checkWrite(loc Location, folder bool) error {
 	if s.layout.Versioned && packages.ValidateVersion(loc.Version) != nil {
 		return forbidden("%q is not a version (latest or a semver), so %s is not inside a version folder", loc.Version, loc.Path)
 	}
-	return nil
+	return s.frozen
 }
 
 // policyMessage explains why a location above the writable level cannot be written.

@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/keystore"
@@ -76,9 +77,9 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 	zipOnly := map[string]*openapi.Schema{"application/zip": binary["application/zip"]}
 	desc := func(text string) string {
 		return text + " Paths are virtual: <root folder name>/<path inside it>, where the roots are the " + s.noun +
-			" folders (" + s.noun + "_dirs). " + s.layout + " Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces."
+			" folders (" + s.noun + "_dirs). " + s.layout + " Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces."
 	}
-	return []route{
+	routes := []route{
 		{
 			method: "GET", path: base + "list", id: id("List"), tag: tag, permission: s.read,
 			summary:     "List a " + s.noun + " folder",
@@ -250,4 +251,14 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 			handle: a.fileDownloadBatch(s),
 		},
 	}
+	for i, rt := range routes {
+		switch {
+		case !mutating(rt.method) || strings.HasSuffix(rt.path, "/refresh"):
+		case strings.HasSuffix(rt.path, "/delete-batch"):
+			routes[i].description += " In cluster mode each path of an uploaded unit fails with CLUSTER_READ_ONLY."
+		default:
+			routes[i].responses = append(routes[i].responses, errorResponse(http.StatusConflict, clusterReadOnlyDoc))
+		}
+	}
+	return routes
 }

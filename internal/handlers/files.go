@@ -28,9 +28,13 @@ func (a *API) fileManager(s fileSurface, r *http.Request) (*filemanager.Surface,
 		return nil, err
 	}
 	p := principalOf(r.Context())
-	return filemanager.ForCatalog(c).WithAdmit(func(_ string, md packages.Metadata) error {
+	fm := filemanager.ForCatalog(c).WithAdmit(func(_ string, md packages.Metadata) error {
 		return a.admit(p, c, md)
-	}), nil
+	})
+	if a.opts.Cluster != nil {
+		fm.WithFrozen(clusterReadOnly)
+	}
+	return fm, nil
 }
 
 // fileGuard checks every path of a request against the caller's namespaces.

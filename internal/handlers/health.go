@@ -37,11 +37,12 @@ func (a *API) healthRoutes() []route {
 		{
 			method: "GET", path: "/health/ready", id: "healthReady", probe: true, tag: "health", public: true,
 			summary: "Readiness probe",
-			description: "Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic, and in sync mode until the key store's replica has pulled from its primary once. " +
+			description: "Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic, in sync mode until the key store's replica has pulled from its primary once, " +
+				"and in cluster mode until this instance's first reconcile has gone through the desired state. " +
 				"In sync mode the answer says whether the key store is degraded (its primary unreachable); the instance stays ready, as its replica checks credentials.",
 			responses: []response{
 				{status: http.StatusOK, description: "Ready to take traffic", body: api.Health{}},
-				errorResponse(http.StatusServiceUnavailable, "Starting or shutting down, or in sync mode before the key store's first pull from its primary (code NOT_READY)"),
+				errorResponse(http.StatusServiceUnavailable, "Starting or shutting down, in sync mode before the key store's first pull from its primary, or in cluster mode before the first reconcile (code NOT_READY)"),
 			},
 			handle: a.ready(probe("ready")),
 		},

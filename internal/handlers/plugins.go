@@ -32,7 +32,7 @@ func (a *API) pluginRoutes() []route {
 			method: "POST", path: "/plugins/{name}/" + verb, id: verb + "Plugin", tag: "plugins",
 			permission:  keystore.PluginsInstall,
 			summary:     map[bool]string{true: "Enable a plugin", false: "Disable a plugin"}[enabled],
-			description: "Flips enabled in the plugin's manifest, keeping comments. {name} is URL-encoded (@ as %40, / as %2F).",
+			description: "Flips enabled in the plugin's manifest, keeping comments. {name} is URL-encoded (@ as %40, / as %2F). " + clusterChangeDoc,
 			responses: append([]response{
 				{status: http.StatusOK, description: "The plugin's new state", body: api.PluginToggled{}},
 				errorResponse(http.StatusNotFound, "No such plugin (PLUGIN_NOT_FOUND), or it has no manifest to edit (PLUGIN_MANIFEST_NOT_FOUND)"),
@@ -52,7 +52,8 @@ func (a *API) pluginRoutes() []route {
 			method: "POST", path: "/plugins/upload", id: "uploadPlugin", tag: "plugins", permission: keystore.PluginsInstall,
 			summary: "Upload a plugin",
 			description: "Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. " +
-				"The response carries the manifest version. Installing does not load: POST plugins/reload does.",
+				"The response carries the manifest version. Installing does not load: POST plugins/reload does. " + clusterUploadDoc +
+				" In cluster mode every instance loads the plugin once it has installed it.",
 			params:  dryRunParam,
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install and the load plan the next reload would make (PluginDryRun)",
@@ -61,6 +62,10 @@ func (a *API) pluginRoutes() []route {
 				var body api.PluginUploaded
 				body.Success, body.Data.Plugin, body.Data.ReloadRequired = true, in, true
 				body.Data.Message = "installed; POST " + a.opts.Prefix + "/plugins/reload to load it"
+				if a.opts.Cluster != nil {
+					body.Data.ReloadRequired = false
+					body.Data.Message = "installed and loaded; every instance loads it once it has installed it"
+				}
 				return body
 			}, a.pluginDryRun),
 		},
@@ -75,7 +80,8 @@ func (a *API) pluginRoutes() []route {
 			method: "POST", path: "/plugins/reload", id: "reloadPlugins", tag: "plugins", permission: keystore.PluginsInstall,
 			summary: "Reload the plugins",
 			description: "Rescans the plugin folders and swaps in the new route table without a restart; requests in flight " +
-				"finish on the old one. Plugins that cannot load are listed under failed; the others go live.",
+				"finish on the old one. Plugins that cannot load are listed under failed; the others go live. " +
+				"In cluster mode every instance reloads (the request is written to the desired state); this one has when the answer comes.",
 			responses: []response{{status: http.StatusOK, description: "Reloaded", body: api.PluginReload{}}},
 			handle:    a.reloadPlugins,
 		},
@@ -96,7 +102,7 @@ func (a *API) pluginRoutes() []route {
 		{
 			method: "DELETE", path: "/plugins/{name}", id: "deletePlugin", tag: "plugins", permission: keystore.PluginsRemove,
 			summary:     "Remove a plugin",
-			description: "{name} is URL-encoded (@ as %40, / as %2F).",
+			description: "{name} is URL-encoded (@ as %40, / as %2F). " + clusterChangeDoc,
 			responses: []response{
 				{status: http.StatusOK, description: "Removed", body: api.Success{}},
 				badName,
@@ -138,9 +144,12 @@ func (a *API) togglePlugin(w http.ResponseWriter, r *http.Request, enabled bool)
 	if err != nil {
 		return err
 	}
+	body := &api.PluginToggled{Success: true, Data: api.PluginToggle{Name: name, Enabled: enabled}}
 	return a.act(w, r, map[bool]string{true: "plugin.enable", false: "plugin.disable"}[enabled], name,
-		func() error { return a.setEnabled(r, c, name, "", enabled) },
-		api.PluginToggled{Success: true, Data: api.PluginToggle{Name: name, Enabled: enabled}})
+		func() (err error) {
+			body.Data.Change, err = a.setEnabled(r, c, name, "", enabled)
+			return err
+		}, body)
 }
 
 func (a *API) deletePlugin(w http.ResponseWriter, r *http.Request) error {
@@ -148,7 +157,7 @@ func (a *API) deletePlugin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return a.act(w, r, "plugin.delete", name, func() error { return c.Remove(name) }, api.Success{Success: true})
+	return a.act(w, r, "plugin.delete", name, func() error { return a.removeUnit(r, c, name, "", func() error { return c.Remove(name) }) }, api.Success{Success: true})
 }
 
 func (a *API) pluginConfig(w http.ResponseWriter, r *http.Request) error {
@@ -263,7 +272,15 @@ func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	host.Reload()
+	var change int64
+	if a.opts.Cluster != nil {
+		// Every instance reloads; this one has when the request is written.
+		if change, err = a.opts.Cluster.ReloadPlugins(r.Context(), principalOf(r.Context())); err != nil {
+			return err
+		}
+	} else {
+		host.Reload()
+	}
 	loaded, failed := host.Loaded()
 	p := principalOf(r.Context())
 	out := api.PluginReload{OK: true, Plugins: []api.PluginVersion{}, Failed: []api.PluginFailure{}}
@@ -277,7 +294,7 @@ func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
 			out.Failed = append(out.Failed, api.PluginFailure{Name: f.Name, Error: f.Error})
 		}
 	}
-	a.audit(r, "plugin.reload", "", "success", &p, zap.Int("loaded", len(out.Plugins)), zap.Int("failed", len(out.Failed)))
+	a.audit(r, "plugin.reload", "", "success", &p, zap.Int("loaded", len(out.Plugins)), zap.Int("failed", len(out.Failed)), zap.Int64("change", change))
 	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/keystore"
@@ -30,6 +32,7 @@ func uploadErrors(noun string) []response {
 		errorResponse(http.StatusForbidden, admissionForbidden[noun]),
 		errorResponse(http.StatusConflict, admissionConflict[noun]),
 		errorResponse(http.StatusRequestEntityTooLarge, "Over max_upload_size, max_unpacked_size or max_archive_entries (PAYLOAD_TOO_LARGE, naming the limit)"),
+		errorResponse(http.StatusServiceUnavailable, storeUnavailableDoc),
 	}
 }
 
@@ -121,14 +124,17 @@ func (a *API) installed() (map[string][]packages.Unit, error) {
 }
 
 // setEnabled enables or disables a unit (a worker version: version set); enabling admits it
-// with the caller's key first, as an upload would be.
-func (a *API) setEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) error {
+// with the caller's key first, as an upload would be. In cluster mode it returns the change
+// number (see unitChange).
+func (a *API) setEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) (int64, error) {
 	if enabled {
 		if err := a.admitEnable(r, c, name, version); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return c.SetEnabled(name, version, enabled)
+	return a.unitChange(c, name, version, func(ref keystore.UnitRef) (int64, error) {
+		return a.opts.Cluster.SetEnabled(r.Context(), ref, enabled, principalOf(r.Context()))
+	}, func() error { return c.SetEnabled(name, version, enabled) })
 }
 
 // toggleErrors documents the refusals of an enable or disable besides not found: a disable
@@ -220,16 +226,28 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			envelope.WriteJSON(w, http.StatusOK, out)
 			return nil
 		}
-		in, err := s.Commit()
+		in, change, err := a.install(r, cat, s)
 		if err != nil {
 			a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
-			return packageError(err)
+			return packageError(storeError(w, err))
 		}
 		outcome, bytes = "installed", in.Bytes
-		a.audit(r, action, in.Name+"@"+in.Version, "success", &p)
-		envelope.WriteJSON(w, http.StatusOK, body(installedUnit(in)))
+		a.audit(r, action, in.Name+"@"+in.Version, "success", &p, zap.Int64("change", change))
+		unit := installedUnit(in)
+		unit.Change = change
+		envelope.WriteJSON(w, http.StatusOK, body(unit))
 		return nil
 	}
+}
+
+// install installs a staged upload: on this instance's disk, or in cluster mode into the
+// desired state and then here, with the change number it created.
+func (a *API) install(r *http.Request, c *packages.Catalog, s *packages.Staged) (packages.Installed, int64, error) {
+	if a.opts.Cluster == nil {
+		in, err := s.Commit()
+		return in, 0, err
+	}
+	return a.opts.Cluster.Publish(r.Context(), unitKind(c), s, principalOf(r.Context()))
 }
 
 // boolQuery reads the query parameter name as a flag: absent, "0" or "false" is false, "1" or

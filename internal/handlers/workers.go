@@ -19,7 +19,7 @@ func (a *API) workerRoutes() []route {
 			permission: keystore.WorkersInstall,
 			summary:    map[bool]string{true: "Serve a worker version again", false: "Stop serving a worker version"}[enabled],
 			description: "Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping " +
-				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart.",
+				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. " + clusterChangeDoc,
 			responses: append([]response{
 				{status: http.StatusOK, description: "The version's new state", body: api.WorkerToggled{}},
 				notFound,
@@ -30,6 +30,7 @@ func (a *API) workerRoutes() []route {
 	remove := func(path, id, summary, forbidden string) route {
 		return route{
 			method: "DELETE", path: path, id: id, tag: "workers", permission: keystore.WorkersRemove, summary: summary,
+			description: clusterChangeDoc,
 			responses: []response{
 				{status: http.StatusOK, description: "Removed", body: api.Success{}},
 				badName, errorResponse(http.StatusForbidden, forbidden), notFound,
@@ -49,7 +50,7 @@ func (a *API) workerRoutes() []route {
 			method: "POST", path: "/workers/upload", id: "uploadWorker", tag: "workers", permission: keystore.WorkersInstall,
 			summary: "Upload a worker",
 			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
-				"atomically. The archive's files sit at its root or in a single package/ folder.",
+				"atomically. The archive's files sit at its root or in a single package/ folder. " + clusterUploadDoc,
 			params:  dryRunParam,
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
@@ -115,9 +116,12 @@ func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool)
 	if err != nil {
 		return err
 	}
+	body := &api.WorkerToggled{Success: true, Data: api.WorkerToggle{Name: name, Version: version, Enabled: enabled}}
 	return a.act(w, r, map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled], name+"@"+version,
-		func() error { return a.setEnabled(r, c, name, version, enabled) },
-		api.WorkerToggled{Success: true, Data: api.WorkerToggle{Name: name, Version: version, Enabled: enabled}})
+		func() (err error) {
+			body.Data.Change, err = a.setEnabled(r, c, name, version, enabled)
+			return err
+		}, body)
 }
 
 func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
@@ -129,8 +133,9 @@ func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	target, local := name+"@"+version, func() error { return c.RemoveVersion(name, version) }
 	if version == "" {
-		return a.act(w, r, "worker.delete", name, func() error { return c.Remove(name) }, api.Success{Success: true})
+		target, local = name, func() error { return c.Remove(name) }
 	}
-	return a.act(w, r, "worker.delete", name+"@"+version, func() error { return c.RemoveVersion(name, version) }, api.Success{Success: true})
+	return a.act(w, r, "worker.delete", target, func() error { return a.removeUnit(r, c, name, version, local) }, api.Success{Success: true})
 }

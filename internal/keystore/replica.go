@@ -82,8 +82,9 @@ func busy(err error) bool {
 // ours reports whether err is the store's own answer (not a failure of the primary).
 func ours(err error) bool {
 	var in *InputError
+	var exists *UnitExistsError
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrSessionNotFound) || errors.Is(err, ErrUnitNotFound) ||
-		errors.As(err, &in)
+		errors.As(err, &in) || errors.As(err, &exists)
 }
 
 // SyncStatus describes a sync-mode store's link to its primary.
@@ -122,8 +123,8 @@ var keyTables = []syncedTable{
 }
 
 // syncedTables are the tables a replica pulls by change number: keyTables, in their order,
-// then the desired state's units.
-var syncedTables = append(slices.Clip(keyTables), syncedTable{"unit_versions", unitColumns})
+// then the desired state's units and reload requests.
+var syncedTables = append(slices.Clip(keyTables), syncedTable{"unit_versions", unitColumns}, syncedTable{"unit_reloads", reloadColumns})
 
 // replica keeps a sync-mode store's file up to date with the primary: it pulls the rows
 // changed since its cursor every interval, and sooner when a credential is unknown.
@@ -520,8 +521,7 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	if len(pulled[0])+len(pulled[1]) > 0 || cursor < 0 {
 		r.s.invalidate()
 	}
-	if len(pulled[len(keyTables)]) > 0 || cursor < 0 { // unit_versions
-
+	if len(pulled[len(keyTables)])+len(pulled[len(keyTables)+1]) > 0 || cursor < 0 { // unit_versions, unit_reloads
 		r.s.unitsChangedNow()
 	}
 	return nil

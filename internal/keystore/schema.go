@@ -103,6 +103,17 @@ var migrations = []string{
 		health         TEXT    NOT NULL DEFAULT ''
 	);
 	 INSERT INTO store_meta (name, value) VALUES ('units_schema', '1')`,
+	// 7: requests to reload (units_schema 2): one row per kind of unit, whose change number
+	// is the latest request, pulled like the units, so that a reload asked of one instance
+	// reaches every instance. Additive: an instance of units_schema 1 refuses to start on it.
+	`CREATE TABLE unit_reloads (
+		kind              TEXT    PRIMARY KEY,
+		requested_at      INTEGER NOT NULL,
+		changed_by_id     INTEGER NOT NULL DEFAULT 0,
+		changed_by_prefix TEXT    NOT NULL DEFAULT '',
+		change_seq        INTEGER NOT NULL
+	);
+	 UPDATE store_meta SET value = '2' WHERE name = 'units_schema'`,
 }
 
 // SchemaVersion is the schema version this package writes.
@@ -112,7 +123,7 @@ var SchemaVersion = len(migrations)
 // this package writes, kept in store_meta as units_schema. A migration that changes those
 // tables raises it in the same statement list, and stays additive: instances of a cluster
 // are upgraded one at a time, and a newer one migrates the shared primary first.
-const UnitsSchemaVersion = 1
+const UnitsSchemaVersion = 2
 
 // SchemaError refuses a database whose schema is newer than this runtime knows: a newer
 // runtime wrote it, and reading or writing its rows with an older idea of them could

@@ -88,22 +88,11 @@ func checkRef(ref UnitRef, anyVersion bool) error {
 // namespace either way.
 func (s *Store) PutUnitVersion(ctx context.Context, u UnitVersion, by Principal) (int64, error) {
 	defer s.timed("put_unit")()
-	if err := checkRef(u.UnitRef, false); err != nil {
+	scope, hash, err := checkUnit(u)
+	if err != nil {
 		return 0, err
 	}
-	scope := NamespaceOf(u.Name)
-	if u.Scope != "" && u.Scope != scope {
-		return 0, inputErr("BAD_REQUEST", "unit %s is not in namespace %s", u.Name, u.Scope)
-	}
-	hash := strings.ToLower(u.SHA256)
-	if !sha256Pattern.MatchString(hash) {
-		return 0, inputErr("BAD_REQUEST", "unit %s: %q is not a hex SHA-256", u.Name, u.SHA256)
-	}
-	if u.Size < 0 {
-		return 0, inputErr("BAD_REQUEST", "unit %s: negative size %d", u.Name, u.Size)
-	}
-	var change int64
-	err := s.write(ctx, func(tx writeTx) error {
+	return s.writeUnits(ctx, func(tx writeTx) error {
 		now := s.now().Unix()
 		if u.Kind == UnitPlugin {
 			if _, err := tx.ExecContext(ctx, `UPDATE unit_versions SET removed_at = ?, updated_at = ?, changed_by_id = ?,
@@ -112,22 +101,56 @@ func (s *Store) PutUnitVersion(ctx context.Context, u UnitVersion, by Principal)
 				return fmt.Errorf("replacing the other versions of plugin %s: %w", u.Name, err)
 			}
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO unit_versions (`+unitColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
-			ON CONFLICT (kind, name, version) DO UPDATE SET scope = excluded.scope, sha256 = excluded.sha256,
+		return insertUnit(ctx, tx, u, scope, hash, now, by, `ON CONFLICT (kind, name, version) DO UPDATE SET scope = excluded.scope, sha256 = excluded.sha256,
 			size = excluded.size, enabled = excluded.enabled, removed_at = 0, updated_at = excluded.updated_at,
-			changed_by_id = excluded.changed_by_id, changed_by_prefix = excluded.changed_by_prefix, change_seq = excluded.change_seq`,
-			u.Kind, scope, u.Name, u.Version, hash, u.Size, u.Enabled, now, by.ID, by.KeyPrefix, tx.seq)
-		if err != nil {
-			return fmt.Errorf("storing %s %s@%s: %w", u.Kind, u.Name, u.Version, err)
-		}
+			changed_by_id = excluded.changed_by_id, changed_by_prefix = excluded.changed_by_prefix, change_seq = excluded.change_seq`)
+	})
+}
+
+// writeUnits runs fn in one write transaction, then signals UnitsChanged; it returns the
+// change number of the write.
+func (s *Store) writeUnits(ctx context.Context, fn func(tx writeTx) error) (int64, error) {
+	var change int64
+	err := s.write(ctx, func(tx writeTx) error {
 		change = tx.seq
-		return nil
+		return fn(tx)
 	})
 	if err != nil {
 		return 0, err
 	}
 	s.unitsChangedNow()
 	return change, nil
+}
+
+// checkUnit validates a unit version to store and returns its namespace and its hash in
+// lower case.
+func checkUnit(u UnitVersion) (scope, hash string, err error) {
+	if err := checkRef(u.UnitRef, false); err != nil {
+		return "", "", err
+	}
+	scope = NamespaceOf(u.Name)
+	if u.Scope != "" && u.Scope != scope {
+		return "", "", inputErr("BAD_REQUEST", "unit %s is not in namespace %s", u.Name, u.Scope)
+	}
+	hash = strings.ToLower(u.SHA256)
+	if !sha256Pattern.MatchString(hash) {
+		return "", "", inputErr("BAD_REQUEST", "unit %s: %q is not a hex SHA-256", u.Name, u.SHA256)
+	}
+	if u.Size < 0 {
+		return "", "", inputErr("BAD_REQUEST", "unit %s: negative size %d", u.Name, u.Size)
+	}
+	return scope, hash, nil
+}
+
+// insertUnit inserts u as a live row changed now by by, in tx; onConflict says what a row of
+// the same version already there becomes.
+func insertUnit(ctx context.Context, tx writeTx, u UnitVersion, scope, hash string, now int64, by Principal, onConflict string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO unit_versions (`+unitColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?) `+onConflict,
+		u.Kind, scope, u.Name, u.Version, hash, u.Size, u.Enabled, now, by.ID, by.KeyPrefix, tx.seq)
+	if err != nil {
+		return fmt.Errorf("storing %s %s@%s: %w", u.Kind, u.Name, u.Version, err)
+	}
+	return nil
 }
 
 // SetUnitEnabled enables or disables a live unit version (every live version when
@@ -151,8 +174,7 @@ func (s *Store) changeUnit(ctx context.Context, ref UnitRef, by Principal, set s
 	if err := checkRef(ref, true); err != nil {
 		return 0, err
 	}
-	var change int64
-	err := s.write(ctx, func(tx writeTx) error {
+	return s.writeUnits(ctx, func(tx writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE unit_versions SET `+set+`, updated_at = ?, changed_by_id = ?,
 			changed_by_prefix = ?, change_seq = ? WHERE kind = ? AND name = ? AND (version = ? OR ? = '') AND removed_at = 0`,
 			value, s.now().Unix(), by.ID, by.KeyPrefix, tx.seq, ref.Kind, ref.Name, ref.Version, ref.Version)
@@ -162,14 +184,8 @@ func (s *Store) changeUnit(ctx context.Context, ref UnitRef, by Principal, set s
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrUnitNotFound
 		}
-		change = tx.seq
 		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	s.unitsChangedNow()
-	return change, nil
 }
 
 // UnitsChanged returns the channel that receives a value after the desired state this
@@ -213,12 +229,13 @@ func (s *Store) UnitChangesSince(ctx context.Context, change int64) ([]UnitVersi
 }
 
 // LatestChange returns the change number of the last change to the desired state this
-// instance holds, 0 before any. An instance that has applied the rows up to it has
+// instance holds (a unit version, or a reload request), 0 before any. An instance that has applied the rows up to it has
 // converged; the store's other writes (keys, sessions, audit entries) share the numbering but
 // do not count.
 func (s *Store) LatestChange(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(change_seq), 0) FROM unit_versions`).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT MAX((SELECT COALESCE(MAX(change_seq), 0) FROM unit_versions),
+		(SELECT COALESCE(MAX(change_seq), 0) FROM unit_reloads))`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("reading the desired state's change number: %v", err)
 	}
@@ -241,4 +258,44 @@ func (s *Store) readUnits(ctx context.Context, query string, args ...any) ([]Uni
 		out = append(out, u)
 	}
 	return out, rows.Err()
+}
+
+// reloadColumns are the columns of unit_reloads, change_seq last (as syncedTables wants).
+const reloadColumns = "kind, requested_at, changed_by_id, changed_by_prefix, change_seq"
+
+// RequestReload asks every instance to reload its units of kind (UnitPlugin: the plugins), by
+// by, and returns the change number of the request: an instance that has reloaded after
+// seeing it (ReloadRequested) has honoured it. Requests are not queued: one reload honours
+// every request before it.
+func (s *Store) RequestReload(ctx context.Context, kind string, by Principal) (int64, error) {
+	defer s.timed("request_reload")()
+	if kind != UnitWorker && kind != UnitPlugin {
+		return 0, inputErr("BAD_REQUEST", "unit kind %q is neither %s nor %s", kind, UnitWorker, UnitPlugin)
+	}
+	var change int64
+	err := s.write(ctx, func(tx writeTx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO unit_reloads (`+reloadColumns+`) VALUES (?, ?, ?, ?, ?)`,
+			kind, s.now().Unix(), by.ID, by.KeyPrefix, tx.seq)
+		if err != nil {
+			return fmt.Errorf("requesting a reload of the %ss: %w", kind, err)
+		}
+		change = tx.seq
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.unitsChangedNow()
+	return change, nil
+}
+
+// ReloadRequested returns the change number of the latest request to reload the units of
+// kind as this instance holds it, 0 when none was made.
+func (s *Store) ReloadRequested(ctx context.Context, kind string) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(change_seq), 0) FROM unit_reloads WHERE kind = ?`, kind).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("reading the reload requests: %v", err)
+	}
+	return n, nil
 }

@@ -394,12 +394,55 @@ func TestSyncRefusesNewerUnitsSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, `UPDATE store_meta SET value = '2' WHERE name = 'units_schema'`); err != nil {
+	if _, err := db.ExecContext(ctx, `UPDATE store_meta SET value = '3' WHERE name = 'units_schema'`); err != nil {
 		t.Fatal(err)
 	}
 	_, err = OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL})
-	want := "the key store primary " + primary.URL + ": desired-state schema (units_schema) version 2 is newer than this runtime understands (1)"
+	want := "the key store primary " + primary.URL + ": desired-state schema (units_schema) version 3 is newer than this runtime understands (2)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("OpenSync = %v, want %q", err, want)
+	}
+}
+
+// TestSyncReloadRequest checks that a reload asked of one instance reaches another with its
+// change number, signals UnitsChanged there, and counts as a change of the desired state.
+func TestSyncReloadRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary := testkit.StartSqld(t)
+	a, _ := syncStore(t, primary, time.Hour)
+	b, _ := syncStore(t, primary, time.Hour)
+	if n, err := b.ReloadRequested(ctx, UnitPlugin); err != nil || n != 0 {
+		t.Fatalf("before any request: %d, %v", n, err)
+	}
+	c1, err := a.RequestReload(ctx, UnitPlugin, deployer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.ReloadRequested(ctx, UnitPlugin); n != c1 {
+		t.Fatalf("on A, its own request: %d, want %d", n, c1)
+	}
+	signalled(b)
+	if !b.RefreshUnits(ctx) || !signalled(b) {
+		t.Fatal("B's pull failed or did not signal UnitsChanged")
+	}
+	c2, err := a.RequestReload(ctx, UnitPlugin, Root())
+	if err != nil || c2 <= c1 {
+		t.Fatalf("second request: %d, %v (first %d)", c2, err, c1)
+	}
+	if err := b.replica.pull(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := b.ReloadRequested(ctx, UnitPlugin); n != c2 {
+		t.Errorf("on B: %d, want the latest request %d", n, c2)
+	}
+	if n, _ := b.ReloadRequested(ctx, UnitWorker); n != 0 {
+		t.Errorf("worker reloads on B: %d, want none", n)
+	}
+	if n, _ := b.LatestChange(ctx); n != c2 {
+		t.Errorf("LatestChange on B = %d, want the reload's %d", n, c2)
+	}
+	if _, err := a.RequestReload(ctx, "theme", deployer); err == nil {
+		t.Error("a reload of an unknown kind was accepted")
 	}
 }

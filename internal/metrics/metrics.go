@@ -35,6 +35,7 @@ type Set struct {
 	reloadDuration  prometheus.Histogram
 	reloadFailures  prometheus.Counter
 	keyStoreQueries *prometheus.HistogramVec
+	reconcileFails  *prometheus.CounterVec
 
 	workersMu sync.RWMutex
 	workers   map[string]struct{} // the worker names with series of their own
@@ -81,6 +82,9 @@ func New() *Set {
 		keyStoreQueries: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "keystore_query_duration_seconds",
 			Help:    "Time of key store queries that reach the database, by operation.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"op"}),
+		reconcileFails: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_failures_total",
+			Help: "Cluster mode: unit versions this instance failed to converge, by kind and class (missing, corrupt, unavailable, store, install); once per unit version and failure, not per retry."},
+			[]string{"kind", "class"}),
 		workers: map[string]struct{}{},
 		pools:   map[*poolSource]struct{}{},
 	}
@@ -90,7 +94,7 @@ func New() *Set {
 func (s *Set) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.apiRequests, s.authFailures, s.workerRequests, s.workerDuration,
 		s.processStarts, s.processCrashes, s.processRestarts, s.installDuration, s.installBytes,
-		s.reloadDuration, s.reloadFailures, s.keyStoreQueries}
+		s.reloadDuration, s.reloadFailures, s.keyStoreQueries, s.reconcileFails}
 }
 
 // Describe implements prometheus.Collector.
@@ -266,6 +270,14 @@ func (s *Set) PluginReload(d time.Duration, failed int) {
 	}
 	s.reloadDuration.Observe(d.Seconds())
 	s.reloadFailures.Add(float64(failed))
+}
+
+// ReconcileFailure counts a unit version of kind (worker or plugin) that this instance
+// failed to converge with the desired state, for the reason class.
+func (s *Set) ReconcileFailure(kind, class string) {
+	if s != nil {
+		s.reconcileFails.WithLabelValues(kind, class).Inc()
+	}
 }
 
 // KeyStoreQuery records a key store query of operation op that took d.

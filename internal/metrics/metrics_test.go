@@ -45,6 +45,9 @@ func TestCounts(t *testing.T) {
 	s.Install("worker", "refused", time.Millisecond, 1000)
 	s.PluginReload(time.Millisecond, 2)
 	s.KeyStoreQuery("verify", time.Millisecond)
+	s.ReconcileFailure("worker", "corrupt")
+	s.ReconcileFailure("worker", "corrupt")
+	s.ReconcileFailure("plugin", "missing")
 	remove := s.AddPool(func() map[string]int { return map[string]int{"running": 2, "draining": 1} })
 	s.AddPool(func() map[string]int { return map[string]int{"running": 1} })
 
@@ -75,6 +78,10 @@ runtime_install_bytes_total{kind="worker"} 1000
 # HELP runtime_plugin_load_failures_total Plugins that failed to load in a plugin reload (one per plugin and reload).
 # TYPE runtime_plugin_load_failures_total counter
 runtime_plugin_load_failures_total 2
+# HELP runtime_reconcile_failures_total Cluster mode: unit versions this instance failed to converge, by kind and class (missing, corrupt, unavailable, store, install); once per unit version and failure, not per retry.
+# TYPE runtime_reconcile_failures_total counter
+runtime_reconcile_failures_total{class="corrupt",kind="worker"} 2
+runtime_reconcile_failures_total{class="missing",kind="plugin"} 1
 # HELP runtime_worker_processes Worker processes alive now, by state.
 # TYPE runtime_worker_processes gauge
 runtime_worker_processes{state="draining"} 1
@@ -83,7 +90,7 @@ runtime_worker_processes{state="starting"} 0
 `
 	names := []string{"runtime_api_requests_total", "runtime_auth_failures_total", "runtime_worker_requests_total",
 		"runtime_worker_process_starts_total", "runtime_worker_process_crashes_total", "runtime_worker_process_restarts_total",
-		"runtime_install_bytes_total", "runtime_plugin_load_failures_total", "runtime_worker_processes"}
+		"runtime_install_bytes_total", "runtime_plugin_load_failures_total", "runtime_reconcile_failures_total", "runtime_worker_processes"}
 	if err := testutil.CollectAndCompare(s, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +142,7 @@ func TestNilSet(t *testing.T) {
 	s.Install("worker", "installed", 0, 1)
 	s.PluginReload(0, 1)
 	s.KeyStoreQuery("x", 0)
+	s.ReconcileFailure("worker", "corrupt")
 	s.AddPool(func() map[string]int { return nil })()
 }
 

@@ -287,15 +287,8 @@ func (x *extractor) replace(name string, remove bool) error {
 }
 
 func (x *extractor) symlink(name, target string) error {
-	if target == "" || strings.ContainsRune(target, 0) {
-		return traversal("link %q has an empty or invalid target", name)
-	}
-	if path.IsAbs(target) || strings.HasPrefix(target, `\`) || hasDrive(target) {
-		return traversal("link %q points to the absolute path %q", name, target)
-	}
-	resolved := path.Join(path.Dir(name), target)
-	if resolved == ".." || strings.HasPrefix(resolved, "../") {
-		return traversal("link %q points outside the package (%q)", name, target)
+	if err := checkLink(name, target); err != nil {
+		return err
 	}
 	if err := x.prepareParent(name); err != nil {
 		return err
@@ -307,6 +300,22 @@ func (x *extractor) symlink(name, target string) error {
 		return x.writeErr(name, err)
 	}
 	x.links = append(x.links, name)
+	return nil
+}
+
+// checkLink refuses a link whose target is empty, absolute or, by its name alone, outside
+// the package; checkLinks resolves the ones that pass once every entry is written.
+func checkLink(name, target string) error {
+	if target == "" || strings.ContainsRune(target, 0) {
+		return traversal("link %q has an empty or invalid target", name)
+	}
+	if path.IsAbs(target) || strings.HasPrefix(target, `\`) || hasDrive(target) {
+		return traversal("link %q points to the absolute path %q", name, target)
+	}
+	resolved := path.Join(path.Dir(name), target)
+	if resolved == ".." || strings.HasPrefix(resolved, "../") {
+		return traversal("link %q points outside the package (%q)", name, target)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -213,8 +214,19 @@ func TestStage(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(s.Tree, "index.html")); err != nil || string(b) != "<p>2" {
 			t.Fatalf("the staged tree: %q, %v", b, err)
 		}
+		f, err := s.Archive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err := io.ReadAll(f); err != nil || !bytes.Equal(b, data) {
+			t.Fatalf("the staged archive is not the upload (%d bytes of %d): %v", len(b), len(data), err)
+		}
+		f.Close()
 		s.Discard()
 		s.Discard()
+		if _, err := s.Archive(); err == nil {
+			t.Fatal("a discarded upload's archive opened")
+		}
 		if after := tree(t, base); !reflect.DeepEqual(before, after) {
 			t.Fatalf("a dry run changed the folders:\nbefore %v\nafter  %v", before, after)
 		}

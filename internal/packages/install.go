@@ -161,6 +161,15 @@ func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (s
 // Dir is the catalog folder the staged package installs into.
 func (s *Staged) Dir() Dir { return s.dir }
 
+// Archive opens the uploaded archive exactly as it was received (its SHA256 is the staged
+// package's), for the caller to close; it is readable until Discard.
+func (s *Staged) Archive() (*os.File, error) {
+	if s.root == nil {
+		return nil, errors.New("the upload is discarded")
+	}
+	return s.root.Open(path.Join(s.work, "upload"))
+}
+
 // Commit installs the staged package, replacing an existing install atomically.
 func (s *Staged) Commit() (Installed, error) {
 	if s.committed {

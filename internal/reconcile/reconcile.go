@@ -614,6 +614,28 @@ func withRoot(dir string, fn func(*os.Root) error) error {
 // It waits for a running pass; when that pass installed the row already, the staged copy is
 // discarded by the caller as usual and Commit reports the install.
 func (r *Reconciler) Commit(row keystore.UnitVersion, s *packages.Staged) (packages.Installed, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.commitLocked(row, s)
+}
+
+// WriteAndCommit writes the live row of a package staged from an upload with write (to the
+// desired state, once its archive is in the store) and installs the staged tree as Commit
+// does, holding passes off in between: a pass started by the new row would otherwise
+// download the archive this instance holds. A failed write installs nothing.
+func (r *Reconciler) WriteAndCommit(write func() (keystore.UnitVersion, error), s *packages.Staged) (keystore.UnitVersion, packages.Installed, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	row, err := write()
+	if err != nil {
+		return row, packages.Installed{}, err
+	}
+	in, err := r.commitLocked(row, s)
+	return row, in, err
+}
+
+// commitLocked is Commit for a caller that holds mu.
+func (r *Reconciler) commitLocked(row keystore.UnitVersion, s *packages.Staged) (packages.Installed, error) {
 	cat := r.catalog(row.Kind)
 	switch {
 	case cat == nil:
@@ -624,8 +646,6 @@ func (r *Reconciler) Commit(row keystore.UnitVersion, s *packages.Staged) (packa
 		return packages.Installed{}, fmt.Errorf("reconcile: the staged package %s@%s (sha256 %s) is not the row's %s@%s (sha256 %s)",
 			s.Name, s.Version, s.SHA256, row.Name, row.Version, row.SHA256)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	u := Unit{Kind: row.Kind, Name: row.Name, Version: row.Version}
 	delete(r.failing, u.key())
 	if r.installed(cat, row) {

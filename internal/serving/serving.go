@@ -5,6 +5,7 @@
 package serving
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httputil"
@@ -45,6 +46,11 @@ type Options struct {
 	Logger *zap.Logger
 	// Metrics counts the requests each worker served; nil counts nothing.
 	Metrics *metrics.Set
+	// Missing, when set, is told that a request names a worker this instance does not serve
+	// (unknown, no enabled version, none matching the pin): in cluster mode it may have been
+	// uploaded or enabled elsewhere since the last pull. It reports whether the worker may be
+	// here now, and then the request is resolved once more. Rate-limit it: anyone can ask.
+	Missing func(ctx context.Context, name string) bool
 }
 
 // Server serves workers.
@@ -113,6 +119,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *string) er
 	}
 	at := mount.Path(r.Context())
 	t, name, err := Resolve(c, r.URL.Path)
+	if s.opts.Missing != nil && (errors.Is(err, ErrNoSuchWorker) || errors.Is(err, ErrNoEnabledVersion) || errors.Is(err, ErrNoMatchingPin)) &&
+		s.opts.Missing(r.Context(), name) {
+		t, name, err = Resolve(c, r.URL.Path)
+	}
 	switch {
 	case errors.Is(err, ErrNotWorkerPath):
 		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "nothing is served at %s%s; workers are served at %s/<name>/ and %s/@scope/<name>/", at, r.URL.Path, at, at)

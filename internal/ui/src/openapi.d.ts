@@ -215,7 +215,7 @@ export interface paths {
         };
         /**
          * Readiness probe
-         * @description Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic, and in sync mode until the key store's replica has pulled from its primary once. In sync mode the answer says whether the key store is degraded (its primary unreachable); the instance stays ready, as its replica checks credentials.
+         * @description Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic, in sync mode until the key store's replica has pulled from its primary once, and in cluster mode until this instance's first reconcile has gone through the desired state. In sync mode the answer says whether the key store is degraded (its primary unreachable); the instance stays ready, as its replica checks credentials.
          */
         get: operations["healthReady"];
         put?: never;
@@ -336,7 +336,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a file or folder of a plugin
-         * @description Removes a file, a link (never its target) or a folder with its content. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Removes a file, a link (never its target) or a folder with its content. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         delete: operations["pluginsFilesDelete"];
         options?: never;
@@ -355,7 +355,7 @@ export interface paths {
         put?: never;
         /**
          * Delete several files or folders of a plugin
-         * @description Deletes each path as DELETE delete would; the paths that fail are listed in errors and the others are deleted. At most 1000 paths. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Deletes each path as DELETE delete would; the paths that fail are listed in errors and the others are deleted. At most 1000 paths. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces. In cluster mode each path of an uploaded unit fails with CLUSTER_READ_ONLY.
          */
         post: operations["pluginsFilesDeleteBatch"];
         delete?: never;
@@ -373,7 +373,7 @@ export interface paths {
         };
         /**
          * Download a file or folder of a plugin
-         * @description A file as an attachment (application/octet-stream), or a folder as a zip holding the folder. Links are kept as links when their target lies inside the unit and left out otherwise. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description A file as an attachment (application/octet-stream), or a folder as a zip holding the folder. Links are kept as links when their target lies inside the unit and left out otherwise. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["pluginsFilesDownload"];
         put?: never;
@@ -393,7 +393,7 @@ export interface paths {
         };
         /**
          * Download several files or folders of a plugin as a zip
-         * @description A zip of the paths that can be read, each under its base name ("name (2)" when two share one); the others are left out. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description A zip of the paths that can be read, each under its base name ("name (2)" when two share one); the others are left out. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["pluginsFilesDownloadBatch"];
         put?: never;
@@ -413,7 +413,7 @@ export interface paths {
         };
         /**
          * List a plugin folder
-         * @description Lists a folder; path "" (or none) lists the roots, built-in ones included (visibility built-in). A restricted key sees only the @scope folders of its namespaces in a root. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Lists a folder; path "" (or none) lists the roots, built-in ones included (visibility built-in). A restricted key sees only the @scope folders of its namespaces in a root. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["pluginsFilesList"];
         put?: never;
@@ -435,7 +435,7 @@ export interface paths {
         put?: never;
         /**
          * Create a folder in a plugin
-         * @description Creates the folder with its missing parents. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Creates the folder with its missing parents. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["pluginsFilesMkdir"];
         delete?: never;
@@ -455,7 +455,7 @@ export interface paths {
         put?: never;
         /**
          * Move a file or folder of a plugin
-         * @description Moves path into the folder destPath, within one root; both paths obey the policy and the namespaces. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Moves path into the folder destPath, within one root; both paths obey the policy and the namespaces. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["pluginsFilesMove"];
         delete?: never;
@@ -475,7 +475,7 @@ export interface paths {
         put?: never;
         /**
          * Move several files or folders of a plugin
-         * @description Moves each path into destPath as move would; the paths that fail are listed in errors and the others are moved. At most 1000 paths. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Moves each path into destPath as move would; the paths that fail are listed in errors and the others are moved. At most 1000 paths. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["pluginsFilesMoveBatch"];
         delete?: never;
@@ -493,13 +493,13 @@ export interface paths {
         };
         /**
          * Refresh a plugin folder
-         * @description Listings are read from disk every time, so nothing is cached; this checks the path and answers success, for clients that call it. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Listings are read from disk every time, so nothing is cached; this checks the path and answers success, for clients that call it. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["pluginsFilesRefresh"];
         put?: never;
         /**
          * Refresh a plugin folder
-         * @description As GET; the body {path?} may be empty, and then the query's path is read. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description As GET; the body {path?} may be empty, and then the query's path is read. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["pluginsFilesRefreshPost"];
         delete?: never;
@@ -519,7 +519,7 @@ export interface paths {
         put?: never;
         /**
          * Rename a file or folder of a plugin
-         * @description Renames in place; newName is a single name. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Renames in place; newName is a single name. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["pluginsFilesRename"];
         delete?: never;
@@ -539,7 +539,7 @@ export interface paths {
         put?: never;
         /**
          * Upload files into a plugin
-         * @description Writes the files[] parts into the folder path (created when missing), each at its paths[] entry or its file name; existing files are replaced and folders merged. A .zip file is extracted in place, with the defences and limits of package uploads. All of it is staged first, so a refused upload changes nothing. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Writes the files[] parts into the folder path (created when missing), each at its paths[] entry or its file name; existing files are replaced and folders merged. A .zip file is extracted in place, with the defences and limits of package uploads. All of it is staged first, so a refused upload changes nothing. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["pluginsFilesUpload"];
         delete?: never;
@@ -579,7 +579,7 @@ export interface paths {
         put?: never;
         /**
          * Reload the plugins
-         * @description Rescans the plugin folders and swaps in the new route table without a restart; requests in flight finish on the old one. Plugins that cannot load are listed under failed; the others go live.
+         * @description Rescans the plugin folders and swaps in the new route table without a restart; requests in flight finish on the old one. Plugins that cannot load are listed under failed; the others go live. In cluster mode every instance reloads (the request is written to the desired state); this one has when the answer comes.
          */
         post: operations["reloadPlugins"];
         delete?: never;
@@ -599,7 +599,7 @@ export interface paths {
         put?: never;
         /**
          * Upload a plugin
-         * @description Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. The response carries the manifest version. Installing does not load: POST plugins/reload does.
+         * @description Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. The response carries the manifest version. Installing does not load: POST plugins/reload does. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number. In cluster mode every instance loads the plugin once it has installed it.
          */
         post: operations["uploadPlugin"];
         delete?: never;
@@ -620,7 +620,7 @@ export interface paths {
         post?: never;
         /**
          * Remove a plugin
-         * @description {name} is URL-encoded (@ as %40, / as %2F).
+         * @description {name} is URL-encoded (@ as %40, / as %2F). In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         delete: operations["deletePlugin"];
         options?: never;
@@ -659,7 +659,7 @@ export interface paths {
         put?: never;
         /**
          * Disable a plugin
-         * @description Flips enabled in the plugin's manifest, keeping comments. {name} is URL-encoded (@ as %40, / as %2F).
+         * @description Flips enabled in the plugin's manifest, keeping comments. {name} is URL-encoded (@ as %40, / as %2F). In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["disablePlugin"];
         delete?: never;
@@ -679,7 +679,7 @@ export interface paths {
         put?: never;
         /**
          * Enable a plugin
-         * @description Flips enabled in the plugin's manifest, keeping comments. {name} is URL-encoded (@ as %40, / as %2F).
+         * @description Flips enabled in the plugin's manifest, keeping comments. {name} is URL-encoded (@ as %40, / as %2F). In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["enablePlugin"];
         delete?: never;
@@ -720,7 +720,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a file or folder of a worker
-         * @description Removes a file, a link (never its target) or a folder with its content. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Removes a file, a link (never its target) or a folder with its content. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         delete: operations["workersFilesDelete"];
         options?: never;
@@ -739,7 +739,7 @@ export interface paths {
         put?: never;
         /**
          * Delete several files or folders of a worker
-         * @description Deletes each path as DELETE delete would; the paths that fail are listed in errors and the others are deleted. At most 1000 paths. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Deletes each path as DELETE delete would; the paths that fail are listed in errors and the others are deleted. At most 1000 paths. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces. In cluster mode each path of an uploaded unit fails with CLUSTER_READ_ONLY.
          */
         post: operations["workersFilesDeleteBatch"];
         delete?: never;
@@ -757,7 +757,7 @@ export interface paths {
         };
         /**
          * Download a file or folder of a worker
-         * @description A file as an attachment (application/octet-stream), or a folder as a zip holding the folder. Links are kept as links when their target lies inside the unit and left out otherwise. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description A file as an attachment (application/octet-stream), or a folder as a zip holding the folder. Links are kept as links when their target lies inside the unit and left out otherwise. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["workersFilesDownload"];
         put?: never;
@@ -777,7 +777,7 @@ export interface paths {
         };
         /**
          * Download several files or folders of a worker as a zip
-         * @description A zip of the paths that can be read, each under its base name ("name (2)" when two share one); the others are left out. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description A zip of the paths that can be read, each under its base name ("name (2)" when two share one); the others are left out. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["workersFilesDownloadBatch"];
         put?: never;
@@ -797,7 +797,7 @@ export interface paths {
         };
         /**
          * List a worker folder
-         * @description Lists a folder; path "" (or none) lists the roots, built-in ones included (visibility built-in). A restricted key sees only the @scope folders of its namespaces in a root. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Lists a folder; path "" (or none) lists the roots, built-in ones included (visibility built-in). A restricted key sees only the @scope folders of its namespaces in a root. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["workersFilesList"];
         put?: never;
@@ -819,7 +819,7 @@ export interface paths {
         put?: never;
         /**
          * Create a folder in a worker
-         * @description Creates the folder with its missing parents. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Creates the folder with its missing parents. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["workersFilesMkdir"];
         delete?: never;
@@ -839,7 +839,7 @@ export interface paths {
         put?: never;
         /**
          * Move a file or folder of a worker
-         * @description Moves path into the folder destPath, within one root; both paths obey the policy and the namespaces. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Moves path into the folder destPath, within one root; both paths obey the policy and the namespaces. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["workersFilesMove"];
         delete?: never;
@@ -859,7 +859,7 @@ export interface paths {
         put?: never;
         /**
          * Move several files or folders of a worker
-         * @description Moves each path into destPath as move would; the paths that fail are listed in errors and the others are moved. At most 1000 paths. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Moves each path into destPath as move would; the paths that fail are listed in errors and the others are moved. At most 1000 paths. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["workersFilesMoveBatch"];
         delete?: never;
@@ -877,13 +877,13 @@ export interface paths {
         };
         /**
          * Refresh a worker folder
-         * @description Listings are read from disk every time, so nothing is cached; this checks the path and answers success, for clients that call it. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Listings are read from disk every time, so nothing is cached; this checks the path and answers success, for clients that call it. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["workersFilesRefresh"];
         put?: never;
         /**
          * Refresh a worker folder
-         * @description As GET; the body {path?} may be empty, and then the query's path is read. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description As GET; the body {path?} may be empty, and then the query's path is read. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["workersFilesRefreshPost"];
         delete?: never;
@@ -903,7 +903,7 @@ export interface paths {
         put?: never;
         /**
          * Rename a file or folder of a worker
-         * @description Renames in place; newName is a single name. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Renames in place; newName is a single name. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["workersFilesRename"];
         delete?: never;
@@ -923,7 +923,7 @@ export interface paths {
         put?: never;
         /**
          * Upload files into a worker
-         * @description Writes the files[] parts into the folder path (created when missing), each at its paths[] entry or its file name; existing files are replaced and folders merged. A .zip file is extracted in place, with the defences and limits of package uploads. All of it is staged first, so a refused upload changes nothing. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only; a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description Writes the files[] parts into the folder path (created when missing), each at its paths[] entry or its file name; existing files are replaced and folders merged. A .zip file is extracted in place, with the defences and limits of package uploads. All of it is staged first, so a refused upload changes nothing. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         post: operations["workersFilesUpload"];
         delete?: never;
@@ -963,7 +963,7 @@ export interface paths {
         put?: never;
         /**
          * Upload a worker
-         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder.
+         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
          */
         post: operations["uploadWorker"];
         delete?: never;
@@ -982,7 +982,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a worker and all its versions */
+        /**
+         * Remove a worker and all its versions
+         * @description In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
+         */
         delete: operations["deleteWorker"];
         options?: never;
         head?: never;
@@ -1039,7 +1042,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove one version of a worker */
+        /**
+         * Remove one version of a worker
+         * @description In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
+         */
         delete: operations["deleteWorkerVersion"];
         options?: never;
         head?: never;
@@ -1057,7 +1063,7 @@ export interface paths {
         put?: never;
         /**
          * Stop serving a worker version
-         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart.
+         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["disableWorker"];
         delete?: never;
@@ -1077,7 +1083,7 @@ export interface paths {
         put?: never;
         /**
          * Serve a worker version again
-         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart.
+         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["enableWorker"];
         delete?: never;
@@ -1452,7 +1458,7 @@ export interface components {
             data: {
                 message: string;
                 plugin: components["schemas"]["InstalledUnit"];
-                /** @description true: the plugin is installed, not loaded; POST plugins/reload loads it */
+                /** @description true: the plugin is installed, not loaded; POST plugins/reload loads it. False in cluster mode, where every instance loads a plugin once it has installed it */
                 reloadRequired: boolean;
             };
             success: boolean;
@@ -2373,7 +2379,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description Starting or shutting down, or in sync mode before the key store's first pull from its primary (code NOT_READY) */
+            /** @description Starting or shutting down, in sync mode before the key store's first pull from its primary, or in cluster mode before the first reconcile (code NOT_READY) */
             503: {
                 headers: {
                     /** @description correlation id of the request */
@@ -2876,7 +2882,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description Removing a manifest uncovers one whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT) */
+            /** @description Removing a manifest uncovers one whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -3356,7 +3362,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The target already exists, or a file meets a folder (FILE_EXISTS) */
+            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -3470,7 +3476,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT) */
+            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -3575,6 +3581,17 @@ export interface operations {
             };
             /** @description destPath: No such file, folder or root (FILE_NOT_FOUND) */
             404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
+            409: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
@@ -3884,7 +3901,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT) */
+            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -3998,7 +4015,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT) */
+            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -4269,7 +4286,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            /** @description Cluster mode: the package store cannot take the archive, unreachable or refusing the credentials or the bucket (PACKAGE_STORE_UNAVAILABLE, with Retry-After); nothing was installed or recorded; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
                 headers: {
                     /** @description correlation id of the request */
@@ -4787,7 +4804,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description Removing a manifest uncovers one whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT) */
+            /** @description Removing a manifest uncovers one whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -5267,7 +5284,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The target already exists, or a file meets a folder (FILE_EXISTS) */
+            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -5381,7 +5398,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT) */
+            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -5486,6 +5503,17 @@ export interface operations {
             };
             /** @description destPath: No such file, folder or root (FILE_NOT_FOUND) */
             404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
+            409: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
@@ -5795,7 +5823,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT) */
+            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -5909,7 +5937,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT) */
+            /** @description The target already exists, or a file meets a folder (FILE_EXISTS); a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT); Cluster mode: uploaded units are read-only, every instance serves them as uploaded; deploy a new version (CLUSTER_READ_ONLY) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6114,7 +6142,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            /** @description Cluster mode: the package store cannot take the archive, unreachable or refusing the credentials or the bucket (PACKAGE_STORE_UNAVAILABLE, with Retry-After); nothing was installed or recorded; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
                 headers: {
                     /** @description correlation id of the request */
