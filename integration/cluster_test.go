@@ -391,19 +391,26 @@ func TestClusterServing(t *testing.T) {
 				t.Errorf("%s after deploy --wait: %v", s.Name(), err)
 			}
 		}
-		// GET cluster on any instance lists the three, each having applied the change.
-		resp := g[2].Get(g[2].API+"/cluster", harness.WithKey(rootKey))
-		var cl api.Cluster
-		if resp.Status != 200 || resp.JSON(&cl) != nil || len(cl.Instances) != 3 || cl.Change < change {
-			t.Fatalf("GET cluster on C = %s", resp)
-		}
-		for _, s := range g {
-			id := instanceID(t, s)
-			i := slices.IndexFunc(cl.Instances, func(in api.ClusterInstance) bool { return in.ID == id })
-			if i < 0 || cl.Instances[i].Health != "ok" || cl.Instances[i].AppliedChange < change {
-				t.Errorf("GET cluster on C: %s (%s) at change %d in %s", s.Name(), id, change, resp)
+		// GET cluster on another instance lists the three at the change too, once it has
+		// pulled their heartbeats.
+		testkit.EventuallyNil(t, converge, func() error {
+			resp, err := g[2].Send("GET", g[2].API+"/cluster", harness.WithKey(rootKey))
+			if err != nil {
+				return err
 			}
-		}
+			var cl api.Cluster
+			if resp.Status != 200 || resp.JSON(&cl) != nil || len(cl.Instances) != 3 || cl.Change < change {
+				return fmt.Errorf("GET cluster on C = %s", resp)
+			}
+			for _, s := range g {
+				id := instanceID(t, s)
+				i := slices.IndexFunc(cl.Instances, func(in api.ClusterInstance) bool { return in.ID == id })
+				if i < 0 || cl.Instances[i].Health != "ok" || cl.Instances[i].AppliedChange < change {
+					return fmt.Errorf("GET cluster on C: %s (%s) not at change %d: %s", s.Name(), id, change, resp)
+				}
+			}
+			return nil
+		})
 	})
 }
 
