@@ -174,6 +174,7 @@ type PluginReload struct {
 	OK      bool            `json:"ok"`
 	Plugins []PluginVersion `json:"plugins" doc:"the plugins loaded, in load order"`
 	Failed  []PluginFailure `json:"failed" doc:"the plugins left out: invalid manifest, missing, disabled or failed dependency, cycle, or failed to provision"`
+	Change  int64           `json:"change,omitempty" doc:"cluster mode: the change number of the reload request; an instance has reloaded once its appliedChange reaches it (GET cluster)"`
 }
 
 // PluginConfig is a plugin's configuration as the runtime resolves it, and its place in the

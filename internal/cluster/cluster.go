@@ -9,6 +9,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,6 +53,12 @@ type Options struct {
 	Metrics *metrics.Set
 	// RetryMin and RetryMax bound the back-off of a failing unit (reconcile's defaults: 0).
 	RetryMin, RetryMax time.Duration
+	// CollectInterval is the mean time between two collections of the package store's
+	// archives no unit version refers to any longer, and CollectGrace how long such an
+	// archive stays (see reconcile.Collector); 0 is reconcile.DefaultCollectInterval and
+	// reconcile.DefaultGrace. Tests shorten them; a grace shorter than
+	// packagestore.RefreshAfter could collect an archive an upload is about to refer to.
+	CollectInterval, CollectGrace time.Duration
 }
 
 // AuditAction is the audit trail's action of a unit version an instance failed to converge.
@@ -120,11 +127,19 @@ func (p pulled) UnitVersions(ctx context.Context) ([]keystore.UnitVersion, error
 func (c *Cluster) Ready() <-chan struct{} { return c.rec.Ready() }
 
 // Run converges this instance until ctx ends: a pass at once, on every change of the desired
-// state, at retries and every interval, each reported (see report); and the heartbeat every
-// interval, and after a pass that changed what this instance has applied.
+// state, at retries and every interval, each reported (see report); the heartbeat every
+// interval, and after a pass that changed what this instance has applied; and a collection of
+// the package store every CollectInterval (see collected). Every instance collects, each at
+// its own jittered times: a collection is idempotent, and one instance is never needed.
 func (c *Cluster) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.heartbeats(ctx) })
+	wg.Go(func() {
+		// The key store itself, not pulled: Collector refuses a replica that has not pulled
+		// or cannot reach its primary now, as its rows may be incomplete.
+		reconcile.Collector{Desired: c.opts.Keys, Store: c.opts.Store, Grace: c.opts.CollectGrace,
+			Interval: c.opts.CollectInterval}.Run(ctx, c.collected)
+	})
 	c.rec.Run(ctx, c.opts.Keys.UnitsChanged(), c.opts.Interval, func(res reconcile.Result, err error) { c.report(ctx, res, err) })
 	wg.Wait()
 }
@@ -197,6 +212,30 @@ func (c *Cluster) report(ctx context.Context, res reconcile.Result, err error) {
 		health = api.InstanceDegraded
 	}
 	c.setState(res.Applied, health, len(res.Failed) == 0)
+}
+
+// collected logs what a collection of the package store did: what it deleted, when it
+// deleted anything, and each failure; nothing when it deleted nothing. A collection that
+// failed is tried again at the next one.
+func (c *Cluster) collected(res reconcile.Collected, err error) {
+	log := c.opts.Logger
+	if len(res.Deleted) > 0 {
+		var size int64
+		for _, o := range res.Deleted {
+			size += o.Size
+			log.Debug("cluster: deleted an archive from the package store", zap.String("sha256", hex.EncodeToString(o.Sum[:])),
+				zap.Int64("bytes", o.Size), zap.Time("modified", o.Modified))
+		}
+		log.Info("cluster: deleted the archives no unit version refers to any longer from the package store",
+			zap.Int("objects", len(res.Deleted)), zap.Int64("bytes", size))
+	}
+	for _, f := range res.Failed {
+		log.Warn("cluster: could not delete an archive from the package store; the next collection tries again",
+			zap.String("sha256", hex.EncodeToString(f.Sum[:])), zap.Error(f.Err))
+	}
+	if err != nil {
+		log.Warn("cluster: could not collect the package store; the next collection tries again", zap.Error(err))
+	}
 }
 
 // setState records what the heartbeat says, and asks for one when it changed. With clean

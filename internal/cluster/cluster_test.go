@@ -3,6 +3,8 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -22,6 +24,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
+	"github.com/caddy-runtime/runtime/internal/reconcile"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
@@ -61,8 +64,9 @@ type instance struct {
 	logs             *observer.ObservedLogs
 }
 
-// instance starts an instance whose replica pulls every pull (an hour: only when asked).
-func (w *world) instance(t *testing.T, id string, pull time.Duration) *instance {
+// instance starts an instance whose replica pulls every pull (an hour: only when asked);
+// adjust changes its options.
+func (w *world) instance(t *testing.T, id string, pull time.Duration, adjust ...func(*Options)) *instance {
 	t.Helper()
 	base := t.TempDir()
 	core, logs := observer.New(zapcore.InfoLevel)
@@ -85,9 +89,13 @@ func (w *world) instance(t *testing.T, id string, pull time.Duration) *instance 
 		return c
 	}
 	in.workers, in.plugins = catalog(packages.WorkerLayout, "workers"), catalog(packages.PluginLayout, "plugins")
-	in.c, err = New(Options{Keys: keys, Store: w.store, Workers: in.workers, Plugins: in.plugins,
+	o := Options{Keys: keys, Store: w.store, Workers: in.workers, Plugins: in.plugins,
 		Reload: func() { in.reloads.Add(1) }, Interval: 50 * time.Millisecond, ID: id, Address: func() string { return "http://" + id }, Version: "test",
-		Metrics: in.metrics, Logger: zap.New(core), RetryMin: time.Nanosecond, RetryMax: time.Nanosecond})
+		Metrics: in.metrics, Logger: zap.New(core), RetryMin: time.Nanosecond, RetryMax: time.Nanosecond}
+	for _, f := range adjust {
+		f(&o)
+	}
+	in.c, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +222,75 @@ func TestTwoInstances(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestCollectsTheStore: the loop collects the package store. An archive no row refers to,
+// older than the grace period, is deleted, and the deletion logged with its count and bytes;
+// an archive a live row refers to, as old, stays. With the store away, a collection's
+// failure is logged as a warning that holds no secret.
+func TestCollectsTheStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	core, debug := observer.New(zapcore.DebugLevel)
+	a := w.instance(t, "a", 20*time.Millisecond, func(o *Options) {
+		o.CollectInterval, o.CollectGrace, o.Logger = 20*time.Millisecond, time.Hour, zap.New(core)
+	})
+	in, _, err := a.publish(t, keystore.UnitWorker, unit(t, "app", "1.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := unit(t, "never", "1.0.0")
+	sum := sha256.Sum256(orphan)
+	if err := w.store.Put(ctx, sum, int64(len(orphan)), bytes.NewReader(orphan)); err != nil {
+		t.Fatal(err)
+	}
+	live, dead := w.s3.Object(w.bucket, prefix+"/sha256/"+in.SHA256), w.s3.Object(w.bucket, prefix+"/sha256/"+hex.EncodeToString(sum[:]))
+	old := time.Now().Add(-2 * time.Hour)
+	for _, f := range []string{live, dead} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.run(t)
+	testkit.Eventually(t, "the orphan is collected", 10*time.Second, func() bool {
+		_, err := os.Stat(dead)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("the archive of app@1.0.0 was collected: %v", err)
+	}
+	testkit.Eventually(t, "the collection is logged", 10*time.Second, func() bool {
+		return debug.FilterMessage("cluster: deleted the archives no unit version refers to any longer from the package store").
+			FilterLevelExact(zapcore.InfoLevel).FilterField(zap.Int("objects", 1)).FilterField(zap.Int64("bytes", int64(len(orphan)))).Len() == 1
+	})
+	if got := debug.FilterMessage("cluster: deleted an archive from the package store").
+		FilterField(zap.String("sha256", hex.EncodeToString(sum[:]))).Len(); got != 1 {
+		t.Errorf("%d debug lines for the deleted archive, want 1", got)
+	}
+
+	deletions := func() int {
+		return debug.FilterMessage("cluster: deleted the archives no unit version refers to any longer from the package store").Len()
+	}
+	a.c.collected(reconcile.Collected{Kept: []reconcile.KeptObject{{Reason: reconcile.KeptLive}}}, nil)
+	if n := deletions(); n != 1 {
+		t.Errorf("%d collections logged a deletion; only the first deleted anything", n)
+	}
+
+	w.s3.Stop()
+	failed := func() []observer.LoggedEntry {
+		return debug.FilterMessage("cluster: could not collect the package store; the next collection tries again").
+			FilterLevelExact(zapcore.WarnLevel).All()
+	}
+	testkit.Eventually(t, "a failed collection is logged", 10*time.Second, func() bool { return len(failed()) > 0 })
+	for _, e := range failed() {
+		if line := fmt.Sprint(e.Message, e.ContextMap()); strings.Contains(line, w.s3.SecretKey) || !strings.Contains(line, "unavailable") {
+			t.Fatalf("the failure's warning: %s", line)
+		}
+	}
+	if n := deletions(); n != 1 {
+		t.Errorf("%d collections logged a deletion; only the first deleted anything", n)
+	}
 }
 
 // TestPublishStoreDown: with the package store stopped, Publish fails with the store's

@@ -165,11 +165,13 @@ func TestClusterMode(t *testing.T) {
 		plugin.Data.ReloadRequired || reloads.Load() != 1 {
 		t.Fatalf("plugin upload = %d %+v, reloads %d", resp.StatusCode, plugin, reloads.Load())
 	}
-	if resp := do(httptest.NewRequest("POST", "/api/plugins/reload", nil)); resp.StatusCode != 200 || reloads.Load() != 2 || host.reloads != 0 {
-		t.Fatalf("reload = %d; cluster reloads %d, local-only reloads %d", resp.StatusCode, reloads.Load(), host.reloads)
+	resp = do(httptest.NewRequest("POST", "/api/plugins/reload", nil))
+	var reload api.PluginReload
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&reload) != nil || reloads.Load() != 2 || host.reloads != 0 {
+		t.Fatalf("reload = %d %+v; cluster reloads %d, local-only reloads %d", resp.StatusCode, reload, reloads.Load(), host.reloads)
 	}
-	if n, err := keys.ReloadRequested(ctx, keystore.UnitPlugin); err != nil || n <= plugin.Data.Plugin.Change {
-		t.Fatalf("the reload request: %d, %v", n, err)
+	if n, err := keys.ReloadRequested(ctx, keystore.UnitPlugin); err != nil || n <= plugin.Data.Plugin.Change || reload.Change != n {
+		t.Fatalf("the reload request: %d, %v; the reload answered change %d", n, err, reload.Change)
 	}
 
 	s3.Stop()

@@ -283,7 +283,7 @@ func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
 	}
 	loaded, failed := host.Loaded()
 	p := principalOf(r.Context())
-	out := api.PluginReload{OK: true, Plugins: []api.PluginVersion{}, Failed: []api.PluginFailure{}}
+	out := api.PluginReload{OK: true, Plugins: []api.PluginVersion{}, Failed: []api.PluginFailure{}, Change: change}
 	for _, l := range loaded {
 		if p.CanAccess(l.Name) {
 			out.Plugins = append(out.Plugins, api.PluginVersion{Name: l.Name, Version: l.Version})

@@ -273,16 +273,17 @@ func (s *S3) Put(ctx context.Context, sum [32]byte, size int64, r io.Reader) err
 	if size < 0 || size > MaxSize {
 		return fmt.Errorf("package store: put %s: %w: %d bytes, S3 takes at most %d in one PUT", key, ErrTooLarge, size, MaxSize)
 	}
-	hctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	head, err := s.client.HeadObject(hctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
-	cancel()
-	if err = s.fail("put", key, err); err == nil && aws.ToInt64(head.ContentLength) == size {
+	obj, err := s.stat(ctx, "put", sum)
+	if err == nil && obj.Size == size && time.Since(obj.Modified) < RefreshAfter {
 		return nil // written before: objects never change
 	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	// Absent, or present with another length (a damaged object, sent again).
-	ctx, cancel = context.WithCancel(ctx)
+	// Absent, present with another length (a damaged object, sent again), or old enough that
+	// a collector may be about to delete it: sending it again makes it new (see
+	// RefreshAfter). A copy of the object onto itself would not send the bytes, but not every
+	// store gives the copy a new time (versitygw's posix backend keeps it).
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := newWatchdog(s.stall, cancel)
 	defer w.stop()
@@ -373,14 +374,29 @@ func (d *download) Close() error {
 // Has reports whether the object of sum is present. A missing bucket answers false, as HEAD
 // cannot tell it from a missing object; Check tells.
 func (s *S3) Has(ctx context.Context, sum [32]byte) (bool, error) {
-	key := s.keys.of(sum)
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
-	if err = s.fail("head", key, err); errors.Is(err, ErrNotFound) {
+	_, err := s.Stat(ctx, sum)
+	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// Stat returns the object of sum with its size and time, from a HEAD; see Store.Stat. A
+// missing bucket is an ErrNotFound too, as for Has.
+func (s *S3) Stat(ctx context.Context, sum [32]byte) (Object, error) {
+	return s.stat(ctx, "head", sum)
+}
+
+// stat is Stat for the request op (its errors name it).
+func (s *S3) stat(ctx context.Context, op string, sum [32]byte) (Object, error) {
+	key := s.keys.of(sum)
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return Object{}, s.fail(op, key, err)
+	}
+	return Object{Sum: sum, Size: aws.ToInt64(head.ContentLength), Modified: aws.ToTime(head.LastModified)}, nil
 }
 
 // Delete removes the object of sum; S3 answers a missing object as removed.

@@ -244,6 +244,67 @@ func TestPutOpen(t *testing.T) {
 	}
 }
 
+// TestPutRefreshesOld: Stat shows an object's size and time (the time of its file in
+// versitygw's posix backend) and a missing one as ErrNotFound. A put of an archive the store
+// has had for longer than RefreshAfter sends it again, so its time is now and a collector
+// that listed it as old keeps it; one put within RefreshAfter is left as it was.
+func TestPutRefreshesOld(t *testing.T) {
+	t.Parallel()
+	srv := testkit.StartS3(t)
+	s, requests := open(t, srv, Options{Bucket: srv.Bucket(t, "units")})
+	ctx := context.Background()
+	f, sum, body := archive(t, 64<<10)
+	size := int64(len(body))
+	if _, err := s.Stat(ctx, sum); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("stat before the put = %v, want ErrNotFound", err)
+	}
+	if err := s.Put(ctx, sum, size, f); err != nil {
+		t.Fatal(err)
+	}
+	object := srv.Object("units", "sha256/"+hex.EncodeToString(sum[:]))
+	for _, tc := range []struct {
+		name  string
+		age   time.Duration
+		puts  int
+		fresh bool // Modified is now after the put
+	}{
+		{"recent", RefreshAfter - 10*time.Minute, 0, false},
+		{"old", RefreshAfter + 10*time.Minute, 1, true},
+		{"a week old", 7 * 24 * time.Hour, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			aged := time.Now().Add(-tc.age).Truncate(time.Second)
+			if err := os.Chtimes(object, aged, aged); err != nil {
+				t.Fatal(err)
+			}
+			if obj, err := s.Stat(ctx, sum); err != nil || obj.Sum != sum || obj.Size != size || !obj.Modified.Equal(aged) {
+				t.Fatalf("stat = %+v, %v; want %d bytes modified %v", obj, err, size, aged)
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			requests.take()
+			before := time.Now().Add(-time.Second) // S3 times are in whole seconds
+			if err := s.Put(ctx, sum, size, f); err != nil {
+				t.Fatal(err)
+			}
+			if got := requests.take(); got[http.MethodHead] != 1 || got[http.MethodPut] != tc.puts {
+				t.Fatalf("the put sent %v, want one HEAD and %d PUT", got, tc.puts)
+			}
+			obj, err := s.Stat(ctx, sum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fresh := !obj.Modified.Before(before); fresh != tc.fresh || !tc.fresh && !obj.Modified.Equal(aged) {
+				t.Fatalf("modified %v after the put of an object aged %v (put began %v)", obj.Modified, tc.age, before)
+			}
+			if got, err := readAll(t, s, sum, size); err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("read after the put = %d bytes, %v", len(got), err)
+			}
+		})
+	}
+}
+
 // TestOpenMissing: a sum never put is ErrNotFound, and the message names the key and S3's code.
 func TestOpenMissing(t *testing.T) {
 	t.Parallel()

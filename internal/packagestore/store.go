@@ -19,10 +19,21 @@ import (
 // store sends each archive in one signed PUT (see S3.Put).
 const MaxSize int64 = 5 << 30
 
+// RefreshAfter is the age beyond which Put sends an archive the store already has again, so
+// that its time is now. A collector (reconcile.Collect) deletes an object no row refers to
+// once its time is older than a grace period, and an upload writes its row only after Put
+// returns: without the refresh, an archive uploaded again long after its rows were removed
+// could be deleted by a collection that read the rows just before the new row was written.
+// An hour is far within the collector's grace period (a day), so an object Put left as it
+// was is never old enough to collect before its row is written; and the archives sent
+// again are only the ones uploaded again an hour or more after they were first.
+const RefreshAfter = time.Hour
+
 // Store is an object store of archives named by their SHA-256.
 type Store interface {
 	// Put stores the size bytes of r as the object of sum. An object already present with
-	// that size is not sent again. r must yield exactly the archive whose SHA-256 is sum: the
+	// that size is not sent again, unless its last change is older than RefreshAfter: then
+	// it is sent again so its time is now. r must yield exactly the archive whose SHA-256 is sum: the
 	// last bytes are withheld from the store when it does not (an ErrCorrupt), so no object
 	// is ever stored under the wrong name. A file (an io.ReadSeeker) is sent again when the
 	// store fails on the way; any other reader once.
@@ -35,6 +46,9 @@ type Store interface {
 	Open(ctx context.Context, sum [32]byte, size int64) (io.ReadCloser, error)
 	// Has reports whether the object of sum is present.
 	Has(ctx context.Context, sum [32]byte) (bool, error)
+	// Stat returns the object of sum as List would show it now; a missing object is an
+	// ErrNotFound.
+	Stat(ctx context.Context, sum [32]byte) (Object, error)
 	// Delete removes the object of sum; a missing object is no error.
 	Delete(ctx context.Context, sum [32]byte) error
 	// List yields every object of the store, for a collector of the ones no row refers to.

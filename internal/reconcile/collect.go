@@ -54,12 +54,16 @@ type FailedObject struct {
 // Collect deletes the objects of store that no live row of rows refers to and whose last
 // change is older than grace before now: the object's own time, and for an object that only
 // removed rows refer to, the last of those removals too. rows must be the whole desired state
-// (keystore.Store.UnitVersions), tombstones included. A failed delete is reported and the
-// collection goes on; the error is a listing that failed (what was done before it is
-// reported) or a grace that is not positive.
+// (keystore.Store.UnitVersions), tombstones included.
 //
-// Several instances may collect at once: a delete of an object already gone succeeds, and
-// each decides from the same rows and times.
+// Each object to delete is looked at again (a HEAD) right before its delete, and kept when
+// its time is no longer older than grace: an upload put it again since the listing (see
+// packagestore.RefreshAfter) and is about to write its row. A look or delete that fails is
+// reported and the collection goes on; the error is a listing that failed (what was done
+// before it is reported) or a grace that is not positive.
+//
+// Several instances may collect at once: an object another one deleted is skipped (and a
+// delete of an object already gone succeeds), and each decides from the same rows and times.
 func Collect(ctx context.Context, store packagestore.Store, rows []keystore.UnitVersion, grace time.Duration, now time.Time) (Collected, error) {
 	var out Collected
 	if grace <= 0 {
@@ -96,7 +100,20 @@ func Collect(ctx context.Context, store packagestore.Store, rows []keystore.Unit
 			out.Kept = append(out.Kept, KeptObject{Object: obj, Reason: reason})
 			continue
 		}
-		if err := store.Delete(ctx, obj.Sum); err != nil {
+		// An upload may have put the archive again since the rows were read, its row not in
+		// them (Put sends an old object again, so its time is now: packagestore.RefreshAfter):
+		// the object's time as it is now decides, right before the delete.
+		cur, err := store.Stat(ctx, obj.Sum)
+		switch {
+		case errors.Is(err, packagestore.ErrNotFound):
+			continue // another collector deleted it
+		case err == nil && cur.Modified.After(cutoff):
+			out.Kept = append(out.Kept, KeptObject{Object: cur, Reason: KeptRecent})
+			continue
+		case err == nil:
+			err = store.Delete(ctx, obj.Sum)
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return out, ctx.Err()
 			}

@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +158,60 @@ func (f failingDelete) Delete(ctx context.Context, sum [32]byte) error {
 		return fmt.Errorf("delete: %w", packagestore.ErrUnavailable)
 	}
 	return f.Store.Delete(ctx, sum)
+}
+
+// TestCollectKeepsAnArchiveUploadedAgain: an archive whose rows were removed long ago is
+// uploaded again while a collection runs, after it read the rows and listed the store, before
+// the upload writes its row. The upload's put sends the old object again, and the
+// collection, looking at each object again before it deletes it, keeps that one; an orphan
+// beside it still goes.
+func TestCollectKeepsAnArchiveUploadedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newWorld(t)
+	now := time.Now()
+	old := now.Add(-48 * time.Hour)
+	const body = "uploaded again"
+	again := w.putObject(t, body, old)
+	orphan := w.putObject(t, "orphan", old)
+	rows := []keystore.UnitVersion{row(keystore.UnitWorker, "app", "1.0.0", again, now.Add(-30*time.Hour))}
+	store := &putAfterList{Store: w.store, put: func() {
+		if err := w.store.Put(ctx, sha256.Sum256([]byte(body)), int64(len(body)), strings.NewReader(body)); err != nil {
+			t.Error(err)
+		}
+	}}
+	res, err := Collect(ctx, store, rows, DefaultGrace, now)
+	if err != nil || len(res.Failed) > 0 {
+		t.Fatalf("collect: %v, %+v", err, res.Failed)
+	}
+	want(t, "deleted", sums(res.Deleted), orphan)
+	want(t, "kept", kept(res.Kept), again+" "+KeptRecent)
+	want(t, "objects", w.objects(t), again)
+}
+
+// putAfterList is the store with an upload's put made once the listing is complete.
+type putAfterList struct {
+	packagestore.Store
+	put func()
+}
+
+func (p *putAfterList) List(ctx context.Context) iter.Seq2[packagestore.Object, error] {
+	return func(yield func(packagestore.Object, error) bool) {
+		var listed []packagestore.Object
+		for obj, err := range p.Store.List(ctx) {
+			if err != nil {
+				yield(obj, err)
+				return
+			}
+			listed = append(listed, obj)
+		}
+		p.put()
+		for _, obj := range listed {
+			if !yield(obj, nil) {
+				return
+			}
+		}
+	}
 }
 
 // TestCollector reads the desired state from the key store: an archive a live row refers to

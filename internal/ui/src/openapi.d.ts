@@ -179,7 +179,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** General health */
+        /**
+         * General health
+         * @description Answers 200 whenever the runtime answers HTTP, with a fixed body cheap enough for frequent checks; `health/ready` says whether it should take traffic.
+         */
         get: operations["health"];
         put?: never;
         post?: never;
@@ -196,7 +199,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness probe */
+        /**
+         * Liveness probe
+         * @description Answers 200 whenever the process answers HTTP, starting or shutting down included, so that a liveness check restarts only a runtime that answers nothing.
+         */
         get: operations["healthLive"];
         put?: never;
         post?: never;
@@ -257,7 +263,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Roles, permissions and lifetimes for key forms */
+        /**
+         * Roles, permissions and lifetimes for key forms
+         * @description What a form that creates a key offers: the roles and the permissions each holds, every permission, and the lifetimes a new key may be given.
+         */
         get: operations["keysMeta"];
         put?: never;
         post?: never;
@@ -294,7 +303,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This OpenAPI 3.1 document */
+        /**
+         * This OpenAPI 3.1 document
+         * @description Generated from the route table that serves the API, so it cannot drift from it. Its server is the path the runtime is mounted at, `/` at the root.
+         */
         get: operations["openapi"];
         put?: never;
         post?: never;
@@ -1438,6 +1450,8 @@ export interface components {
             version: string;
         };
         PluginReload: {
+            /** @description cluster mode: the change number of the reload request; an instance has reloaded once its appliedChange reaches it (GET cluster) */
+            change?: number;
             /** @description the plugins left out: invalid manifest, missing, disabled or failed dependency, cycle, or failed to provision */
             failed: components["schemas"]["PluginFailure"][];
             ok: boolean;
@@ -1612,7 +1626,17 @@ export interface components {
             success: boolean;
         };
     };
-    responses: never;
+    responses: {
+        /** @description The request's header is over the HTTP server's limit (Caddy's max_header_size, 1 MB by default; many large cookies for the host can reach it). The HTTP server answers in plain text before the API reads the request: no envelope, no X-Request-Id. */
+        HeaderFieldsTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain": string;
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -1640,6 +1664,7 @@ export interface operations {
                     "application/json": components["schemas"]["Discovery"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1695,6 +1720,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1789,6 +1815,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1844,6 +1871,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1910,6 +1938,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2002,6 +2031,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2094,6 +2124,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2160,6 +2191,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2204,6 +2236,19 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2213,6 +2258,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2249,6 +2315,20 @@ export interface operations {
                     "text/javascript": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/css": unknown;
+                    "text/javascript": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2269,6 +2349,27 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2302,6 +2403,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2335,6 +2437,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2368,6 +2471,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2434,6 +2538,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2526,6 +2631,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2592,6 +2698,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2682,6 +2789,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2726,6 +2834,19 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2735,6 +2856,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2790,6 +2932,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2904,6 +3047,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2996,6 +3140,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3088,6 +3233,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3179,6 +3325,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3270,6 +3417,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3384,6 +3532,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3498,6 +3647,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3612,6 +3762,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3703,6 +3854,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3809,6 +3961,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3923,6 +4076,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4037,6 +4191,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4103,6 +4258,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4169,6 +4325,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4275,6 +4432,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4365,6 +4523,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4455,6 +4614,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4545,6 +4705,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4646,6 +4807,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4712,6 +4874,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4826,6 +4989,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4918,6 +5082,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5010,6 +5175,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5101,6 +5267,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5192,6 +5359,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5306,6 +5474,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5420,6 +5589,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5534,6 +5704,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5625,6 +5796,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5731,6 +5903,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5845,6 +6018,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5959,6 +6133,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6025,6 +6200,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6131,6 +6307,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6222,6 +6399,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6323,6 +6501,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6414,6 +6593,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6506,6 +6686,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6598,6 +6779,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6701,6 +6883,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
