@@ -700,6 +700,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the runtime's traffic over the last hour
+         * @description Requests per second, 5xx rate, p50 and p99 latency of every worker together and of the management API, and the memory of every worker process. The last hour in steps of 10 seconds, from the runtime's own memory: oldest first, the last step in progress. A step without requests has 0 requests and null error rate and latencies; one without a memory sample, null memory. Kept by this instance only, and lost when it restarts. Refused to a key restricted to namespaces, as the totals cover every namespace: it reads its workers' stats.
+         */
+        get: operations["runtimeStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/workers": {
         parameters: {
             query?: never;
@@ -1038,6 +1058,26 @@ export interface paths {
          * @description Starts a new process for every running version of the worker and drains the old one: requests in flight finish on it, the next go to the new process. A worker with no running process is left as it is. {scope} is _ or @scope.
          */
         post: operations["restartWorker"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a worker's traffic over the last hour
+         * @description Requests per second, 5xx rate, p50 and p99 latency of the worker (every version), and the memory of its processes. The last hour in steps of 10 seconds, from the runtime's own memory: oldest first, the last step in progress. A step without requests has 0 requests and null error rate and latencies; one without a memory sample, null memory. Kept by this instance only, and lost when it restarts. {scope} is _ or @scope.
+         */
+        get: operations["workerStats"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1523,6 +1563,18 @@ export interface components {
             /** @enum {string} */
             role: "admin" | "editor" | "viewer" | "custom";
         };
+        RuntimeStats: {
+            /** @description management API requests; latency leaves out followed log streams; memoryBytes is all null */
+            api: components["schemas"]["StatsSeries"];
+            /** @description steps in each array (360: the last hour) */
+            points: number;
+            /** @description Unix seconds at which the first step begins */
+            start: number;
+            /** @description seconds per step (10) */
+            step: number;
+            /** @description every worker request together; memoryBytes: every worker process together (0 with none running) */
+            workers: components["schemas"]["StatsSeries"];
+        };
         Session: {
             authenticated: boolean;
             principal: components["schemas"]["Principal"];
@@ -1544,6 +1596,20 @@ export interface components {
             lastSeenAt: number;
             /** @description the User-Agent of the login request */
             userAgent?: string;
+        };
+        StatsSeries: {
+            /** @description the share of 5xx answers, 0 to 1; null without requests */
+            errorRate: (number | null)[];
+            /** @description resident memory of the processes, sampled once a step; null without a sample (no process worker, or a platform that does not tell) */
+            memoryBytes: (number | null)[];
+            /** @description median latency in milliseconds, within 4.5% of the exact one; null without requests */
+            p50Ms: (number | null)[];
+            /** @description 99th percentile latency in milliseconds, within 4.5% of the exact one; null without requests */
+            p99Ms: (number | null)[];
+            /** @description requests answered in the step */
+            requests: number[];
+            /** @description requests divided by the step's seconds; for the step in progress, by the seconds elapsed in it (at least 1) */
+            requestsPerSecond: number[];
         };
         Success: {
             success: boolean;
@@ -1585,12 +1651,18 @@ export interface components {
         WorkerRecord: {
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
+            /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out */
+            kinds: {
+                [key: string]: string;
+            };
             /** @description from package metadata; @scope/name when scoped */
             name: string;
             /** @description the worker's folder */
             path: string;
             /** @description true only when source is uploaded */
             removable: boolean;
+            /** @description the version /<name>/ serves: the highest enabled one (latest counts as the newest); absent when none is enabled */
+            served?: string;
             /** @description bytes in each version's regular files (links not followed), by version, as of the last scan of its folder */
             sizes: {
                 [key: string]: number;
@@ -1607,6 +1679,17 @@ export interface components {
                 restarted: string[];
             };
             success: boolean;
+        };
+        WorkerStats: {
+            /** @description steps in each array (360: the last hour) */
+            points: number;
+            /** @description Unix seconds at which the first step begins */
+            start: number;
+            /** @description the worker's requests, and the memory of its processes (process workers) */
+            stats: components["schemas"]["StatsSeries"];
+            /** @description seconds per step (10) */
+            step: number;
+            worker: string;
         };
         WorkerToggle: {
             /** @description cluster mode: the change number of the desired state this change created */
@@ -4832,6 +4915,73 @@ export interface operations {
             };
         };
     };
+    runtimeStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The runtime's series */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuntimeStats"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The key is restricted to namespaces, and the whole runtime is outside them (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
     listWorkers: {
         parameters: {
             query?: never;
@@ -6252,7 +6402,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerUploaded"] | components["schemas"]["WorkerDryRun"];
                 };
             };
-            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST or NO_WORKER_DIRS */
+            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST, INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it) or NO_WORKER_DIRS */
             400: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6572,6 +6722,98 @@ export interface operations {
                 };
             };
             /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:restart (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    workerStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The worker's series */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerStats"];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
