@@ -98,7 +98,11 @@ func waitConverged(e *env, c *client.Client, change int64, timeout time.Duration
 		case errors.As(err, &refused) && refused.Status != http.StatusServiceUnavailable:
 			return nil, fmt.Errorf("uploaded, but its convergence cannot be read: %w", err)
 		case err != nil:
-			lastErr = err // an instance restarting or a network hiccup: read again
+			// An instance restarting or a network hiccup: read again. A read the deadline cut
+			// short says less than the failure before it.
+			if ctx.Err() == nil || lastErr == nil {
+				lastErr = err
+			}
 		default:
 			lastErr = nil
 			var live []api.ClusterInstance

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,9 @@ func TestBundleSize(t *testing.T) {
 	t.Logf("the bundle is %d bytes gzipped", total)
 }
 
+// assetType is the content type each kind of asset is served with.
+var assetType = map[string]string{".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
+
 // TestAssets serves every asset of both pages as a client would ask for it: kept for a year,
 // in gzip when the client takes it, revalidated by ETag; a name that is not an asset's is
 // left to the caller.
@@ -65,20 +69,26 @@ func TestAssets(t *testing.T) {
 			for _, rec := range []*httptest.ResponseRecorder{plain, zipped} {
 				h := rec.Header()
 				if h.Get("Cache-Control") != "public, max-age=31536000, immutable" || !strings.Contains(h.Get("Vary"), "Accept-Encoding") ||
-					!strings.HasPrefix(h.Get("Content-Type"), map[bool]string{true: "text/css", false: "text/javascript"}[strings.HasSuffix(name, ".css")]) {
+					!strings.HasPrefix(h.Get("Content-Type"), assetType[path.Ext(name)]) {
 					t.Errorf("%s %s: headers %v", page, name, h)
 				}
 			}
-			if zipped.Header().Get("Content-Encoding") != "gzip" || zipped.Header().Get("ETag") == plain.Header().Get("ETag") {
+			if plain.Body.Len() < 1400 { // below a packet gzip saves nothing: sent as it is
+				if zipped.Header().Get("Content-Encoding") != "" || !bytes.Equal(zipped.Body.Bytes(), plain.Body.Bytes()) {
+					t.Errorf("%s %s (%d bytes) is sent in gzip", page, name, plain.Body.Len())
+				}
+			} else if zipped.Header().Get("Content-Encoding") != "gzip" || zipped.Header().Get("ETag") == plain.Header().Get("ETag") {
 				t.Errorf("%s %s in gzip: Content-Encoding %q, ETag %q beside %q", page, name,
 					zipped.Header().Get("Content-Encoding"), zipped.Header().Get("ETag"), plain.Header().Get("ETag"))
 			}
-			zr, err := gzip.NewReader(zipped.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if unzipped, err := io.ReadAll(zr); err != nil || !bytes.Equal(unzipped, plain.Body.Bytes()) {
-				t.Errorf("%s %s: the gzip form does not unpack to the plain one (%v)", page, name, err)
+			if zipped.Header().Get("Content-Encoding") == "gzip" {
+				zr, err := gzip.NewReader(zipped.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if unzipped, err := io.ReadAll(zr); err != nil || !bytes.Equal(unzipped, plain.Body.Bytes()) {
+					t.Errorf("%s %s: the gzip form does not unpack to the plain one (%v)", page, name, err)
+				}
 			}
 			req := httptest.NewRequest("GET", "/"+name, nil)
 			req.Header.Set("If-None-Match", plain.Header().Get("ETag"))
