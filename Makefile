@@ -114,14 +114,15 @@ clean:
 	rm -rf bin
 
 ## ui: write the management API's OpenAPI document from the Go route table (internal/ui/openapi.json),
-## generate the cpanel's TypeScript types from it (internal/ui/src/openapi.d.ts, with openapi-typescript;
-## its lockfile override gives it the project's TypeScript 6 for the 5 it declares), and build
+## lint it with Redocly's recommended rules and Spectral's oas ruleset, failing on any warning
+## (internal/ui/redocly.yaml, .spectral.yaml), generate the cpanel's TypeScript types from it
+## (internal/ui/src/openapi.d.ts, with openapi-typescript; its lockfile override gives it the project's TypeScript 6 for the 5 it declares), and build
 ## the web pages of internal/ui/ (Svelte and Vite at the versions its lockfile pins), the cpanel and the
 ## API reference (Swagger UI), into internal/ui/dist after a type check; the Go package ui embeds them:
 ## go build and xcaddy builds need no Node
 ui:
 	go run ./cmd/openapi internal/ui/openapi.json
-	cd internal/ui && npm ci --no-audit --no-fund && npm run types && npm run check && npm run build
+	cd internal/ui && npm ci --no-audit --no-fund && npm run lint && npm run types && npm run check && npm run build
 
 ## ui-check: generate and build again, and fail when the committed document, types or bundles
 ## differ from what the sources give

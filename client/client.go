@@ -165,20 +165,24 @@ func (c *counter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Get fetches any URL of the runtime's origin without the key (a worker's page), returning
-// the status.
-func (c *Client) Get(ctx context.Context, url string) (int, error) {
+// Check requests url, a worker's say, without the key, and returns the answer as an *Error
+// when its status is 500 or more (the runtime's envelope when it wrote one: a worker that could
+// not start, crashed or did not answer in time); any other answer is nil.
+func (c *Client) Check(ctx context.Context, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, &UnreachableError{URL: url, Err: err}
+		return &UnreachableError{URL: url, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return readError(resp)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return nil
 }
 
 // Stream opens an API path whose answer is read as it comes (Server-Sent Events); the caller

@@ -20,8 +20,22 @@ import (
 )
 
 // readmeDocs are the documents whose shell blocks TestReadme runs, in this order; their
-// commands run where a newcomer pastes them, at the repository's root.
-var readmeDocs = []string{"README.md", "examples/README.md"}
+// commands run where a newcomer pastes them, at the repository's root. The README comes first,
+// as a newcomer reads it (its Quick start makes the key the others use), then the reference
+// pages of docs/ (every one: TestDocumentedPagesRun checks it), then the examples.
+var readmeDocs = []string{
+	"README.md",
+	"docs/configuration.md",
+	"docs/cli.md",
+	"docs/api.md",
+	"docs/workers.md",
+	"docs/packaging.md",
+	"docs/authentication.md",
+	"docs/security.md",
+	"docs/cluster.md",
+	"docs/architecture.md",
+	"examples/README.md",
+}
 
 // readmeAddr is the address the documents' examples use (make run's); the test rewrites it, in
 // the Caddyfile and in the blocks alike, to its own server's port.

@@ -18,13 +18,15 @@ import (
 )
 
 type workerRecord struct {
-	DisabledVersions []string         `json:"disabledVersions"`
-	Name             string           `json:"name"`
-	Path             string           `json:"path"`
-	Removable        bool             `json:"removable"`
-	Source           string           `json:"source"`
-	Versions         []string         `json:"versions"`
-	Sizes            map[string]int64 `json:"sizes"`
+	DisabledVersions []string          `json:"disabledVersions"`
+	Name             string            `json:"name"`
+	Path             string            `json:"path"`
+	Removable        bool              `json:"removable"`
+	Source           string            `json:"source"`
+	Versions         []string          `json:"versions"`
+	Sizes            map[string]int64  `json:"sizes"`
+	Kinds            map[string]string `json:"kinds"`
+	Served           string            `json:"served"`
 }
 
 type pluginRecord struct {

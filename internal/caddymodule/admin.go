@@ -11,7 +11,7 @@ import (
 // process, a worker included, can connect to. The runtime checks Caddy's default admin
 // address (localhost:2019, or CADDY_ADMIN), where the admin endpoint listens unless the config
 // moves it: Caddy does not tell its modules where a config puts it, so an endpoint moved to
-// another TCP address goes unnoticed (the README's Security model says so).
+// another TCP address goes unnoticed (docs/security.md says so).
 func adminOnTCP(addr string) bool {
 	if addr == "" {
 		return false

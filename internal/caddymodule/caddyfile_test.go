@@ -111,21 +111,29 @@ func TestCaddyfileErrors(t *testing.T) {
 	}
 }
 
-// TestDocumentedCaddyfilesAreFormatted adapts Caddyfile.example and the README's caddyfile
-// blocks and refuses any warning, so `caddy run` on them prints no "not formatted" warning.
+// TestDocumentedCaddyfilesAreFormatted adapts Caddyfile.example and the caddyfile blocks of
+// the README and of docs/ and refuses any warning, so `caddy run` on them prints no "not
+// formatted" warning.
 func TestDocumentedCaddyfilesAreFormatted(t *testing.T) {
 	example, err := os.ReadFile("../../Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	sources := map[string][]byte{"Caddyfile.example": example}
-	for i, block := range strings.Split(string(readme), "```caddyfile\n")[1:] {
-		block, _, _ = strings.Cut(block, "```")
-		sources[fmt.Sprintf("README.md caddyfile block %d", i+1)] = []byte(block)
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no page in docs/: %v", err)
+	}
+	for _, page := range append([]string{"../../README.md"}, pages...) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(page, "../../")
+		for i, block := range strings.Split(string(text), "```caddyfile\n")[1:] {
+			block, _, _ = strings.Cut(block, "```")
+			sources[fmt.Sprintf("%s caddyfile block %d", name, i+1)] = []byte(block)
+		}
 	}
 	for name, src := range sources {
 		_, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(src, map[string]any{"filename": name})

@@ -50,7 +50,7 @@ func (a *App) warnSameSite() {
 				"domain, which browsers send to the API too, such as a session cookie of its author's; over HTTPS the runtime's "+
 				"__Host- cookie keeps a signed-in admin's own session and over HTTP two session cookies are refused, but a browser "+
 				"without a session of its own takes the planted one; serve workers on a registrable domain of their own, "+
-				"as workers.dev is to cloudflare.com (see the README, Security model)",
+				"as workers.dev is to cloudflare.com (see docs/security.md)",
 				zap.String("api_host", api), zap.String("workers_host", workers), zap.String("registrable_domain", domain))
 		}
 	}

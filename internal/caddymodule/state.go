@@ -39,7 +39,7 @@ var states = caddy.NewUsagePool()
 // stateSettings are the settings the state depends on, in the order of config.Definitions: a
 // reload that changes one of them starts a new state, which stops the running process workers
 // (the next request starts them again); every other setting applies from the next request.
-// The README's Reloads section lists them.
+// docs/configuration.md, Reloads, lists them.
 var stateSettings = []string{
 	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
 	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval",
@@ -110,6 +110,7 @@ type state struct {
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
 	unmeter                      func() // takes the pool out of the process gauge
+	unwatch                      func() // stops sampling the pool's memory for the history
 	// instanceID tells this instance from the others sharing a primary, kept in state_dir
 	// (set by open); address is where it is reached, from the latest config's listeners.
 	instanceID string
@@ -233,6 +234,16 @@ func (s *state) open() error {
 		out := map[string]int{}
 		for state, n := range pool.Counts() {
 			out[string(state)] = n
+		}
+		return out
+	})
+	// The memory charts: the processes' resident memory by worker, once a history step.
+	s.unwatch = runtimeMetrics.History().WatchMemory(func() map[string]int64 {
+		out := map[string]int64{}
+		for _, st := range pool.Status() {
+			if st.RSS >= 0 {
+				out[st.Name] += st.RSS
+			}
 		}
 		return out
 	})
@@ -429,6 +440,9 @@ func (s *state) Destruct() error {
 	if s.unmeter != nil {
 		s.unmeter()
 	}
+	if s.unwatch != nil {
+		s.unwatch() // before the pool closes under it
+	}
 	s.closeCluster() // before the key store and the catalogs close under it
 	if s.stopPrune != nil {
 		close(s.stopPrune)
@@ -613,7 +627,7 @@ func warnSharedOrigin(logger *zap.Logger) {
 // the API or the cpanel.
 const sharedOriginWarning = "workers are served on the same origin as the API or the cpanel: a worker's page runs there " +
 	"and can call the API as the admin signed in to the cpanel in that browser; serve workers on their own host: " +
-	"a site block with serve api cpanel and workers_url, and another with serve workers (see the README, Workers on their own origin)"
+	"a site block with serve api cpanel and workers_url, and another with serve workers (see docs/workers.md#workers-on-their-own-origin)"
 
 // Start starts the state the config's handlers share, and creates the bootstrap key when there
 // is no root key.
@@ -664,7 +678,7 @@ func (a *App) warnAccessLog() {
 	for name, srv := range a.servers() {
 		if srv.Logs != nil && !warnedAccessLog.Swap(true) {
 			a.logger.Warn("Caddy's access log records request headers, X-API-Key included, where API keys are sent in clear; "+
-				"filter the header out of the log (see the README, Access log) or have clients send keys as Authorization: Bearer, "+
+				"filter the header out of the log (see docs/api.md#access-log) or have clients send keys as Authorization: Bearer, "+
 				"which Caddy redacts", zap.String("server", name))
 			return
 		}

@@ -96,16 +96,19 @@ func TestStateSettings(t *testing.T) {
 		t.Errorf("settings that change the state key = %v, stateSettings = %v", restarting, stateSettings)
 	}
 
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "\n### Reloads\n")
+	_, section, found := strings.Cut(string(doc), "\n## Reloads\n")
+	if !found {
+		t.Fatal("docs/configuration.md has no section Reloads")
+	}
 	section, _, _ = strings.Cut(section, "\n#")
 	for _, d := range config.Definitions {
 		named := strings.Contains(section, "`"+d.Name+"`")
 		if want := slices.Contains(stateSettings, d.Name); named != want {
-			t.Errorf("README Reloads names `%s`: %v, want %v", d.Name, named, want)
+			t.Errorf("docs/configuration.md, Reloads, names `%s`: %v, want %v", d.Name, named, want)
 		}
 	}
 }

@@ -17,13 +17,14 @@ import (
 	"text/tabwriter"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/caddy-runtime/runtime/client"
 )
 
-// Exit codes, as the README documents them.
+// Exit codes, as docs/cli.md documents them.
 const (
 	exitRefused     = 1 // a usage error, or refused by the server
 	exitUnreachable = 3 // no answer from the server
@@ -37,7 +38,7 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-// exitCode maps an error to the exit code the README promises.
+// exitCode maps an error to the exit code docs/cli.md promises.
 func exitCode(err error) int {
 	var apiErr *client.Error
 	var unreachable *client.UnreachableError
@@ -74,7 +75,58 @@ reached; 4 the key was not accepted.`,
 				cmd.AddCommand(cobraCommand(sub))
 			}
 			cmd.RunE = unknownCommand
+			helpNamed(cmd)
 		}}
+}
+
+// TopLevel returns c for a binary that offers it at its top level (bin/runtime deploy): its
+// help names the program as the user ran it, as it does under the runtime command.
+func TopLevel(c caddycmd.Command) caddycmd.Command {
+	setup := c.CobraFunc
+	c.CobraFunc = func(cmd *cobra.Command) {
+		if setup != nil {
+			setup(cmd)
+		} else {
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(c.Func)
+			cmd.Flags().AddGoFlagSet(c.Flags)
+		}
+		helpNamed(cmd)
+	}
+	return c
+}
+
+// program is how the user ran the runtime's commands, for messages and help: "runtime" in
+// bin/runtime (its root command is named so, and offers them at its top level), else the
+// binary and its runtime command, "caddy runtime".
+func program(cmd *cobra.Command) string {
+	root := cmd.Root()
+	if root.Name() == "runtime" {
+		return "runtime"
+	}
+	for c := cmd; c.HasParent(); c = c.Parent() {
+		if c.Name() == "runtime" && c.Parent() == root {
+			return c.CommandPath()
+		}
+	}
+	return root.Name()
+}
+
+// writtenAs is how the commands' texts name the program; help shows program instead.
+const writtenAs = "caddy runtime"
+
+// helpNamed makes cmd's help, and its subcommands', name the program as the user ran it.
+func helpNamed(cmd *cobra.Command) {
+	help := cmd.HelpFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if prog := program(c); prog != writtenAs {
+			c.Long = strings.ReplaceAll(c.Long, writtenAs, prog)
+			c.Example = strings.ReplaceAll(c.Example, writtenAs, prog)
+			for _, sub := range c.Commands() {
+				sub.Short = strings.ReplaceAll(sub.Short, writtenAs, prog)
+			}
+		}
+		help(c, args)
+	})
 }
 
 // cobraCommand builds the cobra form of c as Caddy builds a top-level command's.
@@ -95,7 +147,9 @@ func unknownCommand(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return cmd.Help()
 	}
-	return fail(cmd, usagef("%s has no command %q", cmd.CommandPath(), args[0]))
+	cmd.SilenceErrors = true
+	fmt.Fprintf(cmd.ErrOrStderr(), "error: %s has no command %q\n\n%s", cmd.CommandPath(), args[0], cmd.UsageString())
+	return usagef("%s has no command %q", cmd.CommandPath(), args[0])
 }
 
 // run adapts a command to cobra: the error is printed as "error: …" (with the server's code
@@ -182,11 +236,11 @@ func (e *env) client() (*client.Client, error) {
 		case ok && strings.TrimRight(p.URL, "/") == strings.TrimRight(url, "/") && key == "":
 			key = p.Key
 		case name != "" && !ok && url == "":
-			return nil, usagef("no profile named %q; caddy runtime login --profile %s saves one", name, name)
+			return nil, usagef("no profile named %q; %s login --profile %s saves one", name, program(e.cmd), name)
 		}
 	}
 	if url == "" {
-		return nil, usagef("which runtime? pass --url or set RUNTIME_URL, or save one with caddy runtime login")
+		return nil, usagef("which runtime? pass --url or set RUNTIME_URL, or save one with %s login", program(e.cmd))
 	}
 	return client.New(url, key)
 }
@@ -201,6 +255,11 @@ func (e *env) emit(v any, table func(w io.Writer)) error {
 	w := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 	table(w)
 	return w.Flush()
+}
+
+// size formats a byte count for a person: 512 B, 1.5 KiB, 12 MiB.
+func size(bytes int64) string {
+	return humanize.IBytes(uint64(max(bytes, 0)))
 }
 
 // interactive reports whether f is a terminal: progress bars are drawn only there.

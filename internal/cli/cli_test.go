@@ -21,6 +21,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/handlers"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packages"
@@ -78,7 +79,8 @@ func newRuntime(t *testing.T, ready func() error) *testRuntime {
 	host := &planHost{plugins: pluginCatalog, workers: workerCatalog, policy: policy}
 	api, err := handlers.New(handlers.Options{Prefix: "/api", Version: "v1.2.3", RootKey: rootKey, Ready: ready,
 		Keys: func() (*keystore.Store, error) { return store, nil }, Workers: workerCatalog, Plugins: pluginCatalog,
-		Pool: func() *workers.Pool { return pool }, PluginHost: host, PluginPolicy: policy})
+		Pool: func() *workers.Pool { return pool }, PluginHost: host, PluginPolicy: policy,
+		WorkerPolicy: workers.Policy{ProcessWorkers: config.Namespaces{All: true}, Reserved: policy.Reserved}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +248,8 @@ func TestLoginAndLogout(t *testing.T) {
 	rt := newRuntime(t, nil)
 	u := newUser(t)
 	u.checkExits([]exits{
-		{"no key", []string{"login", "--url", rt.URL}, 1, "login needs --url and --key"},
+		{"no URL", []string{"login", "--key", rootKey}, 1, "login needs --url"},
+		{"no key on stdin", []string{"login", "--url", rt.URL}, 1, "login needs a key: pass --key, type it when asked, or pipe it on stdin"},
 		{"argument", []string{"login", "x", "--url", rt.URL, "--key", rootKey}, 1, "login takes no arguments"},
 		{"bad URL", []string{"login", "--url", "ftp://x", "--key", rootKey}, 1, "http(s)"},
 		{"wrong key", []string{"login", "--url", rt.URL, "--key", "nope"}, 4, "AUTH_REQUIRED"},
@@ -395,8 +398,12 @@ func TestWorkers(t *testing.T) {
 	t.Parallel()
 	rt := newRuntime(t, nil)
 	u := ciUser(t, rt)
-	u.ok("deploy", site(t, "app", "1.0.0"))
-	u.ok("deploy", site(t, "app", "1.1.0"))
+	process := func(version string) string { // runs sh, from the worker's PATH: nothing of its own
+		return folder(t, map[string]string{"manifest.yaml": "name: app\nversion: " + version + "\ncommand: [sh, -c, 'exit 0']\n"})
+	}
+	u.ok("deploy", process("1.0.0"))
+	u.ok("deploy", process("1.1.0"))
+	u.ok("deploy", site(t, "site", "1.0.0"))
 
 	if got, want := u.json("workers", "list"), rt.get(t, "/workers"); !reflect.DeepEqual(got, want) {
 		t.Errorf("workers list --json = %v, the API %v", got, want)
@@ -418,11 +425,29 @@ func TestWorkers(t *testing.T) {
 		}
 	}
 	u.ok("workers", "disable", "app@1.1.0")
-	app := rt.get(t, "/workers").([]any)[0].(map[string]any)
-	sizes := app["sizes"].(map[string]any)
-	if out, want := u.ok("workers", "list"), fmt.Sprintf("NAME  VERSION  STATE     SIZE  SOURCE\napp   1.0.0    enabled   %v    %s\napp   1.1.0    disabled  %v    %[2]s\n",
-		sizes["1.0.0"], app["source"], sizes["1.1.0"]); out != want {
+	listed := rt.get(t, "/workers").([]any)
+	app, static := listed[0].(map[string]any), listed[1].(map[string]any)
+	if kinds := app["kinds"]; !reflect.DeepEqual(kinds, map[string]any{"1.0.0": "process", "1.1.0": "process"}) {
+		t.Errorf("GET workers lists app's kinds as %v", kinds)
+	}
+	sizes, siteSize := app["sizes"].(map[string]any), static["sizes"].(map[string]any)["1.0.0"].(float64)
+	if out, want := u.ok("workers", "list"), fmt.Sprintf("NAME  VERSION  STATE     KIND     SIZE  SOURCE\n"+
+		"app   1.0.0    enabled   process  %d B  %s\napp   1.1.0    disabled  process  %d B  %[2]s\nsite  1.0.0    enabled   static   %[4]d B  %[2]s\n",
+		int(sizes["1.0.0"].(float64)), app["source"], int(sizes["1.1.0"].(float64)), int(siteSize)); out != want {
 		t.Errorf("workers list printed %q, want %q", out, want)
+	}
+	// A static worker has no logs, and says so, followed or not; a process worker that wrote
+	// nothing says that.
+	for _, args := range [][]string{{"workers", "logs", "site"}, {"workers", "logs", "site", "-f"}} {
+		if out := u.ok(args...); out != "site is a static worker: static workers have no logs (only process workers, which run a program of their own, write them)\n" {
+			t.Errorf("%v printed %q", args, out)
+		}
+	}
+	if out := u.ok("workers", "logs", "app"); out != "app has written no log lines yet (its process starts on its first request)\n" {
+		t.Errorf("workers logs of a silent process worker printed %q", out)
+	}
+	if out := u.ok("workers", "logs", "site", "--json"); out != "" {
+		t.Errorf("workers logs --json of a static worker printed %q, want no line", out)
 	}
 
 	// Logs: the recent lines, then followed until the runtime ends the stream.
@@ -442,6 +467,7 @@ func TestWorkers(t *testing.T) {
 	if out := u.ok("workers", "delete", "app"); out != "deleted app\n" {
 		t.Errorf("workers delete printed %q", out)
 	}
+	u.ok("workers", "delete", "site")
 	if got := rt.get(t, "/workers"); !reflect.DeepEqual(got, []any{}) {
 		t.Errorf("after the deletes the workers are %v", got)
 	}

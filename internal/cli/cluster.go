@@ -116,7 +116,7 @@ func waitConverged(e *env, c *client.Client, change int64, timeout time.Duration
 			if e.ctx.Err() != nil {
 				return nil, e.ctx.Err()
 			}
-			return nil, notConverged(change, timeout, lagging, lastErr)
+			return nil, notConverged(program(e.cmd), change, timeout, lagging, lastErr)
 		case <-time.After(clusterPoll):
 		}
 	}
@@ -137,8 +137,9 @@ func behind(instances []api.ClusterInstance, change int64) (live, lagging []api.
 }
 
 // notConverged is the error of a wait that timed out, naming the instances that had not
-// applied change, or the last failure to read GET cluster.
-func notConverged(change int64, timeout time.Duration, lagging []api.ClusterInstance, lastErr error) error {
+// applied change, or the last failure to read GET cluster; prog is how the user ran the
+// commands.
+func notConverged(prog string, change int64, timeout time.Duration, lagging []api.ClusterInstance, lastErr error) error {
 	if len(lagging) == 0 && lastErr != nil {
 		return fmt.Errorf("uploaded, but whether every instance applied change %d could not be read within %s: %v", change, timeout, lastErr)
 	}
@@ -150,5 +151,5 @@ func notConverged(change int64, timeout time.Duration, lagging []api.ClusterInst
 		names[i] = fmt.Sprintf("%s (%s, at change %d, %s)", in.ID, in.Address, in.AppliedChange, in.Health)
 	}
 	return fmt.Errorf("uploaded, but after %s %d instance(s) have not applied change %d: %s; "+
-		"caddy runtime cluster shows them, and their logs say why", timeout, len(lagging), change, strings.Join(names, ", "))
+		"%s cluster shows them, and their logs say why", timeout, len(lagging), change, strings.Join(names, ", "), prog)
 }

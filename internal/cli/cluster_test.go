@@ -26,16 +26,7 @@ type fakeCluster struct {
 
 func newFakeCluster(t *testing.T, change int64, script func(n int) (api.Cluster, *envelope.Error)) *fakeCluster {
 	f := &fakeCluster{change: change, script: script}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/runtime", func(w http.ResponseWriter, r *http.Request) {
-		envelope.WriteJSON(w, 200, api.Discovery{API: "/api", Version: "v1.2.3"})
-	})
-	mux.HandleFunc("POST /api/workers/upload", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		var body api.WorkerUploaded
-		body.Success, body.Data.Worker = true, api.InstalledUnit{Name: "app", Version: "1.0.0", Change: f.change}
-		envelope.WriteJSON(w, 200, body)
-	})
+	mux := fakeAPI(api.InstalledUnit{Name: "app", Version: "1.0.0", Change: f.change})
 	mux.HandleFunc("GET /api/cluster", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		n := f.reads
@@ -52,6 +43,22 @@ func newFakeCluster(t *testing.T, change int64, script func(n int) (api.Cluster,
 	t.Cleanup(srv.Close)
 	f.URL = srv.URL
 	return f
+}
+
+// fakeAPI serves the discovery document and a worker upload that installs unit, for a test
+// to add the routes it fakes.
+func fakeAPI(unit api.InstalledUnit) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/runtime", func(w http.ResponseWriter, r *http.Request) {
+		envelope.WriteJSON(w, 200, api.Discovery{API: "/api", Version: "v1.2.3"})
+	})
+	mux.HandleFunc("POST /api/workers/upload", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		var body api.WorkerUploaded
+		body.Success, body.Data.Worker = true, unit
+		envelope.WriteJSON(w, 200, body)
+	})
+	return mux
 }
 
 // three instances: a up to date, b at 5 until its third read, c gone long ago at 3.

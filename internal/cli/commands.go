@@ -1,28 +1,38 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/client"
 )
 
 func loginCommand() caddycmd.Command {
-	return command("login", "--url URL --key KEY [--profile NAME]", "Save a runtime's URL and API key for the other commands",
+	return command("login", "--url URL [--key KEY] [--profile NAME]", "Save a runtime's URL and API key for the other commands",
 		`Checks the key against the runtime and saves both in the user's config folder
 (profiles.json, readable by the user alone), as a profile named after the server's host
 unless --profile names it. The profile becomes the one used when no --url is given.
 
+Without --key, login asks for the key on the terminal without showing it, or reads it from
+the first line of stdin when stdin is not a terminal (a pipe, a file), so the key stays out
+of the shell's history and the process list.
+
 Example:
-  caddy runtime login --url https://runtime.example.com --key "$RUNTIME_API_KEY"`,
+  caddy runtime login --url https://runtime.example.com
+  caddy runtime login --url https://runtime.example.com --key "$RUNTIME_API_KEY"
+  printf '%s\n' "$RUNTIME_API_KEY" | caddy runtime login --url https://runtime.example.com`,
 		func(cmd *cobra.Command) { cmd.RunE = run(login) })
 }
 
@@ -32,12 +42,20 @@ func login(e *env, args []string) error {
 	}
 	url, _ := e.cmd.Flags().GetString("url")
 	key, _ := e.cmd.Flags().GetString("key")
-	if url == "" || key == "" {
-		return usagef("login needs --url and --key")
+	if url == "" {
+		return usagef("login needs --url, the runtime's address")
 	}
 	c, err := client.New(url, key)
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	if key == "" {
+		if key, err = readKey(e, c.BaseURL()); err != nil {
+			return err
+		}
+		if c, err = client.New(url, key); err != nil {
+			return usageError{err.Error()}
+		}
 	}
 	var s api.Session
 	if err := c.JSON(e.ctx, "GET", "/admin/session", nil, &s); err != nil {
@@ -60,6 +78,32 @@ func login(e *env, args []string) error {
 	return e.emit(out, func(w io.Writer) {
 		fmt.Fprintf(w, "Logged in to %s as %s (%s); saved as profile %q in %s\n", out.URL, out.Principal.Name, out.Principal.Role, name, file)
 	})
+}
+
+// readKey asks for the key of the runtime at url: on a terminal without echo, else the first
+// line of stdin.
+func readKey(e *env, url string) (string, error) {
+	in := e.cmd.InOrStdin()
+	var key string
+	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprintf(e.errOut, "API key for %s (not shown): ", url)
+		typed, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(e.errOut)
+		if err != nil {
+			return "", fmt.Errorf("reading the key from the terminal: %v", err)
+		}
+		key = string(typed)
+	} else {
+		line, err := bufio.NewReader(in).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("reading the key from stdin: %v", err)
+		}
+		key = line
+	}
+	if key = strings.TrimSpace(key); key == "" {
+		return "", usagef("login needs a key: pass --key, type it when asked, or pipe it on stdin")
+	}
+	return key, nil
 }
 
 // loggedIn is what login prints with --json.

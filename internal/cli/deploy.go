@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/client"
+	"github.com/caddy-runtime/runtime/internal/packages"
 )
 
 func deployCommand() caddycmd.Command {
@@ -22,14 +25,21 @@ func deployCommand() caddycmd.Command {
 		`Reads DIR's manifest.yaml (or package.json), checks its name and version with the runtime's
 rules, packs the folder as a .tgz (leaving out .git, node_modules and what .runtimeignore names;
 "deploy: {include: [node_modules]}" in the manifest takes node_modules back in), uploads it,
-and prints the URLs that now serve it and the archive's sha256. --dry-run asks the runtime to check the archive without installing it;
---plugin installs a plugin and reloads the plugins.
+and prints the URLs that now serve it and the archive's sha256. --dry-run asks the runtime to
+check the archive without installing it, and says whether it would replace a version installed
+now. --plugin installs a plugin and reloads the plugins. A folder whose manifest declares a
+plugin's keys (routes, onRequest, base) is refused without --plugin, and one that declares none
+of them (nor menus) with it. The runtime refuses a process worker whose program (its entrypoint,
+or a relative path as its command's first word) is not in the archive or not executable.
 
 --wait waits until every instance serves the upload. In a cluster (a package store is
 configured) the upload's answer carries the change number it created: deploy polls GET cluster
 until every instance not gone has applied it, showing progress on stderr, and fails after
 --wait-timeout naming the instances that have not. A single instance serves the upload when it
-answers, so --wait returns at once.
+answers, so --wait returns at once. For a process worker, --wait then sends the new version
+its first request, which starts its process: when the runtime answers that it could not (the
+program exited, crashed or did not listen in time), deploy fails with the runtime's message
+and the worker's last log lines.
 
 Example:
   caddy runtime deploy ./site --url https://runtime.example.com --key "$RUNTIME_API_KEY"
@@ -38,7 +48,7 @@ Example:
 		func(cmd *cobra.Command) {
 			cmd.Flags().Bool("plugin", false, "deploy a plugin, then reload the plugins")
 			cmd.Flags().Bool("dry-run", false, "check the archive on the runtime without installing it")
-			cmd.Flags().Bool("wait", false, "wait until every instance of a cluster has applied the upload (up to --wait-timeout)")
+			cmd.Flags().Bool("wait", false, "wait until every instance of a cluster has applied the upload, and a process worker has answered its first request (up to --wait-timeout)")
 			cmd.Flags().Duration("wait-timeout", 2*time.Minute, "how long --wait waits, e.g. 90s or 5m")
 			cmd.Args = cobra.MaximumNArgs(1)
 			cmd.RunE = run(deploy)
@@ -69,6 +79,10 @@ func deploy(e *env, args []string) error {
 	waitTimeout, _ := e.cmd.Flags().GetDuration("wait-timeout")
 	if waitTimeout <= 0 {
 		return usagef("--wait-timeout must be positive, e.g. 2m")
+	}
+	keys := manifestKeys(dir)
+	if err := checkKind(e, dir, keys, plugin); err != nil {
+		return err
 	}
 	c, err := e.client()
 	if err != nil {
@@ -129,9 +143,22 @@ func deploy(e *env, args []string) error {
 		if out.Wait, err = waitConverged(e, c, uploadChange(out.Upload), waitTimeout); err != nil {
 			return err
 		}
+		if !plugin && isProcess(keys) {
+			if err := firstRequest(e, c, packed.Name, packed.Version, out.URLs[1], waitTimeout); err != nil {
+				return err
+			}
+		}
 	}
+	var staged struct {
+		Data struct {
+			Replaces bool `json:"replaces"`
+		} `json:"data"`
+	}
+	_ = json.Unmarshal(out.Upload, &staged)
 	return e.emit(out, func(w io.Writer) {
 		switch {
+		case dryRun && staged.Data.Replaces:
+			fmt.Fprintf(w, "%s %s would replace the %s %s installed now (dry run: nothing was installed)\n", packed.Name, packed.Version, packed.Name, packed.Version)
 		case dryRun:
 			fmt.Fprintf(w, "%s %s would install (dry run: nothing was installed)\n", packed.Name, packed.Version)
 		case plugin:
@@ -148,7 +175,7 @@ func deploy(e *env, args []string) error {
 				fmt.Fprintf(w, "  %s\n", u)
 			}
 		}
-		fmt.Fprintf(w, "sha256 %s (%d bytes)\n", packed.SHA256, packed.Bytes)
+		fmt.Fprintf(w, "sha256 %s (%s)\n", packed.SHA256, size(packed.Bytes))
 		switch {
 		case out.Wait == nil:
 		case out.Wait.Change == 0:
@@ -214,4 +241,105 @@ func rollback(e *env, args []string) error {
 	return e.emit(raw, func(w io.Writer) {
 		fmt.Fprintf(w, "Disabled %s %s: %s is served now\n", name, newest, previous)
 	})
+}
+
+// manifestKeys reads the top-level keys of dir's manifest; nil when there is none to read,
+// which Pack then explains.
+func manifestKeys(dir string) map[string]any {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	md, err := packages.ReadMetadata(root, ".")
+	if err != nil {
+		return nil
+	}
+	var keys map[string]any
+	if md.Decode(&keys) != nil {
+		return nil
+	}
+	return keys
+}
+
+// Manifest keys only a plugin has, and only a worker.
+var (
+	pluginKeys = []string{"routes", "onRequest", "base"}
+	workerKeys = []string{"entrypoint", "command"}
+)
+
+// declared returns those of names that keys holds.
+func declared(keys map[string]any, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if _, ok := keys[n]; ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// checkKind refuses to deploy dir as the other kind of unit than its manifest describes: a
+// plugin's folder (routes, onRequest or base) as a worker, where those keys would be ignored
+// and the folder served as files, or with --plugin a folder with none of them (and none of
+// menus), which would install a plugin that does nothing.
+func checkKind(e *env, dir string, keys map[string]any, plugin bool) error {
+	if keys == nil {
+		return nil
+	}
+	prog := program(e.cmd)
+	if plug := declared(keys, pluginKeys...); !plugin && len(plug) > 0 {
+		return usagef("%s is a plugin's folder (its manifest declares %s): deploy it with --plugin, as in %s deploy --plugin %s",
+			dir, strings.Join(plug, ", "), prog, dir)
+	}
+	if plugin && len(declared(keys, append(pluginKeys, "menus")...)) == 0 {
+		why := "none of routes, onRequest, base or menus"
+		if work := declared(keys, workerKeys...); len(work) > 0 {
+			why = strings.Join(work, ", ") + ", a worker's key, and " + why
+		}
+		return usagef("%s is a worker's folder (its manifest declares %s): deploy it without --plugin, as in %s deploy %s",
+			dir, why, prog, dir)
+	}
+	return nil
+}
+
+// isProcess tells a process worker's manifest keys: a command, or an entrypoint that is not an
+// HTML page (the runtime's rule).
+func isProcess(keys map[string]any) bool {
+	if command, ok := keys["command"].([]any); ok && len(command) > 0 {
+		return true
+	}
+	entry, _ := keys["entrypoint"].(string)
+	lower := strings.ToLower(entry)
+	return entry != "" && !strings.HasSuffix(lower, ".html") && !strings.HasSuffix(lower, ".htm")
+}
+
+// logTail is how many of a process worker's last log lines a failed first request shows.
+const logTail = 20
+
+// firstRequest sends a process worker's new version its first request, which starts its
+// process, and fails with the runtime's answer and the worker's last log lines when the runtime
+// could not have it answer (5xx: it did not start, crashed or timed out).
+func firstRequest(e *env, c *client.Client, name, version, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(e.ctx, timeout)
+	defer cancel()
+	err := c.Check(ctx, url)
+	if !errors.As(err, new(*client.Error)) {
+		return err // nil: it answered; or the runtime cannot be reached
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "deployed %s %s, but its first request (%s) failed: %v", name, version, url, err)
+	var logs api.WorkerLogs
+	if lerr := c.JSON(e.ctx, "GET", fmt.Sprintf("/workers/%s/logs?limit=%d", unitPath(name), logTail), nil, &logs); lerr != nil {
+		fmt.Fprintf(&b, "\nits logs cannot be read: %v", lerr)
+	} else if len(logs.Lines) == 0 {
+		b.WriteString("\nit wrote no log lines")
+	} else {
+		b.WriteString("\nits last log lines:")
+		for _, l := range logs.Lines {
+			fmt.Fprintf(&b, "\n  %s %s [%d] %s: %s", l.Time, l.Version, l.PID, l.Stream, l.Text)
+		}
+	}
+	fmt.Fprintf(&b, "\n%s rollback %s serves the version before it again, if it has one", program(e.cmd), name)
+	return errors.New(b.String())
 }

@@ -57,7 +57,7 @@ func workersCommand() caddycmd.Command {
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.RunE = unknownCommand
 			subcommand(cmd, "list", "List workers with their versions", "  caddy runtime workers list --json", cobra.NoArgs, func(e *env, _ []string) error {
-				return listing(e, "/workers", "NAME\tVERSION\tSTATE\tSIZE\tSOURCE", func(raw json.RawMessage, w io.Writer) {
+				return listing(e, "/workers", "NAME\tVERSION\tSTATE\tKIND\tSIZE\tSOURCE", func(raw json.RawMessage, w io.Writer) {
 					var list []api.WorkerRecord
 					_ = json.Unmarshal(raw, &list)
 					for _, wk := range list {
@@ -66,7 +66,11 @@ func workersCommand() caddycmd.Command {
 							if slices.Contains(wk.DisabledVersions, v) {
 								state = "disabled"
 							}
-							fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", wk.Name, v, state, wk.Sizes[v], wk.Source)
+							kind := wk.Kinds[v]
+							if kind == "" {
+								kind = "-"
+							}
+							fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", wk.Name, v, state, kind, size(wk.Sizes[v]), wk.Source)
 						}
 					}
 				})
@@ -124,7 +128,16 @@ func workerLogs(e *env, args []string) error {
 		for _, l := range page.Lines {
 			print(l)
 		}
+		if len(page.Lines) == 0 {
+			return saySilent(e, c, name)
+		}
 		return nil
+	}
+	if static, err := isStatic(e, c, name); err != nil || static {
+		if err == nil {
+			err = saySilent(e, c, name)
+		}
+		return err
 	}
 	body, err := c.Stream(e.ctx, path+"&follow=1")
 	if err != nil {
@@ -152,6 +165,40 @@ func workerLogs(e *env, args []string) error {
 		return nil // interrupted: the usual way to stop following
 	}
 	return s.Err()
+}
+
+// isStatic tells whether no installed version of the worker runs a process: such a worker
+// writes no logs.
+func isStatic(e *env, c *client.Client, name string) (bool, error) {
+	w, err := findWorker(e, c, name)
+	if err != nil {
+		return false, err
+	}
+	for _, kind := range w.Kinds {
+		if kind == "process" {
+			return false, nil
+		}
+	}
+	return len(w.Kinds) > 0, nil
+}
+
+// saySilent explains an empty log: a static worker has none; a process worker has written
+// nothing yet (or its lines were dropped from the runtime's log book). With --json it prints
+// nothing, as the API answered no line.
+func saySilent(e *env, c *client.Client, name string) error {
+	if e.json {
+		return nil
+	}
+	static, err := isStatic(e, c, name)
+	switch {
+	case err != nil:
+		return err
+	case static:
+		fmt.Fprintf(e.out, "%s is a static worker: static workers have no logs (only process workers, which run a program of their own, write them)\n", name)
+	default:
+		fmt.Fprintf(e.out, "%s has written no log lines yet (its process starts on its first request)\n", name)
+	}
+	return nil
 }
 
 func pluginsCommand() caddycmd.Command {

@@ -148,8 +148,8 @@ type SyncSettings struct {
 }
 
 // Definition describes one setting: its Caddyfile subdirective (also its JSON key), its
-// environment variable, its default as written and where it is written. The README explains
-// each one.
+// environment variable, its default as written and where it is written.
+// docs/configuration.md explains each one.
 type Definition struct {
 	Name, Env, Default string
 	Scope              Scope
@@ -170,7 +170,7 @@ const (
 	Store
 )
 
-// Definitions lists every setting in the order the README documents them.
+// Definitions lists every setting in the order docs/configuration.md documents them.
 var Definitions = []Definition{
 	{"api_prefix", "RUNTIME_API_PREFIX", "", Site},
 	{"worker_dirs", "RUNTIME_WORKER_DIRS", "./data/.apps ./data/apps", Process},

@@ -266,7 +266,14 @@ func (a *API) endpoint(rt route) http.Handler {
 			sw = &trace.StatusRecorder{ResponseWriter: w}
 			w = sw
 		}
-		defer func() { counter.Count(sw.Status) }()
+		start := time.Now()
+		defer func() {
+			d := time.Since(start)
+			if strings.HasPrefix(sw.Header().Get("Content-Type"), "text/event-stream") {
+				d = -1 // a followed stream lasts as long as its reader stays
+			}
+			counter.Count(sw.Status, d)
+		}()
 		if !rt.probe {
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 		}

@@ -26,11 +26,11 @@ func (a *API) docsRoutes() []route {
 	}
 	return []route{
 		{
-			method: "GET", path: "/openapi.json", id: "openapi", tag: "documentation", public: true,
-			summary: "This OpenAPI 3.1 document",
+			method: "GET", path: "/openapi.json", id: "openapi", tag: "documentation", public: true, file: true,
+			summary:     "This OpenAPI 3.1 document",
+			description: "Generated from the route table that serves the API, so it cannot drift from it. Its server is the path the runtime is mounted at, `/` at the root.",
 			responses: []response{
 				{status: http.StatusOK, description: "The OpenAPI document", content: map[string]*openapi.Schema{"application/json": {Type: "object"}}},
-				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
 			},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
 				docs, err := a.docsAt(mount.Path(r.Context()))
@@ -42,12 +42,11 @@ func (a *API) docsRoutes() []route {
 			},
 		},
 		{
-			method: "GET", path: "/docs", id: "docs", tag: "documentation", public: true,
+			method: "GET", path: "/docs", id: "docs", tag: "documentation", public: true, file: true,
 			summary:     "Interactive API reference",
 			description: "Served from assets embedded in the binary; it needs no internet access.",
 			responses: []response{
 				{status: http.StatusOK, description: "The reference page", content: text("text/html")},
-				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
 			},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
 				docs, err := a.docsAt(mount.Path(r.Context()))
@@ -61,12 +60,11 @@ func (a *API) docsRoutes() []route {
 			},
 		},
 		{
-			method: "GET", path: "/docs/{asset}", id: "docsAsset", tag: "documentation", public: true,
+			method: "GET", path: "/docs/{asset}", id: "docsAsset", tag: "documentation", public: true, file: true,
 			summary:     "An asset of the interactive reference",
 			description: "Its name carries a hash of its content: it may be kept for a year.",
 			responses: []response{
 				{status: http.StatusOK, description: "The asset", content: text("text/javascript", "text/css")},
-				{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
 				errorResponse(http.StatusNotFound, "No such asset"),
 			},
 			handle: a.serveDocsAsset,
@@ -92,7 +90,7 @@ func (a *API) docsAt(at string) (*mountedDocs, error) {
 		return m, nil
 	}
 	spec := a.spec
-	spec.Servers = []openapi.Server{{URL: at, Description: "the runtime's mount path; API paths are below it"}}
+	spec.Servers = servers(at)
 	doc, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)

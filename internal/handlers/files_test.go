@@ -32,27 +32,15 @@ const fileTestRoot = "a-root-key-for-the-file-tests"
 func fileTestAPI(t *testing.T) (*API, func(*http.Request) *http.Response, string, *observer.ObservedLogs) {
 	t.Helper()
 	dir := t.TempDir()
-	for rel, content := range map[string]string{
+	writeTree(t, dir, map[string]string{
 		"apps/app/1.0.0/manifest.yaml":       "name: app\nversion: 1.0.0\n",
 		"apps/app/1.0.0/index.html":          "<h1>app</h1>",
 		"apps/@team/web/1.0.0/manifest.yaml": "name: '@team/web'\nversion: 1.0.0\n",
 		"apps/@team/web/1.0.0/index.html":    "<h1>web</h1>",
 		".apps/core/1.0.0/manifest.yaml":     "name: core\nversion: 1.0.0\n",
 		"plugins/hello/manifest.yaml":        "name: hello\nversion: 1.0.0\n",
-	} {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	store, err := keystore.Open(context.Background(), filepath.Join(dir, "keys.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	})
+	store := openStore(t, dir)
 	workers := packages.NewCatalog(packages.WorkerLayout, []string{filepath.Join(dir, ".apps"), filepath.Join(dir, "apps")}, packages.DefaultLimits)
 	plugins := packages.NewCatalog(packages.PluginLayout, []string{filepath.Join(dir, "plugins")}, packages.DefaultLimits)
 	core, logs := observer.New(zapcore.InfoLevel)
@@ -214,6 +202,31 @@ func TestFileNamespaces(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("restricted mkdir in its namespace = %d", resp.StatusCode)
 	}
+}
+
+// writeTree writes files, by slash-separated path below dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for rel, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// openStore opens a key store in dir for the test.
+func openStore(t *testing.T, dir string) *keystore.Store {
+	t.Helper()
+	store, err := keystore.Open(context.Background(), filepath.Join(dir, "keys.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }
 
 // multipartBody builds an upload form; parts are (field, filename, content), a part without

@@ -30,9 +30,10 @@ func (a *API) healthRoutes() []route {
 		},
 		{
 			method: "GET", path: "/health", id: "health", probe: true, tag: "health", public: true,
-			summary:   "General health",
-			responses: []response{{status: http.StatusOK, description: "The runtime is serving", body: api.Health{}}},
-			handle:    probe("healthy"),
+			summary:     "General health",
+			description: "Answers 200 whenever the runtime answers HTTP, with a fixed body cheap enough for frequent checks; `health/ready` says whether it should take traffic.",
+			responses:   []response{{status: http.StatusOK, description: "The runtime is serving", body: api.Health{}}},
+			handle:      probe("healthy"),
 		},
 		{
 			method: "GET", path: "/health/ready", id: "healthReady", probe: true, tag: "health", public: true,
@@ -48,9 +49,10 @@ func (a *API) healthRoutes() []route {
 		},
 		{
 			method: "GET", path: "/health/live", id: "healthLive", probe: true, tag: "health", public: true,
-			summary:   "Liveness probe",
-			responses: []response{{status: http.StatusOK, description: "The process is alive", body: api.Health{}}},
-			handle:    probe("live"),
+			summary:     "Liveness probe",
+			description: "Answers 200 whenever the process answers HTTP, starting or shutting down included, so that a liveness check restarts only a runtime that answers nothing.",
+			responses:   []response{{status: http.StatusOK, description: "The process is alive", body: api.Health{}}},
+			handle:      probe("live"),
 		},
 	}
 }

@@ -40,8 +40,9 @@ func (a *API) keyRoutes() []route {
 		},
 		{
 			method: "GET", path: "/keys/meta", id: "keysMeta", tag: "keys", permission: keystore.KeysRead,
-			summary:   "Roles, permissions and lifetimes for key forms",
-			responses: []response{{status: http.StatusOK, description: "What a key can be", body: api.KeysMeta{}}},
+			summary:     "Roles, permissions and lifetimes for key forms",
+			description: "What a form that creates a key offers: the roles and the permissions each holds, every permission, and the lifetimes a new key may be given.",
+			responses:   []response{{status: http.StatusOK, description: "What a key can be", body: api.KeysMeta{}}},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
 				meta := api.KeysMeta{Roles: keystore.Roles, Permissions: keystore.AllPermissions,
 					ExpiresIn: keystore.ExpiresInChoices, RolePermissions: map[string][]string{}}

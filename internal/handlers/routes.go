@@ -29,7 +29,10 @@ type route struct {
 	// probe marks a health probe: a fixed public body for load balancers, the most frequent
 	// request, answered without the headers that guard other answers (nosniff, no-store):
 	// there is nothing in it to sniff or to keep from a cache.
-	probe     bool
+	probe bool
+	// file marks an answer served with http.ServeContent (a ui.File): it answers conditional
+	// and range requests too.
+	file      bool
 	params    []openapi.Parameter
 	request   *request
 	responses []response
@@ -59,8 +62,24 @@ func errorResponse(status int, description string) response {
 
 // routes is the route table of the API.
 func (a *API) routes() []route {
-	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.workerRoutes(), a.poolRoutes(), a.logRoutes(), a.auditRoutes(), a.pluginRoutes(),
+	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.workerRoutes(), a.poolRoutes(), a.statsRoutes(), a.logRoutes(), a.auditRoutes(), a.pluginRoutes(),
 		a.fileRoutes(), a.clusterRoutes(), a.docsRoutes())
+}
+
+// RepositoryURL is where the runtime is developed: the document's contact.
+const RepositoryURL = "https://github.com/caddy-runtime/runtime"
+
+// headerTooLarge names the answer of the HTTP server to a request whose header is over its
+// limit, among the document's reusable responses.
+const headerTooLarge = "HeaderFieldsTooLarge"
+
+// servers returns the document's server for a runtime mounted at at ("" at the root): the
+// paths of the document are absolute, so the server is the mount path alone.
+func servers(at string) []openapi.Server {
+	if at == "" {
+		return []openapi.Server{{URL: "/", Description: "the host serving this document: the paths are absolute"}}
+	}
+	return []openapi.Server{{URL: at, Description: "the runtime's mount path; the paths are below it"}}
 }
 
 var wildcard = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)(\.\.\.)?\}`)
@@ -75,8 +94,11 @@ func (a *API) document(table []route) openapi.Document {
 			Title:   "Runtime management API",
 			Version: a.opts.Version,
 			Description: "Manage the workers, plugins, API keys and sessions of a runtime. " +
-				"Every error answers with the envelope {\"error\":{\"code\",\"message\"}}; every response carries X-Request-Id.",
+				"Every error of the API answers with the envelope {\"error\":{\"code\",\"message\"}}; every answer of the API carries X-Request-Id.",
+			Contact: &openapi.Contact{Name: "The runtime project", URL: RepositoryURL},
+			License: &openapi.License{Name: "Apache License 2.0", Identifier: "Apache-2.0"},
 		},
+		Servers: servers(""),
 		Tags: []openapi.Tag{
 			{Name: "discovery", Description: "Finding the API"},
 			{Name: "health", Description: "Health, readiness and liveness probes"},
@@ -89,6 +111,14 @@ func (a *API) document(table []route) openapi.Document {
 		},
 		Paths: map[string]*openapi.PathItem{},
 		Components: openapi.Components{
+			Responses: map[string]openapi.Response{
+				headerTooLarge: {
+					Description: "The request's header is over the HTTP server's limit (Caddy's max_header_size, 1 MB by default; " +
+						"many large cookies for the host can reach it). The HTTP server answers in plain text before the API reads the request: " +
+						"no envelope, no X-Request-Id.",
+					Content: map[string]openapi.MediaType{"text/plain": {Schema: &openapi.Schema{Type: "string"}}},
+				},
+			},
 			SecuritySchemes: map[string]openapi.SecurityScheme{
 				"apiKey":  {Type: "apiKey", In: "header", Name: "X-API-Key", Description: "root key or generated API key"},
 				"bearer":  {Type: "http", Scheme: "bearer", Description: "root key or generated API key"},
@@ -144,6 +174,7 @@ func (a *API) document(table []route) openapi.Document {
 			}
 			op.Responses[strconv.Itoa(resp.status)] = out
 		}
+		op.Responses[strconv.Itoa(http.StatusRequestHeaderFieldsTooLarge)] = openapi.Response{Ref: "#/components/responses/" + headerTooLarge}
 		p := wildcard.ReplaceAllString(a.fullPath(rt.path), "{$1}")
 		item := doc.Paths[p]
 		if item == nil {
@@ -160,6 +191,16 @@ func (a *API) document(table []route) openapi.Document {
 // the route's own, merging descriptions that share a status.
 func withPipelineResponses(rt route) []response {
 	all := slices.Clone(rt.responses)
+	if rt.file {
+		all = append(all,
+			response{status: http.StatusPartialContent, description: "The part of the 200 answer's body a Range header asked for",
+				content: partOf(rt.responses), headers: map[string]openapi.Header{"Content-Range": {
+					Description: "which bytes of the body these are", Schema: &openapi.Schema{Type: "string"}}}},
+			response{status: http.StatusNotModified, description: "Unchanged since the ETag sent in If-None-Match"},
+			response{status: http.StatusPreconditionFailed, description: "If-Match names no ETag of the body; no body"},
+			response{status: http.StatusRequestedRangeNotSatisfiable, description: "The Range header names no part of the body; the reason in plain text",
+				content: map[string]*openapi.Schema{"text/plain": {Type: "string"}}})
+	}
 	if mutating(rt.method) {
 		all = append(all, errorResponse(http.StatusForbidden, "Origin missing or foreign (CSRF_REJECTED)"))
 	}
@@ -184,6 +225,21 @@ func withPipelineResponses(rt route) []response {
 		merged[i].description += "; " + resp.description
 	}
 	return merged
+}
+
+// partOf returns the content of a 206 answer: a range of the bytes of the 200 answer, in its
+// content types.
+func partOf(responses []response) map[string]*openapi.Schema {
+	part := map[string]*openapi.Schema{}
+	for _, resp := range responses {
+		if resp.status != http.StatusOK {
+			continue
+		}
+		for ct := range resp.content {
+			part[ct] = &openapi.Schema{Description: "a range of the bytes of the 200 answer's body"}
+		}
+	}
+	return part
 }
 
 // pathParameters returns the declared parameters plus a string parameter for every path

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -28,7 +29,7 @@ const (
 func uploadErrors(noun string) []response {
 	upper := strings.ToUpper(noun)
 	return []response{
-		errorResponse(http.StatusBadRequest, "NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST or NO_"+upper+"_DIRS"),
+		errorResponse(http.StatusBadRequest, "NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST"+entrypointDoc[noun]+" or NO_"+upper+"_DIRS"),
 		errorResponse(http.StatusForbidden, admissionForbidden[noun]),
 		errorResponse(http.StatusConflict, admissionConflict[noun]),
 		errorResponse(http.StatusRequestEntityTooLarge, "Over max_upload_size, max_unpacked_size or max_archive_entries (PAYLOAD_TOO_LARGE, naming the limit)"),
@@ -38,6 +39,9 @@ func uploadErrors(noun string) []response {
 
 // Descriptions of admission refusals, by unit kind.
 var (
+	entrypointDoc = map[string]string{
+		"worker": ", INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it)",
+	}
 	admissionForbidden = map[string]string{
 		"worker": "The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED)",
 		"plugin": "The package's scope is outside the key's namespaces, or the plugin needs a key with every namespace (hooks, handlers beyond the defaults) or has a base outside its scope's name (NAMESPACE_DENIED); " +
@@ -75,8 +79,26 @@ func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog)
 			return a.admit(p, c, md)
 		})
 		part.Close()
+		if err == nil && c.Layout().Versioned {
+			if err = checkProgram(staged); err != nil {
+				staged.Discard()
+				staged = nil
+			}
+		}
 		return staged, packageError(err)
 	}
+}
+
+// checkProgram refuses a staged process worker whose program is not in its archive or not
+// executable (workers.CheckProgram): installed, it would fail to start where the version it
+// replaces served.
+func checkProgram(s *packages.Staged) error {
+	tree, err := os.OpenRoot(s.Tree)
+	if err != nil {
+		return err
+	}
+	defer tree.Close()
+	return workers.CheckProgram(s.Metadata, tree)
 }
 
 // admit decides whether the key p may install or enable the worker version or plugin md
@@ -232,7 +254,9 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			return packageError(storeError(w, err))
 		}
 		outcome, bytes = "installed", in.Bytes
-		a.audit(r, action, in.Name+"@"+in.Version, "success", &p, zap.Int64("change", change))
+		// The archive's digest and size stay with who uploaded it: a unit's page shows them.
+		a.audit(r, action, in.Name+"@"+in.Version, "success", &p, zap.Int64("change", change),
+			zap.String("sha256", in.SHA256), zap.Int64("bytes", in.Bytes), zap.Int("files", in.Files))
 		unit := installedUnit(in)
 		unit.Change = change
 		envelope.WriteJSON(w, http.StatusOK, body(unit))

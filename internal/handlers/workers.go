@@ -6,6 +6,7 @@ import (
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/workers"
 )
 
 func (a *API) workerRoutes() []route {
@@ -81,13 +82,18 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	}
 	return listUnits(w, r, c, &a.workerList, func(u packages.Unit) api.WorkerRecord {
 		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
-			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}}
+			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}, Kinds: map[string]string{}}
 		for _, v := range u.Versions {
 			rec.Versions = append(rec.Versions, v.Version)
 			rec.Sizes[v.Version] = v.Size
+			if m, err := workers.ReadManifest(v.Metadata); err == nil {
+				rec.Kinds[v.Version] = m.Kind().String()
+			}
 			if !v.Enabled {
 				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
+				continue
 			}
+			rec.Served = v.Version // the versions come in ascending order, as serving chooses
 		}
 		return rec
 	})

@@ -42,6 +42,8 @@ type Set struct {
 
 	poolsMu sync.Mutex
 	pools   map[*poolSource]struct{}
+
+	history *History
 }
 
 // poolSource counts the processes of one pool by state.
@@ -87,7 +89,16 @@ func New() *Set {
 			[]string{"kind", "class"}),
 		workers: map[string]struct{}{},
 		pools:   map[*poolSource]struct{}{},
+		history: NewHistory(nil),
 	}
+}
+
+// History is the last hour of the requests the Set counts, for charts; nil for a nil Set.
+func (s *Set) History() *History {
+	if s == nil {
+		return nil
+	}
+	return s.history
 }
 
 // collectors are the Set's series other than the process gauge, which is read at scrape time.
@@ -182,6 +193,7 @@ func (s *Set) APIRequest(route string, status int) {
 		return
 	}
 	s.apiRequests.WithLabelValues(route, code(status)).Inc()
+	s.history.APIRequest(status, -1)
 }
 
 // RouteCounter counts the answers of one API route: the 200s on a counter resolved once,
@@ -200,16 +212,18 @@ func (s *Set) Route(route string) *RouteCounter {
 	return &RouteCounter{s: s, route: route, ok: s.apiRequests.WithLabelValues(route, "200")}
 }
 
-// Count counts an answer with status (0: a handler that wrote nothing, so 200).
-func (c *RouteCounter) Count(status int) {
+// Count counts an answer with status (0: a handler that wrote nothing, so 200) given in d;
+// d < 0 keeps it out of the latency history (a followed stream).
+func (c *RouteCounter) Count(status int, d time.Duration) {
 	if c == nil {
 		return
 	}
+	c.s.history.APIRequest(status, d)
 	if status == 0 || status == 200 {
 		c.ok.Inc()
 		return
 	}
-	c.s.APIRequest(c.route, status)
+	c.s.apiRequests.WithLabelValues(c.route, code(status)).Inc()
 }
 
 // AuthFailure counts a request refused for reason (e.g. "missing_credential").
@@ -228,6 +242,7 @@ func (s *Set) WorkerRequest(worker string, status int, d time.Duration) {
 	label := s.workerLabel(worker)
 	s.workerRequests.WithLabelValues(label, code(status)).Inc()
 	s.workerDuration.WithLabelValues(label).Observe(d.Seconds())
+	s.history.WorkerRequest(worker, status, d)
 }
 
 // ProcessStarted counts a worker process that started and became ready.

@@ -150,7 +150,7 @@ func TestRouteCounter(t *testing.T) {
 	s := New()
 	c := s.Route("GET /health")
 	for _, status := range []int{0, 200, 404, 200} {
-		c.Count(status)
+		c.Count(status, time.Millisecond)
 	}
 	if got := testutil.ToFloat64(s.apiRequests.WithLabelValues("GET /health", "200")); got != 3 {
 		t.Errorf("200s = %v, want 3", got)
@@ -158,5 +158,5 @@ func TestRouteCounter(t *testing.T) {
 	if got := testutil.ToFloat64(s.apiRequests.WithLabelValues("GET /health", "404")); got != 1 {
 		t.Errorf("404s = %v, want 1", got)
 	}
-	(*Set)(nil).Route("x").Count(200) // a nil set counts nothing
+	(*Set)(nil).Route("x").Count(200, 0) // a nil set counts nothing
 }

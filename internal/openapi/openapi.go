@@ -18,9 +18,23 @@ type Document struct {
 
 // Info is the document's metadata.
 type Info struct {
-	Title       string `json:"title"`
-	Version     string `json:"version"`
-	Description string `json:"description,omitempty"`
+	Title       string   `json:"title"`
+	Version     string   `json:"version"`
+	Description string   `json:"description,omitempty"`
+	Contact     *Contact `json:"contact,omitempty"`
+	License     *License `json:"license,omitempty"`
+}
+
+// Contact says where to ask about the API.
+type Contact struct {
+	Name string `json:"name,omitempty"`
+	URL  string `json:"url,omitempty"`
+}
+
+// License is the API's license; Identifier is its SPDX expression.
+type License struct {
+	Name       string `json:"name"`
+	Identifier string `json:"identifier,omitempty"`
 }
 
 // Server is a base URL of the API.
@@ -67,9 +81,11 @@ type RequestBody struct {
 	Content  map[string]MediaType `json:"content"`
 }
 
-// Response describes one response status.
+// Response describes one response status, or refers to one of Components.Responses by Ref
+// (then nothing else is set).
 type Response struct {
-	Description string               `json:"description"`
+	Ref         string               `json:"$ref,omitempty"`
+	Description string               `json:"description,omitempty"`
 	Headers     map[string]Header    `json:"headers,omitempty"`
 	Content     map[string]MediaType `json:"content,omitempty"`
 }
@@ -88,6 +104,7 @@ type MediaType struct {
 // Components holds the reusable parts of the document.
 type Components struct {
 	Schemas         map[string]*Schema        `json:"schemas,omitempty"`
+	Responses       map[string]Response       `json:"responses,omitempty"`
 	SecuritySchemes map[string]SecurityScheme `json:"securitySchemes,omitempty"`
 }
 

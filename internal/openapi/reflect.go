@@ -25,7 +25,8 @@ func (s *Schemas) Components() map[string]*Schema { return s.named }
 //
 // Struct fields follow encoding/json: the json tag names the property, "-" skips it, and a
 // field without omitempty is required. The tag `doc:"…"` sets the description, `enum:"a,b"`
-// the allowed values and `format:"…"` the format (e.g. binary for an uploaded file).
+// the allowed values and `format:"…"` the format (e.g. binary for an uploaded file). The items
+// of a slice of pointers to a scalar may be null.
 func (s *Schemas) Of(v any) *Schema {
 	return s.of(reflect.TypeOf(v))
 }
@@ -45,6 +46,12 @@ func (s *Schemas) of(t reflect.Type) *Schema {
 	case reflect.Float32, reflect.Float64:
 		return &Schema{Type: "number"}
 	case reflect.Slice, reflect.Array:
+		if e := t.Elem(); e.Kind() == reflect.Pointer && e.Elem().Kind() != reflect.Struct {
+			// Items that may be missing, such as the empty steps of a chart's series.
+			item := s.of(e.Elem())
+			item.Type = []string{item.Type.(string), "null"}
+			return &Schema{Type: "array", Items: item}
+		}
 		return &Schema{Type: "array", Items: s.of(t.Elem())}
 	case reflect.Map:
 		if t.Key().Kind() != reflect.String {

@@ -53,6 +53,7 @@ func TestSchemasOfScalars(t *testing.T) {
 		{0, `{"type":"integer"}`},
 		{1.5, `{"type":"number"}`},
 		{[]int{}, `{"type":"array","items":{"type":"integer"}}`},
+		{[]*float64{}, `{"type":"array","items":{"type":["number","null"]}}`},
 		{struct {
 			A string `json:"a,omitempty"`
 		}{}, `{"type":"object","properties":{"a":{"type":"string"}}}`},

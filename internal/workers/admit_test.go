@@ -37,19 +37,25 @@ func TestAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			md, err := packages.ReadMetadataFiles(func(name string) ([]byte, error) {
-				if name == packages.ManifestYAML {
-					return []byte(tt.manifest), nil
-				}
-				return nil, fs.ErrNotExist
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = Admit(md, tt.policy, bases)
+			err := Admit(manifestOnly(t, tt.manifest), tt.policy, bases)
 			if tt.code == "" && err != nil || tt.code != "" && !packages.IsCode(err, tt.code) {
 				t.Fatalf("Admit = %v, want code %q", err, tt.code)
 			}
 		})
 	}
+}
+
+// manifestOnly reads the metadata of a package whose one metadata file is manifest.yaml.
+func manifestOnly(t *testing.T, manifest string) packages.Metadata {
+	t.Helper()
+	md, err := packages.ReadMetadataFiles(func(name string) ([]byte, error) {
+		if name == packages.ManifestYAML {
+			return []byte(manifest), nil
+		}
+		return nil, fs.ErrNotExist
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
 }

@@ -28,6 +28,17 @@ const (
 	Process
 )
 
+// String names the kind as the API lists it: static, spa or process.
+func (k Kind) String() string {
+	switch k {
+	case SPA:
+		return "spa"
+	case Process:
+		return "process"
+	}
+	return "static"
+}
+
 // Defaults of the manifest keys of process workers.
 const (
 	DefaultTimeout      = 30 * time.Second

@@ -183,7 +183,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** General health */
+        /**
+         * General health
+         * @description Answers 200 whenever the runtime answers HTTP, with a fixed body cheap enough for frequent checks; `health/ready` says whether it should take traffic.
+         */
         get: operations["health"];
         put?: never;
         post?: never;
@@ -200,7 +203,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness probe */
+        /**
+         * Liveness probe
+         * @description Answers 200 whenever the process answers HTTP, starting or shutting down included, so that a liveness check restarts only a runtime that answers nothing.
+         */
         get: operations["healthLive"];
         put?: never;
         post?: never;
@@ -261,7 +267,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Roles, permissions and lifetimes for key forms */
+        /**
+         * Roles, permissions and lifetimes for key forms
+         * @description What a form that creates a key offers: the roles and the permissions each holds, every permission, and the lifetimes a new key may be given.
+         */
         get: operations["keysMeta"];
         put?: never;
         post?: never;
@@ -298,7 +307,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This OpenAPI 3.1 document */
+        /**
+         * This OpenAPI 3.1 document
+         * @description Generated from the route table that serves the API, so it cannot drift from it. Its server is the path the runtime is mounted at, `/` at the root.
+         */
         get: operations["openapi"];
         put?: never;
         post?: never;
@@ -692,6 +704,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the runtime's traffic over the last hour
+         * @description Requests per second, 5xx rate, p50 and p99 latency of every worker together and of the management API, and the memory of every worker process. The last hour in steps of 10 seconds, from the runtime's own memory: oldest first, the last step in progress. A step without requests has 0 requests and null error rate and latencies; one without a memory sample, null memory. Kept by this instance only, and lost when it restarts. Refused to a key restricted to namespaces, as the totals cover every namespace: it reads its workers' stats.
+         */
+        get: operations["runtimeStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/workers": {
         parameters: {
             query?: never;
@@ -1030,6 +1062,26 @@ export interface paths {
          * @description Starts a new process for every running version of the worker and drains the old one: requests in flight finish on it, the next go to the new process. A worker with no running process is left as it is. {scope} is _ or @scope.
          */
         post: operations["restartWorker"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a worker's traffic over the last hour
+         * @description Requests per second, 5xx rate, p50 and p99 latency of the worker (every version), and the memory of its processes. The last hour in steps of 10 seconds, from the runtime's own memory: oldest first, the last step in progress. A step without requests has 0 requests and null error rate and latencies; one without a memory sample, null memory. Kept by this instance only, and lost when it restarts. {scope} is _ or @scope.
+         */
+        get: operations["workerStats"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1517,6 +1569,18 @@ export interface components {
             /** @enum {string} */
             role: "admin" | "editor" | "viewer" | "custom";
         };
+        RuntimeStats: {
+            /** @description management API requests; latency leaves out followed log streams; memoryBytes is all null */
+            api: components["schemas"]["StatsSeries"];
+            /** @description steps in each array (360: the last hour) */
+            points: number;
+            /** @description Unix seconds at which the first step begins */
+            start: number;
+            /** @description seconds per step (10) */
+            step: number;
+            /** @description every worker request together; memoryBytes: every worker process together (0 with none running) */
+            workers: components["schemas"]["StatsSeries"];
+        };
         Session: {
             authenticated: boolean;
             principal: components["schemas"]["Principal"];
@@ -1545,6 +1609,20 @@ export interface components {
                 ended: number;
             };
             success: boolean;
+        };
+        StatsSeries: {
+            /** @description the share of 5xx answers, 0 to 1; null without requests */
+            errorRate: (number | null)[];
+            /** @description resident memory of the processes, sampled once a step; null without a sample (no process worker, or a platform that does not tell) */
+            memoryBytes: (number | null)[];
+            /** @description median latency in milliseconds, within 4.5% of the exact one; null without requests */
+            p50Ms: (number | null)[];
+            /** @description 99th percentile latency in milliseconds, within 4.5% of the exact one; null without requests */
+            p99Ms: (number | null)[];
+            /** @description requests answered in the step */
+            requests: number[];
+            /** @description requests divided by the step's seconds; for the step in progress, by the seconds elapsed in it (at least 1) */
+            requestsPerSecond: number[];
         };
         Success: {
             success: boolean;
@@ -1586,12 +1664,18 @@ export interface components {
         WorkerRecord: {
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
+            /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out */
+            kinds: {
+                [key: string]: string;
+            };
             /** @description from package metadata; @scope/name when scoped */
             name: string;
             /** @description the worker's folder */
             path: string;
             /** @description true only when source is uploaded */
             removable: boolean;
+            /** @description the version /<name>/ serves: the highest enabled one (latest counts as the newest); absent when none is enabled */
+            served?: string;
             /** @description bytes in each version's regular files (links not followed), by version, as of the last scan of its folder */
             sizes: {
                 [key: string]: number;
@@ -1608,6 +1692,17 @@ export interface components {
                 restarted: string[];
             };
             success: boolean;
+        };
+        WorkerStats: {
+            /** @description steps in each array (360: the last hour) */
+            points: number;
+            /** @description Unix seconds at which the first step begins */
+            start: number;
+            /** @description the worker's requests, and the memory of its processes (process workers) */
+            stats: components["schemas"]["StatsSeries"];
+            /** @description seconds per step (10) */
+            step: number;
+            worker: string;
         };
         WorkerToggle: {
             /** @description cluster mode: the change number of the desired state this change created */
@@ -1627,7 +1722,17 @@ export interface components {
             success: boolean;
         };
     };
-    responses: never;
+    responses: {
+        /** @description The request's header is over the HTTP server's limit (Caddy's max_header_size, 1 MB by default; many large cookies for the host can reach it). The HTTP server answers in plain text before the API reads the request: no envelope, no X-Request-Id. */
+        HeaderFieldsTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "text/plain": string;
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -1655,6 +1760,7 @@ export interface operations {
                     "application/json": components["schemas"]["Discovery"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1710,6 +1816,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1804,6 +1911,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1859,6 +1967,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1925,6 +2034,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -1991,6 +2101,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2083,6 +2194,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2175,6 +2287,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2241,6 +2354,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2285,6 +2399,19 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2294,6 +2421,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2330,6 +2478,20 @@ export interface operations {
                     "text/javascript": string;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/css": unknown;
+                    "text/javascript": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2350,6 +2512,27 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2383,6 +2566,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2416,6 +2600,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2449,6 +2634,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2515,6 +2701,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2607,6 +2794,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2673,6 +2861,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2763,6 +2952,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2807,6 +2997,19 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            /** @description The part of the 200 answer's body a Range header asked for */
+            206: {
+                headers: {
+                    /** @description which bytes of the body these are */
+                    "Content-Range"?: string;
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
             /** @description Unchanged since the ETag sent in If-None-Match */
             304: {
                 headers: {
@@ -2816,6 +3019,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description If-Match names no ETag of the body; no body */
+            412: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The Range header names no part of the body; the reason in plain text */
+            416: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2871,6 +3095,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -2985,6 +3210,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3077,6 +3303,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3169,6 +3396,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3260,6 +3488,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3351,6 +3580,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3465,6 +3695,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3579,6 +3810,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3693,6 +3925,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3784,6 +4017,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -3890,6 +4124,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4004,6 +4239,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4118,6 +4354,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4184,6 +4421,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4250,6 +4488,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4356,6 +4595,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4446,6 +4686,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4536,6 +4777,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4626,6 +4868,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4727,6 +4970,74 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    runtimeStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The runtime's series */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuntimeStats"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The key is restricted to namespaces, and the whole runtime is outside them (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4793,6 +5104,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4907,6 +5219,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -4999,6 +5312,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5091,6 +5405,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5182,6 +5497,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5273,6 +5589,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5387,6 +5704,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5501,6 +5819,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5615,6 +5934,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5706,6 +6026,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5812,6 +6133,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -5926,6 +6248,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6040,6 +6363,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6106,6 +6430,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6157,7 +6482,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerUploaded"] | components["schemas"]["WorkerDryRun"];
                 };
             };
-            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST or NO_WORKER_DIRS */
+            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST, INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it) or NO_WORKER_DIRS */
             400: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6212,6 +6537,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6303,6 +6629,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6404,6 +6731,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6495,6 +6823,99 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    workerStats: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The worker's series */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerStats"];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6587,6 +7008,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6679,6 +7101,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
@@ -6782,6 +7205,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
                 headers: {
