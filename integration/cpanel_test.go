@@ -229,7 +229,7 @@ func TestCPanelSignIn(t *testing.T) {
 				t.Errorf("after signing in again the section is %q, want Apps", h)
 			}
 
-			p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+			p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 			p.signIn(viewer.Secret)
 			p.do("waiting for the viewer's panel", chromedp.WaitVisible(chromedp.CSS("nav")))
 			if who := p.text(".who"); !strings.Contains(who, "watcher") || !strings.Contains(who, "viewer") {
@@ -315,7 +315,7 @@ func TestCPanelKeys(t *testing.T) {
 	})
 
 	// A viewer sees the keys but is offered no create and no revoke.
-	p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 	p.signIn(viewer.Secret)
 	p.do("waiting for the viewer's table", chromedp.WaitVisible(chromedp.CSS(`table.keys td`)))
 	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('main button').length"))
