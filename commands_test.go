@@ -56,7 +56,7 @@ func TestCommandsBesideAnotherModules(t *testing.T) {
 		t.Fatalf("caddy runtime --help: exit %d, %s", code, errOut)
 	}
 	for _, sub := range []string{"login", "logout", "deploy", "rollback", "workers", "plugins", "keys", "health", "cluster", "audit",
-		"version", "build-info", "keystore-migrate"} {
+		"version", "build-info", "keystore-migrate", "backup"} {
 		if !strings.Contains(out, "\n  "+sub+" ") {
 			t.Errorf("caddy runtime --help lists no %s:\n%s", sub, out)
 		}
@@ -79,7 +79,7 @@ func TestCommandsBesideAnotherModules(t *testing.T) {
 	if out, _, _ := caddyMain(t, "version"); strings.Contains(out, "runtime") {
 		t.Errorf("caddy version prints %q: the module changed the host's version", out)
 	}
-	if out, _, code := caddyMain(t, "runtime", "version"); code != 0 || out != "runtime "+version.String()+"\n" {
+	if out, _, code := caddyMain(t, "runtime", "version"); code != 0 || out != version.Line()+"\n" {
 		t.Errorf("caddy runtime version: exit %d, %q; want the module's version", code, out)
 	}
 }

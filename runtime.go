@@ -18,9 +18,9 @@ func init() {
 }
 
 // Commands returns the runtime's commands, the subcommands of caddy runtime: the command-line
-// client's (its cluster with publish beneath) and keystore-migrate.
+// client's (its cluster with publish beneath), keystore-migrate and backup.
 func Commands() []caddycmd.Command {
-	cmds := append(cli.Commands(), caddymodule.KeyStoreMigrateCommand())
+	cmds := append(cli.Commands(), caddymodule.KeyStoreMigrateCommand(), caddymodule.BackupCommand())
 	for i, c := range cmds {
 		if c.Name == "cluster" {
 			cmds[i] = caddymodule.WithClusterPublish(c)

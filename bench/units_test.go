@@ -71,7 +71,7 @@ func BenchmarkInstall(b *testing.B) {
 		b.Skip("no tar on this machine")
 	}
 	work := b.TempDir()
-	data := bigArchive(b, 2000, 5000)
+	data := bigArchive(b, "big", 2000, 5000, 1)
 	archive := filepath.Join(work, "app.tgz")
 	if err := os.WriteFile(archive, data, 0o644); err != nil {
 		b.Fatal(err)
@@ -117,19 +117,19 @@ func BenchmarkInstall(b *testing.B) {
 	}
 }
 
-// bigArchive builds a .tgz with a manifest and files of random bytes.
-func bigArchive(b *testing.B, files, size int) []byte {
+// bigArchive builds a .tgz of worker name 1.0.0 with files of random bytes drawn from seed.
+func bigArchive(b *testing.B, name string, files, size int, seed byte) []byte {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	rng := rand.NewChaCha8([32]byte{1})
+	rng := rand.NewChaCha8([32]byte{seed})
 	add := func(name string, body []byte) {
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
 			b.Fatal(err)
 		}
 		tw.Write(body)
 	}
-	add("manifest.yaml", []byte("name: big\nversion: 1.0.0\n"))
+	add("manifest.yaml", []byte("name: "+name+"\nversion: 1.0.0\n"))
 	for i := range files {
 		body := make([]byte, size)
 		rng.Read(body)

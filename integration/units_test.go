@@ -42,6 +42,7 @@ type installed struct {
 	Name, Version, InstalledAt, SHA256 string
 	Files                              int
 	Bytes                              int64
+	Change                             int64 // cluster mode
 }
 
 func pkg(manifest string, files ...harness.File) []harness.File {

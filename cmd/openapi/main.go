@@ -1,6 +1,7 @@
 // Command openapi writes the management API's OpenAPI document, as a runtime serves it at
 // /api/openapi.json, to the file its argument names: make ui generates the cpanel's TypeScript
-// types from it. The document's version is "devel", so that it changes only with the API.
+// types from it. The document's version is the release's (internal/version.Release), so that
+// it changes with the API and with a release, not with each commit.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os"
 
 	"github.com/caddy-runtime/runtime/internal/handlers"
+	"github.com/caddy-runtime/runtime/internal/version"
 )
 
 func main() {
@@ -26,7 +28,7 @@ func main() {
 }
 
 func write(file string) error {
-	a, err := handlers.New(handlers.Options{Prefix: "/api", Version: "devel"})
+	a, err := handlers.New(handlers.Options{Prefix: "/api", Version: version.Release})
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,13 @@ add-package and remove-package are not available: they would replace this binary
 stock Caddy; build a new one from the project instead.`
 
 func main() {
-	setUp()
+	caddys := setUp()
+	// Caddy's version command prints caddy.Version() on one line; this binary's first line is
+	// the runtime's own, as caddy runtime version prints it, then Caddy's.
+	if len(os.Args) == 2 && os.Args[1] == "version" {
+		fmt.Print(versionText(caddys))
+		return
+	}
 	if code, done := refuse(os.Args[1:], os.Stderr); done {
 		os.Exit(code)
 	}
@@ -48,8 +54,9 @@ func main() {
 // setUp makes this binary the runtime's: `version` names the runtime, help and messages name
 // the binary runtime, and the runtime's commands are also offered at the top level
 // (bin/runtime deploy is bin/runtime runtime deploy). Only this binary does so: the module
-// changes no other build's identity or command names.
-func setUp() {
+// changes no other build's identity or command names. It returns Caddy's own full version.
+func setUp() string {
+	_, caddys := caddy.Version()
 	caddy.CustomVersion = customVersion(caddy.CustomVersion)
 	caddy.CustomBinaryName, caddy.CustomLongDescription = binaryName, description
 	for _, c := range runtime.Commands() {
@@ -58,13 +65,19 @@ func setUp() {
 			caddycmd.RegisterCommand(cli.TopLevel(c))
 		}
 	}
+	return caddys
 }
 
-// customVersion returns the text `version` prints in front of Caddy's own version: the
-// runtime's version, then what a packager set, if anything. It prints as
-// "runtime v1.2.3, Caddy v2.11.9 h1:…".
+// customVersion returns what caddy.Version() reports (in --version, metrics and traces): the
+// runtime's version line, then what a packager set, if anything. It reads as
+// "runtime v1.2.3 (commit abc1234), Caddy v2.11.9-debian".
 func customVersion(packaged string) string {
-	return strings.TrimSpace("runtime " + version.String() + ", Caddy " + packaged)
+	return strings.TrimSpace(version.Line() + ", Caddy " + packaged)
+}
+
+// versionText is what `version` prints: the runtime's version line, then Caddy's.
+func versionText(caddys string) string {
+	return version.Line() + "\nCaddy " + caddys + "\n"
 }
 
 // replacing are Caddy's commands that replace the running binary with one downloaded from

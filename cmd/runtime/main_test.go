@@ -17,16 +17,19 @@ func TestSetUp(t *testing.T) {
 	if caddy.CustomVersion != "" || caddy.CustomBinaryName != "" {
 		t.Fatalf("caddy.CustomVersion = %q, CustomBinaryName %q before setUp: the module set them", caddy.CustomVersion, caddy.CustomBinaryName)
 	}
-	setUp()
+	caddys := setUp()
 	if caddy.CustomBinaryName != "runtime" || !strings.HasPrefix(caddy.CustomLongDescription, "runtime is Caddy") {
 		t.Errorf("caddy.CustomBinaryName = %q, CustomLongDescription %q: help would name caddy", caddy.CustomBinaryName, caddy.CustomLongDescription)
 	}
 	// A test binary records no dependencies, so Caddy's own version is missing here.
-	if _, full := caddy.Version(); !strings.HasPrefix(full, "runtime "+version.String()+", Caddy") {
+	if _, full := caddy.Version(); !strings.HasPrefix(full, version.Line()+", Caddy") {
 		t.Errorf("caddy.Version() full = %q, want it to start with runtime's", full)
 	}
-	if got, want := customVersion("v2.11.9-debian"), "runtime "+version.String()+", Caddy v2.11.9-debian"; got != want {
+	if got, want := customVersion("v2.11.9-debian"), version.Line()+", Caddy v2.11.9-debian"; got != want {
 		t.Errorf("customVersion kept the packager's version as %q, want %q", got, want)
+	}
+	if got, want := versionText(caddys), version.Line()+"\nCaddy "+caddys+"\n"; got != want {
+		t.Errorf("versionText = %q, want %q", got, want)
 	}
 	commands := caddycmd.Commands()
 	for _, name := range []string{"runtime", "login", "deploy", "workers", "keys", "health", "keystore-migrate"} {

@@ -23,6 +23,8 @@ import (
 
 // Config describes one runtime server.
 type Config struct {
+	// Name names the server in messages, e.g. "A" among the instances of a cluster.
+	Name string
 	// App holds the lines of the global runtime option, the process-wide settings, e.g.
 	// "pool_size 4".
 	App string
@@ -170,7 +172,7 @@ func Launch(tb testing.TB, cfg Config) (*Server, error) {
 	tb.Cleanup(func() {
 		s.Stop()
 		if tb.Failed() {
-			tb.Logf("runtime logs (last %d lines):\n%s", failureLogLines, s.tail(failureLogLines))
+			tb.Logf("runtime %s logs (last %d lines):\n%s", s.Name(), failureLogLines, s.tail(failureLogLines))
 		}
 	})
 	return s, nil
@@ -289,22 +291,31 @@ func (s *Server) Host(name string) *Server {
 
 // WaitReady waits for the discovery document and the readiness probe, then loads and validates
 // the OpenAPI document.
-func (s *Server) WaitReady(timeout time.Duration) error {
+func (s *Server) WaitReady(timeout time.Duration) error { return s.wait(timeout, "ready") }
+
+// WaitLive waits for the discovery document and the liveness probe, then loads and validates
+// the OpenAPI document: the server answers, ready or not.
+func (s *Server) WaitLive(timeout time.Duration) error { return s.wait(timeout, "live") }
+
+// wait waits for the discovery document and the probe health/<probe>, then loads and
+// validates the OpenAPI document.
+func (s *Server) wait(timeout time.Duration, probe string) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("the runtime exited before it was ready: %v", s.exitErr)
+			return fmt.Errorf("the runtime exited before it was %s: %v", probe, s.exitErr)
 		default:
 		}
-		if err := s.probeReady(s.cfg.Mount); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("the runtime was not ready within %s: %v", timeout, err)
+		err := s.probe(s.cfg.Mount, "/health/"+probe)
+		if err == nil {
+			return s.loadDocument()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the runtime was not %s within %s: %v", probe, timeout, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return s.loadDocument()
 }
 
 // At returns a view of the server that finds the runtime mounted at mount (e.g. "/x"; "" for
@@ -337,7 +348,11 @@ func (s *Server) loadDocument() error {
 	return err
 }
 
-func (s *Server) probeReady(mount string) error {
+func (s *Server) probeReady(mount string) error { return s.probe(mount, "/health/ready") }
+
+// probe reads the discovery document at mount, then asks the probe (relative to the API) for
+// a 200.
+func (s *Server) probe(mount, probe string) error {
 	resp, err := s.Client.Get(s.URL + mount + "/.well-known/runtime")
 	if err != nil {
 		return err
@@ -349,13 +364,13 @@ func (s *Server) probeReady(mount string) error {
 		return fmt.Errorf("discovery: %d %v", resp.StatusCode, err)
 	}
 	s.API, s.Version = disc.API, disc.Version
-	resp, err = s.Client.Get(s.URL + s.API + "/health/ready")
+	resp, err = s.Client.Get(s.URL + s.API + probe)
 	if err != nil {
 		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("ready: %d", resp.StatusCode)
+		return fmt.Errorf("%s: %d", strings.TrimPrefix(probe, "/health/"), resp.StatusCode)
 	}
 	return nil
 }

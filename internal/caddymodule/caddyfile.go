@@ -67,14 +67,20 @@ func mountAt(matchers caddy.ModuleMap) (string, error) {
 	if err := json.Unmarshal(raw, &paths); err != nil {
 		return "", err
 	}
+	return mountOf(paths), nil
+}
+
+// mountOf is the path a path matcher mounts below: "/rt" for /rt/*; "" for any other form
+// (several paths, /*, a wildcard inside).
+func mountOf(paths []string) string {
 	if len(paths) != 1 {
-		return "", nil
+		return ""
 	}
 	at, ok := strings.CutSuffix(paths[0], "/*")
 	if !ok || at == "" || strings.Contains(at, "*") {
-		return "", nil
+		return ""
 	}
-	return at, nil
+	return at
 }
 
 // parseGlobalOption reads the global runtime option, the runtime app's settings:

@@ -70,6 +70,101 @@ func migrateKeyStore(fl caddycmd.Flags) (int, error) {
 	return caddy.ExitCodeSuccess, nil
 }
 
+// BackupCommand returns the backup command, which the module's entry point registers under
+// caddy runtime (and bin/runtime at its top level).
+func BackupCommand() caddycmd.Command {
+	return caddycmd.Command{
+		Name:  "backup",
+		Usage: "[--config <Caddyfile> [--adapter caddyfile]] [--from PATH] [--json] <file>",
+		Short: "Write a consistent copy of the key store to a new file, while the runtime runs",
+		Long: `Writes a consistent copy of the runtime's key store (its keys, sessions, audit trail and, in
+a cluster, the desired state) to a new file, with SQLite's VACUUM INTO: one snapshot, taken
+while the runtime keeps running and writing. The copy is owner-only and checked; an existing
+file is never written over.
+
+The key store is api-keys.db in the state_dir of the config --config names, else --from,
+else in $RUNTIME_STATE_DIR, else ./data/state. In sync mode the file is the replica of the
+primary, which is the source of truth: the copy holds what the replica had pulled; back the
+primary up with its own tools.
+
+To restore: stop the runtime, move api-keys.db and its -wal and -shm files away, copy the
+backup to api-keys.db, and start the runtime.
+
+Example:
+  caddy runtime backup --config Caddyfile backups/api-keys-$(date +%F).db`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Args = cobra.ExactArgs(1)
+			cmd.Flags().StringP("config", "c", "", "the runtime's config file, whose state_dir holds the key store")
+			cmd.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
+			cmd.Flags().String("from", "", "the key store file (default: api-keys.db in the config's state_dir, $RUNTIME_STATE_DIR, or ./data/state)")
+			cmd.Flags().Bool("json", false, "print the result as JSON, for scripts")
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(backupKeyStore)
+		},
+	}
+}
+
+// backupKeyStore runs backup.
+func backupKeyStore(fl caddycmd.Flags) (int, error) {
+	from, err := keyStorePath(fl.String("from"), fl.String("config"), fl.String("adapter"))
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	to := fl.Arg(0)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := keystore.Backup(ctx, from, to)
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	if fl.Bool("json") {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(backupJSON{From: displayPath(from), To: displayPath(to), Keys: rep.Keys, Sessions: rep.Sessions,
+			AuditEntries: rep.AuditEntries, Bytes: rep.Bytes, Replica: rep.Replica}); err != nil {
+			return caddy.ExitCodeFailedStartup, err
+		}
+		return caddy.ExitCodeSuccess, nil
+	}
+	fmt.Printf("backed up the key store %s to %s: %d keys, %d sessions, %d audit entries, %d bytes\n",
+		displayPath(from), displayPath(to), rep.Keys, rep.Sessions, rep.AuditEntries, rep.Bytes)
+	if rep.Replica {
+		fmt.Println("the key store is the replica of a sync-mode primary, which is the source of truth: " +
+			"this copy holds what the replica had pulled; back the primary up with its own tools")
+	}
+	return caddy.ExitCodeSuccess, nil
+}
+
+// backupJSON is the result of backup --json.
+type backupJSON struct {
+	From         string `json:"from"`
+	To           string `json:"to"`
+	Keys         int    `json:"keys"`
+	Sessions     int    `json:"sessions"`
+	AuditEntries int    `json:"auditEntries"`
+	Bytes        int64  `json:"bytes"`
+	Replica      bool   `json:"replica"` // a sync-mode replica: its primary is the source of truth
+}
+
+// keyStorePath is the key store file: from when set, else in the state_dir of the config
+// file, else in $RUNTIME_STATE_DIR or the default.
+func keyStorePath(from, configFile, adapter string) (string, error) {
+	if from != "" {
+		return from, nil
+	}
+	if configFile == "" {
+		return filepath.Join(cmp.Or(os.Getenv(config.Lookup("state_dir").Env), config.Lookup("state_dir").Default), keyStoreFile), nil
+	}
+	app, err := loadApp(configFile, adapter)
+	if err != nil {
+		return "", err
+	}
+	settings, err := resolveApp(app.AppValues)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(settings.StateDir, keyStoreFile), nil
+}
+
 // WithClusterPublish returns the client's cluster command with publish beneath it (caddy
 // runtime cluster publish), which grows a single instance into a cluster; the module's entry
 // point registers it under caddy runtime. publish reads the config and the folders here,
@@ -148,19 +243,9 @@ func publishConfig(ctx context.Context, configFile, adapter string, dryRun bool)
 	if configFile == "" {
 		return reconcile.Published{}, errors.New("name the runtime's config with --config")
 	}
-	body, _, _, err := caddycmd.LoadConfig(configFile, adapter)
+	app, err := loadApp(configFile, adapter)
 	if err != nil {
 		return reconcile.Published{}, err
-	}
-	var cfg caddy.Config
-	if err := json.Unmarshal(body, &cfg); err != nil {
-		return reconcile.Published{}, fmt.Errorf("reading %s: %v", configFile, err)
-	}
-	app := new(App)
-	if raw := cfg.AppsRaw[appID]; raw != nil {
-		if err := json.Unmarshal(raw, app); err != nil {
-			return reconcile.Published{}, fmt.Errorf("reading the runtime app of %s: %v", configFile, err)
-		}
 	}
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: ctx})
 	defer cancel()
@@ -195,6 +280,26 @@ func publishConfig(ctx context.Context, configFile, adapter string, dryRun bool)
 	defer plugins.Close()
 	return reconcile.Publish(ctx, reconcile.PublishOptions{Desired: keys, Store: store, Workers: workers, Plugins: plugins,
 		By: keystore.Root(), DryRun: dryRun})
+}
+
+// loadApp reads the runtime app of a config file, unprovisioned: what its global runtime
+// option sets.
+func loadApp(configFile, adapter string) (*App, error) {
+	body, _, _, err := caddycmd.LoadConfig(configFile, adapter)
+	if err != nil {
+		return nil, err
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(body, &cfg); err != nil {
+		return nil, fmt.Errorf("reading %s: %v", configFile, err)
+	}
+	app := new(App)
+	if raw := cfg.AppsRaw[appID]; raw != nil {
+		if err := json.Unmarshal(raw, app); err != nil {
+			return nil, fmt.Errorf("reading the runtime app of %s: %v", configFile, err)
+		}
+	}
+	return app, nil
 }
 
 // printPublished prints the result for a person.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -192,6 +193,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return nil
 		}
 		h.cpanel.ServeHTTP(w, r)
+	case r.URL.Path == "/" && serve.CPanel && !serve.Workers:
+		// The root of the cpanel's host is nobody's: a browser opening it is sent to the
+		// cpanel; other clients get the answer below, as before.
+		w.Header().Add("Vary", "Accept")
+		if browser(r) {
+			http.Redirect(w, r, mount.Path(r.Context())+cpanel.Path+"/", http.StatusFound)
+			return nil
+		}
+		fallthrough
 	case !serve.Workers:
 		if h.settings.WorkersURL != "" {
 			envelope.Write(w, notServed("workers are not served on this host; they are served at %s", h.settings.WorkersURL))
@@ -284,6 +294,19 @@ func mountPath(r *http.Request) string {
 		return ""
 	}
 	return mount.Stripped(orig.URL.EscapedPath(), r.URL.EscapedPath())
+}
+
+// browser reports whether r is a browser's navigation: a GET or HEAD accepting HTML.
+func browser(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	for _, accept := range r.Header.Values("Accept") {
+		if strings.Contains(accept, "text/html") {
+			return true
+		}
+	}
+	return false
 }
 
 func notServed(format string, args ...any) *envelope.Error {

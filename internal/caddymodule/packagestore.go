@@ -11,6 +11,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 func init() {
@@ -50,8 +51,8 @@ func (*S3Store) CaddyModule() caddy.ModuleInfo {
 // nothing is sent.
 func (s *S3Store) Provision(ctx caddy.Context) error {
 	if s.SecretAccessKey != "" && !strings.Contains(s.SecretAccessKey, "{") {
-		ctx.Logger().Warn("package_store s3 secret_access_key is written literally in the config, where the admin API and adapted JSON show it; " +
-			"use {env." + config.Lookup("secret_access_key").Env + "} instead")
+		ctx.Logger().Warn("package_store s3 secret_access_key is written literally in the config, where the admin API and adapted JSON show it; "+
+			"use {env."+config.Lookup("secret_access_key").Env+"} instead", troubleshooting.S3SecretInConfig.Field())
 	}
 	v := s.S3Values
 	replacePlaceholders(v.StringFields(), nil)

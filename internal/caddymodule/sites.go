@@ -9,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"golang.org/x/net/publicsuffix"
+
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // warnedSameSite holds the host pairs already warned about, so a reload does not repeat them.
@@ -51,7 +53,8 @@ func (a *App) warnSameSite() {
 				"__Host- cookie keeps a signed-in admin's own session and over HTTP two session cookies are refused, but a browser "+
 				"without a session of its own takes the planted one; serve workers on a registrable domain of their own, "+
 				"as workers.dev is to cloudflare.com (see docs/security.md)",
-				zap.String("api_host", api), zap.String("workers_host", workers), zap.String("registrable_domain", domain))
+				zap.String("api_host", api), zap.String("workers_host", workers), zap.String("registrable_domain", domain),
+				troubleshooting.SameSite.Field())
 		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/pluginhost"
 	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/internal/serving"
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 	workerspkg "github.com/caddy-runtime/runtime/internal/workers"
 )
 
@@ -214,7 +215,8 @@ func (s *state) open() error {
 		return fmt.Errorf("checking the bootstrap key: %v", err)
 	}
 	if why != "" {
-		s.logger.Warn(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
+		s.logger.Warn(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why),
+			troubleshooting.BootstrapKeyDeleted.Field())
 	}
 	sb, err := s.sandbox()
 	if err != nil {
@@ -304,7 +306,8 @@ func (s *state) tightenState() error {
 			return fmt.Errorf("state_dir: %s has mode %#o and cannot be made %#o: %v; fix its owner or mode", path, was, mode, err)
 		}
 		s.logger.Warn("tightened the permissions of runtime state, which holds the key store and the bootstrap key",
-			zap.String("path", path), zap.String("was", fmt.Sprintf("%#o", was)), zap.String("now", fmt.Sprintf("%#o", mode)))
+			zap.String("path", path), zap.String("was", fmt.Sprintf("%#o", was)), zap.String("now", fmt.Sprintf("%#o", mode)),
+			troubleshooting.StatePermissions.Field())
 		return nil
 	}
 	info, err := os.Stat(dir)
@@ -351,7 +354,7 @@ func (s *state) sandbox() (*sandbox.Sandbox, error) {
 		zap.String("process_workers", st.ProcessWorkers.String()))
 	if st.ProcessWorkers.All || len(st.ProcessWorkers.List) > 0 {
 		for _, w := range layers.Warnings {
-			s.logger.Warn("process worker sandbox: " + w)
+			s.logger.Warn("process worker sandbox: "+w.Text, w.Docs.Field())
 		}
 	}
 	return sb, nil
@@ -399,7 +402,7 @@ func (s *state) ensureBootstrap() error {
 		// Sync mode: whether the primary holds a key cannot be known now; the keys of the
 		// replica, if any, work meanwhile.
 		s.logger.Warn("no root key, and the key store primary cannot say whether it holds a key: no bootstrap key was created; "+
-			"restart once the primary is reachable, or set root_key", zap.Error(err))
+			"restart once the primary is reachable, or set root_key", zap.Error(err), troubleshooting.NoBootstrapKey.Field())
 		return nil
 	}
 	if err != nil {
@@ -408,7 +411,7 @@ func (s *state) ensureBootstrap() error {
 	if created != nil {
 		s.logger.Warn("no root key and no API key: created the bootstrap admin key; read it from the file, create your own keys, then revoke it",
 			zap.String("file", store.BootstrapPath()),
-			zap.String("key_prefix", created.KeyPrefix))
+			zap.String("key_prefix", created.KeyPrefix), troubleshooting.BootstrapKeyCreated.Field())
 	}
 	return nil
 }
@@ -556,7 +559,7 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 	}
 	if names := own.Names(); len(names) > 0 {
 		a.logger.Warn(strings.Join(names, ", ")+" in a site block's runtime handler: deprecated, and refused in a later release; "+moveToApp,
-			zap.Strings("settings", names))
+			zap.Strings("settings", names), troubleshooting.DeprecatedSiteSettings.Field())
 		settings, err := resolveApp(written)
 		if err != nil {
 			return nil, config.Settings{}, err
@@ -569,11 +572,11 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 		return nil, config.Settings{}, err
 	}
 	if w := config.RootKeyWarning(a.settings.RootKey); w != "" {
-		a.logger.Warn(w)
+		a.logger.Warn(w, troubleshooting.ShortRootKey.Field())
 	}
 	if written.RootKey != "" && !strings.Contains(written.RootKey, "{") {
-		a.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; " +
-			"use {env.RUNTIME_ROOT_KEY} instead")
+		a.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; "+
+			"use {env.RUNTIME_ROOT_KEY} instead", troubleshooting.RootKeyInConfig.Field())
 	}
 	key := stateKey(a.settings)
 	val, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) {
@@ -619,7 +622,7 @@ var sharedOriginWarned atomic.Bool
 // warnSharedOrigin explains, once, why workers beside the API or the cpanel are a risk.
 func warnSharedOrigin(logger *zap.Logger) {
 	if sharedOriginWarned.CompareAndSwap(false, true) {
-		logger.Warn(sharedOriginWarning)
+		logger.Warn(sharedOriginWarning, troubleshooting.SharedOrigin.Field())
 	}
 }
 
@@ -656,6 +659,7 @@ func (a *App) Start() error {
 	}
 	a.warnAdmin()
 	a.warnAccessLog()
+	a.announceReady()
 	return nil
 }
 
@@ -679,7 +683,7 @@ func (a *App) warnAccessLog() {
 		if srv.Logs != nil && !warnedAccessLog.Swap(true) {
 			a.logger.Warn("Caddy's access log records request headers, X-API-Key included, where API keys are sent in clear; "+
 				"filter the header out of the log (see docs/api.md#access-log) or have clients send keys as Authorization: Bearer, "+
-				"which Caddy redacts", zap.String("server", name))
+				"which Caddy redacts", zap.String("server", name), troubleshooting.AccessLog.Field())
 			return
 		}
 	}
@@ -697,7 +701,7 @@ func (a *App) warnAdmin() {
 	a.logger.Warn("Caddy's admin endpoint answers on TCP, where process workers can reach it and replace the whole "+
 		"configuration; put it on a unix socket in a folder only the runtime's account can open "+
 		"(global option: admin unix//run/runtime/admin.sock), or turn it off",
-		zap.String("admin", addr))
+		zap.String("admin", addr), troubleshooting.AdminOnTCP.Field())
 }
 
 // Stop does nothing: a state outlives a config and is released by the last config using it.

@@ -623,17 +623,17 @@ func TestAudit(t *testing.T) {
 func TestVersionAndBuildInfo(t *testing.T) {
 	t.Parallel()
 	u := newUser(t)
-	if out := u.ok("version"); out != "runtime "+version.String()+"\n" {
+	if out := u.ok("version"); out != "runtime "+version.String()+" (commit "+version.Commit()+")\n" {
 		t.Errorf("version printed %q", out)
 	}
-	if got := u.json("version"); !reflect.DeepEqual(got, map[string]any{"version": version.String()}) {
+	if got := u.json("version"); !reflect.DeepEqual(got, map[string]any{"version": version.String(), "commit": version.Commit()}) {
 		t.Errorf("version --json = %v", got)
 	}
 	info := u.json("build-info").(map[string]any)
 	if info["version"] != version.String() || info["module"] != version.Module || info["main"] == "" {
 		t.Errorf("build-info --json = %v", info)
 	}
-	if out := u.ok("build-info"); !strings.Contains(out, "version  "+version.String()+"\nmodule   "+version.Module+"\n") {
+	if out := u.ok("build-info"); !strings.Contains(out, "version  "+version.String()+"\ncommit   "+version.Commit()+"\nmodule   "+version.Module+"\n") {
 		t.Errorf("build-info printed %q", out)
 	}
 	u.checkExits([]exits{

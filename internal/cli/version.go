@@ -21,17 +21,18 @@ func localCommand(name, short, long string, f func(env *env) error) caddycmd.Com
 
 func versionCommand() caddycmd.Command {
 	return localCommand("version", "Print the runtime module's version",
-		`Prints the version of the runtime module in this binary, whichever binary it is: the version
-bin/runtime was built as, or the module version an xcaddy build took. caddy version prints the
-binary's own.
+		`Prints the version of the runtime module in this binary, whichever binary it is, and the
+commit it was built from ("unknown" when the build recorded none, as xcaddy's do):
+"runtime v0.4.0 (commit abc1234)". caddy version prints the binary's own.
 
 Example:
   caddy runtime version`,
 		func(e *env) error {
 			v := struct {
 				Version string `json:"version"`
-			}{version.String()}
-			return e.emit(v, func(w io.Writer) { fmt.Fprintf(w, "runtime %s\n", v.Version) })
+				Commit  string `json:"commit"`
+			}{version.String(), version.Commit()}
+			return e.emit(v, func(w io.Writer) { fmt.Fprintln(w, version.Line()) })
 		})
 }
 
@@ -45,7 +46,7 @@ Example:
 		func(e *env) error {
 			i := version.Build()
 			return e.emit(i, func(w io.Writer) {
-				for _, row := range [][2]string{{"version", i.Version}, {"module", i.Module}, {"sum", i.Sum}, {"replace", i.Replace},
+				for _, row := range [][2]string{{"version", i.Version}, {"commit", i.Commit}, {"module", i.Module}, {"sum", i.Sum}, {"replace", i.Replace},
 					{"main", i.Main}, {"caddy", i.Caddy}, {"go", i.Go}} {
 					if row[1] != "" {
 						fmt.Fprintf(w, "%s\t%s\n", row[0], row[1])

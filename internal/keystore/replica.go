@@ -14,6 +14,8 @@ import (
 
 	"github.com/tursodatabase/libsql-client-go/libsql"
 	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // SyncOptions configure sync mode: the store is a replica, in its local file, of a libSQL
@@ -291,7 +293,7 @@ func (r *replica) failed(err error) {
 	r.lastErr.Store(&msg)
 	if !r.down.Swap(true) {
 		r.logger.Warn("key store primary unreachable: credentials are checked against the replica, writes answer 503",
-			zap.String("primary", r.url), zap.Error(err))
+			zap.String("primary", r.url), zap.Error(err), troubleshooting.PrimaryUnreachable.Field())
 	}
 }
 

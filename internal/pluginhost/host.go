@@ -27,6 +27,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/trace"
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // Options configure a Host.
@@ -128,7 +129,7 @@ func (h *Host) Load() {
 	}
 	h.opts.Logger.Info("plugins loaded", zap.Strings("loaded", names), zap.Int("failed", len(t.failed)))
 	for _, f := range t.failed {
-		h.opts.Logger.Warn("plugin not loaded", zap.String("plugin", f.Name), zap.String("error", f.Error))
+		h.opts.Logger.Warn("plugin not loaded", zap.String("plugin", f.Name), zap.String("error", f.Error), troubleshooting.PluginNotLoaded.Field())
 	}
 }
 

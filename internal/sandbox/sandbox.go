@@ -9,6 +9,8 @@ package sandbox
 import (
 	"fmt"
 	"strings"
+
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // Options are the operator's settings for every worker.
@@ -86,7 +88,13 @@ type Layers struct {
 	User         string   // the account workers run as
 	NonDumpable  bool     // the runtime's memory and environment are closed to same-user processes
 	Scratch      string   // what bounds scratch folders: ScratchTmpfs or ScratchWatcher
-	Warnings     []string
+	Warnings     []Warning
+}
+
+// Warning is a layer that is not in force, and the troubleshooting paragraph that says what to do.
+type Warning struct {
+	Text string
+	Docs troubleshooting.Anchor
 }
 
 // What bounds a worker's scratch folder.

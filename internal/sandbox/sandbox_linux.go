@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // Sandbox starts confined workers.
@@ -100,7 +102,7 @@ func (s *Sandbox) probe() Layers {
 		l.Network = NetworkIsolated
 	}
 	if err := probeSeccomp(); err != nil {
-		l.Warnings = append(l.Warnings, "no seccomp filter for process workers ("+err.Error()+"): they can use io_uring, open unix sockets (Caddy's admin socket among them), create namespaces and ptrace")
+		l.Warnings = append(l.Warnings, Warning{"no seccomp filter for process workers (" + err.Error() + "): they can use io_uring, open unix sockets (Caddy's admin socket among them), create namespaces and ptrace", troubleshooting.NoSeccomp})
 	} else {
 		s.seccomp, l.Seccomp = true, seccompRefusals()
 	}
@@ -112,17 +114,17 @@ func (s *Sandbox) probe() Layers {
 			l.User = u.Username
 		}
 		if os.Geteuid() == 0 {
-			l.Warnings = append(l.Warnings, "process workers run as root (with every capability dropped); set worker_user to run them under an account of their own")
+			l.Warnings = append(l.Warnings, Warning{"process workers run as root (with every capability dropped); set worker_user to run them under an account of their own", troubleshooting.WorkersAsRoot})
 		}
 	}
 	if s.abi == 0 {
-		l.Warnings = append(l.Warnings, "this kernel has no Landlock: process workers can read every file the runtime's account can, state_dir included")
+		l.Warnings = append(l.Warnings, Warning{"this kernel has no Landlock: process workers can read every file the runtime's account can, state_dir included", troubleshooting.NoLandlock})
 	}
 	l.Scratch = ScratchTmpfs
 	if s.noTmpfs != nil {
 		l.Scratch = ScratchWatcher
 		if os.Geteuid() == 0 {
-			l.Warnings = append(l.Warnings, fmt.Sprintf("no tmpfs can be mounted for scratch folders (%v): a watcher measures each one every second and stops a worker past worker_scratch", s.noTmpfs))
+			l.Warnings = append(l.Warnings, Warning{fmt.Sprintf("no tmpfs can be mounted for scratch folders (%v): a watcher measures each one every second and stops a worker past worker_scratch", s.noTmpfs), troubleshooting.NoTmpfs})
 		}
 	}
 	if missing := s.cg.missing(); len(missing) > 0 {
@@ -130,13 +132,13 @@ func (s *Sandbox) probe() Layers {
 		if os.Geteuid() == 0 && s.cred == nil {
 			msg += ", and the process limit does not hold for workers running as root"
 		}
-		l.Warnings = append(l.Warnings, msg)
+		l.Warnings = append(l.Warnings, Warning{msg, troubleshooting.NoCgroup})
 		l.Cgroup = strings.TrimPrefix(l.Cgroup+" + rlimits", " + ")
 	}
 	for _, private := range s.opts.Private {
 		for _, r := range s.readRules {
 			if within(private, r.Path) {
-				l.Warnings = append(l.Warnings, fmt.Sprintf("%s lies inside %s, which process workers may read; move it elsewhere", private, r.Path))
+				l.Warnings = append(l.Warnings, Warning{fmt.Sprintf("%s lies inside %s, which process workers may read; move it elsewhere", private, r.Path), troubleshooting.PrivateFolderReadable})
 			}
 		}
 	}

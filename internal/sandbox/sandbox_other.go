@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // Sandbox starts workers; outside Linux it has no confinement layers.
@@ -26,7 +28,7 @@ func New(opts Options) (*Sandbox, error) {
 
 // Layers reports that no layer is in force but the scratch watcher.
 func (s *Sandbox) Layers() Layers {
-	return Layers{Scratch: ScratchWatcher, Warnings: []string{"process workers run unconfined: the sandbox needs Linux (Landlock, cgroups)"}}
+	return Layers{Scratch: ScratchWatcher, Warnings: []Warning{{"process workers run unconfined: the sandbox needs Linux (Landlock, cgroups)", troubleshooting.Unconfined}}}
 }
 
 // IsolatedNetwork is false: outside Linux workers share the host's network.

@@ -16,7 +16,7 @@ import (
 func TestWorkerSeccomp(t *testing.T) {
 	sb := newSandbox(t)
 	if len(sb.Layers().Seccomp) == 0 {
-		t.Skip("no seccomp filter here: " + strings.Join(sb.Layers().Warnings, "; "))
+		t.Skipf("no seccomp filter here: %v", sb.Layers().Warnings)
 	}
 	if !strings.Contains(sb.Layers().String(), "seccomp (refused: "+strings.Join(seccompRefusals(), ", ")+")") {
 		t.Errorf("layers %q do not name the filter's refusals", sb.Layers())

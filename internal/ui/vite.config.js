@@ -13,5 +13,8 @@ export default defineConfig({
     assetsDir: 'assets',
     sourcemap: false,
     modulePreload: { polyfill: false },
+    // The icon stays a file under assets/ (a page's own asset, like the others), not a data:
+    // URL inlined into index.html.
+    assetsInlineLimit: (file) => (file.endsWith('.svg') ? false : undefined),
   },
 })

@@ -6,34 +6,57 @@ import "runtime/debug"
 // Module is the Go module path of the runtime.
 const Module = "github.com/caddy-runtime/runtime"
 
-// value is set at link time: -ldflags "-X github.com/caddy-runtime/runtime/internal/version.value=v1.2.3".
-var value string
+// Release is the runtime's version, which a release bumps together with the VERSION file at
+// the repository's root (a test checks they agree). It is the source's, so every build of a
+// checkout reports it: bin/runtime, xcaddy's (which record the module as v0.0.0 when
+// replaced by a folder) and a go install of a published version alike.
+const Release = "v0.4.0"
 
-// String returns the runtime version: the link-time value when the build set one, else the
-// module version recorded in the build info (a dependency version when built with xcaddy),
-// else "devel".
-func String() string {
-	if value != "" {
-		return value
+// commit is set at link time when the build knows it better than the build info does:
+// make build passes -ldflags "-X github.com/caddy-runtime/runtime/internal/version.commit=abc1234",
+// since Go records no VCS information for a git worktree.
+var commit string
+
+// String returns the runtime version, Release.
+func String() string { return Release }
+
+// Commit returns the short revision the binary was built from: the link-time value, else
+// the build info's vcs.revision with "-dirty" when the tree had changes, else "unknown" (xcaddy
+// and go install builds, whose main module is not this checkout, record none).
+func Commit() string {
+	if commit != "" {
+		return commit
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "devel"
+		return "unknown"
 	}
-	return fromBuildInfo(info)
+	return commitOf(info)
 }
 
-func fromBuildInfo(info *debug.BuildInfo) string {
-	if info.Main.Path == Module && usable(info.Main.Version) {
-		return info.Main.Version
-	}
-	for _, dep := range info.Deps {
-		if dep.Path == Module && usable(dep.Version) {
-			return dep.Version
+func commitOf(info *debug.BuildInfo) string {
+	var rev string
+	var dirty bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
 	}
-	return "devel"
+	if rev == "" {
+		return "unknown"
+	}
+	rev = rev[:min(len(rev), 7)]
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
 }
+
+// Line is the runtime's version line: "runtime v0.4.0 (commit abc1234)".
+func Line() string { return "runtime " + String() + " (commit " + Commit() + ")" }
 
 func usable(v string) bool { return v != "" && v != "(devel)" }
 
@@ -43,6 +66,7 @@ const caddyModule = "github.com/caddyserver/caddy/v2"
 // Info is what a binary records of the runtime module it was built with.
 type Info struct {
 	Version string `json:"version"`           // as String reports it
+	Commit  string `json:"commit"`            // as Commit reports it
 	Module  string `json:"module"`            // the runtime's module path
 	Sum     string `json:"sum,omitempty"`     // the module's checksum, when the binary took it as a dependency
 	Replace string `json:"replace,omitempty"` // what replaced the module in the build (xcaddy --with MODULE=DIR)
@@ -55,15 +79,15 @@ type Info struct {
 func Build() Info {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Info{Version: String(), Module: Module}
+		return Info{Version: String(), Commit: Commit(), Module: Module}
 	}
 	i := infoOf(info)
-	i.Version = String()
+	i.Commit = Commit()
 	return i
 }
 
 func infoOf(info *debug.BuildInfo) Info {
-	i := Info{Version: fromBuildInfo(info), Module: Module, Main: info.Main.Path, Go: info.GoVersion}
+	i := Info{Version: String(), Commit: commitOf(info), Module: Module, Main: info.Main.Path, Go: info.GoVersion}
 	for _, dep := range info.Deps {
 		switch dep.Path {
 		case Module:

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // scratchSeq numbers the scratch folders of this runtime's processes, across its pools: a
@@ -39,7 +41,7 @@ func sweepScratch(base string, logger *zap.Logger) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(base, e.Name())); err != nil {
-			logger.Warn("removing a scratch folder left by an earlier runtime", zap.Error(err))
+			logger.Warn("removing a scratch folder left by an earlier runtime", zap.Error(err), troubleshooting.ScratchLeftover.Field())
 		}
 	}
 }

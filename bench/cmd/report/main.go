@@ -169,6 +169,38 @@ var checks = []check{
 			"sequence numbers of its log ring: the flood the row claims did happen.",
 	},
 	{
+		title: "upload's answer → served by all 3 instances, p50 (ms)", a: "BenchmarkClusterPropagation", metric: "p50-ms", info: true,
+		what: "a cluster of three runtimes (`key_store sync` on one `sqld`, `package_store s3` on one `versitygw` bucket, " +
+			"all on this machine, pulling every second): 20 uploads of a small static worker to A, each after a random " +
+			"part of the interval, timed from the upload's answer until B and C both list the worker (polled every 5 ms " +
+			"as the root key, which makes no instance pull early), each then checked to serve it.",
+	},
+	{
+		title: "upload's answer → served by all 3 instances, p90 (ms)", a: "BenchmarkClusterPropagation", metric: "p90-ms", info: true,
+		what: "the 90th percentile of the same 20 delays.",
+	},
+	{
+		title: "p90 of upload → all serving / (pull interval + local install time)", a: "BenchmarkClusterPropagation",
+		metric: "p90/budget", target: 1, atMost: true,
+		what: "the p90 above against the issue's budget: the pull interval (1 s) plus the local install time, taken as " +
+			"the median time A took to answer an upload (validation, extraction and install, and also the archive's " +
+			"put to the store and the row on the primary, so more than an install).",
+	},
+	{
+		title: "fresh instance converging on 200 workers, start to ready (ms)", a: "BenchmarkClusterJoin", metric: "ms/join", info: true,
+		what: "a runtime with empty folders joining a cluster whose desired state holds 200 small static workers, from " +
+			"starting the process until its readiness probe answers 200, which it does once its first reconcile has " +
+			"downloaded, verified and installed all of them (checked after each start); process start-up included.",
+	},
+	{
+		title: "serving during a reconcile / idle throughput", a: "BenchmarkClusterReconcile/reconciling", b: "BenchmarkClusterReconcile/idle",
+		metric: "req/s", target: 0.95,
+		what: "a static worker's page on instance B of a cluster while B reconciles (downloads, verifies and installs " +
+			"10 workers of 1 MB uploaded to A beforehand; B pulls hourly, so a request for the first of them starts it, " +
+			"and the load runs until B lists all ten) against the same requests while B is idle, round by round; the " +
+			"store and the primary run on this machine, so their share of the work counts too.",
+	},
+	{
 		title: "idle RSS of the runtime (MiB)", a: "BenchmarkIdleRSS/runtime", metric: "MiB", info: true,
 		what: "`VmRSS` of a runtime process with the default settings and no workers, read a few seconds after it " +
 			"answered its readiness probe and the OpenAPI document.",

@@ -60,6 +60,12 @@ BenchmarkFlood/quiet-2               	   10000	    100000 ns/op	     10000 req/s
 BenchmarkFlood/flooded-2             	   10000	    100000 ns/op	     99000 lines/s	      9700 req/s
 BenchmarkFlood/quiet#01-2            	   10000	    100000 ns/op	     10000 req/s
 BenchmarkFlood/flooded#01-2          	   10000	    100000 ns/op	    101000 lines/s	      9300 req/s
+BenchmarkClusterPropagation-2        	       1	30000000000 ns/op	      1100 budget-ms	       640.0 p50-ms	         0.9000 p90/budget	       990.0 p90-ms
+BenchmarkClusterJoin-2               	       1	5000000000 ns/op	      4800 ms/join
+BenchmarkClusterReconcile/idle-2     	   10000	    100000 ns/op	     10000 req/s
+BenchmarkClusterReconcile/reconciling-2	       3	   1000000 ns/op	       900.0 ms/reconcile	      9600 req/s
+BenchmarkClusterReconcile/reconciling#01-2	       3	   1000000 ns/op	       900.0 ms/reconcile	      9000 req/s
+BenchmarkClusterReconcile/idle#01-2  	   10000	    100000 ns/op	     10000 req/s
 BenchmarkIdleRSS/runtime-2           	1000000000	         0.14 ns/op	        70.0 MiB
 BenchmarkIdleRSS/caddy-2             	1000000000	         0.15 ns/op	        52.0 MiB
 BenchmarkIdleRSS/runtime#01-2        	1000000000	         0.14 ns/op	        58.0 MiB
@@ -76,7 +82,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 58 || len(res.order) != 32 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 64 || len(res.order) != 36 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -117,6 +123,12 @@ func TestReport(t *testing.T) {
 		// per-round ratios 0.97 and 0.93
 		"| process worker beside a flooding worker / alone throughput | 0.950 | ≥ 0.95 | **PASS** |",
 		"| flooding worker's lines taken in (lines/s) | 100000.000 | — | measured |",
+		"| upload's answer → served by all 3 instances, p50 (ms) | 640.000 | — | measured |",
+		"| upload's answer → served by all 3 instances, p90 (ms) | 990.000 | — | measured |",
+		"| p90 of upload → all serving / (pull interval + local install time) | 0.900 | ≤ 1.00 | **PASS** |",
+		"| fresh instance converging on 200 workers, start to ready (ms) | 4800.000 | — | measured |",
+		// per-round ratios 0.96 and 0.9
+		"| serving during a reconcile / idle throughput | 0.930 | ≥ 0.95 | **FAIL** |",
 		"| idle RSS of the runtime (MiB) | 60.000 | — | measured |",
 		"| idle RSS of plain Caddy (MiB) | 52.000 | — | measured |",
 		// per-round differences 18, 18 and 2: the median difference, not the medians' (8)
@@ -138,6 +150,7 @@ func TestParseRefusesFailures(t *testing.T) {
 		"no respond": strings.ReplaceAll(output, "Costs/respond", "Costs/other"),
 		"no rss":     strings.ReplaceAll(output, "IdleRSS/caddy", "IdleRSS/other"),
 		"no sync":    strings.ReplaceAll(output, "KeyStore/sync-auth", "KeyStore/other"),
+		"no cluster": strings.ReplaceAll(output, "ClusterReconcile/reconciling", "ClusterReconcile/other"),
 		"no output":  "",
 	} {
 		if _, err := parse(strings.NewReader(in)); err == nil {

@@ -1,0 +1,113 @@
+package keystore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+)
+
+// BackupReport is what Backup copied.
+type BackupReport struct {
+	Keys, Sessions, AuditEntries int
+	Bytes                        int64
+	// Replica is set when the store is a sync-mode replica: its primary is the source of
+	// truth, and the copy holds what the replica had pulled.
+	Replica bool
+}
+
+// Backup writes a consistent copy of the key store at path to the new file to while a
+// runtime may be using the store: SQLite's VACUUM INTO reads one snapshot (the WAL included)
+// in a read transaction, which the runtime's writes do not wait for. to must not exist: a
+// backup never writes over a file. The copy is owner-only, checked with integrity_check, and
+// opens as the store did (a replica's copy as a replica).
+func Backup(ctx context.Context, path, to string) (BackupReport, error) {
+	var rep BackupReport
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return rep, err
+	}
+	if to, err = filepath.Abs(to); err != nil {
+		return rep, err
+	}
+	if info, err := os.Stat(path); err != nil {
+		return rep, fmt.Errorf("no key store to back up: %v", err)
+	} else if !info.Mode().IsRegular() || info.Size() == 0 {
+		return rep, fmt.Errorf("key store %s is not a regular, non-empty file: nothing to back up", path)
+	}
+	// Created here, owner-only and exclusively, so an existing file is refused and the copy
+	// is never readable by others; VACUUM INTO writes into an empty file.
+	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return rep, fmt.Errorf("%s exists: a backup is written to a new file, never over one; name another", to)
+	}
+	if err != nil {
+		return rep, fmt.Errorf("creating the backup: %v", err)
+	}
+	f.Close()
+	if rep, err = backup(ctx, path, to); err != nil {
+		os.Remove(to)
+		return rep, err
+	}
+	return rep, nil
+}
+
+func backup(ctx context.Context, path, to string) (BackupReport, error) {
+	var rep BackupReport
+	db, err := openDB(path)
+	if err != nil {
+		return rep, err
+	}
+	defer db.Close()
+	if err := checkOurs(ctx, db); err != nil {
+		return rep, fmt.Errorf("key store %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, to); err != nil {
+		return rep, fmt.Errorf("copying key store %s: %v", path, err)
+	}
+	// VACUUM INTO does not sync its output.
+	f, err := os.OpenFile(to, os.O_RDWR, 0)
+	if err != nil {
+		return rep, err
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return rep, fmt.Errorf("writing the backup: %v", err)
+	}
+	return checkBackup(ctx, to)
+}
+
+// checkBackup opens the copy read-only, checks its integrity and counts what it holds.
+func checkBackup(ctx context.Context, to string) (BackupReport, error) {
+	var rep BackupReport
+	u := url.URL{Scheme: "file", Path: to, RawQuery: "mode=ro"}
+	db, err := sql.Open("libsql", u.String())
+	if err != nil {
+		return rep, err
+	}
+	defer db.Close()
+	var check string
+	if err := db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		return rep, fmt.Errorf("the backup %s does not pass integrity_check (%q, %v)", to, check, err)
+	}
+	err = db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM api_keys), (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM audit)`).
+		Scan(&rep.Keys, &rep.Sessions, &rep.AuditEntries)
+	if err != nil {
+		return rep, fmt.Errorf("reading the backup %s: %v", to, err)
+	}
+	mode := modeLocal
+	if err := db.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE name = 'mode'`).Scan(&mode); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return rep, fmt.Errorf("reading the backup %s: %v", to, err)
+	}
+	rep.Replica = mode == modeSync
+	info, err := os.Stat(to)
+	if err != nil {
+		return rep, err
+	}
+	rep.Bytes = info.Size()
+	return rep, nil
+}
