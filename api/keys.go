@@ -34,6 +34,14 @@ type SessionList struct {
 	Sessions []SessionRecord `json:"sessions"`
 }
 
+// SessionsEnded is the body of DELETE admin/sessions.
+type SessionsEnded struct {
+	Success bool `json:"success"`
+	Data    struct {
+		Ended int `json:"ended" doc:"how many sessions were ended"`
+	} `json:"data"`
+}
+
 // LoginRequest exchanges a key for a session cookie.
 type LoginRequest struct {
 	Key *string `json:"key" doc:"the root key or an API key"`
@@ -64,6 +72,7 @@ type KeysMeta struct {
 	Permissions     []string            `json:"permissions"`
 	ExpiresIn       []string            `json:"expiresIn" doc:"suggested lifetimes; any <n>d, <n>w, <n>m (30 days) or <n>y is accepted"`
 	RolePermissions map[string][]string `json:"rolePermissions" doc:"the permissions each role grants; custom keys choose theirs"`
+	RevokeWithin    int                 `json:"revokeWithin,omitempty" doc:"sync mode only: the seconds within which a revocation reaches every instance (the key store's sync_interval; on the instance that revokes, at once); absent with a local key store, where a revocation takes effect on the next request"`
 }
 
 // CreateKeyRequest creates a key.

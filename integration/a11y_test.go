@@ -224,7 +224,7 @@ func TestCPanelMounted(t *testing.T) {
 		if path, err := chromedp.Run(p.ctx, chromedp.Evaluate[string]("location.pathname")); err != nil || path != at+"/cpanel/apps" {
 			t.Errorf("below %s the address is %q (%v)", at, path, err)
 		}
-		p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+		p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 	}
 	p.onlyFrom(s.URL)
 	problems.check(t)

@@ -141,7 +141,7 @@ func TestCPanelAppPage(t *testing.T) {
 		p.screenshot("app-process", int64(width))
 		fits(p, width, "main")
 	}
-	p.do("restarting", chromedp.EmulateViewport(1280, 900), chromedp.Click(chromedp.Search(`//button[normalize-space()="Restart echo"]`)),
+	p.do("restarting", chromedp.EmulateViewport(1280, 900), chromedp.Click(chromedp.Search(`//button[@aria-label="Restart echo"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Restarted echo 1.0.0")]`)))
 
 	p.do("going back to the list", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS("table.apps")))

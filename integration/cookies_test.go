@@ -142,7 +142,7 @@ func TestBrowserPlantedCookieHTTPS(t *testing.T) {
 
 	// Signing out ends the admin's session and clears every session cookie the browser sends
 	// the API, the planted one included: the panel does not come back as the tenant.
-	p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 	p.do("opening the panel after signing out", chromedp.Navigate(p.base+"/"))
 	if who := p.signedInAs(); who != "" {
 		t.Errorf("after signing out the panel shows %q, want the sign-in form", who)

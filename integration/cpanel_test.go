@@ -106,10 +106,18 @@ func (p panel) onlyFrom(origin string) {
 	}
 }
 
-// screenshot writes the page at width px into the test's screenshot folder, for a reviewer.
+// screenshot writes the page at width px into the test's screenshot folder, for a reviewer,
+// and returns to a desktop width, where the navigation is not folded behind Menu.
 func (p panel) screenshot(name string, width int64) {
 	p.t.Helper()
 	p.do("resizing", chromedp.EmulateViewport(width, 900))
+	p.capture(name, width)
+	p.do("resizing back", chromedp.EmulateViewport(1280, 900))
+}
+
+// capture writes the page as it is, width px wide, into the screenshot folder.
+func (p panel) capture(name string, width int64) {
+	p.t.Helper()
 	png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		p.t.Fatalf("screenshot %s: %v", name, err)
@@ -221,7 +229,7 @@ func TestCPanelSignIn(t *testing.T) {
 				t.Errorf("after signing in again the section is %q, want Apps", h)
 			}
 
-			p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+			p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 			p.signIn(viewer.Secret)
 			p.do("waiting for the viewer's panel", chromedp.WaitVisible(chromedp.CSS("nav")))
 			if who := p.text(".who"); !strings.Contains(who, "watcher") || !strings.Contains(who, "viewer") {
@@ -298,16 +306,16 @@ func TestCPanelKeys(t *testing.T) {
 	}
 	p.do("revoking it",
 		chromedp.WaitVisible(chromedp.CSS(`button.danger[aria-label], table.keys button.danger`)),
-		chromedp.Click(chromedp.Search(`//button[normalize-space()="Revoke from-panel"]`)),
+		chromedp.Click(chromedp.Search(`//button[@aria-label="Revoke from-panel"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button.danger`)),
 		chromedp.Click(chromedp.CSS(`dialog[open] button.danger`)),
-		chromedp.WaitNotPresent(chromedp.Search(`//button[normalize-space()="Revoke from-panel"]`)))
+		chromedp.WaitNotPresent(chromedp.Search(`//button[@aria-label="Revoke from-panel"]`)))
 	harness.Eventually(t, "the revoked key to stop working", 5*time.Second, func() bool {
 		return s.Get(s.API+"/keys", harness.WithKey(secret)).Status == 401
 	})
 
 	// A viewer sees the keys but is offered no create and no revoke.
-	p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 	p.signIn(viewer.Secret)
 	p.do("waiting for the viewer's table", chromedp.WaitVisible(chromedp.CSS(`table.keys td`)))
 	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('main button').length"))
@@ -362,17 +370,17 @@ func TestCPanelApps(t *testing.T) {
 		t.Errorf("the refusal says %q", msg)
 	}
 
-	p.do("disabling 1.0.0", chromedp.Click(chromedp.Search(`//button[normalize-space()="Disable site 1.0.0"]`)),
-		chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="Enable site 1.0.0"]`)))
+	p.do("disabling 1.0.0", chromedp.Click(chromedp.Search(`//button[@aria-label="Disable site 1.0.0"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[@aria-label="Enable site 1.0.0"]`)))
 	if resp := s.Get("/site/"); resp.Status != 404 {
 		t.Errorf("a disabled version is served: %s", resp)
 	}
-	p.do("enabling it", chromedp.Click(chromedp.Search(`//button[normalize-space()="Enable site 1.0.0"]`)),
-		chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="Disable site 1.0.0"]`)))
+	p.do("enabling it", chromedp.Click(chromedp.Search(`//button[@aria-label="Enable site 1.0.0"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[@aria-label="Disable site 1.0.0"]`)))
 	if resp := s.Get("/site/"); resp.Status != 200 {
 		t.Errorf("the enabled version = %s", resp)
 	}
-	p.do("deleting the app", chromedp.Click(chromedp.Search(`//button[normalize-space()="Delete site"]`)),
+	p.do("deleting the app", chromedp.Click(chromedp.Search(`//button[@aria-label="Delete site"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button.danger`)),
 		chromedp.Click(chromedp.CSS(`dialog[open] button.danger`)),
 		chromedp.WaitNotPresent(chromedp.Search(`//a[normalize-space()="site"]`)))
@@ -409,8 +417,8 @@ func TestCPanelPlugins(t *testing.T) {
 	if got := p.text(".summary"); !strings.Contains(got, "1 loaded (hello)") || !strings.Contains(got, "broken") {
 		t.Errorf("the reload summary says %q", got)
 	}
-	p.do("disabling hello", chromedp.Click(chromedp.Search(`//button[normalize-space()="Disable hello"]`)),
-		chromedp.WaitVisible(chromedp.Search(`//button[normalize-space()="Enable hello"]`)))
+	p.do("disabling hello", chromedp.Click(chromedp.Search(`//button[@aria-label="Disable hello"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[@aria-label="Enable hello"]`)))
 	harness.Eventually(t, "the disabled plugin's base to go", 5*time.Second, func() bool { return s.Get("/hello/").Status == 404 })
 	problems.check(t)
 }
@@ -455,17 +463,17 @@ func TestCPanelFiles(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(version, "docs", "notes.txt")); err != nil || string(data) != "written from the panel" {
 		t.Fatalf("the uploaded file on disk: %q, %v", data, err)
 	}
-	p.do("renaming it", chromedp.Click(chromedp.Search(`//button[normalize-space()="Rename notes.txt"]`)),
-		chromedp.SetValue(chromedp.CSS("#f-edit"), "readme.txt"), chromedp.Click(chromedp.Search(`//button[normalize-space()="Rename"]`)),
+	p.do("renaming it", chromedp.Click(chromedp.Search(`//button[@aria-label="Rename notes.txt"]`)),
+		chromedp.SetValue(chromedp.CSS("#f-edit"), "readme.txt"), chromedp.Click(chromedp.Search(`//form//button[normalize-space()="Rename"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//a[normalize-space()="readme.txt"]`)))
-	p.do("moving it up to the version folder", chromedp.Click(chromedp.Search(`//button[normalize-space()="Move readme.txt"]`)),
-		chromedp.SetValue(chromedp.CSS("#f-edit"), "apps/site/1.0.0"), chromedp.Click(chromedp.Search(`//button[normalize-space()="Move"]`)),
+	p.do("moving it up to the version folder", chromedp.Click(chromedp.Search(`//button[@aria-label="Move readme.txt"]`)),
+		chromedp.SetValue(chromedp.CSS("#f-edit"), "apps/site/1.0.0"), chromedp.Click(chromedp.Search(`//form//button[normalize-space()="Move"]`)),
 		chromedp.WaitNotPresent(chromedp.Search(`//a[normalize-space()="readme.txt"]`)))
 	if data, err := os.ReadFile(filepath.Join(version, "readme.txt")); err != nil || string(data) != "written from the panel" {
 		t.Fatalf("the moved file on disk: %q, %v", data, err)
 	}
 	p.do("deleting it", chromedp.Click(chromedp.Search(`//nav[contains(@class,"crumbs")]//button[normalize-space()="1.0.0"]`)),
-		chromedp.Click(chromedp.Search(`//button[normalize-space()="Delete readme.txt"]`)),
+		chromedp.Click(chromedp.Search(`//button[@aria-label="Delete readme.txt"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button.danger`)), chromedp.Click(chromedp.CSS(`dialog[open] button.danger`)),
 		chromedp.WaitNotPresent(chromedp.Search(`//a[normalize-space()="readme.txt"]`)))
 	if _, err := os.Stat(filepath.Join(version, "readme.txt")); !os.IsNotExist(err) {
@@ -484,7 +492,7 @@ func TestCPanelLogs(t *testing.T) {
 
 	p.do("opening apps", chromedp.Navigate(p.base+"/apps"))
 	p.signIn(rootKey)
-	p.do("opening the logs", chromedp.Click(chromedp.Search(`//button[normalize-space()="Logs of echo"]`)),
+	p.do("opening the logs", chromedp.Click(chromedp.Search(`//button[@aria-label="Logs of echo"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//h2[contains(., "Output of echo") and contains(., "live")]`)),
 		chromedp.WaitVisible(chromedp.Search(`//pre[contains(., "testworker listening")]`)))
 	if resp := s.Get("/echo/say?text=said-while-watching"); resp.Status != 200 {
@@ -499,7 +507,7 @@ func TestCPanelLogs(t *testing.T) {
 	if hostile, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.querySelector('section.logs img') !== null || window.pwned === 1`)); err != nil || hostile {
 		t.Errorf("a worker's output became markup in the panel (%v)", err)
 	}
-	p.do("restarting", chromedp.Click(chromedp.Search(`//button[normalize-space()="Restart echo"]`)),
+	p.do("restarting", chromedp.Click(chromedp.Search(`//button[@aria-label="Restart echo"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Restarted echo 1.0.0")]`)))
 	harness.Eventually(t, "the restart to show in the pool", 5*time.Second, func() bool {
 		procs := pool(t, s, rootKey)

@@ -149,7 +149,7 @@ func TestCPanelInstances(t *testing.T) {
 		p.screenshot("instances", width)
 	}
 
-	p.do("signing out", chromedp.Click(chromedp.CSS(".bar button")), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
 	p.signIn(keysOnly.Secret)
 	p.do("waiting for the overview", chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby=runtime-h][aria-busy=false]`)))
 	if shown, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.querySelector('#instances-h') !== null`)); err != nil || shown {

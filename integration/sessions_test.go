@@ -109,6 +109,71 @@ func TestServerSideSessions(t *testing.T) {
 	}
 }
 
+// TestEndOtherSessions ends all of a key's sessions but the caller's own, in one request:
+// another key's session and the caller's go on, a header credential ends them all, the CSRF
+// rule applies, and the end is audited with its count.
+func TestEndOtherSessions(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	k := s.CreateKey(rootKey, map[string]any{"name": "me", "role": "viewer"})
+	other := s.CreateKey(rootKey, map[string]any{"name": "other", "role": "viewer"})
+	mine := loginCookie(t, s, k.Secret)
+	laptop := loginCookie(t, s, k.Secret)
+	phone := loginCookie(t, s, k.Secret)
+	theirs := loginCookie(t, s, other.Secret)
+	endOthers := func(opts ...harness.Option) (*harness.Response, int) {
+		t.Helper()
+		resp := s.Do("DELETE", s.API+"/admin/sessions", opts...)
+		var body api.SessionsEnded
+		if resp.Status == 200 && (resp.JSON(&body) != nil || !body.Success) {
+			t.Fatalf("DELETE admin/sessions = %s", resp)
+		}
+		return resp, body.Data.Ended
+	}
+
+	if resp, _ := endOthers(mine); resp.Status != 403 || resp.ErrorCode() != "CSRF_REJECTED" {
+		t.Fatalf("without Origin = %s, want 403 CSRF_REJECTED", resp)
+	}
+	resp, n := endOthers(mine, harness.WithOrigin(""))
+	if resp.Status != 200 || n != 2 || resp.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("ending the others = %s (ended %d, Set-Cookie %q), want 2 and the cookie kept", resp, n, resp.Header.Get("Set-Cookie"))
+	}
+	for _, tt := range []struct {
+		name    string
+		session harness.Option
+		want    int
+	}{{"the caller's", mine, 200}, {"another", laptop, 401}, {"a third", phone, 401}, {"another key's", theirs, 200}} {
+		if status, _ := sessionOf(t, s, tt.session); status != tt.want {
+			t.Errorf("%s session answers %d, want %d", tt.name, status, tt.want)
+		}
+	}
+	if resp, n := endOthers(mine, harness.WithOrigin("")); resp.Status != 200 || n != 0 {
+		t.Errorf("with no other session = %s (ended %d), want 0", resp, n)
+	}
+	// A header credential has no session of its own: every session of its key ends.
+	if resp, n := endOthers(harness.WithKey(k.Secret), harness.WithOrigin("")); resp.Status != 200 || n != 1 {
+		t.Errorf("through the header key = %s (ended %d), want 1", resp, n)
+	}
+	if status, _ := sessionOf(t, s, mine); status != 401 {
+		t.Errorf("after the header key ended them all, the cookie session answers %d", status)
+	}
+
+	var page struct{ Entries []api.AuditEntry }
+	if resp := s.Get(s.API+"/audit?action=session.end_others", harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&page) != nil {
+		t.Fatalf("audit = %s", resp)
+	}
+	var counts []any
+	for _, e := range page.Entries {
+		if e.Actor == nil || e.Actor.Name != "me" || e.Outcome != "success" {
+			t.Errorf("audit entry %+v", e)
+		}
+		counts = append(counts, e.Details["ended"])
+	}
+	if fmt.Sprint(counts) != "[1 0 2]" {
+		t.Errorf("audited counts (newest first) = %v, want [1 0 2]", counts)
+	}
+}
+
 // TestRootSessionEndsWithTheRootKey checks that a root session stops working once the root
 // key is changed, while the runtime keeps running.
 func TestRootSessionEndsWithTheRootKey(t *testing.T) {

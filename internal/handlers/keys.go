@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -47,6 +48,11 @@ func (a *API) keyRoutes() []route {
 					ExpiresIn: keystore.ExpiresInChoices, RolePermissions: map[string][]string{}}
 				for _, role := range keystore.Roles {
 					meta.RolePermissions[role] = keystore.RolePermissions(role)
+				}
+				if store, err := a.keyStore(); err == nil {
+					if st, ok := store.Sync(); ok {
+						meta.RevokeWithin = int(math.Ceil(st.Interval.Seconds()))
+					}
 				}
 				envelope.WriteJSON(w, http.StatusOK, meta)
 				return nil

@@ -89,6 +89,17 @@ func (a *API) sessionRoutes() []route {
 			handle:      a.listSessions,
 		},
 		{
+			method: "DELETE", path: "/admin/sessions", id: "endOtherSessions", tag: "session",
+			summary: "End all of the caller's other sessions",
+			description: "Ends every live session of the key the request authenticates with (for the root key: those begun with the current root key) " +
+				"except the session the request came with, which goes on; through a header credential, which has no session, it ends them all. " +
+				"Takes effect on the next request of each (in sync mode, on other instances within the sync interval). Audited as session.end_others with the count.",
+			responses: []response{
+				{status: http.StatusOK, description: "Ended; ended is how many (0 when there was none)", body: api.SessionsEnded{}},
+			},
+			handle: a.endOtherSessions,
+		},
+		{
 			method: "DELETE", path: "/admin/sessions/{id}", id: "endSession", tag: "session",
 			summary:     "End one of the caller's own sessions",
 			description: "Takes effect on the next request. Ending the session the request came with also clears its cookies.",
@@ -229,6 +240,27 @@ func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
 		setSessionCookies(w, r, "", 0)
 	}
 	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
+	return nil
+}
+
+func (a *API) endOtherSessions(w http.ResponseWriter, r *http.Request) error {
+	store, err := a.keyStore()
+	if err != nil {
+		return err
+	}
+	var keep int64 // a header credential has no session to keep
+	if current, ok := sessionOf(r.Context()); ok {
+		keep = current.ID
+	}
+	p := principalOf(r.Context())
+	n, err := store.EndOtherSessions(r.Context(), p, a.opts.RootKey, keep)
+	if err != nil {
+		return err
+	}
+	a.audit(r, "session.end_others", p.Name, "success", &p, zap.Int("ended", n))
+	answer := api.SessionsEnded{Success: true}
+	answer.Data.Ended = n
+	envelope.WriteJSON(w, http.StatusOK, answer)
 	return nil
 }
 

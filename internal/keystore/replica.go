@@ -96,6 +96,9 @@ type SyncStatus struct {
 	Synced    bool      // the replica has pulled from the primary at least once
 	LastPull  time.Time // the last pull that succeeded; zero before the first
 	Error     string    // why the last exchange failed, while not Reachable
+	// Interval is how often the replica pulls: it bounds how long a change written through
+	// another instance (a revocation, a session's end) takes to reach this one.
+	Interval time.Duration
 }
 
 // Sync returns the state of the replica, and false for a local store.
@@ -104,7 +107,7 @@ func (s *Store) Sync() (SyncStatus, bool) {
 	if r == nil {
 		return SyncStatus{}, false
 	}
-	st := SyncStatus{Primary: r.url, Reachable: !r.down.Load(), Synced: r.synced.Load()}
+	st := SyncStatus{Primary: r.url, Reachable: !r.down.Load(), Synced: r.synced.Load(), Interval: r.interval}
 	if at := r.lastPull.Load(); at != 0 {
 		st.LastPull = time.Unix(0, at)
 	}

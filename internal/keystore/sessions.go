@@ -241,6 +241,20 @@ func (s *Store) EndSession(ctx context.Context, p Principal, rootKey string, id 
 	return s.endSessions(ctx, `id = ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, id, keyID, fp, s.now().Unix())
 }
 
+// EndOtherSessions ends every live session of p (for the root principal: those begun with
+// rootKey) but the one with id keep (0: none kept), and returns how many it ended.
+func (s *Store) EndOtherSessions(ctx context.Context, p Principal, rootKey string, keep int64) (int, error) {
+	keyID, fp, ok := s.owner(p, rootKey)
+	if !ok {
+		return 0, nil
+	}
+	n, err := s.endSessionsCount(ctx, `id != ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, keep, keyID, fp, s.now().Unix())
+	if errors.Is(err, ErrSessionNotFound) {
+		return 0, nil
+	}
+	return n, err
+}
+
 // EndSessionToken ends the session with token, if there is one (logout).
 func (s *Store) EndSessionToken(ctx context.Context, token string) error {
 	sum, ok := secretSum(token, SessionPrefix)
@@ -258,23 +272,30 @@ func (s *Store) EndSessionToken(ctx context.Context, token string) error {
 // selects, effective from the next verification on; none gives ErrSessionNotFound. The rows
 // stay until they expire, so that the end reaches every replica.
 func (s *Store) endSessions(ctx context.Context, where string, args ...any) error {
+	_, err := s.endSessionsCount(ctx, where, args...)
+	return err
+}
+
+// endSessionsCount is endSessions, also returning how many sessions it ended.
+func (s *Store) endSessionsCount(ctx context.Context, where string, args ...any) (int, error) {
 	defer s.timed("end_sessions")()
+	var ended int64
 	err := s.write(ctx, func(tx writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET ended_at = ?, change_seq = ? WHERE ended_at IS NULL AND `+where,
 			append([]any{s.now().Unix(), tx.seq}, args...)...)
 		if err != nil {
 			return fmt.Errorf("ending a session: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		if ended, _ = res.RowsAffected(); ended == 0 {
 			return ErrSessionNotFound
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	s.invalidate()
-	return nil
+	return int(ended), nil
 }
 
 // rootFingerprint returns the fingerprint root sessions carry of rootKey: PBKDF2 with the

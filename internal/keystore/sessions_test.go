@@ -111,6 +111,31 @@ func TestSessionEnds(t *testing.T) {
 		t.Fatalf("EndSession = %v", err)
 	}
 
+	// Ending the other sessions keeps the one named, and another key's and root's sessions.
+	keep, kept := begin(k.Principal(), "")
+	gone1, _ := begin(k.Principal(), "")
+	gone2, _ := begin(k.Principal(), "")
+	theirs, _ := begin(other.Principal(), "")
+	const root = "a-root-key-0123456789"
+	rootSession, _ := begin(Root(), root)
+	if n, err := s.EndOtherSessions(ctx, k.Principal(), "", kept.ID); err != nil || n != 2 {
+		t.Fatalf("EndOtherSessions = %d, %v; want 2 ended", n, err)
+	}
+	if !valid(keep, "") || valid(gone1, "") || valid(gone2, "") || !valid(theirs, "") || !valid(rootSession, root) {
+		t.Fatalf("after ending the others: kept %v, others %v %v, another key's %v, root's %v",
+			valid(keep, ""), valid(gone1, ""), valid(gone2, ""), valid(theirs, ""), valid(rootSession, root))
+	}
+	if n, err := s.EndOtherSessions(ctx, k.Principal(), "", kept.ID); err != nil || n != 0 {
+		t.Fatalf("EndOtherSessions with none left = %d, %v", n, err)
+	}
+	// Keeping none (a header credential) ends them all; root's are those of its root key.
+	if n, err := s.EndOtherSessions(ctx, Root(), root, 0); err != nil || n != 1 || valid(rootSession, root) {
+		t.Fatalf("EndOtherSessions of root = %d, %v", n, err)
+	}
+	if err := s.EndSession(ctx, k.Principal(), "", kept.ID); err != nil {
+		t.Fatal(err)
+	}
+
 	// Revoking a key ends its sessions, and only its.
 	t3, _ := begin(k.Principal(), "")
 	t4, _ := begin(other.Principal(), "")

@@ -18,3 +18,43 @@ export function formatAgo(iso: string, now: number): string {
   if (s < 86400) return Math.floor(s / 3600) + ' h ago'
   return Math.floor(s / 86400) + ' d ago'
 }
+
+/** describeAgent names the browser and system of a User-Agent string for people: "Chrome on
+ * macOS", "Firefox on Linux", "Safari on iOS", "curl"; "an unknown browser" when there is
+ * none. It knows the common browsers and tools; anything else is named by its first product. */
+export function describeAgent(ua: string | undefined): string {
+  ua = (ua ?? '').trim()
+  if (!ua) return 'an unknown browser'
+  const has = (re: RegExp) => re.test(ua!)
+  const tools: [RegExp, string][] = [
+    [/^curl\//i, 'curl'],
+    [/^Wget\//i, 'Wget'],
+    [/^Go-http-client\//, 'a Go program'],
+    [/^python-requests\/|^Python-urllib\//i, 'a Python program'],
+    [/^node-fetch|^undici|^axios\//i, 'a Node.js program'],
+    [/^HTTPie\//i, 'HTTPie'],
+    [/^PostmanRuntime\//i, 'Postman'],
+  ]
+  for (const [re, name] of tools) if (re.test(ua)) return name
+  let browser = ''
+  if (has(/\bEdg(e|A|iOS)?\//)) browser = 'Edge'
+  else if (has(/\bOPR\/|\bOpera\b/)) browser = 'Opera'
+  else if (has(/\bSamsungBrowser\//)) browser = 'Samsung Internet'
+  else if (has(/\bFirefox\/|\bFxiOS\//)) browser = 'Firefox'
+  else if (has(/\bHeadlessChrome\//)) browser = 'Headless Chrome'
+  else if (has(/\bChrom(e|ium)\/|\bCriOS\//)) browser = 'Chrome'
+  else if (has(/\bVersion\/[\d.]+.*\bSafari\//)) browser = 'Safari'
+  let os = ''
+  if (has(/\bWindows\b/)) os = 'Windows'
+  else if (has(/\b(iPhone|iPad|iPod)\b/)) os = 'iOS'
+  else if (has(/\bAndroid\b/)) os = 'Android'
+  else if (has(/\bCrOS\b/)) os = 'ChromeOS'
+  else if (has(/\bMac OS X\b|\bMacintosh\b/)) os = 'macOS'
+  else if (has(/\bLinux\b|\bX11\b/)) os = 'Linux'
+  if (!browser) {
+    // Not a browser it knows: the first product token, e.g. "MyTool/1.2 (…)" is MyTool.
+    const product = ua.split(/[\/\s]/)[0].slice(0, 40)
+    browser = product && product !== 'Mozilla' ? product : 'an unknown browser'
+  }
+  return os ? `${browser} on ${os}` : browser
+}

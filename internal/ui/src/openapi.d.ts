@@ -66,7 +66,11 @@ export interface paths {
         get: operations["listSessions"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * End all of the caller's other sessions
+         * @description Ends every live session of the key the request authenticates with (for the root key: those begun with the current root key) except the session the request came with, which goes on; through a header credential, which has no session, it ends them all. Takes effect on the next request of each (in sync mode, on other instances within the sync interval). Audited as session.end_others with the count.
+         */
+        delete: operations["endOtherSessions"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1388,6 +1392,8 @@ export interface components {
             /** @description suggested lifetimes; any <n>d, <n>w, <n>m (30 days) or <n>y is accepted */
             expiresIn: string[];
             permissions: string[];
+            /** @description sync mode only: the seconds within which a revocation reaches every instance (the key store's sync_interval; on the instance that revokes, at once); absent with a local key store, where a revocation takes effect on the next request */
+            revokeWithin?: number;
             /** @description the permissions each role grants; custom keys choose theirs */
             rolePermissions: {
                 [key: string]: string[];
@@ -1596,6 +1602,13 @@ export interface components {
             lastSeenAt: number;
             /** @description the User-Agent of the login request */
             userAgent?: string;
+        };
+        SessionsEnded: {
+            data: {
+                /** @description how many sessions were ended */
+                ended: number;
+            };
+            success: boolean;
         };
         StatsSeries: {
             /** @description the share of 5xx answers, 0 to 1; null without requests */
@@ -2011,6 +2024,73 @@ export interface operations {
                 };
             };
             /** @description Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    endOtherSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ended; ended is how many (0 when there was none) */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionsEnded"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
