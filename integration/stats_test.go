@@ -40,8 +40,8 @@ func TestStats(t *testing.T) {
 
 	// The list says which version each serves and what kind of worker it is.
 	list := workers(t, s, rootKey)
-	if e, st := list["echo"], list["site"]; e.Served != "1.0.0" || e.Kinds["1.0.0"] != "process" || st.Served != "1.0.0" || st.Kinds["1.0.0"] != "static" {
-		t.Errorf("the workers list: echo %+v, site %+v; want each serving 1.0.0, a process and a static worker", e, st)
+	if e, st := list["echo"], list["site"]; e.Served != "1.0.0" || e.Kinds["1.0.0"] != "process" || st.Served != "1.0.0" || st.Kinds["1.0.0"] != "spa" {
+		t.Errorf("the workers list: echo %+v, site %+v; want each serving 1.0.0, a process worker and a single-page app", e, st)
 	}
 	if got := sum(statsOf[api.WorkerStats](t, s, "/workers/_/echo/stats", rootKey).Stats); got != 0 {
 		t.Fatalf("before any request the echo worker has %d requests", got)
