@@ -1,6 +1,7 @@
 package packages
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -105,6 +106,9 @@ func (c *Catalog) StagePaced(filename string, body io.Reader, authorize Authoriz
 	s = &Staged{c: c, dir: dir, root: root, work: tempPrefix + randomSuffix()}
 	if err := root.Mkdir(s.work, 0o700); err != nil {
 		root.Close()
+		if e := noSpace(err); e != nil {
+			return nil, e
+		}
 		return nil, fmt.Errorf("creating a temporary folder in %s: %v", dir.Path, err)
 	}
 	defer func() {
@@ -197,10 +201,13 @@ func (s *Staged) Commit() (Installed, error) {
 	}
 	rel := c.relPath(md.Name, md.Version)
 	if err := s.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
-		return Installed{}, err
+		return Installed{}, cmp.Or(noSpace(err), err)
 	}
 	replaced, err := swapInto(s.root, s.top, rel)
 	if err != nil {
+		if e := noSpace(err); e != nil {
+			return Installed{}, e
+		}
 		return Installed{}, fmt.Errorf("installing %s: %v", rel, err)
 	}
 	s.committed, s.replaced = true, replaced
@@ -284,6 +291,9 @@ func UploadTooLarge(limit int64) error {
 // UploadError reports a failure reading the uploaded bytes.
 func UploadError(err error) error {
 	if e := new(Error); errors.As(err, &e) {
+		return e
+	}
+	if e := noSpace(err); e != nil { // a write of the spooled archive
 		return e
 	}
 	return newErr(Invalid, CodeInvalidArchive, "reading the upload failed: %v", err)
