@@ -28,8 +28,10 @@ func (c *ticking) now() time.Time {
 	return c.t
 }
 
-// sleeps records a paced install's sleeps; block makes each one last until its context ends.
+// sleeps records a paced install's sleeps, each moving the clock on by its length; block
+// makes each one last until its context ends.
 type sleeps struct {
+	clock   *ticking
 	mu      sync.Mutex
 	got     []time.Duration
 	block   bool
@@ -41,6 +43,9 @@ func (s *sleeps) sleep(ctx context.Context, d time.Duration) {
 	s.got = append(s.got, d)
 	block := s.block
 	s.mu.Unlock()
+	s.clock.mu.Lock()
+	s.clock.t = s.clock.t.Add(d)
+	s.clock.mu.Unlock()
 	select {
 	case s.started <- struct{}{}:
 	default:
@@ -56,9 +61,9 @@ func (s *sleeps) list() []time.Duration {
 	return append([]time.Duration(nil), s.got...)
 }
 
-// bulky is a worker of 256 KiB of incompressible data: many reads to unpack.
+// bulky is a worker of 2 MiB of incompressible data: many reads to unpack.
 func bulky(t *testing.T, name string) []byte {
-	data := make([]byte, 256<<10)
+	data := make([]byte, 2<<20)
 	rng := rand.New(rand.NewChaCha8([32]byte{byte(len(name))}))
 	for i := range data {
 		data[i] = byte(rng.Uint32())
@@ -70,8 +75,9 @@ func bulky(t *testing.T, name string) []byte {
 func (w *world) pacedInstance(t *testing.T, duty float64, s *sleeps) *instance {
 	t.Helper()
 	in := w.instance(t, packages.DefaultLimits)
+	s.clock = &ticking{t: time.Unix(1_800_000_000, 0)}
 	rec, err := New(Options{Desired: in.keys, Store: w.store, Workers: in.workers, Plugins: in.plugins,
-		Now: (&ticking{t: time.Unix(1_800_000_000, 0)}).now, Duty: duty, Sleep: s.sleep})
+		Now: s.clock.now, Duty: duty, Sleep: s.sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +86,9 @@ func (w *world) pacedInstance(t *testing.T, duty float64, s *sleeps) *instance {
 }
 
 // TestPacing: the first pass installs at full speed, the instance not serving yet; once
-// Ready, an install sleeps nine times as long as it works at the default duty, after each
-// slice of work; a duty of 1 does not pace.
+// Ready, an install works a burst, then sleeps nine times as long as it works at the default
+// duty, after each slice of work, and a small one after a quiet spell does not sleep; a duty
+// of 1 does not pace.
 func TestPacing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -117,13 +124,23 @@ func TestPacing(t *testing.T) {
 				return
 			}
 			if len(got) < 2 {
-				t.Fatalf("a paced install of 256 KiB slept %d times, want several", len(got))
+				t.Fatalf("a paced install of 2 MiB slept %d times, want several", len(got))
 			}
 			for _, d := range got {
-				// paceSlice of work or a little more (one read), times (1-0.1)/0.1.
-				if d < 9*paceSlice-time.Millisecond || d > 9*(paceSlice+2*time.Millisecond) {
-					t.Fatalf("slept %v after a slice of work, want 9 × %v", d, paceSlice)
+				// A debt of paceSlice or a little more (one read), repaid at the duty.
+				if d < 10*paceSlice || d > 10*(paceSlice+2*time.Millisecond) {
+					t.Fatalf("slept %v for a debt of a slice of work, want 10 × %v", d, paceSlice)
 				}
+			}
+			// After a quiet spell, a small install fits in the burst.
+			s.clock.mu.Lock()
+			s.clock.t = s.clock.t.Add(time.Second)
+			s.clock.mu.Unlock()
+			small := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, "small", "1.0.0"))
+			b.sees(t, small.Change)
+			want(t, "installed", names(b.pass(t).Installed), "worker small@1.0.0")
+			if n := len(s.list()); n != len(got) {
+				t.Fatalf("a small install after a quiet spell slept %d times", n-len(got))
 			}
 		})
 	}

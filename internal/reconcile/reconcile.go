@@ -80,9 +80,15 @@ const (
 	DefaultDuty = 0.1
 )
 
-// paceSlice is how much work a paced install does between two sleeps: short enough that a
-// request never waits long behind it for a core, long enough that the sleeps stay few.
-const paceSlice = 10 * time.Millisecond
+// Pacing is a token bucket of work time, filled at the duty: paceSlice is the debt at which a
+// paced install sleeps (short enough that a request never waits long behind it for a core,
+// long enough that the sleeps stay few), paceBurst the work an install may do at once after
+// a quiet spell, so that the small install of a single upload reaches every instance
+// without a sleep: only a stream of installs is spread out.
+const (
+	paceSlice = 10 * time.Millisecond
+	paceBurst = 50 * time.Millisecond
+)
 
 // Reconciler converges the local catalogs with the desired state, one pass at a time.
 type Reconciler struct {
@@ -100,6 +106,9 @@ type Reconciler struct {
 	sleeper context.CancelFunc
 	// kick asks Run for a pass: installs were left to it.
 	kick chan struct{}
+	// tokens is the paced installs' bucket at filled, used by one paced install at a time.
+	tokens time.Duration
+	filled time.Time
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -137,7 +146,7 @@ func New(o Options) (*Reconciler, error) {
 		o.Sleep = sleep
 	}
 	return &Reconciler{opts: o, failing: map[key]*Failure{}, local: map[key]bool{}, ready: make(chan struct{}),
-		kick: make(chan struct{}, 1)}, nil
+		kick: make(chan struct{}, 1), tokens: paceBurst}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -179,34 +188,38 @@ func (r *Reconciler) pause(ctx context.Context, d time.Duration) {
 	r.wake.Unlock()
 }
 
-// pacer paces one install to the reconciler's duty: after each slice of work, measured on
-// its clock from read to read of the archive (a read that waits on the store counts as
-// work: pacing errs towards the slower install), it sleeps in proportion.
+// pacer paces one install to the reconciler's duty: its work, measured on the clock from
+// read to read of the archive (a read that waits on the store counts as work: pacing errs
+// towards the slower install), is taken from the bucket, which fills at the duty; in debt,
+// it sleeps until the bucket is even.
 type pacer struct {
-	r      *Reconciler
-	ctx    context.Context
-	last   time.Time
-	worked time.Duration
+	r    *Reconciler
+	ctx  context.Context
+	last time.Time
 }
 
 func (pc *pacer) pace() error {
 	if err := pc.ctx.Err(); err != nil {
 		return err
 	}
-	now := pc.r.opts.Now()
+	r, now := pc.r, pc.r.opts.Now()
+	if !r.filled.IsZero() {
+		r.tokens = min(paceBurst, r.tokens+time.Duration(float64(now.Sub(r.filled))*r.opts.Duty))
+	}
+	r.filled = now
 	if !pc.last.IsZero() {
-		pc.worked += now.Sub(pc.last)
+		r.tokens -= now.Sub(pc.last)
 	}
 	pc.last = now
-	if pc.r.hurried() {
-		pc.worked = 0
+	if r.hurried() {
+		r.tokens = max(r.tokens, 0) // the work a caller waits for is not paid back
 		return nil
 	}
-	if pc.worked < paceSlice {
+	if r.tokens > -paceSlice {
 		return nil
 	}
-	pc.r.pause(pc.ctx, time.Duration(float64(pc.worked)*(1-pc.r.opts.Duty)/pc.r.opts.Duty))
-	pc.worked, pc.last = 0, pc.r.opts.Now()
+	r.pause(pc.ctx, time.Duration(float64(-r.tokens)/r.opts.Duty))
+	pc.last = r.opts.Now()
 	return pc.ctx.Err()
 }
 
