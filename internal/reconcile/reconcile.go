@@ -49,8 +49,9 @@ type Options struct {
 	// it with this instance's policies; its error fails the install (ClassInstall). The
 	// archive's name and version must match the row's in any case.
 	Admit func(kind string, md packages.Metadata) error
-	// Parallel is how many archives a pass downloads and installs at once; 0 is
-	// DefaultParallel.
+	// Parallel is how many archives a pass that is not paced (the first, or a request's:
+	// Hurry) downloads and installs at once; 0 is DefaultParallel. Paced passes install one
+	// at a time.
 	Parallel int
 	// RetryMin and RetryMax bound the back-off between attempts for a failing unit: the
 	// first retry after RetryMin, doubling up to RetryMax. 0 is the default.
