@@ -212,7 +212,7 @@ func (c *Cluster) report(ctx context.Context, res reconcile.Result, err error) {
 	if len(res.Failed) > 0 {
 		health = api.InstanceDegraded
 	}
-	c.setState(res.Applied, health, len(res.Failed) == 0)
+	c.setState(res.Applied, health, len(res.Failed) == 0 && len(res.Deferred) == 0)
 }
 
 // collected logs what a collection of the package store did: what it deleted, when it
@@ -382,24 +382,29 @@ func (c *Cluster) ReloadPlugins(ctx context.Context, by keystore.Principal) (int
 // as for unknown credentials) and, when that brought a change no pass had seen before the
 // call, runs a pass (after the one the pull may have started) that installs this worker at
 // full speed, the request waiting for it, and leaves the other installs to Run's paced
-// passes; it reports whether it did, so the request is resolved again.
+// passes; it reports whether it did, so the request is resolved again. A worker a paced pass
+// has planned or deferred (reconcile.Pending) gets that pass at once, without a pull.
 func (c *Cluster) Missing(ctx context.Context, name string) bool {
-	c.mu.Lock()
-	seen := c.seen
-	c.mu.Unlock()
-	if !c.opts.Keys.RefreshUnits(ctx) {
-		return false
+	// A worker a paced pass has yet to install is in the desired state already: no pull.
+	if !c.rec.Pending(keystore.UnitWorker, name) {
+		c.mu.Lock()
+		seen := c.seen
+		c.mu.Unlock()
+		if !c.opts.Keys.RefreshUnits(ctx) {
+			return false
+		}
+		latest, err := c.opts.Keys.LatestChange(ctx)
+		if err != nil || latest <= seen {
+			return false
+		}
+		c.mu.Lock()
+		done := c.seen >= latest // a pass since has seen it: the requests of a burst share it
+		c.mu.Unlock()
+		if done && !c.rec.Pending(keystore.UnitWorker, name) {
+			return true
+		}
 	}
-	latest, err := c.opts.Keys.LatestChange(ctx)
-	if err != nil || latest <= seen {
-		return false
-	}
-	c.mu.Lock()
-	done := c.seen >= latest // a pass since has seen it: the requests of a burst share it
-	c.mu.Unlock()
-	if !done {
-		_, err = c.pass(ctx, keystore.UnitWorker, name)
-	}
+	_, err := c.pass(ctx, keystore.UnitWorker, name)
 	return err == nil
 }
 

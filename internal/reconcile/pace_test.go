@@ -148,8 +148,8 @@ func TestPacing(t *testing.T) {
 
 // TestPacedPassMakesWay: an upload's Commit that comes while a paced pass sleeps ends the
 // sleep and waits only for the install under way, the others left to the next pass
-// (Deferred, not applied); a request's pass (Hurry) installs what it waits for unpaced and
-// leaves the rest to Run.
+// (Deferred, not applied, Pending); a request's pass (Hurry) installs what it waits for
+// unpaced and leaves the rest to Run.
 func TestPacedPassMakesWay(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -205,6 +205,9 @@ func TestPacedPassMakesWay(t *testing.T) {
 	if !exists(b.tree(keystore.UnitWorker, "mine", "1.0.0")) {
 		t.Fatal("the upload's tree is not installed")
 	}
+	if !b.rec.Pending(keystore.UnitWorker, "two") || b.rec.Pending(keystore.UnitWorker, "one") {
+		t.Fatal("Pending does not tell the deferred worker two from the installed one")
+	}
 
 	s.mu.Lock()
 	s.block = false // a paced install now returns, counted
@@ -218,6 +221,9 @@ func TestPacedPassMakesWay(t *testing.T) {
 	want(t, "deferred", names(res.Deferred), "worker three@1.0.0")
 	if n := len(s.list()); n != sleptBefore {
 		t.Fatalf("the request's pass slept %d times", n-sleptBefore)
+	}
+	if b.rec.Pending(keystore.UnitWorker, "two") || !b.rec.Pending(keystore.UnitWorker, "three") {
+		t.Fatal("after the request's pass, two is still pending or three no longer")
 	}
 	select {
 	case <-b.rec.kick:

@@ -107,6 +107,10 @@ type Reconciler struct {
 	sleeper context.CancelFunc
 	// kick asks Run for a pass: installs were left to it.
 	kick chan struct{}
+	// pending names the units (kind, name) with an install planned by the pass under way or
+	// deferred by the last one: a request for one does not wait for the paced passes.
+	pendMu  sync.Mutex
+	pending map[[2]string]bool
 	// tokens is the paced installs' bucket at filled, used by one paced install at a time.
 	tokens time.Duration
 	filled time.Time
@@ -157,6 +161,21 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+func (r *Reconciler) setPending(units map[[2]string]bool) {
+	r.pendMu.Lock()
+	defer r.pendMu.Unlock()
+	r.pending = units
+}
+
+// Pending reports whether the unit kind/name has an install that the pass under way has
+// planned or the last pass deferred: it is in the desired state, and Hurry installs it at
+// once.
+func (r *Reconciler) Pending(kind, name string) bool {
+	r.pendMu.Lock()
+	defer r.pendMu.Unlock()
+	return r.pending[[2]string{kind, name}]
 }
 
 // lock takes mu, telling a paced pass that holds it to hurry.
@@ -306,7 +325,19 @@ func (r *Reconciler) reconcile(ctx context.Context, want func(kind, name string)
 		}
 		tasks = append(tasks, t...)
 	}
+	planned := map[[2]string]bool{}
+	for _, t := range tasks {
+		if t.op == OpInstall {
+			planned[[2]string{t.unit.Kind, t.unit.Name}] = true
+		}
+	}
+	r.setPending(planned)
 	p.run(ctx, tasks)
+	deferred := map[[2]string]bool{}
+	for _, u := range p.res.Deferred {
+		deferred[[2]string{u.Kind, u.Name}] = true
+	}
+	r.setPending(deferred)
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
