@@ -144,10 +144,11 @@ func (c *Cluster) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// pass runs a pass now, as a change made through this instance's API answers once it is
-// applied here.
-func (c *Cluster) pass(ctx context.Context) (reconcile.Result, error) {
-	res, err := c.rec.Reconcile(ctx)
+// pass runs a pass now for a request that waits for the unit kind/name (a change made
+// through this instance's API answers once it is applied here): that unit's installs run at
+// full speed, the others are left to Run's paced passes (reconcile.Hurry).
+func (c *Cluster) pass(ctx context.Context, kind, name string) (reconcile.Result, error) {
+	res, err := c.rec.Hurry(ctx, func(k, n string) bool { return k == kind && n == name })
 	if ctx.Err() == nil {
 		c.report(ctx, res, err)
 	}
@@ -211,7 +212,7 @@ func (c *Cluster) report(ctx context.Context, res reconcile.Result, err error) {
 	if len(res.Failed) > 0 {
 		health = api.InstanceDegraded
 	}
-	c.setState(res.Applied, health, len(res.Failed) == 0)
+	c.setState(res.Applied, health, len(res.Failed) == 0 && len(res.Deferred) == 0)
 }
 
 // collected logs what a collection of the package store did: what it deleted, when it
@@ -338,24 +339,24 @@ func (c *Cluster) Publish(ctx context.Context, kind string, s *packages.Staged, 
 // SetEnabled writes the enabled state of a unit version (every live version when ref.Version
 // is empty) into the desired state and applies it here before it returns the change number.
 func (c *Cluster) SetEnabled(ctx context.Context, ref keystore.UnitRef, enabled bool, by keystore.Principal) (int64, error) {
-	return c.change(ctx, func() (int64, error) { return c.opts.Keys.SetUnitEnabled(ctx, ref, enabled, by) })
+	return c.change(ctx, ref, func() (int64, error) { return c.opts.Keys.SetUnitEnabled(ctx, ref, enabled, by) })
 }
 
 // Remove removes a unit version (every version when ref.Version is empty) from the desired
 // state and from this instance before it returns the change number.
 func (c *Cluster) Remove(ctx context.Context, ref keystore.UnitRef, by keystore.Principal) (int64, error) {
-	return c.change(ctx, func() (int64, error) { return c.opts.Keys.RemoveUnit(ctx, ref, by) })
+	return c.change(ctx, ref, func() (int64, error) { return c.opts.Keys.RemoveUnit(ctx, ref, by) })
 }
 
-// change writes a change to the desired state, then runs a pass, so the change is applied
-// here when it returns. A unit version that fails to converge is reported by the pass and
-// retried; the change stands.
-func (c *Cluster) change(ctx context.Context, write func() (int64, error)) (int64, error) {
+// change writes a change to the unit of ref to the desired state, then runs a pass, so the
+// change is applied here when it returns. A unit version that fails to converge is reported
+// by the pass and retried; the change stands.
+func (c *Cluster) change(ctx context.Context, ref keystore.UnitRef, write func() (int64, error)) (int64, error) {
 	change, err := write()
 	if err != nil {
 		return 0, err
 	}
-	if _, err := c.pass(ctx); err != nil && ctx.Err() == nil {
+	if _, err := c.pass(ctx, ref.Kind, ref.Name); err != nil && ctx.Err() == nil {
 		c.opts.Logger.Warn("cluster: a change was written but not applied here yet; the next pass applies it",
 			zap.Int64("change", change), zap.Error(err))
 	}
@@ -379,25 +380,31 @@ func (c *Cluster) ReloadPlugins(ctx context.Context, by keystore.Principal) (int
 // Missing is told that a request named a worker this instance does not serve: it may have
 // been uploaded or enabled elsewhere since the last pull. It asks for a pull (rate-limited
 // as for unknown credentials) and, when that brought a change no pass had seen before the
-// call, runs a pass (after the one the pull may have started); it reports whether it did, so
-// the request is resolved again.
+// call, runs a pass (after the one the pull may have started) that installs this worker at
+// full speed, the request waiting for it, and leaves the other installs to Run's paced
+// passes; it reports whether it did, so the request is resolved again. A worker a paced pass
+// has planned or deferred (reconcile.Pending) gets that pass at once, without a pull.
 func (c *Cluster) Missing(ctx context.Context, name string) bool {
-	c.mu.Lock()
-	seen := c.seen
-	c.mu.Unlock()
-	if !c.opts.Keys.RefreshUnits(ctx) {
-		return false
+	// A worker a paced pass has yet to install is in the desired state already: no pull.
+	if !c.rec.Pending(keystore.UnitWorker, name) {
+		c.mu.Lock()
+		seen := c.seen
+		c.mu.Unlock()
+		if !c.opts.Keys.RefreshUnits(ctx) {
+			return false
+		}
+		latest, err := c.opts.Keys.LatestChange(ctx)
+		if err != nil || latest <= seen {
+			return false
+		}
+		c.mu.Lock()
+		done := c.seen >= latest // a pass since has seen it: the requests of a burst share it
+		c.mu.Unlock()
+		if done && !c.rec.Pending(keystore.UnitWorker, name) {
+			return true
+		}
 	}
-	latest, err := c.opts.Keys.LatestChange(ctx)
-	if err != nil || latest <= seen {
-		return false
-	}
-	c.mu.Lock()
-	done := c.seen >= latest // a pass since has seen it: the requests of a burst share it
-	c.mu.Unlock()
-	if !done {
-		_, err = c.pass(ctx)
-	}
+	_, err := c.pass(ctx, keystore.UnitWorker, name)
 	return err == nil
 }
 

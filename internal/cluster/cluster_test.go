@@ -327,7 +327,7 @@ func TestAlteredObject(t *testing.T) {
 	if !b.keys.RefreshUnits(ctx) {
 		t.Fatal("B could not pull")
 	}
-	if res, err := b.c.pass(ctx); err != nil || len(res.Installed) != 1 {
+	if res, err := b.c.pass(ctx, keystore.UnitWorker, "app"); err != nil || len(res.Installed) != 1 {
 		t.Fatalf("B's first pass: %+v, %v", res, err)
 	}
 	in, c2, err := a.publish(t, keystore.UnitWorker, unit(t, "app", "2.0.0"))
@@ -347,7 +347,7 @@ func TestAlteredObject(t *testing.T) {
 		t.Fatal("B could not pull")
 	}
 	for i := range 3 {
-		res, err := b.c.pass(ctx)
+		res, err := b.c.pass(ctx, keystore.UnitWorker, "app")
 		if err != nil || len(res.Failed) != 1 || res.Failed[0].Class != "corrupt" || res.Failed[0].Attempts != i+1 || res.Applied >= c2 {
 			t.Fatalf("B's pass %d: %+v, %v", i+1, res, err)
 		}
@@ -436,7 +436,7 @@ func TestNoPassBeforeFirstPull(t *testing.T) {
 	w := newWorld(t)
 	w.primary.Stop()
 	c := w.instance(t, "c", 20*time.Millisecond)
-	if res, err := c.c.pass(ctx); err == nil {
+	if res, err := c.c.pass(ctx, keystore.UnitWorker, "app"); err == nil {
 		t.Fatalf("a pass before the first pull: %+v", res)
 	}
 	select {
@@ -446,7 +446,7 @@ func TestNoPassBeforeFirstPull(t *testing.T) {
 	}
 	w.primary.Restart(t)
 	testkit.Eventually(t, "a pass once the replica has pulled", 10*time.Second, func() bool {
-		_, err := c.c.pass(ctx)
+		_, err := c.c.pass(ctx, keystore.UnitWorker, "app")
 		return err == nil
 	})
 	select {

@@ -34,6 +34,7 @@ func uploadErrors(noun string) []response {
 		errorResponse(http.StatusConflict, admissionConflict[noun]),
 		errorResponse(http.StatusRequestEntityTooLarge, "Over max_upload_size, max_unpacked_size or max_archive_entries (PAYLOAD_TOO_LARGE, naming the limit)"),
 		errorResponse(http.StatusServiceUnavailable, storeUnavailableDoc),
+		errorResponse(http.StatusInsufficientStorage, "The disk of the folder the package goes to is full (INSUFFICIENT_STORAGE); nothing was installed or recorded"),
 	}
 }
 
@@ -197,6 +198,7 @@ func packageError(err error) error {
 		packages.NotFound:  http.StatusNotFound,
 		packages.Conflict:  http.StatusConflict,
 		packages.TooLarge:  http.StatusRequestEntityTooLarge,
+		packages.NoSpace:   http.StatusInsufficientStorage,
 	}[pe.Kind]
 	return envelope.Errorf(status, pe.Code, "%s", pe.Message)
 }

@@ -332,6 +332,9 @@ func (x *extractor) checkLinks() error {
 
 // writeErr reports a failed write; os.Root refuses paths that would leave the package.
 func (x *extractor) writeErr(name string, err error) error {
+	if e := noSpace(err); e != nil {
+		return e
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes") {
 		return traversal("%q would be written outside the package", name)
@@ -375,5 +378,8 @@ func traversal(format string, args ...any) error {
 }
 
 func corrupt(err error) error {
+	if e := noSpace(err); e != nil { // a write of the unpacked file
+		return e
+	}
 	return newErr(Invalid, CodeInvalidArchive, "the archive is corrupt or truncated: %v", err)
 }

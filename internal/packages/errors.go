@@ -17,6 +17,7 @@ const (
 	NotFound              // 404
 	Conflict              // 409
 	TooLarge              // 413
+	NoSpace               // 507: the disk holding the folder is full
 )
 
 // Error is a refused package operation with the API error code and a message saying what to do.
@@ -49,4 +50,18 @@ const (
 	CodeInvalidVersion  = "INVALID_PACKAGE_VERSION"
 	CodeInvalidManifest = "INVALID_MANIFEST"
 	CodeNamespaceDenied = "NAMESPACE_DENIED"
+	CodeNoSpace         = "INSUFFICIENT_STORAGE"
 )
+
+// noSpace returns the refusal of a write that failed for lack of disk space, or nil for
+// another error: the disk is this runtime's, not the archive's fault.
+func noSpace(err error) error {
+	if err == nil || !diskFull(err) {
+		return nil
+	}
+	// The innermost error, the system's: the path around it is the runtime's business.
+	for inner := errors.Unwrap(err); inner != nil; inner = errors.Unwrap(err) {
+		err = inner
+	}
+	return newErr(NoSpace, CodeNoSpace, "not enough disk space to unpack and install the package (%v); nothing was installed: free space on the runtime's disk and try again", err)
+}

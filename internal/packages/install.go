@@ -1,6 +1,7 @@
 package packages
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -82,7 +83,14 @@ type Staged struct {
 // Stage unpacks the archive read from body (named filename, which gives its format) into a
 // temporary folder and runs every check an install runs: limits, archive defences, metadata,
 // name and version, authorize, and the folders earlier in the list. On error nothing is left.
-func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (s *Staged, err error) {
+func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (*Staged, error) {
+	return c.StagePaced(filename, body, authorize, nil)
+}
+
+// StagePaced is Stage with pace, when not nil, called before each read of the archive, while
+// it is spooled and while it is unpacked: a pace that sleeps spreads the install's work out
+// (the reconciler's background installs, package reconcile), and its error stops the install.
+func (c *Catalog) StagePaced(filename string, body io.Reader, authorize Authorize, pace func() error) (s *Staged, err error) {
 	format, err := FormatOf(filename)
 	if err != nil {
 		return nil, err
@@ -98,6 +106,9 @@ func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (s
 	s = &Staged{c: c, dir: dir, root: root, work: tempPrefix + randomSuffix()}
 	if err := root.Mkdir(s.work, 0o700); err != nil {
 		root.Close()
+		if e := noSpace(err); e != nil {
+			return nil, e
+		}
 		return nil, fmt.Errorf("creating a temporary folder in %s: %v", dir.Path, err)
 	}
 	defer func() {
@@ -107,11 +118,18 @@ func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (s
 		}
 	}()
 
+	if pace != nil {
+		body = pacedReader{body, pace}
+	}
 	archive, sum, size, err := c.spool(root, path.Join(s.work, "upload"), body)
 	if err != nil {
 		return s, err
 	}
 	defer archive.Close()
+	var src io.ReaderAt = archive
+	if pace != nil {
+		src = pacedReaderAt{archive, pace}
+	}
 	if err := root.Mkdir(path.Join(s.work, "tree"), 0o755); err != nil {
 		return s, err
 	}
@@ -119,7 +137,7 @@ func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (s
 	if err != nil {
 		return s, err
 	}
-	stats, err := Extract(archive, size, format, tree, c.limits)
+	stats, err := Extract(src, size, format, tree, c.limits)
 	tree.Close()
 	if err != nil {
 		return s, err
@@ -183,10 +201,13 @@ func (s *Staged) Commit() (Installed, error) {
 	}
 	rel := c.relPath(md.Name, md.Version)
 	if err := s.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
-		return Installed{}, err
+		return Installed{}, cmp.Or(noSpace(err), err)
 	}
 	replaced, err := swapInto(s.root, s.top, rel)
 	if err != nil {
+		if e := noSpace(err); e != nil {
+			return Installed{}, e
+		}
 		return Installed{}, fmt.Errorf("installing %s: %v", rel, err)
 	}
 	s.committed, s.replaced = true, replaced
@@ -208,6 +229,31 @@ func (s *Staged) Discard() {
 	}
 	s.root.Close()
 	s.root = nil
+}
+
+// pacedReader and pacedReaderAt call pace before each read.
+type pacedReader struct {
+	r    io.Reader
+	pace func() error
+}
+
+func (p pacedReader) Read(b []byte) (int, error) {
+	if err := p.pace(); err != nil {
+		return 0, err
+	}
+	return p.r.Read(b)
+}
+
+type pacedReaderAt struct {
+	r    io.ReaderAt
+	pace func() error
+}
+
+func (p pacedReaderAt) ReadAt(b []byte, off int64) (int, error) {
+	if err := p.pace(); err != nil {
+		return 0, err
+	}
+	return p.r.ReadAt(b, off)
 }
 
 // spool copies the upload into a file inside the install folder's file system, hashing it and
@@ -245,6 +291,9 @@ func UploadTooLarge(limit int64) error {
 // UploadError reports a failure reading the uploaded bytes.
 func UploadError(err error) error {
 	if e := new(Error); errors.As(err, &e) {
+		return e
+	}
+	if e := noSpace(err); e != nil { // a write of the spooled archive
 		return e
 	}
 	return newErr(Invalid, CodeInvalidArchive, "reading the upload failed: %v", err)

@@ -2,7 +2,14 @@
 
 package packages
 
-import "os"
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// diskFull reports whether err is a write refused for lack of space.
+func diskFull(err error) bool { return errors.Is(err, syscall.ENOSPC) }
 
 // writable reports whether dir is a folder not marked read-only.
 func writable(dir string) bool {

@@ -49,14 +49,21 @@ type Options struct {
 	// it with this instance's policies; its error fails the install (ClassInstall). The
 	// archive's name and version must match the row's in any case.
 	Admit func(kind string, md packages.Metadata) error
-	// Parallel is how many archives a pass downloads and installs at once; 0 is
-	// DefaultParallel.
+	// Parallel is how many archives a pass that is not paced (the first, or a request's:
+	// Hurry) downloads and installs at once; 0 is DefaultParallel. Paced passes install one
+	// at a time.
 	Parallel int
 	// RetryMin and RetryMax bound the back-off between attempts for a failing unit: the
 	// first retry after RetryMin, doubling up to RetryMax. 0 is the default.
 	RetryMin, RetryMax time.Duration
-	// Now is the clock of the back-off; nil is time.Now.
+	// Now is the clock of the back-off and of pacing; nil is time.Now.
 	Now func() time.Time
+	// Duty is the share of one core a background install may take (see DefaultDuty); 0 is
+	// DefaultDuty, 1 or more does not pace.
+	Duty float64
+	// Sleep waits d, or until ctx ends, between two slices of a paced install's work; nil
+	// waits on a timer. Tests count the sleeps instead of timing them.
+	Sleep func(ctx context.Context, d time.Duration)
 }
 
 // Defaults of Options.
@@ -64,6 +71,24 @@ const (
 	DefaultParallel = 4
 	DefaultRetryMin = 2 * time.Second
 	DefaultRetryMax = 5 * time.Minute
+	// DefaultDuty paces the installs of the passes after the first to a tenth of one core:
+	// the instance serves by then, and an install at full speed (gunzip, SHA-256, hundreds
+	// of files written) takes a core from the requests for as long as it lasts, which on a
+	// small machine cut serving to a twentieth while ten 1 MB workers came in
+	// (bench: BenchmarkClusterReconcile). Converging a few seconds later costs nothing the
+	// cluster promises; the first pass, before the instance is ready, and what a request
+	// waits for are not paced.
+	DefaultDuty = 0.1
+)
+
+// Pacing is a token bucket of work time, filled at the duty: paceSlice is the debt at which a
+// paced install sleeps (short enough that a request never waits long behind it for a core,
+// long enough that the sleeps stay few), paceBurst the work an install may do at once after
+// a quiet spell, so that the small install of a single upload reaches every instance
+// without a sleep: only a stream of installs is spread out.
+const (
+	paceSlice = 10 * time.Millisecond
+	paceBurst = 50 * time.Millisecond
 )
 
 // Reconciler converges the local catalogs with the desired state, one pass at a time.
@@ -73,6 +98,22 @@ type Reconciler struct {
 	mu      sync.Mutex       // one pass or Commit at a time; guards failing and local
 	failing map[key]*Failure // the standing failure of each unit version, while it is retried
 	local   map[key]bool     // trees reported as Local by the last pass
+
+	// waiting counts the callers waiting for mu: a paced pass stops pacing and leaves its
+	// installs not begun to the next pass, so an upload or a request waits for one install
+	// at most. sleeper ends the paced install's sleep under way, if any.
+	waiting atomic.Int32
+	wake    sync.Mutex
+	sleeper context.CancelFunc
+	// kick asks Run for a pass: installs were left to it.
+	kick chan struct{}
+	// pending names the units (kind, name) with an install planned by the pass under way or
+	// deferred by the last one: a request for one does not wait for the paced passes.
+	pendMu  sync.Mutex
+	pending map[[2]string]bool
+	// tokens is the paced installs' bucket at filled, used by one paced install at a time.
+	tokens time.Duration
+	filled time.Time
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -103,7 +144,103 @@ func New(o Options) (*Reconciler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Reconciler{opts: o, failing: map[key]*Failure{}, local: map[key]bool{}, ready: make(chan struct{})}, nil
+	if o.Duty <= 0 {
+		o.Duty = DefaultDuty
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
+	return &Reconciler{opts: o, failing: map[key]*Failure{}, local: map[key]bool{}, ready: make(chan struct{}),
+		kick: make(chan struct{}, 1), tokens: paceBurst}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (r *Reconciler) setPending(units map[[2]string]bool) {
+	r.pendMu.Lock()
+	defer r.pendMu.Unlock()
+	r.pending = units
+}
+
+// Pending reports whether the unit kind/name has an install that the pass under way has
+// planned or the last pass deferred: it is in the desired state, and Hurry installs it at
+// once.
+func (r *Reconciler) Pending(kind, name string) bool {
+	r.pendMu.Lock()
+	defer r.pendMu.Unlock()
+	return r.pending[[2]string{kind, name}]
+}
+
+// lock takes mu, telling a paced pass that holds it to hurry.
+func (r *Reconciler) lock() {
+	r.waiting.Add(1)
+	r.wake.Lock()
+	if r.sleeper != nil {
+		r.sleeper()
+	}
+	r.wake.Unlock()
+	r.mu.Lock()
+	r.waiting.Add(-1)
+}
+
+// hurried reports whether a caller waits for the pass.
+func (r *Reconciler) hurried() bool { return r.waiting.Load() > 0 }
+
+// pause sleeps d for a paced install, unless a caller waits for the pass or comes meanwhile.
+func (r *Reconciler) pause(ctx context.Context, d time.Duration) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.wake.Lock()
+	r.sleeper = cancel
+	r.wake.Unlock()
+	if !r.hurried() {
+		r.opts.Sleep(ctx, d)
+	}
+	r.wake.Lock()
+	r.sleeper = nil
+	r.wake.Unlock()
+}
+
+// pacer paces one install to the reconciler's duty: its work, measured on the clock from
+// read to read of the archive (a read that waits on the store counts as work: pacing errs
+// towards the slower install), is taken from the bucket, which fills at the duty; in debt,
+// it sleeps until the bucket is even.
+type pacer struct {
+	r    *Reconciler
+	ctx  context.Context
+	last time.Time
+}
+
+func (pc *pacer) pace() error {
+	if err := pc.ctx.Err(); err != nil {
+		return err
+	}
+	r, now := pc.r, pc.r.opts.Now()
+	if !r.filled.IsZero() {
+		r.tokens = min(paceBurst, r.tokens+time.Duration(float64(now.Sub(r.filled))*r.opts.Duty))
+	}
+	r.filled = now
+	if !pc.last.IsZero() {
+		r.tokens -= now.Sub(pc.last)
+	}
+	pc.last = now
+	if r.hurried() {
+		r.tokens = max(r.tokens, 0) // the work a caller waits for is not paid back
+		return nil
+	}
+	if r.tokens > -paceSlice {
+		return nil
+	}
+	r.pause(pc.ctx, time.Duration(float64(-r.tokens)/r.opts.Duty))
+	pc.last = r.opts.Now()
+	return pc.ctx.Err()
 }
 
 // Ready is closed once a pass has completed: it read the desired state and went through
@@ -137,14 +274,42 @@ func (r *Reconciler) backoff(attempts int) time.Duration {
 // converges them, and reports what it did and what failed. An error means the pass could not
 // compare (the desired state or a catalog folder could not be read, or ctx ended); failures
 // of single units are in the result, never an error.
+//
+// Once the reconciler is Ready its installs are paced (Options.Duty) and run one at a time,
+// and when a caller comes to wait for the pass (Commit, Hurry), the install under way
+// completes unpaced and the others are left to the next pass (Result.Deferred).
 func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
-	r.mu.Lock()
+	return r.reconcile(ctx, nil)
+}
+
+// Hurry runs a pass for a request that waits for the units want selects (by kind and name):
+// their installs run at once, unpaced. Once the reconciler is Ready, the other installs are
+// left to Run's next pass (Result.Deferred), which paces them; before, Hurry installs
+// everything at full speed, as the first pass does.
+func (r *Reconciler) Hurry(ctx context.Context, want func(kind, name string) bool) (Result, error) {
+	res, err := r.reconcile(ctx, want)
+	if len(res.Deferred) > 0 {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+	return res, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, want func(kind, name string) bool) (Result, error) {
+	r.lock()
 	defer r.mu.Unlock()
 	rows, err := r.opts.Desired.UnitVersions(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("reading the desired state: %w", err)
 	}
 	p := &pass{r: r, now: r.opts.Now(), seen: map[key]bool{}, local: map[key]bool{}}
+	select {
+	case <-r.ready:
+		p.paced, p.want = want == nil && r.opts.Duty < 1, want
+	default: // the first pass: the instance does not serve yet
+	}
 	var tasks []task
 	for _, kind := range []string{keystore.UnitWorker, keystore.UnitPlugin} {
 		var of []keystore.UnitVersion
@@ -160,7 +325,19 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 		}
 		tasks = append(tasks, t...)
 	}
+	planned := map[[2]string]bool{}
+	for _, t := range tasks {
+		if t.op == OpInstall {
+			planned[[2]string{t.unit.Kind, t.unit.Name}] = true
+		}
+	}
+	r.setPending(planned)
 	p.run(ctx, tasks)
+	deferred := map[[2]string]bool{}
+	for _, u := range p.res.Deferred {
+		deferred[[2]string{u.Kind, u.Name}] = true
+	}
+	r.setPending(deferred)
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -184,6 +361,10 @@ type pass struct {
 	seen map[key]bool // units with a planned or standing operation
 	// local collects the trees reported as Local.
 	local map[key]bool
+	// paced is set on a pass after the first that no request waits for; want selects the
+	// units a request waits for, whose installs are the only ones a hurried pass makes.
+	paced bool
+	want  func(kind, name string) bool
 	// storeDown holds the first failure of the pass that no download can get past (the store
 	// unreachable, the credentials or the bucket refused): the downloads after it are not
 	// tried, so an outage costs one attempt per pass, not one per unit.
@@ -378,19 +559,35 @@ func (p *pass) done(t task, list *[]Unit) {
 	*list = append(*list, t.unit)
 }
 
-// run runs the tasks: removals and manifest changes first, then the installs: the first
+// run runs the tasks: removals and manifest changes first, then the installs. A paced pass
+// installs one at a time until a caller waits for it; a hurried one installs only the units
+// a request wants; the others are deferred to the next pass. Else the first install goes
 // alone, the others Parallel at a time.
 func (p *pass) run(ctx context.Context, tasks []task) {
 	var installs []task
 	for _, t := range tasks {
-		switch t.op {
-		case OpInstall:
-			installs = append(installs, t)
-		case OpRemove:
+		switch {
+		case t.op == OpRemove:
 			p.remove(t)
-		default:
+		case t.op != OpInstall:
 			p.toggle(t)
+		case p.want != nil && !p.want(t.unit.Kind, t.unit.Name):
+			p.res.Deferred = append(p.res.Deferred, t.unit)
+		default:
+			installs = append(installs, t)
 		}
+	}
+	if p.paced {
+		for i, t := range installs {
+			if p.r.hurried() {
+				for _, t := range installs[i:] {
+					p.res.Deferred = append(p.res.Deferred, t.unit)
+				}
+				return
+			}
+			p.install(ctx, t)
+		}
+		return
 	}
 	if len(installs) == 0 {
 		return
@@ -453,7 +650,11 @@ func (p *pass) install(ctx context.Context, t task) {
 		p.fail(t.unit, OpInstall, classOf(*first), fmt.Errorf("not tried after an earlier download of this pass failed: %w", *first))
 		return
 	}
-	path, class, err := p.r.download(ctx, t.cat, t.row)
+	var pace func() error
+	if p.paced {
+		pace = (&pacer{r: p.r, ctx: ctx}).pace
+	}
+	path, class, err := p.r.download(ctx, t.cat, t.row, pace)
 	if ctx.Err() != nil {
 		return // the pass is abandoned; nothing is recorded
 	}
@@ -471,7 +672,7 @@ func (p *pass) install(ctx context.Context, t task) {
 // download reads the row's archive from the store into the catalog's staging, where it is
 // checked as an upload is, and installs it. It returns the tree's folder, or the class of
 // the failure.
-func (r *Reconciler) download(ctx context.Context, cat *packages.Catalog, row keystore.UnitVersion) (string, Class, error) {
+func (r *Reconciler) download(ctx context.Context, cat *packages.Catalog, row keystore.UnitVersion, pace func() error) (string, Class, error) {
 	sum, err := packagestore.ParseSum(row.SHA256)
 	if err != nil {
 		return "", ClassInstall, err
@@ -492,7 +693,7 @@ func (r *Reconciler) download(ctx context.Context, cat *packages.Catalog, row ke
 		}
 		return "", ClassInstall, err
 	}
-	s, err := cat.Stage(name, src, func(md packages.Metadata) error {
+	s, err := cat.StagePaced(name, src, func(md packages.Metadata) error {
 		if md.Name != row.Name || md.Version != row.Version {
 			return fmt.Errorf("the archive holds %s@%s, not %s@%s as its row says", md.Name, md.Version, row.Name, row.Version)
 		}
@@ -500,7 +701,7 @@ func (r *Reconciler) download(ctx context.Context, cat *packages.Catalog, row ke
 			return r.opts.Admit(row.Kind, md)
 		}
 		return nil
-	})
+	}, pace)
 	if err == nil {
 		defer s.Discard()
 	}
@@ -614,7 +815,7 @@ func withRoot(dir string, fn func(*os.Root) error) error {
 // It waits for a running pass; when that pass installed the row already, the staged copy is
 // discarded by the caller as usual and Commit reports the install.
 func (r *Reconciler) Commit(row keystore.UnitVersion, s *packages.Staged) (packages.Installed, error) {
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	return r.commitLocked(row, s)
 }
@@ -624,7 +825,7 @@ func (r *Reconciler) Commit(row keystore.UnitVersion, s *packages.Staged) (packa
 // does, holding passes off in between: a pass started by the new row would otherwise
 // download the archive this instance holds. A failed write installs nothing.
 func (r *Reconciler) WriteAndCommit(write func() (keystore.UnitVersion, error), s *packages.Staged) (keystore.UnitVersion, packages.Installed, error) {
-	r.mu.Lock()
+	r.lock()
 	defer r.mu.Unlock()
 	row, err := write()
 	if err != nil {

@@ -95,11 +95,14 @@ type Result struct {
 	Disabled  []Unit
 	Failed    []Failure
 	Local     []Local
+	// Deferred are installs this pass left to the next one: a caller came to wait for a
+	// paced pass, or a request's pass (Hurry) installed only what it waits for.
+	Deferred []Unit
 	// Change is the highest change number of the desired state the pass read.
 	Change int64
 	// Applied is the highest change number up to which this instance has converged: Change
-	// when nothing failed, else just below the oldest change that failed. It is the
-	// instance's appliedChange.
+	// when nothing failed or was deferred, else just below the oldest change that failed or
+	// was deferred. It is the instance's appliedChange.
 	Applied int64
 }
 
@@ -132,7 +135,7 @@ func (r Result) NextRetry() time.Time {
 
 // sort orders every list by kind, name and version, and computes Applied.
 func (r *Result) sort() {
-	for _, list := range [][]Unit{r.Installed, r.Removed, r.Enabled, r.Disabled} {
+	for _, list := range [][]Unit{r.Installed, r.Removed, r.Enabled, r.Disabled, r.Deferred} {
 		slices.SortFunc(list, compareUnits)
 	}
 	slices.SortFunc(r.Failed, func(a, b Failure) int { return compareUnits(a.Unit, b.Unit) })
@@ -142,6 +145,9 @@ func (r *Result) sort() {
 		if f.Change > 0 {
 			r.Applied = min(r.Applied, f.Change-1)
 		}
+	}
+	for _, u := range r.Deferred {
+		r.Applied = min(r.Applied, u.Change-1)
 	}
 }
 

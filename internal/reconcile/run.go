@@ -9,7 +9,8 @@ import (
 
 // Run is the one loop that converges this instance: a pass at once, then one after each
 // signal on changed (keystore.Store.UnitsChanged: a change made here, or a pull that brought
-// changed rows), one when a failed unit's retry is due, and one every interval (0: keystore.DefaultSyncInterval)
+// changed rows), one when a failed unit's retry is due, one at once after a pass that left
+// installs to the next (Result.Deferred, Hurry), and one every interval (0: keystore.DefaultSyncInterval)
 // even without a signal, so that a tree removed or changed by hand is put right. Signals that come during
 // a pass are merged into one pass after it. Each pass's result, or the error of a pass that
 // could not compare, goes to report, in the loop's goroutine. Run returns when ctx ends.
@@ -25,6 +26,7 @@ func (r *Reconciler) Run(ctx context.Context, changed <-chan struct{}, interval 
 		case <-ctx.Done():
 			return
 		case <-changed:
+		case <-r.kick:
 		case <-timer.C:
 		}
 		res, err := r.Reconcile(ctx)
@@ -41,6 +43,9 @@ func (r *Reconciler) Run(ctx context.Context, changed <-chan struct{}, interval 
 		}
 		if next := res.NextRetry(); !next.IsZero() {
 			wait = min(wait, max(next.Sub(r.opts.Now()), 0))
+		}
+		if len(res.Deferred) > 0 {
+			wait = 0 // after the caller it made way for
 		}
 		timer.Reset(wait)
 	}

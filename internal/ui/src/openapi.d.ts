@@ -4618,6 +4618,17 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description The disk of the folder the package goes to is full (INSUFFICIENT_STORAGE); nothing was installed or recorded */
+            507: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
         };
     };
     deletePlugin: {
@@ -6551,6 +6562,17 @@ export interface operations {
             };
             /** @description Cluster mode: the package store cannot take the archive, unreachable or refusing the credentials or the bucket (PACKAGE_STORE_UNAVAILABLE, with Retry-After); nothing was installed or recorded; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The disk of the folder the package goes to is full (INSUFFICIENT_STORAGE); nothing was installed or recorded */
+            507: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
