@@ -423,9 +423,17 @@ func (c *Catalog) Forget() {
 // manager): cached scans are dropped and the change passed on (OnChange).
 func (c *Catalog) Changed(ch Change) { c.changed(ch) }
 
-// changed drops cached scans and passes the change on.
+// changed drops cached scans and passes the change on. A change to one unit drops that
+// unit's scans alone: the others' sizes cost a walk of every file of theirs, which a
+// listing after each install of a reconcile would otherwise pay again for every unit.
 func (c *Catalog) changed(ch Change) {
-	c.Forget()
+	if ch.Name == "" {
+		c.Forget()
+	} else {
+		c.listGen.Add(1)
+		c.cache.invalidateUnit(c.dirs, ch.Name)
+		c.snap.Store(nil)
+	}
 	if fn := c.notify.Load(); fn != nil {
 		(*fn)(ch)
 	}

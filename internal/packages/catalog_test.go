@@ -706,3 +706,48 @@ func TestVersionSize(t *testing.T) {
 		t.Fatalf("versions %+v, want one of %d bytes", u.Versions, want)
 	}
 }
+
+// TestChangeKeepsOtherScans checks that a change the catalog makes to one unit drops that
+// unit's cached scan alone: the others keep theirs (their sizes are not walked again), until
+// a change names them.
+func TestChangeKeepsOtherScans(t *testing.T) {
+	c, base := newCatalog(t, WorkerLayout)
+	if _, err := install(t, c, "a.tgz", manifestTgz(t, "name: a\nversion: 1.0.0\n", testkit.File{Name: "sub/x.txt", Body: "x"})); err != nil {
+		t.Fatal(err)
+	}
+	// Old enough to be kept: a scan of a folder changed a moment ago is not.
+	old := time.Now().Add(-time.Hour)
+	version := filepath.Join(base, "uploads", "a", "1.0.0")
+	for _, p := range []string{filepath.Join(version, "manifest.yaml"), filepath.Join(version, "sub"), version} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := func() int64 {
+		t.Helper()
+		u, err := c.Lookup("a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Versions[0].Size
+	}
+	before := size()
+	// A file grows below the version folder, which neither its folder's time nor the
+	// manifest shows: only a change naming the unit makes the size read again.
+	if err := os.WriteFile(filepath.Join(version, "sub", "x.txt"), []byte("xxxxxxxxxx"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filepath.Join(version, "sub"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := install(t, c, "b.tgz", manifestTgz(t, "name: b\nversion: 1.0.0\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := size(); got != before {
+		t.Errorf("installing b scanned a again: size %d, was %d", got, before)
+	}
+	c.Changed(Change{Op: OpFiles, Name: "a", Version: "1.0.0"})
+	if got := size(); got != before+9 {
+		t.Errorf("after a change to a its size is %d, want %d", got, before+9)
+	}
+}

@@ -91,6 +91,22 @@ func (c *scanCache) invalidate() {
 	c.dirs, c.metas = map[string]dirEntry{}, map[string]metaEntry{}
 }
 
+// invalidateUnit drops the scans of the unit name in each of dirs (its versions' metadata
+// and sizes) and every folder listing, which costs one read of each folder to make again.
+func (c *scanCache) invalidateUnit(dirs []Dir, name string) {
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
+	c.dirs = map[string]dirEntry{}
+	for _, d := range dirs {
+		unit := filepath.Join(d.Path, filepath.FromSlash(name))
+		for key := range c.metas {
+			if key == unit || strings.HasPrefix(key, unit+string(filepath.Separator)) {
+				delete(c.metas, key)
+			}
+		}
+	}
+}
+
 // list finds the units in dirs, and returns with them every folder it read (a catalog folder
 // that does not exist counts by its nearest existing parent, where it would appear).
 func (c *scanCache) list(layout Layout, dirs []Dir) ([]Unit, []string, error) {
