@@ -73,6 +73,8 @@ func TestLayers(t *testing.T) {
 		"workers":  {"handlers", "serving", "caddymodule"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
+		// The WebAssembly engine is a leaf the data plane runs workers on.
+		"wasm": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore", "plugins", "pluginhost"},
 		// The package store is a leaf the API and the reconciler use: it knows none of them.
 		"packagestore": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "packages", "plugins", "keystore"},
 		// The reconciler is an engine under the glue: it converges the catalogs (packages) with the

@@ -19,6 +19,8 @@ var (
 	FreePort      = testkit.FreePort      // a 127.0.0.1 TCP port not handed out before in this process
 	ServeUnix     = testkit.ServeUnix     // a unix socket answering every connection with one string
 	TestWorker    = testkit.TestWorker    // the test worker, built once per test process
+	TestWasm      = testkit.TestWasm      // the test WebAssembly worker, built once per test process
+	TinyWasm      = testkit.TinyWasm      // a WebAssembly module of a few hundred bytes, emitted byte by byte
 	Cleanup       = testkit.Cleanup       // removes the programs built here; call it from TestMain
 	Alive         = testkit.Alive         // whether a process exists, on Unix and Windows alike
 )

@@ -162,9 +162,10 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 	lists := map[string]*[]string{
 		"worker_dirs": &v.WorkerDirs, "plugin_dirs": &v.PluginDirs, "worker_read_dirs": &v.WorkerReadDirs,
 		"serve": &v.Serve, "process_workers": &v.ProcessWorkers, "plugin_handlers": &v.PluginHandlers,
+		"wasm_workers": &v.WasmWorkers,
 	}
 	sizes := map[string]*int64{"max_upload_size": &v.MaxUploadSize, "max_unpacked_size": &v.MaxUnpackedSize, "worker_memory": &v.WorkerMemory,
-		"worker_scratch": &v.WorkerScratch}
+		"worker_scratch": &v.WorkerScratch, "wasm_memory": &v.WasmMemory, "wasm_compiled_memory": &v.WasmCompiledMemory}
 	counts := map[string]*int{"max_archive_entries": &v.MaxArchiveEntries, "pool_size": &v.PoolSize,
 		"worker_processes": &v.WorkerProcesses, "worker_log_rate": &v.WorkerLogRate,
 		"worker_log_lines": &v.WorkerLogLines}

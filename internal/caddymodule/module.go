@@ -128,7 +128,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	workers := serving.New(serving.Options{
-		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
+		Workers: h.state.workers, Pool: h.state.workerPool, Wasm: h.state.wasmHost(settings), Versions: h.state.versions, Reserved: workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
 		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing,
 	})
@@ -145,7 +145,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // policies are what uploaded workers and plugins may do under settings.
 func policies(s config.Settings) (workers.Policy, plugins.Policy) {
 	reserved := packages.ReservedNames(s.APIPrefix)
-	return workers.Policy{ProcessWorkers: s.ProcessWorkers, Reserved: reserved},
+	return workers.Policy{ProcessWorkers: s.ProcessWorkers, WasmWorkers: s.WasmWorkers, Reserved: reserved},
 		plugins.Policy{Handlers: s.PluginHandlers, Reserved: reserved}
 }
 

@@ -107,6 +107,9 @@ type state struct {
 	plugins   *packages.Catalog
 	pool      atomic.Pointer[workerspkg.Pool]
 	versions  *serving.Versions
+	// wasm runs WebAssembly workers (see wasm.go), set when the state has started.
+	wasm       atomic.Pointer[wasmState]
+	wasmBudget atomic.Int64 // wasm_compiled_memory of the latest config
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
@@ -222,14 +225,19 @@ func (s *state) open() error {
 	if err != nil {
 		return err
 	}
+	logs := workerspkg.NewLogBook(s.settings.WorkerLogLines)
 	pool, err := workerspkg.NewPool(workerspkg.PoolOptions{
 		Size: s.settings.PoolSize, Logger: s.logger.Named("workers"), Path: os.Getenv("PATH"),
 		Sandbox: sb, ScratchDir: s.settings.ScratchDir, Allowed: s.settings.ProcessWorkers.Allows,
 		LogRate: s.settings.WorkerLogRate,
-		Logs:    workerspkg.NewLogBook(s.settings.WorkerLogLines),
+		Logs:    logs,
 		Events:  runtimeMetrics,
 	})
 	if err != nil {
+		return err
+	}
+	if err := s.openWasm(logs); err != nil {
+		pool.Close()
 		return err
 	}
 	s.unmeter = runtimeMetrics.AddPool(func() map[string]int {
@@ -454,6 +462,7 @@ func (s *state) Destruct() error {
 	if pool := s.pool.Swap(nil); pool != nil {
 		pool.Close()
 	}
+	s.closeWasm()
 	s.workers.Close()
 	s.plugins.Close()
 	s.versions.Close()
@@ -588,6 +597,7 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 	a.state, a.stateKey, a.joined, a.written = val.(*state), key, true, written
 	a.state.retention.Store(int64(a.settings.AuditRetention))
 	a.state.workers.SetRetireDelay(a.settings.RetireDelay)
+	a.state.setWasmBudget(a.settings.WasmCompiledMemory)
 	a.state.plugins.SetRetireDelay(a.settings.RetireDelay)
 	return a.state, a.settings, nil
 }

@@ -103,6 +103,13 @@ type AppValues struct {
 	WorkerLogLines int `json:"worker_log_lines,omitempty"`
 	// PluginHandlers lists the handler modules plugin routes may use.
 	PluginHandlers []string `json:"plugin_handlers,omitempty"`
+	// WasmWorkers allows WebAssembly workers: "on", "off", or the namespaces allowed to run
+	// them ("@team").
+	WasmWorkers []string `json:"wasm_workers,omitempty"`
+	// WasmMemory caps a WebAssembly worker instance's memory, in bytes.
+	WasmMemory int64 `json:"wasm_memory,omitempty"`
+	// WasmCompiledMemory bounds the memory compiled WebAssembly modules are kept in, in bytes.
+	WasmCompiledMemory int64 `json:"wasm_compiled_memory,omitempty"`
 }
 
 // Settings are the effective settings of a runtime instance.
@@ -138,6 +145,10 @@ type Settings struct {
 	WorkerLogRate   int     // lines per second
 	WorkerLogLines  int     // lines kept per worker
 	PluginHandlers  []string
+
+	WasmWorkers        Namespaces
+	WasmMemory         int64
+	WasmCompiledMemory int64
 }
 
 // SyncSettings are the settings of a sync-mode key store.
@@ -211,6 +222,9 @@ var Definitions = []Definition{
 	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100", Process},
 	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000", Process},
 	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode", Process},
+	{"wasm_workers", "RUNTIME_WASM_WORKERS", "on", Process},
+	{"wasm_memory", "RUNTIME_WASM_MEMORY", "128MiB", Process},
+	{"wasm_compiled_memory", "RUNTIME_WASM_COMPILED_MEMORY", "256MiB", Process},
 }
 
 // Written is the setting as the Caddyfile writes it: its name, and for a field of the s3

@@ -174,6 +174,9 @@ func isolationDefaults(s *Settings, wd string) {
 	s.WorkerLogRate = 100
 	s.WorkerLogLines = 1000
 	s.PluginHandlers = []string{"file_server", "static_response", "headers", "rewrite", "vars", "encode"}
+	s.WasmWorkers = Namespaces{All: true}
+	s.WasmMemory = 128 << 20
+	s.WasmCompiledMemory = 256 << 20
 }
 
 func TestResolveIsolation(t *testing.T) {

@@ -146,6 +146,16 @@ func (r resolver) isolation(v AppValues, s *Settings) error {
 	}
 	raw, _ = r.list("plugin_handlers", v.PluginHandlers)
 	s.PluginHandlers = raw
+	raw, fromEnv = r.list("wasm_workers", v.WasmWorkers)
+	if s.WasmWorkers, err = parseNamespaces(raw); err != nil {
+		return r.fail("wasm_workers", fromEnv, strings.Join(raw, " "), err)
+	}
+	if s.WasmMemory, err = r.size("wasm_memory", v.WasmMemory); err != nil {
+		return err
+	}
+	if s.WasmCompiledMemory, err = r.size("wasm_compiled_memory", v.WasmCompiledMemory); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -268,5 +278,5 @@ func (v *AppValues) StringFields() []*string {
 
 // ListFields are the written process-wide list settings.
 func (v *AppValues) ListFields() []*[]string {
-	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.ProcessWorkers, &v.PluginHandlers}
+	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.ProcessWorkers, &v.PluginHandlers, &v.WasmWorkers}
 }

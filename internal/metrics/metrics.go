@@ -36,6 +36,7 @@ type Set struct {
 	reloadFailures  prometheus.Counter
 	keyStoreQueries *prometheus.HistogramVec
 	reconcileFails  *prometheus.CounterVec
+	wasmModules     *prometheus.CounterVec
 
 	workersMu sync.RWMutex
 	workers   map[string]struct{} // the worker names with series of their own
@@ -55,7 +56,7 @@ var ProcessStates = []string{"starting", "running", "draining"}
 // New returns a Set with every series at zero.
 func New() *Set {
 	const ns = "runtime"
-	return &Set{
+	s := &Set{
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "api_requests_total",
 			Help: "Management API requests by route pattern and status code."}, []string{"route", "code"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "auth_failures_total",
@@ -87,10 +88,17 @@ func New() *Set {
 		reconcileFails: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "reconcile_failures_total",
 			Help: "Cluster mode: unit versions this instance failed to converge, by kind and class (missing, corrupt, unavailable, store, install); once per unit version and failure, not per retry."},
 			[]string{"kind", "class"}),
+		wasmModules: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "wasm_modules_ready_total",
+			Help: "WebAssembly modules made ready to run, by source: compiled, or read from the compilation cache in state_dir (cache)."},
+			[]string{"source"}),
 		workers: map[string]struct{}{},
 		pools:   map[*poolSource]struct{}{},
 		history: NewHistory(nil),
 	}
+	// Both sources from zero, so a scrape reads 0 compilations rather than no series.
+	s.wasmModules.WithLabelValues("compiled")
+	s.wasmModules.WithLabelValues("cache")
+	return s
 }
 
 // History is the last hour of the requests the Set counts, for charts; nil for a nil Set.
@@ -105,7 +113,7 @@ func (s *Set) History() *History {
 func (s *Set) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.apiRequests, s.authFailures, s.workerRequests, s.workerDuration,
 		s.processStarts, s.processCrashes, s.processRestarts, s.installDuration, s.installBytes,
-		s.reloadDuration, s.reloadFailures, s.keyStoreQueries, s.reconcileFails}
+		s.reloadDuration, s.reloadFailures, s.keyStoreQueries, s.reconcileFails, s.wasmModules}
 }
 
 // Describe implements prometheus.Collector.
@@ -243,6 +251,19 @@ func (s *Set) WorkerRequest(worker string, status int, d time.Duration) {
 	s.workerRequests.WithLabelValues(label, code(status)).Inc()
 	s.workerDuration.WithLabelValues(label).Observe(d.Seconds())
 	s.history.WorkerRequest(worker, status, d)
+}
+
+// WasmModule counts a WebAssembly module made ready to run: read from the compilation cache
+// (cached) or compiled.
+func (s *Set) WasmModule(cached bool) {
+	if s == nil {
+		return
+	}
+	source := "compiled"
+	if cached {
+		source = "cache"
+	}
+	s.wasmModules.WithLabelValues(source).Inc()
 }
 
 // ProcessStarted counts a worker process that started and became ready.

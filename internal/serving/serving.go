@@ -35,6 +35,8 @@ type Options struct {
 	Workers *packages.Catalog
 	// Pool returns the process pool, nil until the runtime has started.
 	Pool func() *workers.Pool
+	// Wasm returns what WebAssembly workers run on, nil until the runtime has started.
+	Wasm func() *WasmHost
 	// Versions caches what serving a worker version needs; nil gives a cache of its own.
 	Versions *Versions
 	// Reserved are the first path segments the runtime keeps for itself: no worker is served
@@ -66,6 +68,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Pool == nil {
 		opts.Pool = func() *workers.Pool { return nil }
+	}
+	if opts.Wasm == nil {
+		opts.Wasm = func() *WasmHost { return nil }
 	}
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
@@ -163,6 +168,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *string) er
 			return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "worker %q has no file at %s", name, t.Rest)
 		}
 		return err
+	case workers.Wasm:
+		return s.serveWasm(w, r, t, served, name)
 	}
 	return s.serveProcess(w, r, t, m, name)
 }

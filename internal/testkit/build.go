@@ -12,7 +12,9 @@ import (
 
 // Program is a command of this module that tests build once per test process.
 type Program struct {
-	pkg  string // package path inside the module, e.g. ./cmd/runtime
+	pkg  string   // package path inside the module, e.g. ./cmd/runtime
+	env  []string // added to go build's environment, e.g. GOOS=wasip1
+	ext  string   // the binary's extension, e.g. .wasm
 	once sync.Once
 	path string
 	err  error
@@ -33,7 +35,18 @@ var programs struct {
 	list []*Program
 }
 
-var testWorker = NewProgram("./internal/testkit/testworker")
+// NewWasmProgram returns the WebAssembly module built from pkg for WASI preview 1
+// (GOOS=wasip1 GOARCH=wasm), with the Go toolchain alone.
+func NewWasmProgram(pkg string) *Program {
+	p := NewProgram(pkg)
+	p.env, p.ext = []string{"GOOS=wasip1", "GOARCH=wasm"}, ".wasm"
+	return p
+}
+
+var (
+	testWorker = NewProgram("./internal/testkit/testworker")
+	testWasm   = NewWasmProgram("./internal/testkit/testwasm")
+)
 
 // Path builds the program on first use and returns the path of its binary.
 func (p *Program) Path(tb testing.TB) string {
@@ -49,9 +62,12 @@ func (p *Program) Path(tb testing.TB) string {
 			p.err = err
 			return
 		}
-		p.path = filepath.Join(dir, filepath.Base(p.pkg))
+		p.path = filepath.Join(dir, filepath.Base(p.pkg)+p.ext)
 		cmd := exec.Command("go", "build", "-o", p.path, p.pkg)
 		cmd.Dir = root
+		if len(p.env) > 0 {
+			cmd.Env = append(os.Environ(), p.env...)
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			p.err = fmt.Errorf("building %s: %v\n%s", p.pkg, err, out)
 		}
@@ -67,6 +83,13 @@ func (p *Program) Path(tb testing.TB) string {
 func TestWorker(tb testing.TB) string {
 	tb.Helper()
 	return testWorker.Path(tb)
+}
+
+// TestWasm returns the path of the test WebAssembly module (testkit/testwasm), built once per
+// test process: a CGI program that reports what it received and misbehaves on request.
+func TestWasm(tb testing.TB) string {
+	tb.Helper()
+	return testWasm.Path(tb)
 }
 
 // Cleanup removes every program built in this test process; call it from TestMain after the

@@ -11,6 +11,8 @@ import (
 type Policy struct {
 	// ProcessWorkers are the namespaces whose workers may run processes (process_workers).
 	ProcessWorkers config.Namespaces
+	// WasmWorkers are the namespaces whose workers may run WebAssembly (wasm_workers).
+	WasmWorkers config.Namespaces
 	// Reserved are the first path segments the runtime keeps (packages.ReservedNames).
 	Reserved []string
 }
@@ -20,6 +22,9 @@ const (
 	// CodeProcessWorkersDisabled refuses a process worker where process_workers does not
 	// allow one.
 	CodeProcessWorkersDisabled = "PROCESS_WORKERS_DISABLED"
+	// CodeWasmWorkersDisabled refuses a WebAssembly worker where wasm_workers does not allow
+	// one.
+	CodeWasmWorkersDisabled = "WASM_WORKERS_DISABLED"
 	// CodeConflict refuses a worker a plugin's base would hide.
 	CodeConflict = "WORKER_CONFLICT"
 )
@@ -27,7 +32,7 @@ const (
 // Admit decides whether the worker version md describes (name and version already valid) may
 // be installed or enabled: its name must not be reserved, its manifest must be valid, a
 // process worker (command, or an entrypoint that is not HTML) must be allowed in its namespace
-// by process_workers, and no enabled plugin may serve its path (bases: base → plugin name).
+// by process_workers, a WebAssembly worker by wasm_workers, and no enabled plugin may serve its path (bases: base → plugin name).
 func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 	if err := packages.CheckReserved(md.Name, policy.Reserved); err != nil {
 		return err
@@ -40,6 +45,11 @@ func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 		return &packages.Error{Kind: packages.Forbidden, Code: CodeProcessWorkersDisabled, Message: fmt.Sprintf(
 			"%s is a process worker (it declares command or a program as entrypoint), and the setting process_workers (%s) does not allow them for %s; "+
 				"serve static files, or ask the operator to allow the namespace", md.Name, policy.ProcessWorkers, namespaceOf(md.Name))}
+	}
+	if m.Kind() == Wasm && !policy.WasmWorkers.Allows(md.Name) {
+		return &packages.Error{Kind: packages.Forbidden, Code: CodeWasmWorkersDisabled, Message: fmt.Sprintf(
+			"%s is a WebAssembly worker (runtime: wasm), and the setting wasm_workers (%s) does not allow them for %s; "+
+				"serve static files, or ask the operator to allow the namespace", md.Name, policy.WasmWorkers, namespaceOf(md.Name))}
 	}
 	if plugin, ok := bases["/"+md.Name]; ok {
 		return &packages.Error{Kind: packages.Conflict, Code: CodeConflict, Message: fmt.Sprintf(

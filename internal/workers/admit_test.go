@@ -34,6 +34,10 @@ func TestAdmit(t *testing.T) {
 		{"hidden by a plugin's base", all, "name: hello\n", CodeConflict},
 		{"scoped, beside a plugin's base", all, "name: '@team/hello'\n", ""},
 		{"invalid manifest", all, "name: x\nmaxRequests: -1\n", packages.CodeInvalidManifest},
+		{"wasm with wasm workers off", all, "name: x\nruntime: wasm\nmodule: app.wasm\n", CodeWasmWorkersDisabled},
+		{"wasm in an allowed namespace", Policy{WasmWorkers: config.Namespaces{List: []string{"@team"}}}, "name: '@team/x'\nruntime: wasm\nmodule: app.wasm\n", ""},
+		{"wasm outside the allowed namespaces", Policy{WasmWorkers: config.Namespaces{List: []string{"@team"}}}, "name: '@other/x'\nruntime: wasm\nmodule: app.wasm\n", CodeWasmWorkersDisabled},
+		{"wasm with process workers off", Policy{WasmWorkers: config.Namespaces{All: true}}, "name: x\nruntime: wasm\nmodule: app.wasm\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,15 +26,19 @@ const (
 	SPA
 	// Process runs the worker's HTTP server and proxies to it.
 	Process
+	// Wasm runs the worker's WebAssembly module in process, an instance per request.
+	Wasm
 )
 
-// String names the kind as the API lists it: static, spa or process.
+// String names the kind as the API lists it: static, spa, process or wasm.
 func (k Kind) String() string {
 	switch k {
 	case SPA:
 		return "spa"
 	case Process:
 		return "process"
+	case Wasm:
+		return "wasm"
 	}
 	return "static"
 }
@@ -59,7 +63,13 @@ type Manifest struct {
 	MaxRequests  int               `yaml:"maxRequests"`
 	MaxBodySize  Size              `yaml:"maxBodySize"`
 	Limits       Limits            `yaml:"limits"`
+	// Runtime is "wasm" for a WebAssembly worker, which runs Module (a path in its folder).
+	Runtime string `yaml:"runtime"`
+	Module  string `yaml:"module"`
 }
+
+// RuntimeWasm is the manifest's runtime of WebAssembly workers.
+const RuntimeWasm = "wasm"
 
 // Limits are the resources a process worker asks for; the operator's settings cap them.
 type Limits struct {
@@ -85,6 +95,9 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	if m.Limits.Processes < 0 || m.Limits.CPU < 0 {
 		return m, fmt.Errorf("limits.processes and limits.cpu must be positive")
 	}
+	if err := m.checkRuntime(); err != nil {
+		return m, err
+	}
 	for key, def := range map[*Duration]time.Duration{&m.Timeout: DefaultTimeout, &m.TTL: DefaultTTL, &m.StartTimeout: DefaultStartTimeout} {
 		if *key == 0 {
 			*key = Duration(def)
@@ -96,9 +109,29 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	return m, nil
 }
 
+// checkRuntime checks runtime and module: a WebAssembly worker names its module and
+// nothing else to run.
+func (m Manifest) checkRuntime() error {
+	switch {
+	case m.Runtime == "" && m.Module != "":
+		return fmt.Errorf("module is the WebAssembly module of a worker with runtime: wasm; add runtime: wasm")
+	case m.Runtime == "":
+		return nil
+	case m.Runtime != RuntimeWasm:
+		return fmt.Errorf("runtime %q is unknown: the one runtime is wasm (leave it out for static and process workers)", m.Runtime)
+	case m.Module == "":
+		return fmt.Errorf("runtime: wasm needs module, the WebAssembly file to run (module: app.wasm)")
+	case len(m.Command) > 0 || m.Entrypoint != "":
+		return fmt.Errorf("a worker with runtime: wasm runs its module; remove command and entrypoint")
+	}
+	return nil
+}
+
 // Kind tells how the version is served.
 func (m Manifest) Kind() Kind {
 	switch {
+	case m.Runtime == RuntimeWasm:
+		return Wasm
 	case len(m.Command) > 0:
 		return Process
 	case m.Entrypoint == "":

@@ -13,10 +13,11 @@ func TestManifest(t *testing.T) {
 	root, _ := os.OpenRoot(dir)
 	defer root.Close()
 	for manifest, want := range map[string]Kind{
-		"name: a\n":                             Files,
-		"name: a\nentrypoint: index.html\n":     SPA,
-		"name: a\nentrypoint: server\n":         Process,
-		"name: a\ncommand: [node, server.js]\n": Process,
+		"name: a\n":                                  Files,
+		"name: a\nentrypoint: index.html\n":          SPA,
+		"name: a\nentrypoint: server\n":              Process,
+		"name: a\ncommand: [node, server.js]\n":      Process,
+		"name: a\nruntime: wasm\nmodule: app.wasm\n": Wasm,
 	} {
 		os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte(manifest), 0o644)
 		md, err := packages.ReadMetadata(root, ".")
@@ -37,7 +38,9 @@ func TestManifest(t *testing.T) {
 	if got := m.Limits.sandbox().Scratch; got != 8<<20 {
 		t.Errorf("limits.scratch = %d bytes, want 8MiB", got)
 	}
-	for _, bad := range []string{"timeout: soon\n", "ttl: -3\n", "maxBodySize: big\n", "maxRequests: -1\n", "limits:\n  scratch: lots\n"} {
+	for _, bad := range []string{"timeout: soon\n", "ttl: -3\n", "maxBodySize: big\n", "maxRequests: -1\n", "limits:\n  scratch: lots\n",
+		"runtime: wasm\n", "module: app.wasm\n", "runtime: python\nmodule: app.py\n", "runtime: wasm\nmodule: app.wasm\ncommand: [x]\n",
+		"runtime: wasm\nmodule: app.wasm\nentrypoint: index.html\n"} {
 		os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\n"+bad), 0o644)
 		md, _ := packages.ReadMetadata(root, ".")
 		if _, err := ReadManifest(md); err == nil {

@@ -23,11 +23,15 @@ const CodeInvalidEntrypoint = "INVALID_ENTRYPOINT"
 // Windows, executable. A command found on the worker's PATH (node) or given as an absolute path
 // (/usr/bin/python3) is the system's, not the archive's, and is not checked. Static workers
 // pass. An upload that fails would install a version that cannot start, so it is refused
-// before it replaces a working one.
+// before it replaces a working one. A WebAssembly worker's module must be a module it may
+// run (see checkModule).
 func CheckProgram(md packages.Metadata, tree *os.Root) error {
 	m, err := ReadManifest(md)
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
+	}
+	if m.Kind() == Wasm {
+		return checkModule(m, tree)
 	}
 	named, key, ok := m.programFile()
 	if !ok {

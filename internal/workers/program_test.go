@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 func TestCheckProgram(t *testing.T) {
@@ -21,6 +22,14 @@ func TestCheckProgram(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+	}
+	for name, body := range map[string][]byte{
+		"app.wasm": testkit.TinyWasm("Content-Type: text/plain\n\nhi", "wasi_snapshot_preview1", "fd_write"),
+		"net.wasm": testkit.TinyWasm("x", "env", "connect"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,6 +65,12 @@ func TestCheckProgram(t *testing.T) {
 		{"command escaping", "name: x\ncommand: [../../bin/sh]\n", CodeInvalidEntrypoint, "outside the worker's folder"},
 		{"command empty word", "name: x\ncommand: ['']\n", CodeInvalidEntrypoint, "empty word"},
 		{"invalid manifest", "name: x\nmaxRequests: -1\n", packages.CodeInvalidManifest, "maxRequests"},
+		{"wasm module", "name: x\nruntime: wasm\nmodule: app.wasm\n", "", ""},
+		{"wasm module missing", "name: x\nruntime: wasm\nmodule: gone.wasm\n", CodeInvalidModule, "module gone.wasm is not in the archive"},
+		{"wasm module not wasm", "name: x\nruntime: wasm\nmodule: data.txt\n", CodeInvalidModule, "module data.txt is not a WebAssembly module"},
+		{"wasm module a folder", "name: x\nruntime: wasm\nmodule: bin\n", CodeInvalidModule, "not a file in the archive but a folder"},
+		{"wasm module outside", "name: x\nruntime: wasm\nmodule: ../app.wasm\n", CodeInvalidModule, "outside the worker's folder"},
+		{"wasm module importing", "name: x\nruntime: wasm\nmodule: net.wasm\n", CodeInvalidModule, "imports env.connect"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,256 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/integration/harness"
+)
+
+// wasmEcho is what the test module answers at /.
+type wasmEcho struct {
+	Method, Script, Path, Query, Body string
+	Env                               map[string]string
+	Args                              []string
+}
+
+// wasmPackage is an archive of the test module as worker name@version with extra manifest
+// lines, and a data file beside it.
+func wasmPackage(t *testing.T, name, version, extra string) []byte {
+	t.Helper()
+	module, err := os.ReadFile(harness.TestWasm(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return harness.TarGz(t, pkg(fmt.Sprintf("name: '%s'\nversion: %s\nruntime: wasm\nmodule: app.wasm\n%s", name, version, extra),
+		harness.File{Name: "app.wasm", Body: string(module)}, harness.File{Name: "data.txt", Body: "the data"})...)
+}
+
+// TestWasmWorker serves a WebAssembly worker through the real binary: the CGI contract both
+// ways, its limits, its file system, fresh instances, its logs, and the refusals at upload.
+// Process workers are off: wasm_workers alone decides.
+func TestWasmWorker(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
+		App: "\t\tprocess_workers off\n\t\twasm_workers @team\n\t\twasm_memory 96MiB"})
+	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "@team/hello", "1.0.0", "timeout: 3s\nlimits:\n  memory: 64MiB\nenv:\n  GREETING: hi\n  REQUEST_METHOD: spoofed\n"), rootKey)
+
+	t.Run("get", func(t *testing.T) {
+		s := s.In(t)
+		resp := s.Get("/@team/hello/a/b?x=1&status=203", harness.WithHeader("X-One", "1"), harness.WithHeader("X-Request-Id", "trace-9"),
+			harness.WithKey(rootKey))
+		var e wasmEcho
+		if resp.Status != 203 || resp.JSON(&e) != nil {
+			t.Fatalf("GET = %s", resp)
+		}
+		if resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Wasm") != "yes" || len(resp.Header.Values("Set-Cookie")) != 2 ||
+			resp.Header.Get("X-Request-Id") != "trace-9" {
+			t.Errorf("headers = %v", resp.Header)
+		}
+		for k, want := range map[string]string{
+			"REQUEST_METHOD": "GET", "SCRIPT_NAME": "/@team/hello", "PATH_INFO": "/a/b", "QUERY_STRING": "x=1&status=203",
+			"HTTP_X_ONE": "1", "HTTP_X_REQUEST_ID": "trace-9", "GREETING": "hi", "SERVER_PROTOCOL": "HTTP/1.1",
+			"REQUEST_URI": "/@team/hello/a/b?x=1&status=203", "WORKER_NAME": "@team/hello", "WORKER_VERSION": "1.0.0",
+		} {
+			if e.Env[k] != want {
+				t.Errorf("%s = %q, want %q", k, e.Env[k], want)
+			}
+		}
+		for k, v := range e.Env {
+			if strings.Contains(v, rootKey) || strings.HasPrefix(k, "RUNTIME_") || k == "HTTP_X_API_KEY" || k == "PATH" || k == "HOME" {
+				t.Errorf("the module sees %s=%q", k, v)
+			}
+		}
+		if len(e.Args) != 1 || e.Args[0] != "app.wasm" {
+			t.Errorf("args = %q", e.Args)
+		}
+	})
+
+	t.Run("post", func(t *testing.T) {
+		s := s.In(t)
+		resp := s.Do("POST", "/@team/hello/items?status=201", harness.WithBody("application/json", []byte(`{"a":1}`)))
+		var e wasmEcho
+		if resp.Status != 201 || resp.JSON(&e) != nil {
+			t.Fatalf("POST = %s", resp)
+		}
+		if e.Method != "POST" || e.Body != `{"a":1}` || e.Env["CONTENT_TYPE"] != "application/json" || e.Env["CONTENT_LENGTH"] != "7" {
+			t.Errorf("echo = %+v", e)
+		}
+	})
+
+	t.Run("time limit", func(t *testing.T) {
+		s := s.In(t)
+		start := time.Now()
+		resp := s.Get("/@team/hello/loop")
+		if resp.Status != 504 || resp.ErrorCode() != "WORKER_TIMEOUT" {
+			t.Fatalf("a loop = %s, want 504 WORKER_TIMEOUT", resp)
+		}
+		if took := time.Since(start); took < 3*time.Second {
+			t.Errorf("the loop was stopped after %s, before its timeout of 3s", took)
+		}
+		if resp := s.Get("/@team/hello/"); resp.Status != 200 {
+			t.Errorf("after the loop: %s", resp)
+		}
+		if resp := s.Get(s.API + "/health"); resp.Status != 200 {
+			t.Errorf("health after the loop: %s", resp)
+		}
+	})
+
+	t.Run("memory limit", func(t *testing.T) {
+		s := s.In(t)
+		resp := s.Get("/@team/hello/alloc")
+		if resp.Status != 502 || resp.ErrorCode() != "WORKER_FAILED" || !strings.Contains(string(resp.Body), "memory") ||
+			!strings.Contains(string(resp.Body), fmt.Sprint(64<<20)) {
+			t.Fatalf("allocating past 64MiB = %s", resp)
+		}
+		if resp := s.Get("/@team/hello/"); resp.Status != 200 {
+			t.Errorf("after the allocation: %s", resp)
+		}
+	})
+
+	t.Run("files", func(t *testing.T) {
+		s := s.In(t)
+		if resp := s.Get("/@team/hello/read?path=data.txt"); resp.Status != 200 || string(resp.Body) != "the data" {
+			t.Fatalf("reading its own file = %s", resp)
+		}
+		state := filepath.Join(s.DataDir, "state", "api-keys.db")
+		if _, err := os.Stat(state); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{"../1.0.0/data.txt", "../../../state/api-keys.db", "/../../state/api-keys.db", state, "/etc/passwd", "/proc/self/environ"} {
+			if resp := s.Get("/@team/hello/read?path=" + harness.PathEscape(path)); resp.Status != 404 || !strings.HasPrefix(string(resp.Body), "error:") {
+				t.Errorf("reading %s = %s", path, resp)
+			}
+		}
+	})
+
+	t.Run("fresh instances", func(t *testing.T) {
+		s := s.In(t)
+		var wg sync.WaitGroup
+		got := make([]string, 2)
+		for i := range got {
+			wg.Go(func() { got[i] = string(s.Get(fmt.Sprintf("/@team/hello/global?set=v%d&wait=500", i)).Body) })
+		}
+		wg.Wait()
+		if got[0] != "|v0" || got[1] != "|v1" {
+			t.Errorf("two requests at once read %q", got)
+		}
+	})
+
+	t.Run("logs", func(t *testing.T) {
+		s := s.In(t)
+		if resp := s.Get("/@team/hello/stderr?text=hello-from-wasm"); resp.Status != 200 {
+			t.Fatalf("stderr = %s", resp)
+		}
+		var logs struct {
+			Lines []struct{ Version, Stream, Text string }
+		}
+		resp := s.Get(s.API+"/workers/@team/hello/logs?stream=stderr", harness.WithKey(rootKey))
+		if resp.Status != 200 || resp.JSON(&logs) != nil {
+			t.Fatalf("logs = %s", resp)
+		}
+		found := false
+		for _, l := range logs.Lines {
+			found = found || l.Text == "hello-from-wasm" && l.Version == "1.0.0" && l.Stream == "stderr"
+		}
+		if !found {
+			t.Errorf("the line is not in the logs: %s", resp.Body)
+		}
+	})
+
+	t.Run("versions", func(t *testing.T) {
+		s := s.In(t)
+		if w := workers(t, s, rootKey)["@team/hello"]; w.Kinds["1.0.0"] != "wasm" {
+			t.Errorf("listed kinds = %v", w.Kinds)
+		}
+		if resp := s.Get("/@team/hello@1.0.0/"); resp.Status != 200 {
+			t.Errorf("pinned = %s", resp)
+		}
+		if resp := s.Do("POST", s.API+"/workers/@team/hello/1.0.0/disable", harness.WithKey(rootKey)); resp.Status != 200 {
+			t.Fatalf("disable = %s", resp)
+		}
+		if resp := s.Get("/@team/hello/"); resp.Status != 404 || resp.ErrorCode() != "WORKER_NOT_FOUND" {
+			t.Errorf("disabled = %s", resp)
+		}
+		if resp := s.Do("POST", s.API+"/workers/@team/hello/1.0.0/enable", harness.WithKey(rootKey)); resp.Status != 200 {
+			t.Fatalf("enable = %s", resp)
+		}
+		if resp := s.Get("/@team/hello/"); resp.Status != 200 {
+			t.Errorf("enabled again = %s", resp)
+		}
+	})
+
+	t.Run("refused at upload", func(t *testing.T) {
+		s := s.In(t)
+		for _, tc := range []struct {
+			name, module, manifest string
+			status                 int
+			code, mentions         string
+		}{
+			{"foreign import", string(harness.TinyWasm("x", "env", "open_socket")), "name: '@team/bad'\nversion: 1.0.0\nruntime: wasm\nmodule: app.wasm\n",
+				400, "INVALID_MODULE", "env.open_socket"},
+			{"not wasm", "#!/bin/sh\necho hi\n", "name: '@team/bad'\nversion: 1.0.0\nruntime: wasm\nmodule: app.wasm\n",
+				400, "INVALID_MODULE", "not a WebAssembly module"},
+			{"no module", "", "name: '@team/bad'\nversion: 1.0.0\nruntime: wasm\nmodule: gone.wasm\n", 400, "INVALID_MODULE", "gone.wasm"},
+			{"outside wasm_workers", string(harness.TinyWasm("Content-Type: text/plain\n\nhi", "wasi_snapshot_preview1", "fd_write")),
+				"name: free\nversion: 1.0.0\nruntime: wasm\nmodule: app.wasm\n", 403, "WASM_WORKERS_DISABLED", "wasm_workers"},
+		} {
+			files := pkg(tc.manifest)
+			if tc.module != "" {
+				files = append(files, harness.File{Name: "app.wasm", Body: tc.module})
+			}
+			resp := s.Upload(s.API+"/workers/upload", "bad.tgz", harness.TarGz(t, files...), harness.WithKey(rootKey))
+			if resp.Status != tc.status || resp.ErrorCode() != tc.code || !strings.Contains(string(resp.Body), tc.mentions) {
+				t.Errorf("%s: upload = %s, want %d %s naming %q", tc.name, resp, tc.status, tc.code, tc.mentions)
+			}
+		}
+		if _, ok := workers(t, s, rootKey)["@team/bad"]; ok {
+			t.Error("a refused module was installed")
+		}
+	})
+}
+
+// TestWasmCompileCache restarts the runtime: its first request compiles nothing, the module
+// comes from the compilation cache in state_dir, as the metric tells.
+func TestWasmCompileCache(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "cached", "1.0.0", ""), rootKey)
+	var wg sync.WaitGroup
+	for range 4 { // first requests at once share one compilation
+		wg.Go(func() {
+			if resp := s.Get("/cached/"); resp.Status != 200 {
+				t.Errorf("first request = %s", resp)
+			}
+		})
+	}
+	wg.Wait()
+	const compiled, cached = `runtime_wasm_modules_ready_total{source="compiled"}`, `runtime_wasm_modules_ready_total{source="cache"}`
+	if m := scrape(t, s); m[compiled] != 1 || m[cached] != 0 {
+		t.Fatalf("after the first requests: compiled %v, cache %v; want 1 and 0", m[compiled], m[cached])
+	}
+	s.Stop()
+	again, err := s.Relaunch(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.WaitReady(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if resp := again.Get("/cached/"); resp.Status != 200 {
+		t.Fatalf("after the restart = %s", resp)
+	}
+	if m := scrape(t, again); m[compiled] != 0 || m[cached] != 1 {
+		t.Fatalf("after the restart: compiled %v, cache %v; want 0 and 1", m[compiled], m[cached])
+	}
+	var e wasmEcho
+	if err := json.Unmarshal(again.Get("/cached/x").Body, &e); err != nil || e.Path != "/x" {
+		t.Errorf("answer after the restart: %+v %v", e, err)
+	}
+}

@@ -1,0 +1,102 @@
+// Command testwasm is a WebAssembly worker for tests (GOOS=wasip1 GOARCH=wasm): a CGI program
+// that reports what it received, by PATH_INFO:
+//
+//	/          the request as JSON (method, path, query, environment, body); ?status=N answers N
+//	/loop      never ends
+//	/alloc     allocates memory until it fails
+//	/read      reads the file ?path= and answers its bytes, or the error
+//	/global    reads a global, sets it to ?set=, waits ?wait= ms and answers both reads
+//	/stderr    writes ?text= to standard error
+//	/big       writes ?n= bytes of body
+//	/exit      exits with status ?code= without writing anything
+//	/raw       writes a body with no CGI headers
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Echo is what / answers.
+type Echo struct {
+	Method string            `json:"method"`
+	Script string            `json:"script"`
+	Path   string            `json:"path"`
+	Query  string            `json:"query"`
+	Env    map[string]string `json:"env"`
+	Body   string            `json:"body"`
+	Args   []string          `json:"args"`
+}
+
+// global is what /global reads and writes: a second request sharing the instance would see
+// another's value.
+var global string
+
+// hold keeps what /alloc allocates reachable.
+var hold [][]byte
+
+func main() {
+	q, _ := url.ParseQuery(os.Getenv("QUERY_STRING"))
+	switch os.Getenv("PATH_INFO") {
+	case "/loop":
+		for n := 0; ; n++ {
+			if n < 0 {
+				fmt.Print(n)
+			}
+		}
+	case "/alloc":
+		for {
+			hold = append(hold, bytes.Repeat([]byte{1}, 8<<20)) // touched, so really used
+		}
+	case "/read":
+		b, err := os.ReadFile(q.Get("path"))
+		if err != nil {
+			answer(404, "error: "+err.Error())
+			return
+		}
+		answer(200, string(b))
+	case "/global":
+		before := global
+		global = q.Get("set")
+		ms, _ := strconv.Atoi(q.Get("wait"))
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		answer(200, before+"|"+global)
+	case "/stderr":
+		fmt.Fprintln(os.Stderr, q.Get("text"))
+		answer(200, "logged")
+	case "/big":
+		n, _ := strconv.Atoi(q.Get("n"))
+		fmt.Print("Content-Type: text/plain\r\n\r\n")
+		os.Stdout.Write([]byte(strings.Repeat("x", n)))
+	case "/exit":
+		code, _ := strconv.Atoi(q.Get("code"))
+		os.Exit(code)
+	case "/raw":
+		fmt.Print("no headers here")
+	default:
+		body, _ := io.ReadAll(os.Stdin)
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		out, _ := json.Marshal(Echo{Method: os.Getenv("REQUEST_METHOD"), Script: os.Getenv("SCRIPT_NAME"), Path: os.Getenv("PATH_INFO"),
+			Query: os.Getenv("QUERY_STRING"), Env: env, Body: string(body), Args: os.Args})
+		status := q.Get("status")
+		if status == "" {
+			status = "200"
+		}
+		fmt.Printf("Status: %s\r\nContent-Type: application/json\r\nX-Wasm: yes\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n%s", status, out)
+	}
+}
+
+func answer(status int, body string) {
+	fmt.Printf("Status: %d\nContent-Type: text/plain\n\n%s", status, body)
+}

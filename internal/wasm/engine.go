@@ -1,0 +1,436 @@
+// Package wasm runs WebAssembly workers: WASI preview 1 modules, compiled once per version
+// with wazero (its compiler where Go has one for the platform, its interpreter elsewhere),
+// kept compiled in memory within a budget and on disk across restarts, and run in a fresh
+// instance for every request with the CGI contract (see Run).
+package wasm
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+	"golang.org/x/sync/singleflight"
+)
+
+// Defaults of the engine and of a request.
+const (
+	// DefaultBudget is the memory compiled modules may take before the least recently used
+	// are dropped.
+	DefaultBudget = 256 << 20
+	// DefaultMemory caps an instance's linear memory.
+	DefaultMemory = 128 << 20
+	// DefaultMaxOutput caps what one request may write to standard output, headers included.
+	DefaultMaxOutput = 32 << 20
+)
+
+// entryOverhead and codeFactor estimate what a compiled module costs in memory: a fixed part
+// (the module's records in the engine, its executable mapping rounded to pages) and a part
+// proportional to the binary (machine code and metadata are a few times its size).
+const (
+	entryOverhead = 16 << 10
+	codeFactor    = 4
+)
+
+// Options configure an Engine.
+type Options struct {
+	// CacheDir keeps compiled modules on disk, so a restart compiles nothing again; "" keeps
+	// them in memory only.
+	CacheDir string
+	// Budget bounds the estimated memory of the compiled modules kept; 0 is DefaultBudget.
+	Budget int64
+	// Observe, when set, is told of every module made ready to run: cached when it came from
+	// the disk cache (or another version with the same bytes) rather than a compilation.
+	Observe func(cached bool)
+}
+
+// Engine compiles and runs modules. Its methods are safe for concurrent use.
+type Engine struct {
+	opts    Options
+	runtime wazero.Runtime
+	cache   wazero.CompilationCache
+	flight  singleflight.Group
+	// compiling serialises compilations, so the cache folder's files before and after one
+	// tell a compilation from a cache hit.
+	compiling sync.Mutex
+	budget    atomic.Int64
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	lru     *list.List // of *entry, most recently used first
+	used    int64      // estimated bytes of the entries
+
+	compiled, cached atomic.Int64
+}
+
+// entry is one compiled module kept ready.
+type entry struct {
+	key      string
+	serial   uint64
+	module   wazero.CompiledModule
+	minPages uint32
+	cost     int64
+	elem     *list.Element
+	refs     int  // requests running it
+	dropped  bool // out of the map: closed when the last request ends
+	closed   bool
+}
+
+// New returns an engine; Close releases it.
+func New(opts Options) (*Engine, error) {
+	e := &Engine{opts: opts, entries: map[string]*entry{}, lru: list.New()}
+	e.SetBudget(opts.Budget)
+	e.cache = wazero.NewCompilationCache()
+	if opts.CacheDir != "" {
+		var err error
+		if e.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir); err != nil {
+			return nil, fmt.Errorf("the compilation cache in %s: %v", opts.CacheDir, err)
+		}
+	}
+	ctx := context.Background()
+	// Closing on a done context stops a request at its time limit, however it loops.
+	e.runtime = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true).WithCompilationCache(e.cache))
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.runtime); err != nil {
+		e.runtime.Close(ctx)
+		return nil, fmt.Errorf("WASI: %v", err)
+	}
+	return e, nil
+}
+
+// SetBudget sets the memory budget of compiled modules (0: DefaultBudget); entries past it
+// go as requests end.
+func (e *Engine) SetBudget(n int64) {
+	if n <= 0 {
+		n = DefaultBudget
+	}
+	e.budget.Store(n)
+}
+
+// Close releases every compiled module and the runtime.
+func (e *Engine) Close() {
+	ctx := context.Background()
+	e.mu.Lock()
+	e.entries, e.used = map[string]*entry{}, 0
+	e.lru.Init()
+	e.mu.Unlock()
+	e.runtime.Close(ctx)
+	e.cache.Close(ctx)
+}
+
+// Stats are counts of the engine's work.
+type Stats struct {
+	Compiled int64 // modules compiled
+	Cached   int64 // modules made ready without compiling (disk cache)
+	Modules  int   // compiled modules kept in memory
+	Bytes    int64 // their estimated memory
+}
+
+// Stats returns the engine's counts.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Stats{Compiled: e.compiled.Load(), Cached: e.cached.Load(), Modules: len(e.entries), Bytes: e.used}
+}
+
+// Module names the module a request runs.
+type Module struct {
+	// Key identifies the module file, e.g. its path; Serial changes when the file may have
+	// changed (a new read of the version), which compiles it again.
+	Key    string
+	Serial uint64
+	// Read returns the module's bytes, when it must be compiled.
+	Read func() ([]byte, error)
+}
+
+// Request is what one instance gets.
+type Request struct {
+	// Args are the program's arguments, its name first.
+	Args []string
+	// Env is its whole environment, "NAME=value" each.
+	Env []string
+	// Stdin is the request body.
+	Stdin []byte
+	// Stderr receives what it writes to standard error.
+	Stderr io.Writer
+	// FS is its file system, read-only, mounted at /; nil gives none.
+	FS fs.FS
+	// Memory caps its linear memory in bytes (0: DefaultMemory); MaxOutput caps its
+	// standard output (0: DefaultMaxOutput).
+	Memory, MaxOutput int64
+	// Timeout is the longest the instance may run (0: as long as the context lets it),
+	// from its start: compiling the module first does not count.
+	Timeout time.Duration
+}
+
+// Errors of Run besides the context's.
+var (
+	// ErrOutput stops a module whose output passes MaxOutput.
+	ErrOutput = errors.New("output past its limit")
+)
+
+// MemoryError is a request stopped by its memory limit: the module asked for more.
+type MemoryError struct{ Limit int64 }
+
+func (e *MemoryError) Error() string {
+	return fmt.Sprintf("the module needs more memory than its limit of %d bytes", e.Limit)
+}
+
+// ExitError is a module that exited with a status other than 0, or trapped (Code -1).
+type ExitError struct {
+	Code int
+	Err  error // the trap
+}
+
+func (e *ExitError) Error() string {
+	if e.Code < 0 {
+		return fmt.Sprintf("the module failed: %v", e.Err)
+	}
+	return "the module exited with status " + strconv.Itoa(e.Code)
+}
+
+// CompileError is a module that cannot be run at all.
+type CompileError struct{ Err error }
+
+func (e *CompileError) Error() string { return "the module " + e.Err.Error() }
+
+// Run runs mod in a fresh instance for one request: the request's environment, arguments,
+// standard input, a read-only file system and nothing else (no network, no other host
+// function), under its memory limit, until its timeout or ctx ends it (the instance is then
+// closed, whatever it runs, and Run returns context.DeadlineExceeded or ctx's error). It
+// returns the instance's standard output, after the instance has ended.
+func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, error) {
+	en, err := e.acquire(ctx, mod)
+	if err != nil {
+		return nil, err
+	}
+	defer e.release(en)
+	limit := req.Memory
+	if limit <= 0 {
+		limit = DefaultMemory
+	}
+	if uint64(en.minPages)<<16 > uint64(limit) {
+		return nil, &MemoryError{Limit: limit}
+	}
+	if req.Timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, req.Timeout)
+		defer stop()
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var refused atomic.Bool
+	ctx = experimental.WithMemoryAllocator(ctx, allocator(uint64(limit), &refused))
+	out := &capped{limit: req.MaxOutput, stop: cancel}
+	if out.limit <= 0 {
+		out.limit = DefaultMaxOutput
+	}
+	stderr := req.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	cfg := wazero.NewModuleConfig().WithName("").WithArgs(req.Args...).
+		WithStdin(bytes.NewReader(req.Stdin)).WithStdout(out).WithStderr(stderr).
+		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+	if req.FS != nil {
+		cfg = cfg.WithFSConfig(wazero.NewFSConfig().WithFSMount(req.FS, "/"))
+	}
+	for _, kv := range req.Env {
+		if k, v, ok := bytes.Cut([]byte(kv), []byte("=")); ok {
+			cfg = cfg.WithEnv(string(k), string(v))
+		}
+	}
+	inst, err := e.runtime.InstantiateModule(ctx, en.module, cfg)
+	if inst != nil {
+		inst.Close(context.Background())
+	}
+	var exit *sys.ExitError
+	switch {
+	case out.over:
+		return nil, ErrOutput
+	case err == nil:
+		return out.buf.Bytes(), nil
+	case refused.Load():
+		return nil, &MemoryError{Limit: limit}
+	case ctx.Err() != nil:
+		return nil, context.Cause(ctx)
+	case errors.As(err, &exit):
+		return nil, &ExitError{Code: int(exit.ExitCode())}
+	}
+	return nil, &ExitError{Code: -1, Err: err}
+}
+
+// capped is standard output up to a limit; past it the instance is stopped.
+type capped struct {
+	buf   bytes.Buffer
+	limit int64
+	over  bool
+	stop  context.CancelCauseFunc
+}
+
+func (c *capped) Write(b []byte) (int, error) {
+	if c.over || int64(c.buf.Len()+len(b)) > c.limit {
+		c.over = true
+		c.stop(ErrOutput)
+		return 0, ErrOutput
+	}
+	return c.buf.Write(b)
+}
+
+// acquire returns the compiled entry of mod, compiling it once however many requests ask
+// at the same time; release gives it back.
+func (e *Engine) acquire(ctx context.Context, mod Module) (*entry, error) {
+	for {
+		e.mu.Lock()
+		if en := e.entries[mod.Key]; en != nil && en.serial == mod.Serial {
+			en.refs++
+			e.lru.MoveToFront(en.elem)
+			e.mu.Unlock()
+			return en, nil
+		}
+		e.mu.Unlock()
+		// The compilation is not the asking request's: it goes on when that one gives up.
+		ch := e.flight.DoChan(mod.Key+"\x00"+strconv.FormatUint(mod.Serial, 10), func() (any, error) { return e.compile(mod) })
+		select {
+		case res := <-ch:
+			if res.Err != nil {
+				return nil, res.Err
+			}
+			en := res.Val.(*entry)
+			e.mu.Lock()
+			if !en.closed {
+				en.refs++
+				e.mu.Unlock()
+				return en, nil
+			}
+			e.mu.Unlock() // dropped for a newer one or the budget before this request ran it
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+func (e *Engine) release(en *entry) {
+	e.mu.Lock()
+	en.refs--
+	closing := en.refs == 0 && en.dropped && !en.closed
+	if closing {
+		en.closed = true
+	}
+	e.mu.Unlock()
+	if closing {
+		en.module.Close(context.Background())
+	}
+}
+
+// compile reads, checks and compiles mod, and keeps it, dropping the least recently used
+// entries past the budget.
+func (e *Engine) compile(mod Module) (*entry, error) {
+	binary, err := mod.Read()
+	if err != nil {
+		return nil, &CompileError{Err: fmt.Errorf("cannot be read: %v", err)}
+	}
+	m, err := inspect(binary)
+	if err == nil {
+		err = m.check()
+	}
+	if err != nil {
+		return nil, &CompileError{Err: err}
+	}
+	e.compiling.Lock()
+	before := e.cacheFiles()
+	compiled, err := e.runtime.CompileModule(context.Background(), binary)
+	cached := e.opts.CacheDir != "" && err == nil && e.cacheFiles() == before
+	e.compiling.Unlock()
+	if err != nil {
+		return nil, &CompileError{Err: fmt.Errorf("does not compile: %v", err)}
+	}
+	if cached {
+		e.cached.Add(1)
+	} else {
+		e.compiled.Add(1)
+	}
+	if e.opts.Observe != nil {
+		e.opts.Observe(cached)
+	}
+	en := &entry{key: mod.Key, serial: mod.Serial, module: compiled, minPages: m.minPages,
+		cost: entryOverhead + codeFactor*int64(len(binary))}
+	var closing []*entry
+	e.mu.Lock()
+	if old := e.entries[mod.Key]; old != nil {
+		closing = append(closing, e.dropLocked(old)...)
+	}
+	en.elem = e.lru.PushFront(en)
+	e.entries[mod.Key] = en
+	e.used += en.cost
+	for budget := e.budget.Load(); e.used > budget && e.lru.Len() > 1; {
+		closing = append(closing, e.dropLocked(e.lru.Back().Value.(*entry))...)
+	}
+	e.mu.Unlock()
+	for _, c := range closing {
+		c.module.Close(context.Background())
+	}
+	return en, nil
+}
+
+// dropLocked takes en out of the map and the budget; it returns en to close when no request
+// runs it.
+func (e *Engine) dropLocked(en *entry) []*entry {
+	delete(e.entries, en.key)
+	e.lru.Remove(en.elem)
+	e.used -= en.cost
+	en.dropped = true
+	if en.refs > 0 {
+		return nil
+	}
+	en.closed = true
+	return []*entry{en}
+}
+
+// Forget drops the compiled modules whose keys start with prefix (their version went away or
+// changed); requests running one finish first.
+func (e *Engine) Forget(prefix string) {
+	e.mu.Lock()
+	var closing []*entry
+	for key, en := range e.entries {
+		if strings.HasPrefix(key, prefix) {
+			closing = append(closing, e.dropLocked(en)...)
+		}
+	}
+	e.mu.Unlock()
+	for _, c := range closing {
+		c.module.Close(context.Background())
+	}
+}
+
+// cacheFiles counts the files of the disk cache, which wazero keeps in a folder per version
+// of itself and platform.
+func (e *Engine) cacheFiles() int {
+	if e.opts.CacheDir == "" {
+		return 0
+	}
+	n := 0
+	dirs, _ := os.ReadDir(e.opts.CacheDir)
+	for _, d := range dirs {
+		if d.IsDir() {
+			files, _ := os.ReadDir(filepath.Join(e.opts.CacheDir, d.Name()))
+			n += len(files)
+		}
+	}
+	return n
+}

@@ -1,0 +1,344 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/internal/testkit"
+)
+
+// moduleOf names a module held in memory.
+func moduleOf(key string, binary []byte) Module {
+	return Module{Key: key, Serial: 1, Read: func() ([]byte, error) { return binary, nil }}
+}
+
+func newEngine(t *testing.T, opts Options) *Engine {
+	t.Helper()
+	e, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// shared is an engine the tests that count nothing share, so the test module compiles once.
+var shared struct {
+	once sync.Once
+	e    *Engine
+	err  error
+}
+
+func sharedEngine(t *testing.T) *Engine {
+	t.Helper()
+	shared.once.Do(func() { shared.e, shared.err = New(Options{}) })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.e
+}
+
+func readTestModule(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(testkit.TestWasm(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// cgi runs the test module with the CGI variables of path and query and parses the answer.
+func cgi(t *testing.T, e *Engine, mod Module, req Request, path, query string) (*Response, error) {
+	t.Helper()
+	req.Env = append(req.Env, "REQUEST_METHOD=GET", "PATH_INFO="+path, "QUERY_STRING="+query)
+	if req.Args == nil {
+		req.Args = []string{"app.wasm"}
+	}
+	out, err := e.Run(context.Background(), mod, req)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCGI(out)
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		binary []byte
+		want   string // "" accepts
+	}{
+		{"tiny", testkit.TinyWasm("Content-Type: text/plain\n\nhi", WASI, "fd_write"), ""},
+		{"go", readTestModule(t), ""},
+		{"not wasm", []byte("#!/bin/sh\necho hi\n"), "not a WebAssembly module"},
+		{"text format", []byte("(module (func))"), "WebAssembly text"},
+		{"empty", nil, "not a WebAssembly module"},
+		{"version 2", []byte{0, 'a', 's', 'm', 2, 0, 0, 0}, "version 1"},
+		{"truncated", testkit.TinyWasm("x", WASI, "fd_write")[:40], "not a valid WebAssembly module"},
+		{"other host module", testkit.TinyWasm("x", "env", "socket_connect"), "env.socket_connect"},
+		{"unknown WASI function", testkit.TinyWasm("x", WASI, "sock_open"), "wasi_snapshot_preview1.sock_open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check(tc.binary)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Check = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Check = %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunTiny(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Options{})
+	resp, err := cgi(t, e, moduleOf("tiny", testkit.TinyWasm("Status: 201\nContent-Type: text/plain\nX-A: b\n\nhello", WASI, "fd_write")), Request{}, "/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != 201 || resp.Header.Get("X-A") != "b" || string(resp.Body) != "hello" {
+		t.Fatalf("answer = %d %v %q", resp.Status, resp.Header, resp.Body)
+	}
+}
+
+func TestRunEcho(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t)
+	mod := moduleOf("go", readTestModule(t))
+	resp, err := cgi(t, e, mod, Request{Stdin: []byte("the body"), Env: []string{"HTTP_X_ONE=1"}}, "/a/b", "status=418&x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var echo struct {
+		Method, Path, Query, Body string
+		Env                       map[string]string
+		Args                      []string
+	}
+	if err := json.Unmarshal(resp.Body, &echo); err != nil {
+		t.Fatalf("%v: %s", err, resp.Body)
+	}
+	if resp.Status != 418 || resp.Header.Get("Content-Type") != "application/json" || len(resp.Header.Values("Set-Cookie")) != 2 {
+		t.Errorf("answer = %d %v", resp.Status, resp.Header)
+	}
+	if echo.Method != "GET" || echo.Path != "/a/b" || echo.Query != "status=418&x=1" || echo.Body != "the body" ||
+		echo.Env["HTTP_X_ONE"] != "1" || len(echo.Args) != 1 || echo.Args[0] != "app.wasm" {
+		t.Errorf("echo = %+v", echo)
+	}
+	if len(echo.Env) != 4 {
+		t.Errorf("environment = %v, want only the request's", echo.Env)
+	}
+}
+
+func TestRunLimits(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t)
+	mod := moduleOf("go", readTestModule(t))
+	// Compiled first, so the time limit stops the loop, not the compilation.
+	if resp, err := cgi(t, e, mod, Request{}, "/", ""); err != nil || resp.Status != 200 {
+		t.Fatalf("before the limits: %v %v", resp, err)
+	}
+	t.Run("time", func(t *testing.T) {
+		_, err := e.Run(context.Background(), mod, Request{Env: []string{"PATH_INFO=/loop"}, Timeout: 300 * time.Millisecond})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a loop = %v, want the deadline", err)
+		}
+	})
+	t.Run("context", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := e.Run(ctx, mod, Request{Env: []string{"PATH_INFO=/loop"}})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a loop = %v, want the context's deadline", err)
+		}
+	})
+	t.Run("memory", func(t *testing.T) {
+		_, err := e.Run(context.Background(), mod, Request{Env: []string{"PATH_INFO=/alloc"}, Memory: 64 << 20})
+		var mem *MemoryError
+		if !errors.As(err, &mem) || mem.Limit != 64<<20 {
+			t.Fatalf("allocating past the limit = %v, want a MemoryError", err)
+		}
+	})
+	t.Run("initial memory", func(t *testing.T) {
+		_, err := e.Run(context.Background(), mod, Request{Memory: 64 << 10})
+		var mem *MemoryError
+		if !errors.As(err, &mem) {
+			t.Fatalf("a limit under the initial memory = %v, want a MemoryError", err)
+		}
+	})
+	t.Run("output", func(t *testing.T) {
+		_, err := e.Run(context.Background(), mod, Request{Env: []string{"PATH_INFO=/big", "QUERY_STRING=n=200000"}, MaxOutput: 100000})
+		if !errors.Is(err, ErrOutput) {
+			t.Fatalf("output past the limit = %v", err)
+		}
+	})
+	t.Run("exit", func(t *testing.T) {
+		_, err := e.Run(context.Background(), mod, Request{Env: []string{"PATH_INFO=/exit", "QUERY_STRING=code=3"}})
+		var exit *ExitError
+		if !errors.As(err, &exit) || exit.Code != 3 {
+			t.Fatalf("exit 3 = %v", err)
+		}
+	})
+	// After all that, the module still answers.
+	if resp, err := cgi(t, e, mod, Request{}, "/", ""); err != nil || resp.Status != 200 {
+		t.Fatalf("after the limits: %v %v", resp, err)
+	}
+}
+
+func TestRunFiles(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t)
+	mod := moduleOf("go", readTestModule(t))
+	top := t.TempDir()
+	dir := filepath.Join(top, "version")
+	for path, body := range map[string]string{"version/inside.txt": "inside", "secret.txt": "secret"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(top, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(top, path), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(top, "secret.txt"), filepath.Join(dir, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{"/inside.txt", "inside"},
+		{"inside.txt", "inside"},
+		{"../secret.txt", ""},
+		{"/../secret.txt", ""},
+		{filepath.Join(top, "secret.txt"), ""},
+		{"/link.txt", ""},
+		{"/etc/passwd", ""},
+	} {
+		resp, err := cgi(t, e, mod, Request{FS: root.FS()}, "/read", "path="+tc.path)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		if tc.want == "" && resp.Status != 404 || tc.want != "" && string(resp.Body) != tc.want {
+			t.Errorf("reading %s = %d %q", tc.path, resp.Status, resp.Body)
+		}
+	}
+	if resp, _ := cgi(t, e, mod, Request{FS: root.FS()}, "/read", "path=/inside.txt"); resp == nil || string(resp.Body) != "inside" {
+		t.Fatalf("reading inside: %v", resp)
+	}
+}
+
+// TestRunFresh runs requests at the same time: each has an instance of its own.
+func TestRunFresh(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t)
+	mod := moduleOf("go", readTestModule(t))
+	var wg sync.WaitGroup
+	got := make([]string, 4)
+	for i := range got {
+		wg.Go(func() {
+			resp, err := cgi(t, e, mod, Request{}, "/global", fmt.Sprintf("set=v%d&wait=300", i))
+			if err != nil {
+				got[i] = err.Error()
+				return
+			}
+			got[i] = string(resp.Body)
+		})
+	}
+	wg.Wait()
+	for i, g := range got {
+		if want := fmt.Sprintf("|v%d", i); g != want {
+			t.Errorf("request %d read %q, want %q", i, g, want)
+		}
+	}
+}
+
+func TestCompileOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	binary := readTestModule(t)
+	var observed sync.Map
+	e := newEngine(t, Options{CacheDir: dir, Observe: func(cached bool) { observed.Store(cached, true) }})
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if _, err := cgi(t, e, moduleOf("go", binary), Request{}, "/", ""); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if s := e.Stats(); s.Compiled != 1 || s.Cached != 0 || s.Modules != 1 {
+		t.Fatalf("six first requests: %+v, want one compilation", s)
+	}
+	// Another engine on the same folder, as after a restart, compiles nothing.
+	again := newEngine(t, Options{CacheDir: dir})
+	if _, err := cgi(t, again, moduleOf("go", binary), Request{}, "/", ""); err != nil {
+		t.Fatal(err)
+	}
+	if s := again.Stats(); s.Compiled != 0 || s.Cached != 1 {
+		t.Fatalf("after a restart: %+v, want one cache hit and no compilation", s)
+	}
+	if _, ok := observed.Load(false); !ok {
+		t.Error("the compilation was not observed")
+	}
+}
+
+func TestBudget(t *testing.T) {
+	t.Parallel()
+	one := entryOverhead + codeFactor*int64(len(testkit.TinyWasm("Content-Type: text/plain\n\n0", WASI, "fd_write")))
+	e := newEngine(t, Options{Budget: 2*one + one/2})
+	run := func(i int) {
+		t.Helper()
+		mod := moduleOf(fmt.Sprint(i), testkit.TinyWasm(fmt.Sprintf("Content-Type: text/plain\n\n%d", i), WASI, "fd_write"))
+		resp, err := cgi(t, e, mod, Request{}, "/", "")
+		if err != nil || string(resp.Body) != fmt.Sprint(i) {
+			t.Fatalf("module %d: %v %v", i, resp, err)
+		}
+	}
+	for i := range 4 {
+		run(i)
+	}
+	if s := e.Stats(); s.Modules != 2 || s.Compiled != 4 || s.Bytes > 2*one+one/2 {
+		t.Fatalf("four modules under a budget of two: %+v", s)
+	}
+	run(3) // kept: no compilation
+	run(0) // dropped: compiled again
+	if s := e.Stats(); s.Compiled != 5 {
+		t.Fatalf("after running a kept and a dropped module: %+v, want 5 compilations", s)
+	}
+	// A new read of a module compiles it again and drops the old one.
+	mod := moduleOf("3", testkit.TinyWasm("Content-Type: text/plain\n\nnew", WASI, "fd_write"))
+	mod.Serial = 2
+	if resp, err := cgi(t, e, mod, Request{}, "/", ""); err != nil || string(resp.Body) != "new" {
+		t.Fatalf("the changed module: %v %v", resp, err)
+	}
+	if s := e.Stats(); s.Modules != 2 {
+		t.Fatalf("after a change: %+v", s)
+	}
+	e.Forget("3")
+	if s := e.Stats(); s.Modules != 1 {
+		t.Fatalf("after forgetting module 3: %+v", s)
+	}
+}
+
+func TestCompileError(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Options{})
+	_, err := e.Run(context.Background(), moduleOf("bad", testkit.TinyWasm("x", "env", "f")), Request{})
+	var ce *CompileError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "env.f") {
+		t.Fatalf("a module importing env.f = %v", err)
+	}
+}
