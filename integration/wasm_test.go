@@ -186,6 +186,19 @@ func TestWasmWorker(t *testing.T) {
 		}
 	})
 
+	t.Run("outside wasm_workers, put in place by hand", func(t *testing.T) {
+		s := s.In(t)
+		dir := filepath.Join(s.DataDir, "apps", "by-hand", "1.0.0")
+		writeFiles(t, dir, map[string]string{"manifest.yaml": "name: by-hand\nversion: 1.0.0\nruntime: wasm\nmodule: app.wasm\n",
+			"app.wasm": string(harness.TinyWasm("Content-Type: text/plain\n\nhi", "wasi_snapshot_preview1", "fd_write"))})
+		harness.Eventually(t, "the hand-placed worker to be found", 10*time.Second, func() bool {
+			return s.Get("/by-hand/").Status != 404
+		})
+		if resp := s.Get("/by-hand/"); resp.Status != 403 || resp.ErrorCode() != "WASM_WORKERS_DISABLED" {
+			t.Errorf("a wasm worker outside wasm_workers = %s", resp)
+		}
+	})
+
 	t.Run("refused at upload", func(t *testing.T) {
 		s := s.In(t)
 		for _, tc := range []struct {
