@@ -57,7 +57,7 @@ const (
 	// A write that creates, changes or removes a metadata file at the top of a version or
 	// plugin folder is admitted as an upload of the result would be.
 	fileAdmitBad      = "; a manifest write leaving an invalid manifest or a reserved name (INVALID_MANIFEST, INVALID_PACKAGE_NAME)"
-	fileAdmitDenied   = "; a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED)"
+	fileAdmitDenied   = "; a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED)"
 	fileAdmitConflict = "; a manifest write whose worker name or plugin base another unit serves (WORKER_CONFLICT, PLUGIN_CONFLICT)"
 )
 

@@ -41,10 +41,12 @@ func uploadErrors(noun string) []response {
 // Descriptions of admission refusals, by unit kind.
 var (
 	entrypointDoc = map[string]string{
-		"worker": ", INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it)",
+		"worker": ", INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it), " +
+			"INVALID_MODULE (a WebAssembly worker's module is not a file of the archive, not a WebAssembly binary module, or imports anything but functions of WASI preview 1; the message names the import)",
 	}
 	admissionForbidden = map[string]string{
-		"worker": "The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED)",
+		"worker": "The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED), " +
+			"or a WebAssembly worker where wasm_workers does not allow one (WASM_WORKERS_DISABLED)",
 		"plugin": "The package's scope is outside the key's namespaces, or the plugin needs a key with every namespace (hooks, handlers beyond the defaults) or has a base outside its scope's name (NAMESPACE_DENIED); " +
 			"its routes or hooks use a handler, matcher, file root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED)",
 	}

@@ -1664,7 +1664,7 @@ export interface components {
         WorkerRecord: {
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
-            /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out */
+            /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint), process (a program of its own, which writes the worker's logs) or wasm (a WebAssembly module run for each request, whose standard error is the worker's logs); a version whose manifest cannot be read is left out */
             kinds: {
                 [key: string]: string;
             };
@@ -3166,7 +3166,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission plugins:remove (PERMISSION_DENIED) */
+            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission plugins:remove (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -3766,7 +3766,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission plugins:install (PERMISSION_DENIED) */
+            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission plugins:install (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -4195,7 +4195,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission plugins:install (PERMISSION_DENIED) */
+            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission plugins:install (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -4310,7 +4310,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission plugins:install (PERMISSION_DENIED) */
+            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission plugins:install (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -5186,7 +5186,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:remove (PERMISSION_DENIED) */
+            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:remove (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -5786,7 +5786,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6215,7 +6215,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6330,7 +6330,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            /** @description The path lies in a namespace outside the key's (NAMESPACE_DENIED), in a built-in root (READ_ONLY), or outside the writable part of the layout (PATH_FORBIDDEN); a manifest write the key could not upload: a process worker where process_workers does not allow it (PROCESS_WORKERS_DISABLED), a WebAssembly worker where wasm_workers does not (WASM_WORKERS_DISABLED), plugin hooks, extra handlers or a base outside the scope with a namespaced key (NAMESPACE_DENIED), a handler, matcher, root or placeholder plugins may not use (PLUGIN_NOT_ALLOWED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6493,7 +6493,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerUploaded"] | components["schemas"]["WorkerDryRun"];
                 };
             };
-            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST, INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it) or NO_WORKER_DIRS */
+            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST, INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it), INVALID_MODULE (a WebAssembly worker's module is not a file of the archive, not a WebAssembly binary module, or imports anything but functions of WASI preview 1; the message names the import) or NO_WORKER_DIRS */
             400: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6515,7 +6515,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            /** @description The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED), or a WebAssembly worker where wasm_workers does not allow one (WASM_WORKERS_DISABLED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
@@ -7194,7 +7194,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            /** @description The package's scope is outside the key's namespaces (NAMESPACE_DENIED), or it is a process worker where process_workers does not allow one (PROCESS_WORKERS_DISABLED), or a WebAssembly worker where wasm_workers does not allow one (WASM_WORKERS_DISABLED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
             403: {
                 headers: {
                     /** @description correlation id of the request */
