@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
 )
@@ -18,7 +19,7 @@ func TestExamples(t *testing.T) {
 	work := t.TempDir()
 	static := filepath.Join(work, "static-app.tgz")
 	runIn(t, "..", "tar", "-czf", static, "-C", "examples/static-app", ".")
-	for _, archive := range []string{static, helloProcess(t, work)} {
+	for _, archive := range []string{static, helloProcess(t, work), helloWasm(t, work)} {
 		data, err := os.ReadFile(archive)
 		if err != nil {
 			t.Fatal(err)
@@ -33,6 +34,7 @@ func TestExamples(t *testing.T) {
 		t.Fatalf("static example asset = %s", css)
 	}
 	checkHelloProcess(t, s)
+	checkHelloWasm(t, s)
 
 	// The example plugins: upload, reload, and see their routes, menu and hook.
 	for _, name := range []string{"hello-plugin", "header-plugin"} {
@@ -105,6 +107,61 @@ func helloProcess(t *testing.T, work string) string {
 	archive := filepath.Join(work, "hello-process.tgz")
 	runIn(t, work, "tar", "-czf", archive, "manifest.yaml", "hello")
 	return archive
+}
+
+// helloWasm builds and packages the WebAssembly example in work as examples/README.md says,
+// and returns the archive's path.
+func helloWasm(t *testing.T, work string) string {
+	t.Helper()
+	dir := filepath.Join(work, "hello-wasm")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "app.wasm"), ".")
+	cmd.Dir = "../examples/hello-wasm"
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the wasm example: %v\n%s", err, out)
+	}
+	for _, name := range []string{"manifest.yaml", "greeting.txt"} {
+		b, err := os.ReadFile(filepath.Join("../examples/hello-wasm", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archive := filepath.Join(work, "hello-wasm.tgz")
+	runIn(t, dir, "tar", "-czf", archive, "manifest.yaml", "app.wasm", "greeting.txt")
+	return archive
+}
+
+// checkHelloWasm checks the uploaded WebAssembly example's answers and its log line.
+func checkHelloWasm(t *testing.T, s *harness.Server) {
+	t.Helper()
+	var hello map[string]string
+	resp := s.Get("/hello-wasm/anything?x=1", harness.WithHeader("X-Request-Id", "ex-2"))
+	if resp.Status != 200 || resp.JSON(&hello) != nil {
+		t.Fatalf("wasm example = %s", resp)
+	}
+	if hello["message"] != "Hello from a WebAssembly worker" || hello["path"] != "/anything" || hello["base"] != "/hello-wasm" ||
+		hello["query"] != "x=1" || hello["requestId"] != "ex-2" {
+		t.Fatalf("wasm example answered %v", hello)
+	}
+	if resp := s.Get("/hello-wasm@1.0.0/anything"); resp.Status != 200 {
+		t.Fatalf("wasm example, pinned = %s", resp)
+	}
+	if resp := s.Do("POST", "/hello-wasm/echo", harness.WithBody("text/plain", []byte("ping"))); resp.Status != 201 || body(resp) != "{\"echo\":\"ping\"}\n" {
+		t.Fatalf("wasm example echo = %s", resp)
+	}
+	if resp := s.Get("/hello-wasm/file?name=greeting.txt"); resp.Status != 200 || !strings.Contains(body(resp), "Hello from a file") {
+		t.Fatalf("wasm example file = %s", resp)
+	}
+	if resp := s.Get("/hello-wasm/file?name=../../../state/api-keys.db"); resp.Status != 404 {
+		t.Fatalf("wasm example reading outside its folder = %s", resp)
+	}
+	harness.Eventually(t, "the wasm example's log line", 5*time.Second, func() bool { return s.LogCount("hello: GET /anything", 1) >= 1 })
 }
 
 // checkHelloProcess checks the uploaded process example's answer and that its start was logged.
