@@ -134,6 +134,28 @@ const idleSettle = 3 * time.Second
 // round; each round reads both (the loop itself measures nothing).
 func BenchmarkIdleRSS(b *testing.B) {
 	rt := harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	plain := startPlainCaddy(b)
+	rt.Client.CloseIdleConnections()
+	plain.Client.CloseIdleConnections()
+	time.Sleep(idleSettle)
+	for range *rounds {
+		for _, s := range []struct {
+			name string
+			pid  int
+		}{{"runtime", rt.PID()}, {"caddy", plain.PID()}} {
+			b.Run(s.name, func(b *testing.B) {
+				mib := rssMiB(b, s.pid)
+				for range b.N {
+				}
+				b.ReportMetric(mib, "MiB")
+			})
+		}
+	}
+}
+
+// startPlainCaddy starts the runtime's binary serving a Caddyfile without the runtime (one
+// respond site), once it answers.
+func startPlainCaddy(b *testing.B) *harness.Server {
 	port := harness.FreePort(b)
 	plain, err := harness.Launch(b, harness.Config{Port: port, File: fmt.Sprintf(`{
 	admin 127.0.0.1:%d
@@ -156,22 +178,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
 	})
-	rt.Client.CloseIdleConnections()
-	plain.Client.CloseIdleConnections()
-	time.Sleep(idleSettle)
-	for range *rounds {
-		for _, s := range []struct {
-			name string
-			pid  int
-		}{{"runtime", rt.PID()}, {"caddy", plain.PID()}} {
-			b.Run(s.name, func(b *testing.B) {
-				mib := rssMiB(b, s.pid)
-				for range b.N {
-				}
-				b.ReportMetric(mib, "MiB")
-			})
-		}
-	}
+	return plain
 }
 
 // rssMiB returns the resident set size of process pid in MiB (Linux's /proc).

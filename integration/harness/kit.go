@@ -21,6 +21,8 @@ var (
 	TestWorker    = testkit.TestWorker    // the test worker, built once per test process
 	TestWasm      = testkit.TestWasm      // the test WebAssembly worker, built once per test process
 	TinyWasm      = testkit.TinyWasm      // a WebAssembly module of a few hundred bytes, emitted byte by byte
+	Hello         = testkit.Hello         // a Go hello-world process worker, built once per test process
+	HelloWasm     = testkit.HelloWasm     // the same program as a WebAssembly worker
 	Cleanup       = testkit.Cleanup       // removes the programs built here; call it from TestMain
 	Alive         = testkit.Alive         // whether a process exists, on Unix and Windows alike
 )

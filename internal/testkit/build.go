@@ -46,6 +46,8 @@ func NewWasmProgram(pkg string) *Program {
 var (
 	testWorker = NewProgram("./internal/testkit/testworker")
 	testWasm   = NewWasmProgram("./internal/testkit/testwasm")
+	hello      = NewProgram("./internal/testkit/hello")
+	helloWasm  = NewWasmProgram("./internal/testkit/hello")
 )
 
 // Path builds the program on first use and returns the path of its binary.
@@ -90,6 +92,19 @@ func TestWorker(tb testing.TB) string {
 func TestWasm(tb testing.TB) string {
 	tb.Helper()
 	return testWasm.Path(tb)
+}
+
+// Hello returns the path of the hello program (testkit/hello) built for this machine, a
+// process worker answering "Hello, world"; HelloWasm the same program as a WebAssembly module.
+func Hello(tb testing.TB) string {
+	tb.Helper()
+	return hello.Path(tb)
+}
+
+// HelloWasm returns the path of the hello program built for WASI preview 1 (see Hello).
+func HelloWasm(tb testing.TB) string {
+	tb.Helper()
+	return helloWasm.Path(tb)
 }
 
 // Cleanup removes every program built in this test process; call it from TestMain after the

@@ -32,10 +32,16 @@ func NewOutputLog(book *LogBook, logger *zap.Logger, rate int) *OutputLog {
 }
 
 // Writer returns the writer of one run's stream (stdout or stderr) of a worker version; Flush
-// it when the run ends.
+// it when the run ends. A run that writes nothing costs nothing more.
 func (o *OutputLog) Writer(worker, version, stream string) *OutputWriter {
+	return &OutputWriter{log: o, l: lineLog{stream: stream, book: o.book, worker: worker, version: version}}
+}
+
+// limit returns the rate limit of a worker version, made on its first line.
+func (o *OutputLog) limit(worker, version string) *rateLimit {
 	key := worker + "@" + version
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	limit, ok := o.limits[key]
 	if !ok {
 		if len(o.limits) >= maxOutputLimits {
@@ -44,16 +50,23 @@ func (o *OutputLog) Writer(worker, version, stream string) *OutputWriter {
 		limit = newRateLimit(o.logger.With(zap.String("worker", worker), zap.String("version", version)), o.rate)
 		o.limits[key] = limit
 	}
-	o.mu.Unlock()
-	return &OutputWriter{l: lineLog{logger: limit.logger, stream: stream, limit: limit, book: o.book,
-		worker: worker, version: version, pid: new(atomic.Int64)}}
+	return limit
 }
 
 // OutputWriter writes a stream a line at a time into the output log.
-type OutputWriter struct{ l lineLog }
+type OutputWriter struct {
+	log *OutputLog
+	l   lineLog
+}
 
 // Write logs every complete line of b and keeps the rest for the next write.
-func (w *OutputWriter) Write(b []byte) (int, error) { return w.l.Write(b) }
+func (w *OutputWriter) Write(b []byte) (int, error) {
+	if w.l.limit == nil {
+		w.l.limit = w.log.limit(w.l.worker, w.l.version)
+		w.l.logger, w.l.pid = w.l.limit.logger, new(atomic.Int64)
+	}
+	return w.l.Write(b)
+}
 
 // Flush logs what is left after the last newline.
 func (w *OutputWriter) Flush() {

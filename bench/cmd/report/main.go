@@ -215,6 +215,50 @@ var checks = []check{
 		metric: "MiB", target: 10, atMost: true, diff: true,
 		what: "the difference of the two rows above, the median of the per-round differences.",
 	},
+	{
+		title: "WebAssembly tiny module, warm request p50 (ms)", a: "BenchmarkWasm/tiny-warm", metric: "p50-ms", target: 1, atMost: true,
+		what: "the median time of `GET /tiny/`, from one keep-alive connection, to the whole answer: a module of a few hundred " +
+			"bytes emitted by the benchmark (one `fd_write` of a CGI answer), run in a fresh instance for each request.",
+	},
+	{
+		title: "WebAssembly Go hello-world, warm request p50 (ms)", a: "BenchmarkWasm/go-warm", metric: "p50-ms", target: 10, atMost: true,
+		what: "the same for a Go program built with `GOOS=wasip1 GOARCH=wasm` (`internal/testkit/hello`, about 2 MB) printing a " +
+			"CGI answer: each request instantiates it and runs Go's runtime start-up and `main`.",
+	},
+	{
+		title: "WebAssembly tiny module, first request after upload (ms)", a: "BenchmarkWasm/tiny-first", metric: "ms/first", info: true,
+		what: "the first request to a version just uploaded, to the whole answer: reading and checking the module, compiling it " +
+			"(each round uploads a module the compilation cache has not seen: a custom section of random bytes), the run.",
+	},
+	{
+		title: "WebAssembly Go hello-world, first request after upload (ms)", a: "BenchmarkWasm/go-first", metric: "ms/first", info: true,
+		what: "the same for the Go hello-world: compiling a Go module with wazero's compiler dominates.",
+	},
+	{
+		title: "WebAssembly Go hello-world, first request after a restart (ms)", a: "BenchmarkWasmRestart", metric: "ms/first", target: 50, atMost: true,
+		what: "the first request to the Go hello-world after the runtime was stopped and started again (ready): its compiled " +
+			"module is read back from the compilation cache in `state_dir` (wazero's decoding and validation of the module included), " +
+			"then run.",
+	},
+	{
+		title: "WebAssembly Go hello-world / the same program as a process worker throughput", a: "BenchmarkWasm/go-throughput", b: "BenchmarkWasm/process-throughput",
+		metric: "req/s", info: true,
+		what: "warm requests from `b.RunParallel` goroutines over keep-alive connections to the Go hello-world as a WebAssembly " +
+			"worker (a fresh instance each) against the same program built for the machine as a process worker (one HTTP server " +
+			"in the pool, `worker_cpu` the machine's cores), on one runtime process.",
+	},
+	{
+		title: "idle RSS with 1 000 tiny WebAssembly workers installed − plain Caddy (MiB)", a: "BenchmarkWasmIdleRSS/installed", b: "BenchmarkWasmIdleRSS/caddy",
+		metric: "MiB", target: 30, atMost: true, diff: true,
+		what: "`VmRSS` of a runtime with 1 000 tiny WebAssembly workers installed (each its own module) minus plain Caddy's, read " +
+			"as the idle RSS rows above.",
+	},
+	{
+		title: "idle RSS with 1 000 tiny WebAssembly workers, each requested once − plain Caddy (MiB)", a: "BenchmarkWasmIdleRSS/served", b: "BenchmarkWasmIdleRSS/caddy-again",
+		metric: "MiB", info: true, diff: true,
+		what: "the same after each worker answered one request, so each module was compiled and is kept (within " +
+			"`wasm_compiled_memory`), with its version's folder handle and request series.",
+	},
 }
 
 func main() {

@@ -72,6 +72,17 @@ BenchmarkIdleRSS/runtime#01-2        	1000000000	         0.14 ns/op	        58.
 BenchmarkIdleRSS/caddy#01-2          	1000000000	         0.15 ns/op	        40.0 MiB
 BenchmarkIdleRSS/runtime#02-2        	1000000000	         0.14 ns/op	        60.0 MiB
 BenchmarkIdleRSS/caddy#02-2          	1000000000	         0.15 ns/op	        58.0 MiB
+BenchmarkWasm/tiny-first-2           	      20	   4353812 ns/op	         4.352 ms/first
+BenchmarkWasm/go-first-2             	       3	5119593342 ns/op	      5120 ms/first
+BenchmarkWasm/tiny-warm-2            	    1000	    250000 ns/op	         0.192 p50-ms
+BenchmarkWasm/go-warm-2              	     100	  10634812 ns/op	         5.140 p50-ms
+BenchmarkWasm/go-throughput-2        	     100	   5000000 ns/op	       200.0 req/s
+BenchmarkWasm/process-throughput-2   	    1000	    500000 ns/op	      2000 req/s
+BenchmarkWasmRestart-2               	       3	 100000000 ns/op	        40.0 ms/first
+BenchmarkWasmIdleRSS/installed-2     	1000000000	         0.14 ns/op	        80.0 MiB
+BenchmarkWasmIdleRSS/caddy-2         	1000000000	         0.14 ns/op	        60.0 MiB
+BenchmarkWasmIdleRSS/served-2        	1000000000	         0.14 ns/op	       100.0 MiB
+BenchmarkWasmIdleRSS/caddy-again-2   	1000000000	         0.14 ns/op	        60.0 MiB
 PASS
 ok  	github.com/caddy-runtime/runtime/bench	4.501s
 `
@@ -82,7 +93,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 64 || len(res.order) != 36 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 75 || len(res.order) != 47 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -133,6 +144,13 @@ func TestReport(t *testing.T) {
 		"| idle RSS of plain Caddy (MiB) | 52.000 | — | measured |",
 		// per-round differences 18, 18 and 2: the median difference, not the medians' (8)
 		"| idle RSS runtime − plain Caddy (MiB) | 18.000 | ≤ 10.00 | **FAIL** |",
+		"| WebAssembly tiny module, warm request p50 (ms) | 0.192 | ≤ 1.00 | **PASS** |",
+		"| WebAssembly Go hello-world, warm request p50 (ms) | 5.140 | ≤ 10.00 | **PASS** |",
+		"| WebAssembly Go hello-world, first request after upload (ms) | 5120.000 | — | measured |",
+		"| WebAssembly Go hello-world, first request after a restart (ms) | 40.000 | ≤ 50.00 | **PASS** |",
+		"| WebAssembly Go hello-world / the same program as a process worker throughput | 0.100 | — | measured |",
+		"| idle RSS with 1 000 tiny WebAssembly workers installed − plain Caddy (MiB) | 20.000 | ≤ 30.00 | **PASS** |",
+		"| idle RSS with 1 000 tiny WebAssembly workers, each requested once − plain Caddy (MiB) | 40.000 | — | measured |",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
@@ -151,6 +169,7 @@ func TestParseRefusesFailures(t *testing.T) {
 		"no rss":     strings.ReplaceAll(output, "IdleRSS/caddy", "IdleRSS/other"),
 		"no sync":    strings.ReplaceAll(output, "KeyStore/sync-auth", "KeyStore/other"),
 		"no cluster": strings.ReplaceAll(output, "ClusterReconcile/reconciling", "ClusterReconcile/other"),
+		"no wasm":    strings.ReplaceAll(output, "WasmRestart", "Other"),
 		"no output":  "",
 	} {
 		if _, err := parse(strings.NewReader(in)); err == nil {
