@@ -178,7 +178,7 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	unset = slices.Clone(unset)
+	unset = append([]string{}, unset...)
 	slices.Sort(unset)
 	for _, name := range slices.Concat(names, unset) {
 		if err := secrets.CheckName(name, workers.RuntimeVariable); err != nil {
