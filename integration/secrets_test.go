@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 // newSecretsKey returns a secrets key as openssl rand -base64 32 prints one.
@@ -279,4 +280,49 @@ func TestSecretsKeySetting(t *testing.T) {
 		t.Error(err)
 	}
 	setSecret(t, s, rootKey, "app", "TOKEN", "v") // the literal key works
+}
+
+// TestSecretsAcrossInstances: in sync mode a secret set on one instance reaches a worker on
+// another by the key store's replica: the other instance restarts its running process with
+// it, and with its removal, with no failed request there.
+func TestSecretsAcrossInstances(t *testing.T) {
+	t.Parallel()
+	primary := testkit.StartSqld(t)
+	key := newSecretsKey(t)
+	start := func() *harness.Server {
+		return harness.Start(t, harness.Config{App: syncRuntime(primary, ""),
+			Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": key}})
+	}
+	a, b := start(), start()
+	processWorker(t, a, "app", "1.0.0", "")
+	processWorker(t, b, "app", "1.0.0", "")
+	if _, ok := envOf(echoOf(t, b.Get("/app/")), "TOKEN"); ok {
+		t.Fatal("the worker has TOKEN before it was set")
+	}
+	load := harness.Hammer(t, 2, func(int, int) error {
+		resp, err := b.Send("GET", "/app/")
+		if err == nil && resp.Status != 200 {
+			err = fmt.Errorf("GET /app/ on B = %s", resp)
+		}
+		return err
+	})
+	const value = "shared-across-instances-6620"
+	setSecret(t, a, rootKey, "app", "TOKEN", value)
+	harness.Eventually(t, "B's worker to have TOKEN", 20*time.Second, func() bool {
+		got, _ := envOf(echoOf(t, b.Get("/app/")), "TOKEN")
+		return got == value
+	})
+	if resp := a.Do("DELETE", secretsPath(a, "app", "TOKEN"), harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("DELETE on A = %s", resp)
+	}
+	harness.Eventually(t, "B's worker to lose TOKEN", 20*time.Second, func() bool {
+		_, ok := envOf(echoOf(t, b.Get("/app/")), "TOKEN")
+		return !ok
+	})
+	if err := load.Stop(10); err != nil {
+		t.Errorf("on B while the secret changed on A: %v", err)
+	}
+	if strings.Contains(b.Logs(), value) || strings.Contains(a.Logs(), value) {
+		t.Error("a secret's value is in an instance's log")
+	}
 }
