@@ -44,6 +44,9 @@ func TestCLISecrets(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "reads the value from standard input, never from an argument") {
 		t.Errorf("secrets set with the value as an argument: exit %d, %q %q", code, out, errOut)
 	}
+	if out, errOut, code := c.runWithInput("", "secrets", "set", "@team/api", "TOKEN"); code != 1 || !strings.Contains(errOut, "no value for TOKEN on standard input") {
+		t.Errorf("secrets set with nothing on stdin: exit %d, %q %q", code, out, errOut)
+	}
 	out, errOut, code = c.runWithInput(value+"\n", "secrets", "set", "@team/api", "TOKEN")
 	if code != 0 || !strings.Contains(out, "Set secret TOKEN of @team/api") {
 		t.Fatalf("secrets set: exit %d, %q %q", code, out, errOut)

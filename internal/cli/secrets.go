@@ -88,7 +88,7 @@ func setSecret(e *env, args []string) error {
 }
 
 // readSecret reads a secret's value: on a terminal, typed without echo; else all of stdin,
-// less one final line break (what echo and a file's last line add).
+// less one final line break (what echo and a file's last line add), which must not be empty.
 func readSecret(e *env, name string) (string, error) {
 	in := e.cmd.InOrStdin()
 	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -108,6 +108,11 @@ func readSecret(e *env, name string) (string, error) {
 		return "", usagef("the value on stdin is over %d KiB", maxSecretInput>>10)
 	}
 	value := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if value == "" {
+		// Most likely nothing was piped in: an empty secret is refused rather than set.
+		return "", usagef("no value for %s on standard input: pipe it in, as in printf '%%s' \"$VALUE\" | %s secrets set WORKER %s",
+			name, program(e.cmd), name)
+	}
 	return value, nil
 }
 
