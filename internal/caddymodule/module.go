@@ -120,6 +120,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Metrics:      runtimeMetrics,
 		Cluster:      shared,
 		Instances:    instances,
+		Secrets:      handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
 	})
 	if err != nil {
 		return err
