@@ -267,3 +267,40 @@ func TestWasmCompileCache(t *testing.T) {
 		t.Errorf("answer after the restart: %+v %v", e, err)
 	}
 }
+
+// TestWasmSecrets: a WebAssembly worker's secrets arrive as environment variables, the next
+// request after a change has the new value, and standard error never shows one.
+func TestWasmSecrets(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": newSecretsKey(t)}})
+	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "sealed", "1.0.0", "env:\n  TOKEN: from-the-manifest\n"), rootKey)
+	token := func() string {
+		t.Helper()
+		var e wasmEcho
+		if resp := s.Get("/sealed/"); resp.Status != 200 || resp.JSON(&e) != nil {
+			t.Fatalf("GET = %s", resp)
+		}
+		return e.Env["TOKEN"]
+	}
+	if got := token(); got != "from-the-manifest" {
+		t.Fatalf("TOKEN before any secret = %q", got)
+	}
+	setSecret(t, s, rootKey, "sealed", "TOKEN", "first-s3cret-value")
+	if got := token(); got != "first-s3cret-value" {
+		t.Fatalf("TOKEN after setting the secret = %q", got)
+	}
+	setSecret(t, s, rootKey, "sealed", "TOKEN", "second-s3cret-value")
+	if got := token(); got != "second-s3cret-value" {
+		t.Fatalf("TOKEN after changing the secret = %q", got)
+	}
+	if resp := s.Get("/sealed/stderr?text=leaking+second-s3cret-value+here"); resp.Status != 200 {
+		t.Fatalf("stderr = %s", resp)
+	}
+	logs := s.Get(s.API+"/workers/_/sealed/logs", harness.WithKey(rootKey))
+	if logs.Status != 200 || !strings.Contains(string(logs.Body), "leaking [secret TOKEN] here") {
+		t.Errorf("logs = %s, want the line with the secret replaced by its name", logs)
+	}
+	if strings.Contains(s.Logs(), "s3cret-value") || strings.Contains(string(logs.Body), "s3cret-value") {
+		t.Error("a secret's value is in the logs")
+	}
+}

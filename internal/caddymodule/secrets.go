@@ -120,6 +120,7 @@ func (s *state) applySecrets(store *keystore.Store, first bool) {
 		if seen[worker] == change {
 			continue
 		}
+		s.forgetWasmSecrets(worker) // its next WebAssembly request opens them again
 		restarted := pool.Restart(worker, "")
 		s.secrets.restarted[worker] = restart{change: change, versions: restarted}
 		if len(restarted) > 0 {

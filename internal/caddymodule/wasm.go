@@ -1,8 +1,10 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/caddy-runtime/runtime/internal/config"
@@ -21,6 +23,54 @@ const wasmCacheDir = "wasm-cache"
 type wasmState struct {
 	engine *wasm.Engine
 	output *workerspkg.OutputLog
+	// secrets keeps each worker's opened secrets between requests, dropped when they change
+	// (forgetWasmSecrets); gen counts the drops, so a read that a change overtook is not kept.
+	mu      sync.Mutex
+	secrets map[string]map[string]string
+	gen     uint64
+}
+
+// maxWasmSecrets bounds the workers whose secrets are kept; past it they start afresh.
+const maxWasmSecrets = 4096
+
+// wasmSecrets returns worker's secrets for a WebAssembly instance: kept from an earlier
+// request, else opened (workerSecrets) and kept.
+func (s *state) wasmSecrets(ctx context.Context, worker string) (map[string]string, error) {
+	w := s.wasm.Load()
+	if w == nil {
+		return s.workerSecrets(ctx, worker)
+	}
+	w.mu.Lock()
+	kept, ok := w.secrets[worker]
+	gen := w.gen
+	w.mu.Unlock()
+	if ok {
+		return kept, nil
+	}
+	opened, err := s.workerSecrets(ctx, worker)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gen == gen {
+		if len(w.secrets) >= maxWasmSecrets {
+			w.secrets = map[string]map[string]string{}
+		}
+		w.secrets[worker] = opened
+	}
+	return opened, nil
+}
+
+// forgetWasmSecrets drops the kept secrets of worker, whose secrets changed: the next request
+// opens them again.
+func (s *state) forgetWasmSecrets(worker string) {
+	if w := s.wasm.Load(); w != nil {
+		w.mu.Lock()
+		delete(w.secrets, worker)
+		w.gen++
+		w.mu.Unlock()
+	}
 }
 
 // setWasmBudget applies wasm_compiled_memory, the latest config's, now or when the engine
@@ -43,7 +93,8 @@ func (s *state) openWasm(logs *workerspkg.LogBook) error {
 	if err != nil {
 		return fmt.Errorf("WebAssembly workers: %v", err)
 	}
-	w := &wasmState{engine: engine, output: workerspkg.NewOutputLog(logs, s.logger.Named("workers"), s.settings.WorkerLogRate)}
+	w := &wasmState{engine: engine, output: workerspkg.NewOutputLog(logs, s.logger.Named("workers"), s.settings.WorkerLogRate),
+		secrets: map[string]map[string]string{}}
 	// A version's compiled module goes when the version goes or changes; a later request
 	// compiles it again (from the cache when its bytes are the same).
 	s.workerChanges.Subscribe(func(ch packages.Change) {
@@ -74,7 +125,8 @@ func (s *state) wasmHost(settings config.Settings) func() *serving.WasmHost {
 		if w == nil {
 			return nil
 		}
-		h := &serving.WasmHost{Engine: w.engine, Output: w.output, Allowed: settings.WasmWorkers.Allows, Memory: settings.WasmMemory}
+		h := &serving.WasmHost{Engine: w.engine, Output: w.output, Allowed: settings.WasmWorkers.Allows, Memory: settings.WasmMemory,
+			Secrets: s.wasmSecrets}
 		cached.Store(h)
 		return h
 	}

@@ -39,6 +39,9 @@ type WasmHost struct {
 	// Memory is wasm_memory: an instance's memory when its manifest asks for none, and the most
 	// it may ask for.
 	Memory int64
+	// Secrets returns a worker's secrets by variable name (nil: it has none); an error answers
+	// 503, as a process worker that cannot start.
+	Secrets func(ctx context.Context, name string) (map[string]string, error)
 }
 
 // ModuleKey is the engine's key of a version's module, for wasm.Engine.Forget; prefixed by
@@ -82,8 +85,14 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 	if asked := int64(m.Limits.Memory); asked > 0 && (memory <= 0 || asked < memory) {
 		memory = asked
 	}
+	var secrets map[string]string
+	if host.Secrets != nil {
+		if secrets, err = host.Secrets(r.Context(), name); err != nil {
+			return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run: its secrets cannot be read: %v", name, err)
+		}
+	}
 	timeout := time.Duration(m.Timeout)
-	stderr := host.Output.Writer(name, t.Version.Version, "stderr")
+	stderr := host.Output.Writer(name, t.Version.Version, "stderr", secrets)
 	defer stderr.Flush()
 	root := served.Root
 	out, err := host.Engine.Run(r.Context(), wasm.Module{
@@ -91,7 +100,7 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 		Serial: served.serial,
 		Read:   func() ([]byte, error) { return root.ReadFile(m.Module) },
 	}, wasm.Request{
-		Args: []string{m.Module}, Env: wasmEnv(r, t, m, name, len(body)), Stdin: body, Stderr: stderr,
+		Args: []string{m.Module}, Env: wasmEnv(r, t, m, name, len(body), secrets), Stdin: body, Stderr: stderr,
 		FS: root.FS(), Memory: memory, Timeout: timeout,
 	})
 	if err != nil {
@@ -138,13 +147,14 @@ func wasmError(name string, timeout time.Duration, err error) error {
 }
 
 // wasmEnv is the whole environment of a WebAssembly instance, built here alone: the manifest's
-// env, then the request's CGI variables (RFC 3875, as WAGI passes them), which win. Secrets,
-// when workers have them, go in here too, between the two.
-func wasmEnv(r *http.Request, t Target, m workers.Manifest, name string, bodyLen int) []string {
+// env, then the worker's secrets, then the request's CGI variables (RFC 3875, as WAGI passes
+// them); a later one wins.
+func wasmEnv(r *http.Request, t Target, m workers.Manifest, name string, bodyLen int, secrets map[string]string) []string {
 	env := maps.Clone(m.Env)
 	if env == nil {
 		env = map[string]string{}
 	}
+	maps.Copy(env, secrets)
 	host, port, err := net.SplitHostPort(r.Host)
 	if err != nil {
 		host, port = r.Host, "80"

@@ -23,14 +23,15 @@ func TestWasmEnv(t *testing.T) {
 	r.Header.Add("Accept", "b")
 	r.Header.Set("Proxy", "http://evil")
 	t.Run("full", func(t *testing.T) {
-		m := workers.Manifest{Env: map[string]string{"GREETING": "hi", "PATH_INFO": "/spoofed", "HTTP_X_TWO": "spoofed"}}
-		env := wasmEnv(r, Target{Base: "/app", Rest: "/a/b", Version: packages.Version{Version: "1.2.0"}}, m, "app", 4)
+		m := workers.Manifest{Env: map[string]string{"GREETING": "hi", "PATH_INFO": "/spoofed", "HTTP_X_TWO": "spoofed", "TOKEN": "from the manifest"}}
+		env := wasmEnv(r, Target{Base: "/app", Rest: "/a/b", Version: packages.Version{Version: "1.2.0"}}, m, "app", 4,
+			map[string]string{"TOKEN": "secret", "QUERY_STRING": "spoofed"})
 		want := []string{
 			"CONTENT_LENGTH=4", "CONTENT_TYPE=text/plain", "GATEWAY_INTERFACE=CGI/1.1", "GREETING=hi", "HTTPS=on",
 			"HTTP_ACCEPT=a, b", "HTTP_X_REQUEST_ID=", "HTTP_X_TWO=2", "PATH_INFO=/a/b", "QUERY_STRING=x=1",
 			"REMOTE_ADDR=192.0.2.1", "REMOTE_PORT=5555", "REQUEST_METHOD=POST", "REQUEST_URI=/app/a/b?x=1",
 			"SCRIPT_NAME=/app", "SERVER_NAME=apps.example.com", "SERVER_PORT=8443", "SERVER_PROTOCOL=HTTP/1.1",
-			"SERVER_SOFTWARE=caddy-runtime", "WORKER_NAME=app", "WORKER_VERSION=1.2.0",
+			"SERVER_SOFTWARE=caddy-runtime", "TOKEN=secret", "WORKER_NAME=app", "WORKER_VERSION=1.2.0",
 		}
 		if !slices.Equal(env, want) {
 			t.Errorf("env =\n%q\nwant\n%q", env, want)
@@ -38,7 +39,7 @@ func TestWasmEnv(t *testing.T) {
 	})
 	t.Run("no body", func(t *testing.T) {
 		g := httptest.NewRequest("GET", "http://example.com/app", nil)
-		env := wasmEnv(g, Target{Base: "/app"}, workers.Manifest{}, "app", 0)
+		env := wasmEnv(g, Target{Base: "/app"}, workers.Manifest{}, "app", 0, nil)
 		for _, kv := range env {
 			if strings.HasPrefix(kv, "CONTENT_") || strings.HasPrefix(kv, "HTTPS=") {
 				t.Errorf("without a body or TLS: %s", kv)

@@ -31,10 +31,11 @@ func NewOutputLog(book *LogBook, logger *zap.Logger, rate int) *OutputLog {
 	return &OutputLog{book: book, logger: logger, rate: rate, limits: map[string]*rateLimit{}}
 }
 
-// Writer returns the writer of one run's stream (stdout or stderr) of a worker version; Flush
-// it when the run ends. A run that writes nothing costs nothing more.
-func (o *OutputLog) Writer(worker, version, stream string) *OutputWriter {
-	return &OutputWriter{log: o, l: lineLog{stream: stream, book: o.book, worker: worker, version: version}}
+// Writer returns the writer of one run's stream (stdout or stderr) of a worker version, which
+// replaces the values of the run's secrets (by name) in its lines; Flush it when the run ends.
+// A run that writes nothing costs nothing more.
+func (o *OutputLog) Writer(worker, version, stream string, secrets map[string]string) *OutputWriter {
+	return &OutputWriter{log: o, secrets: secrets, l: lineLog{stream: stream, book: o.book, worker: worker, version: version}}
 }
 
 // limit returns the rate limit of a worker version, made on its first line.
@@ -55,8 +56,9 @@ func (o *OutputLog) limit(worker, version string) *rateLimit {
 
 // OutputWriter writes a stream a line at a time into the output log.
 type OutputWriter struct {
-	log *OutputLog
-	l   lineLog
+	log     *OutputLog
+	secrets map[string]string
+	l       lineLog
 }
 
 // Write logs every complete line of b and keeps the rest for the next write.
@@ -64,6 +66,7 @@ func (w *OutputWriter) Write(b []byte) (int, error) {
 	if w.l.limit == nil {
 		w.l.limit = w.log.limit(w.l.worker, w.l.version)
 		w.l.logger, w.l.pid = w.l.limit.logger, new(atomic.Int64)
+		w.l.redact = redactor(w.secrets)
 	}
 	return w.l.Write(b)
 }

@@ -13,17 +13,17 @@ func TestOutputLog(t *testing.T) {
 	core, logged := observer.New(zap.InfoLevel)
 	book := NewLogBook(0)
 	out := NewOutputLog(book, zap.New(core), 2)
-	w := out.Writer("app", "1.0.0", "stderr")
-	w.Write([]byte("one\ntwo\nthr"))
+	w := out.Writer("app", "1.0.0", "stderr", map[string]string{"TOKEN": "s3cr3t"})
+	w.Write([]byte("one\ntwo s3cr3t\nthr"))
 	w.Write([]byte("ee\nfour"))
 	w.Flush()
-	other := out.Writer("app", "2.0.0", "stderr")
+	other := out.Writer("app", "2.0.0", "stderr", nil)
 	other.Write([]byte("five\n"))
 	var texts []string
 	for _, l := range book.Lines("app", LogQuery{}) {
 		texts = append(texts, l.Version+":"+l.Stream+":"+l.Text)
 	}
-	want := []string{"1.0.0:stderr:one", "1.0.0:stderr:two", "1.0.0:stderr:three", "1.0.0:stderr:four", "2.0.0:stderr:five"}
+	want := []string{"1.0.0:stderr:one", "1.0.0:stderr:two [secret TOKEN]", "1.0.0:stderr:three", "1.0.0:stderr:four", "2.0.0:stderr:five"}
 	if len(texts) != len(want) {
 		t.Fatalf("book = %q, want %q", texts, want)
 	}
@@ -37,7 +37,7 @@ func TestOutputLog(t *testing.T) {
 	for _, e := range logged.All() {
 		lines = append(lines, e.Message)
 	}
-	if len(lines) != 3 || lines[0] != "one" || lines[1] != "two" || lines[2] != "five" {
+	if len(lines) != 3 || lines[0] != "one" || lines[1] != "two [secret TOKEN]" || lines[2] != "five" {
 		t.Errorf("logged = %q, want one, two, five", lines)
 	}
 }
