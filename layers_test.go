@@ -164,7 +164,7 @@ func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
 // root package, for xcaddy), the API client and its wire contract, and the programs; the rest
 // lies under internal/, where no other module can import it.
 func TestInternal(t *testing.T) {
-	public := []string{"api", "client", "cmd/runtime", "cmd/openapi", "bench", "bench/cmd/report", "integration", "integration/harness", "examples/hello-process"}
+	public := []string{"api", "client", "cmd/runtime", "cmd/openapi", "bench", "bench/cmd/report", "integration", "integration/harness", "examples/hello-process", "examples/hello-wasm"}
 	out, err := exec.Command("go", "list", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
