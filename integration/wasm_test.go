@@ -304,3 +304,34 @@ func TestWasmSecrets(t *testing.T) {
 		t.Error("a secret's value is in the logs")
 	}
 }
+
+// TestWasmEviction keeps one compiled module in memory (wasm_compiled_memory at its least): a
+// module dropped for another is read back from the compilation cache when next requested, not
+// compiled again, and a kept one is neither.
+func TestWasmEviction(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "\t\twasm_compiled_memory 1"})
+	for _, name := range []string{"a", "b"} {
+		module := harness.TinyWasm("Content-Type: text/plain\n\n"+name, "wasi_snapshot_preview1", "fd_write")
+		uploadOK(t, s, "workers", name+".tgz", harness.TarGz(t, pkg("name: "+name+"\nversion: 1.0.0\nruntime: wasm\nmodule: app.wasm\n",
+			harness.File{Name: "app.wasm", Body: string(module)})...), rootKey)
+	}
+	const compiled, cached = `runtime_wasm_modules_ready_total{source="compiled"}`, `runtime_wasm_modules_ready_total{source="cache"}`
+	for i, step := range []struct {
+		path             string
+		compiled, cached float64
+	}{
+		{"/a/", 1, 0}, // compiled
+		{"/a/", 1, 0}, // kept
+		{"/b/", 2, 0}, // compiled; a dropped
+		{"/a/", 2, 1}, // from the cache; b dropped
+		{"/a/", 2, 1}, // kept
+	} {
+		if resp := s.Get(step.path); resp.Status != 200 || string(resp.Body) != step.path[1:2] {
+			t.Fatalf("step %d: GET %s = %s", i, step.path, resp)
+		}
+		if m := scrape(t, s); m[compiled] != step.compiled || m[cached] != step.cached {
+			t.Fatalf("step %d, after GET %s: compiled %v, cache %v; want %v and %v", i, step.path, m[compiled], m[cached], step.compiled, step.cached)
+		}
+	}
+}
