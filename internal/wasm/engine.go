@@ -246,7 +246,7 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 	}
 	cfg := wazero.NewModuleConfig().WithName("").WithArgs(req.Args...).
 		WithStdin(bytes.NewReader(req.Stdin)).WithStdout(out).WithStderr(stderr).
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+		WithSysWalltime().WithSysNanotime().WithNanosleep(sleeper(ctx)).WithRandSource(rand.Reader)
 	if req.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().WithFSMount(req.FS, "/"))
 	}
@@ -273,6 +273,20 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 		return nil, &ExitError{Code: int(exit.ExitCode())}
 	}
 	return nil, &ExitError{Code: -1, Err: err}
+}
+
+// sleeper is the instance's sleep: it ends early when ctx does, so a module asleep past its
+// time limit is stopped there too (wazero closes an instance on a done context only between
+// the module's own instructions, not inside a host call).
+func sleeper(ctx context.Context) sys.Nanosleep {
+	return func(ns int64) {
+		t := time.NewTimer(time.Duration(ns))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // capped is standard output up to a limit; past it the instance is stopped.

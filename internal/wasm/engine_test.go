@@ -152,6 +152,13 @@ func TestRunLimits(t *testing.T) {
 			t.Fatalf("a loop = %v, want the deadline", err)
 		}
 	})
+	t.Run("asleep", func(t *testing.T) {
+		start := time.Now()
+		_, err := e.Run(context.Background(), mod, Request{Env: []string{"PATH_INFO=/global", "QUERY_STRING=wait=60000"}, Timeout: 300 * time.Millisecond})
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 30*time.Second {
+			t.Fatalf("a minute's sleep = %v after %s, want the deadline", err, time.Since(start))
+		}
+	})
 	t.Run("context", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
