@@ -110,6 +110,12 @@ func BenchmarkWasm(b *testing.B) {
 				uploadWasm(b, s, name+"-first", version, unique(module))
 				b.StartTimer()
 				total += timeGet(b, patient, s.URL+"/"+name+"-first@"+version+"/")
+				b.StopTimer()
+				// Removed again, so versions do not pile up round after round.
+				if resp := s.Do("DELETE", s.API+"/workers/_/"+name+"-first/"+version, harness.WithKey(rootKey)); resp.Status != 200 {
+					b.Fatalf("removing %s-first@%s = %s", name, version, resp)
+				}
+				b.StartTimer()
 			}
 			b.ReportMetric(ms(total)/float64(b.N), "ms/first")
 		}
