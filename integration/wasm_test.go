@@ -50,7 +50,7 @@ func TestWasmWorker(t *testing.T) {
 			t.Fatalf("GET = %s", resp)
 		}
 		if resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Wasm") != "yes" || len(resp.Header.Values("Set-Cookie")) != 2 ||
-			resp.Header.Get("X-Request-Id") != "trace-9" {
+			len(resp.Header.Values("X-Request-Id")) != 1 || resp.Header.Get("X-Request-Id") != "trace-9" {
 			t.Errorf("headers = %v", resp.Header)
 		}
 		for k, want := range map[string]string{
@@ -69,6 +69,14 @@ func TestWasmWorker(t *testing.T) {
 		}
 		if len(e.Args) != 1 || e.Args[0] != "app.wasm" {
 			t.Errorf("args = %q", e.Args)
+		}
+	})
+
+	t.Run("session cookie", func(t *testing.T) {
+		s := s.In(t)
+		resp := s.Get("/@team/hello/?cookie=" + harness.PathEscape("runtime_api_key=planted; Path=/"))
+		if resp.Status != 200 || len(resp.Header.Values("Set-Cookie")) != 2 || strings.Contains(strings.Join(resp.Header.Values("Set-Cookie"), " "), "runtime_api_key") {
+			t.Errorf("a module setting the session cookie = %s %q", resp, resp.Header.Values("Set-Cookie"))
 		}
 	})
 

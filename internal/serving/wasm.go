@@ -110,6 +110,8 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 	if err != nil {
 		return envelope.Errorf(http.StatusBadGateway, CodeWorkerFailed, "worker %q did not answer as CGI: %v", name, err)
 	}
+	// The answer carries the runtime's request id already.
+	resp.Header.Del(trace.RequestIDHeader)
 	h := w.Header()
 	for k, vs := range resp.Header {
 		h[k] = append(h[k], vs...)

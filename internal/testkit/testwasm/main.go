@@ -1,7 +1,8 @@
 // Command testwasm is a WebAssembly worker for tests (GOOS=wasip1 GOARCH=wasm): a CGI program
 // that reports what it received, by PATH_INFO:
 //
-//	/          the request as JSON (method, path, query, environment, body); ?status=N answers N
+//	/          the request as JSON (method, path, query, environment, body); ?status=N answers N,
+//	           ?cookie=C sets the cookie C too
 //	/loop      never ends
 //	/alloc     allocates memory until it fails
 //	/read      reads the file ?path= and answers its bytes, or the error
@@ -93,7 +94,11 @@ func main() {
 		if status == "" {
 			status = "200"
 		}
-		fmt.Printf("Status: %s\r\nContent-Type: application/json\r\nX-Wasm: yes\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n%s", status, out)
+		extra := ""
+		if c := q.Get("cookie"); c != "" { // a cookie of the caller's choosing
+			extra = "Set-Cookie: " + c + "\r\n"
+		}
+		fmt.Printf("Status: %s\r\nContent-Type: application/json\r\nX-Wasm: yes\r\nX-Request-Id: the-module's\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n%s\r\n%s", status, extra, out)
 	}
 }
 
