@@ -224,6 +224,7 @@ func (a *Activator) check(ctx context.Context, name, version string) error {
 		acts.Unexpect(name, version)
 		return &CheckError{Name: name, Version: version, Reason: "the runtime is shutting down"}
 	}
+	pool.ResetCrashes(name, version, v.Path) // a new check starts it afresh
 	began := time.Now()
 	reason := probe(ctx, pool, name, version, v.Path, m)
 	if ctx.Err() != nil {
