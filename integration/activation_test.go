@@ -50,6 +50,22 @@ func TestHealthGatedActivation(t *testing.T) {
 	s := startWithRoot(t)
 	key := harness.WithKey(rootKey)
 	healthy := "healthcheck: { path: /healthz, timeout: 20s }\n"
+	// The healthcheck is checked at upload, with what to write instead.
+	for _, tt := range []struct{ manifest, says string }{
+		{"healthcheck: { path: healthz }\n", `healthcheck.path \"healthz\" must be a path on the worker starting with /, e.g. /healthz`},
+		{"healthcheck: { path: /h, timeout: 1h }\n", "healthcheck.timeout 1h0m0s is longer than 10m0s"},
+		{"healthcheck: /healthz\n", "healthcheck must be a mapping such as { path: /healthz, timeout: 30s }"},
+	} {
+		resp := s.Upload(s.API+"/workers/upload", "app.tgz", testWorkerArchive(t, "app", "0.1.0", tt.manifest), key)
+		if resp.Status != 400 || resp.ErrorCode() != "INVALID_MANIFEST" || !strings.Contains(string(resp.Body), tt.says) {
+			t.Errorf("upload with %q = %s; want 400 INVALID_MANIFEST saying %q", tt.manifest, resp, tt.says)
+		}
+	}
+	site := harness.TarGz(t, pkg("name: site\nversion: 1.0.0\nentrypoint: index.html\nhealthcheck: { path: /healthz }\n",
+		harness.File{Name: "index.html", Body: "<p>hi</p>"})...)
+	if resp := s.Upload(s.API+"/workers/upload", "site.tgz", site, key); resp.Status != 400 || !strings.Contains(string(resp.Body), "only process workers") {
+		t.Errorf("upload of a static worker with a healthcheck = %s; want 400", resp)
+	}
 	uploadOK(t, s, "workers", "app.tgz", testWorkerArchive(t, "app", "1.0.0", healthy), rootKey)
 	if got := workers(t, s, rootKey)["app"]; got.ActiveVersion != "1.0.0" || got.Served != "1.0.0" || len(got.FailedVersions) != 0 {
 		t.Fatalf("after the first upload: %+v", got)
