@@ -14,8 +14,9 @@ const CrashLooping ProcState = "crash-looping"
 // CrashLoopAfter is how many crashes in a row make a version crash-looping.
 const CrashLoopAfter = 3
 
-// stableAfter is how long a process must run for its version's crashes to be forgotten.
-const stableAfter = 30 * time.Second
+// stableAfter is how long a process must run for its version's crashes to be forgotten (a
+// variable for the tests).
+var stableAfter = 30 * time.Second
 
 // CrashLoopEvents, when the pool's Events implement it too, hears a version begin to
 // crash-loop (once per episode), e.g. to count it. It is called with the pool's lock held.
@@ -47,7 +48,8 @@ func (p *Pool) recoverLocked(now time.Time) {
 		}
 		delete(p.crashes, key)
 		if b.looping {
-			pr.logger.Info("worker is no longer crash-looping: its process has run for 30s", zap.Int("crashes", b.count))
+			pr.logger.Info("worker is no longer crash-looping: its process has run for a while", zap.Int("crashes", b.count),
+				zap.Duration("ran", now.Sub(pr.started).Round(time.Second)))
 		}
 	}
 }

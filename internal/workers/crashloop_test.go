@@ -49,3 +49,34 @@ func TestPoolCrashLoop(t *testing.T) {
 		t.Errorf("after the reset the version starts at once: %v", err)
 	}
 }
+
+// TestPoolCrashLoopRecovers: a crash-looping version whose process then stays up for
+// stableAfter is no longer crash-looping, with one line saying so.
+func TestPoolCrashLoopRecovers(t *testing.T) {
+	was := stableAfter
+	stableAfter = 2 * time.Second
+	t.Cleanup(func() { stableAfter = was })
+	p, logs := newPool(t, 4)
+	dir := t.TempDir()
+	m := manifest(t, nil)
+	testkit.Eventually(t, "the version to be crash-looping", 60*time.Second, func() bool {
+		_, err := get(t, p, "app", dir, m, "/crash")
+		if ue := (*UnavailableError)(nil); errors.As(err, &ue) && ue.RetryAfter > 0 {
+			time.Sleep(ue.RetryAfter)
+		}
+		return p.Counts()[CrashLooping] == 1
+	})
+	// Requests that do not crash it: the next one starts it after the back-off, and it stays.
+	testkit.Eventually(t, "the version to recover", 60*time.Second, func() bool {
+		if _, err := get(t, p, "app", dir, m, "/"); err != nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return logs.FilterMessageSnippet("worker is no longer crash-looping: its process has run for a while").Len() == 1
+	})
+	if st := p.Status(); len(st) != 1 || st[0].State != Running || p.Counts()[CrashLooping] != 0 {
+		t.Errorf("after recovering: %+v", st)
+	}
+	if n := logs.FilterMessageSnippet("worker is crash-looping").Len(); n != 1 {
+		t.Errorf("%d crash-looping lines, want 1", n)
+	}
+}
