@@ -133,6 +133,10 @@ func TestActivationsSurviveRestart(t *testing.T) {
 	if got := b.Get("app"); got.Active != "2.0.0" || len(got.Failed) != 1 || got.Failed[0].Version != "3.0.0" {
 		t.Errorf("after 2.0.0 passed and 1.0.0 was removed, app = %+v", got)
 	}
+	b.Settle("app", "2.0.0", "replaced in place by one that fails")
+	if got := b.Get("app"); got.Active != "" || len(got.Failed) != 2 {
+		t.Errorf("after the active version failed: %+v", got)
+	}
 	b.Drop("app", "")
 	if got := b.Get("app"); got.Active != "" || got.Failed != nil {
 		t.Errorf("after app was removed: %+v", got)

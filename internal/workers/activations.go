@@ -177,7 +177,7 @@ func (a *Activations) Unexpect(name, version string) {
 }
 
 // Settle records the end of version's check: passed (reason "") it becomes the active version,
-// else it joins the failed ones with reason.
+// else it joins the failed ones with reason (and is no longer active: it was replaced in place).
 func (a *Activations) Settle(name, version, reason string) {
 	a.change(name, func(act *Activation) {
 		act.Checking = without(act.Checking, version)
@@ -187,6 +187,9 @@ func (a *Activations) Settle(name, version, reason string) {
 			return
 		}
 		act.Failed = withFailure(act.Failed, Failure{Version: version, Reason: reason, At: time.Now()})
+		if act.Active == version { // replaced in place by a version that failed
+			act.Active = ""
+		}
 	})
 }
 
