@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
@@ -233,4 +234,26 @@ func mustVersion(t *testing.T, c *packages.Catalog, name string) packages.Versio
 		t.Fatal(err)
 	}
 	return u.Versions[0]
+}
+
+// TestActivatorIsolatedNetwork: in a network of its own a worker's health check is asked on
+// the listener it was handed.
+func TestActivatorIsolatedNetwork(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a network namespace per worker needs root")
+	}
+	pool, _ := newPoolWith(t, 4, sandbox.Options{IsolateNetwork: true})
+	dir := t.TempDir()
+	p := filepath.Join(dir, "app", "1.0.0")
+	os.MkdirAll(p, 0o755)
+	os.WriteFile(filepath.Join(p, "manifest.yaml"), []byte("name: app\nversion: 1.0.0\ncommand: ["+testkit.TestWorker(t)+"]\n"+
+		"healthcheck: { path: /healthz, timeout: 10s }\n"), 0o644)
+	acts := NewActivations("", nil)
+	act := NewActivator(ActivatorOptions{Workers: packages.NewCatalog(packages.WorkerLayout, []string{dir}, packages.DefaultLimits),
+		Pool: func() *Pool { return pool }, Activations: acts})
+	t.Cleanup(act.Close)
+	act.Changed(packages.Change{Op: packages.OpInstalled, Name: "app", Version: "1.0.0"})
+	if err := act.Wait(context.Background(), "app", "1.0.0"); err != nil || acts.Get("app").Active != "1.0.0" {
+		t.Errorf("Wait = %v, activation %+v; want 1.0.0 active", err, acts.Get("app"))
+	}
 }
