@@ -27,7 +27,7 @@ const activationDoc = "A process worker's version is started at once and answers
 	"version is served at once. "
 
 // expect holds back a worker version about to be installed or enabled from unpinned traffic
-// until its check passes (workers.Activator.Expect).
+// until its check passes (workers.Activator.Expect); activated then waits for that check.
 func (a *API) expect(md packages.Metadata, enabling bool) {
 	if a.opts.Activator == nil {
 		return
@@ -39,6 +39,14 @@ func (a *API) expect(md packages.Metadata, enabling bool) {
 	a.opts.Activator.Expect(md)
 }
 
+// checks counts the checks started so far; activated waits for one started after it.
+func (a *API) checks() uint64 {
+	if a.opts.Activator == nil {
+		return 0
+	}
+	return a.opts.Activator.Started()
+}
+
 // forget undoes expect for an install or enable that failed.
 func (a *API) forget(name, version string) {
 	if a.opts.Activator != nil {
@@ -46,12 +54,13 @@ func (a *API) forget(name, version string) {
 	}
 }
 
-// activated waits for the check of a version just installed or enabled here, and answers 422
-// HEALTHCHECK_FAILED when it did not pass.
-func (a *API) activated(r *http.Request, name, version string) error {
+// activated waits for the check of a version just installed or enabled here (started by the
+// change, after since; else now), and answers 422 HEALTHCHECK_FAILED when it did not pass.
+func (a *API) activated(r *http.Request, name, version string, since uint64) error {
 	if a.opts.Activator == nil {
 		return nil
 	}
+	a.opts.Activator.CheckSince(name, version, since)
 	var failed *workers.CheckError
 	if err := a.opts.Activator.Wait(r.Context(), name, version); !errors.As(err, &failed) {
 		return nil // passed; or the client left, and the check goes on without it

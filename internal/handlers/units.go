@@ -267,7 +267,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			envelope.WriteJSON(w, http.StatusOK, out)
 			return nil
 		}
-		versioned := cat.Layout().Versioned
+		versioned, checks := cat.Layout().Versioned, a.checks()
 		if versioned {
 			a.expect(s.Metadata, false)
 		}
@@ -285,7 +285,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			zap.String("sha256", in.SHA256), zap.Int64("bytes", in.Bytes), zap.Int("files", in.Files))
 		if versioned {
 			// Installed either way; the answer says whether it is served.
-			if err := a.activated(r, in.Name, in.Version); err != nil {
+			if err := a.activated(r, in.Name, in.Version, checks); err != nil {
 				return err
 			}
 		}

@@ -125,11 +125,12 @@ func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool)
 	body := &api.WorkerToggled{Success: true, Data: api.WorkerToggle{Name: name, Version: version, Enabled: enabled}}
 	return a.act(w, r, map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled], name+"@"+version,
 		func() (err error) {
+			checks := a.checks()
 			if body.Data.Change, err = a.setEnabled(r, c, name, version, enabled); err != nil || !enabled {
 				return err
 			}
 			// Enabled either way; the answer says whether it is served.
-			return a.activated(r, name, version)
+			return a.activated(r, name, version, checks)
 		}, body)
 }
 

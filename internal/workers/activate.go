@@ -63,11 +63,13 @@ type Activator struct {
 
 	mu     sync.Mutex
 	runs   map[string]*checkRun // by name@version: the latest check
+	seq    uint64               // checks started
 	closed bool
 }
 
 // checkRun is one check of a version.
 type checkRun struct {
+	seq    uint64 // the how-manieth check the Activator started
 	done   chan struct{}
 	err    error // set before done closes
 	cancel context.CancelFunc
@@ -133,6 +135,25 @@ func (a *Activator) Changed(ch packages.Change) {
 	}
 }
 
+// Started counts the checks started so far, for CheckSince.
+func (a *Activator) Started() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.seq
+}
+
+// CheckSince starts a check of the version unless one has started since Started returned
+// since: a change that left the files as they were (an enable of an enabled version in a
+// cluster, whose desired state did not change) is checked all the same.
+func (a *Activator) CheckSince(name, version string, since uint64) {
+	a.mu.Lock()
+	run := a.runs[name+"@"+version]
+	a.mu.Unlock()
+	if run == nil || run.seq <= since {
+		a.start(name, version)
+	}
+}
+
 // Wait returns the outcome of the latest check of the version: nil when it passed (or was not
 // needed), a *CheckError when it failed. It returns at once when no check was started.
 func (a *Activator) Wait(ctx context.Context, name, version string) error {
@@ -190,6 +211,8 @@ func (a *Activator) start(name, version string) {
 	if old := a.runs[key]; old != nil {
 		old.cancel()
 	}
+	a.seq++
+	run.seq = a.seq
 	a.runs[key] = run
 	a.mu.Unlock()
 	go func() {
