@@ -215,6 +215,8 @@ func (a *Activator) start(name, version string) {
 	run.seq = a.seq
 	a.runs[key] = run
 	a.mu.Unlock()
+	// Held from now, in the changing goroutine: the check settles it (a static version at once).
+	a.opts.Activations.Expect(name, version)
 	go func() {
 		defer cancel()
 		run.err = a.check(ctx, name, version)
