@@ -33,7 +33,7 @@ type WorkerRecord struct {
 	Served string `json:"served,omitempty" doc:"the version /<name>/ serves; the same as activeVersion"`
 	// ActiveVersion and FailedVersions extend it too (health-gated activation), as this
 	// instance sees them: each instance checks new versions for itself.
-	ActiveVersion  string          `json:"activeVersion,omitempty" doc:"the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static one at once. Absent when no version is enabled"`
+	ActiveVersion  string          `json:"activeVersion,omitempty" doc:"the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled"`
 	FailedVersions []FailedVersion `json:"failedVersions" doc:"installed versions whose check failed on this instance: they take no unpinned traffic (pinned requests still reach them). A version leaves the list when it passes a later check (upload it again, or enable it again)"`
 }
 

@@ -24,7 +24,7 @@ var healthcheckFailed = errorResponse(http.StatusUnprocessableEntity,
 const activationDoc = "A process worker's version is started at once and answers only once it has passed its check: its manifest's " +
 	"healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within " +
 	"startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static " +
-	"version is served at once. "
+	"version has no check: the newest enabled version serves, as before. "
 
 // expect holds back a worker version about to be installed or enabled from unpinned traffic
 // until its check passes (workers.Activator.Expect); activated then waits for that check.

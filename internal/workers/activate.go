@@ -54,7 +54,8 @@ type ActivatorOptions struct {
 // passes its check: its manifest's healthcheck answering 2xx (asked every HealthcheckInterval
 // until its timeout), or without one, listening on PORT within startTimeout. Then it becomes
 // the worker's active version; otherwise it is recorded as failed and the version served
-// before goes on serving. Static versions are activated at once.
+// before goes on serving. Static versions have no check: the newest enabled version serves, as
+// before health checks.
 //
 // It hears the catalog's changes (Changed): every instance of a cluster checks the versions
 // it installs for itself. The API waits for the outcome (Wait) to answer the upload.
@@ -240,7 +241,7 @@ func (a *Activator) check(ctx context.Context, name, version string) error {
 		return nil
 	}
 	if m.Kind() != Process {
-		acts.Settle(name, version, "")
+		acts.SettleStatic(name, version)
 		return nil
 	}
 	acts.Expect(name, version)

@@ -151,7 +151,7 @@ func TestActivationsSurviveRestart(t *testing.T) {
 
 // TestActivator: a process worker's version is activated once its health check answers 2xx,
 // is held back and reported with its output when it never does or does not start, and a
-// static version is activated at once.
+// static version is served at once, as the newest enabled one.
 func TestActivator(t *testing.T) {
 	pool, _ := newPool(t, 8)
 	dir := t.TempDir()
@@ -180,7 +180,7 @@ func TestActivator(t *testing.T) {
 	}{
 		{"ok", "1.0.0", "", ""},
 		{"plain", "1.0.0", "", ""},
-		{"site", "1.0.0", "", ""},
+		{"site", "", "", ""},
 		{"off", "", "", ""},
 		{"sick", "", "its health check GET /read?path=/no/such/file did not answer 2xx within 1s; the last attempt: GET /read?path=/no/such/file answered 403 Forbidden", "testworker listening on"},
 		{"dead", "", "did not start", "exiting at start as asked"},

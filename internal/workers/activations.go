@@ -22,8 +22,8 @@ import (
 // last, the versions whose check failed, and the ones being checked now. Serving reads it to
 // choose the version of an unpinned request (serving.Unpinned).
 type Activation struct {
-	// Active is the version that passed its check last (or, static, was uploaded or enabled
-	// last); "" when none did on this instance.
+	// Active is the version of a process worker that passed its check last; "" when none did
+	// on this instance, or a static version was installed or enabled since.
 	Active string `json:"active,omitempty"`
 	// Failed are the versions whose check failed, newest failure last; each leaves the list
 	// when it passes a later check or is removed.
@@ -190,6 +190,16 @@ func (a *Activations) Settle(name, version, reason string) {
 		if act.Active == version { // replaced in place by a version that failed
 			act.Active = ""
 		}
+	})
+}
+
+// SettleStatic records a static version installed or enabled: it has no check, and, as before
+// health checks, the newest enabled version serves: no version stays active.
+func (a *Activations) SettleStatic(name, version string) {
+	a.change(name, func(act *Activation) {
+		act.Checking = without(act.Checking, version)
+		act.Failed = slices.DeleteFunc(act.Failed, func(f Failure) bool { return f.Version == version })
+		act.Active = ""
 	})
 }
 

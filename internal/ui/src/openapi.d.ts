@@ -999,7 +999,7 @@ export interface paths {
         put?: never;
         /**
          * Upload a worker
-         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version is served at once. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
+         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
          */
         post: operations["uploadWorker"];
         delete?: never;
@@ -1139,7 +1139,7 @@ export interface paths {
         put?: never;
         /**
          * Serve a worker version again
-         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version is served at once. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
+         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["enableWorker"];
         delete?: never;
@@ -1679,7 +1679,7 @@ export interface components {
             worker: string;
         };
         WorkerRecord: {
-            /** @description the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static one at once. Absent when no version is enabled */
+            /** @description the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled */
             activeVersion?: string;
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
