@@ -114,6 +114,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Workers:      h.state.workers,
 		Plugins:      h.state.plugins,
 		Pool:         h.state.workerPool,
+		Activations:  h.state.activations,
+		Activator:    h.state.activator,
 		PluginHost:   h.plugins,
 		WorkerPolicy: workerPolicy,
 		PluginPolicy: pluginPolicy,
@@ -129,7 +131,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	workers := serving.New(serving.Options{
-		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
+		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Activations: h.state.activations, Reserved: workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
 		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing,
 	})

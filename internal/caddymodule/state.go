@@ -107,6 +107,9 @@ type state struct {
 	plugins   *packages.Catalog
 	pool      atomic.Pointer[workerspkg.Pool]
 	versions  *serving.Versions
+	// activations say which version of each worker is active here; activator checks new ones.
+	activations *workerspkg.Activations
+	activator   *workerspkg.Activator
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
@@ -140,6 +143,9 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
 		versions: serving.NewVersions(),
 	}
+	st.activations = workerspkg.NewActivations(workerspkg.ActivationsPath(s.StateDir), logger.Named("workers"))
+	st.activator = workerspkg.NewActivator(workerspkg.ActivatorOptions{Workers: st.workers, Pool: st.workerPool,
+		Activations: st.activations, Logger: logger.Named("workers")})
 	st.workers.OnChange(st.workerChanges.Publish)
 	st.plugins.OnChange(st.pluginChanges.Publish)
 	return st
@@ -262,6 +268,11 @@ func (s *state) open() error {
 			pool.StopUnit(ch.Name, ch.Version)
 		}
 	})
+	// After the pool has stopped the old process: a new version is checked on a new one.
+	if err := s.activations.Load(); err != nil {
+		return err
+	}
+	s.workerChanges.Subscribe(s.activator.Changed)
 	s.pool.Store(pool)
 	s.startSecrets(store)
 	if s.clustered() {
@@ -459,6 +470,7 @@ func (s *state) Destruct() error {
 		close(s.stopPrune)
 		<-s.pruned // before the store closes under it
 	}
+	s.activator.Close() // before the pool: a check cut short is not a failed one
 	if pool := s.pool.Swap(nil); pool != nil {
 		pool.Close()
 	}

@@ -146,6 +146,10 @@ func deploy(e *env, args []string) error {
 	if progress != nil {
 		fmt.Fprintln(e.errOut)
 	}
+	if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && apiErr.Code == "HEALTHCHECK_FAILED" {
+		// Installed, not served: the message has the reason and the worker's last lines.
+		return fmt.Errorf("installed %s %s, but it did not pass its check, so it is not served: %w", packed.Name, packed.Version, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,11 @@ type Options struct {
 	Workers, Plugins *packages.Catalog
 	// Pool returns the process pool of process workers, nil until the runtime has started.
 	Pool func() *workers.Pool
+	// Activations say which version of each worker is active on this instance; Activator
+	// checks new versions of process workers, and uploads and enables wait for its verdict.
+	// nil: every version is served at once, as without health checks.
+	Activations *workers.Activations
+	Activator   *workers.Activator
 	// PluginHost is the handler's live plugin table; nil until the runtime serves plugins.
 	PluginHost PluginHost
 	// Heartbeat is how often a followed log stream sends a comment when idle (0: DefaultHeartbeat).

@@ -18,13 +18,13 @@ const maxCachedBodies = 64
 // copy instead of building and encoding it again.
 type bodyCache struct {
 	mu     sync.Mutex
-	gen    uint64
+	gen    cacheGen
 	bodies map[string]*envelope.Body
 }
 
 // serve answers with the body for gen and the namespaces of p, building it with build when
 // it is not kept; cacheable false (the source could not name its generation) always builds.
-func (c *bodyCache) serve(w http.ResponseWriter, r *http.Request, p keystore.Principal, gen uint64, cacheable bool, build func() (any, error)) error {
+func (c *bodyCache) serve(w http.ResponseWriter, r *http.Request, p keystore.Principal, gen cacheGen, cacheable bool, build func() (any, error)) error {
 	key := "*"
 	if !p.Unrestricted() {
 		key = strings.Join(p.Namespaces, "\x00")
@@ -57,6 +57,10 @@ func (c *bodyCache) serve(w http.ResponseWriter, r *http.Request, p keystore.Pri
 	writeBody(w, r, body)
 	return nil
 }
+
+// cacheGen names what a kept body was built from: the generation of its listing, and of other
+// state it shows (0 when none).
+type cacheGen struct{ list, extra uint64 }
 
 // writeBody writes body as a JSON answer, in gzip when r accepts it.
 func writeBody(w http.ResponseWriter, r *http.Request, body *envelope.Body) {

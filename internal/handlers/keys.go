@@ -94,7 +94,7 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	gen := store.ListGeneration() // before the listing: a change after it gives a new one
 	p := principalOf(r.Context())
-	return a.keyList.serve(w, r, p, gen, true, func() (any, error) {
+	return a.keyList.serve(w, r, p, cacheGen{list: gen}, true, func() (any, error) {
 		keys, err := store.List(r.Context())
 		if err != nil {
 			return nil, err

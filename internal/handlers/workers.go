@@ -20,11 +20,12 @@ func (a *API) workerRoutes() []route {
 			permission: keystore.WorkersInstall,
 			summary:    map[bool]string{true: "Serve a worker version again", false: "Stop serving a worker version"}[enabled],
 			description: "Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping " +
-				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. " + clusterChangeDoc,
+				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. " +
+				map[bool]string{true: activationDoc, false: ""}[enabled] + clusterChangeDoc,
 			responses: append([]response{
 				{status: http.StatusOK, description: "The version's new state", body: api.WorkerToggled{}},
 				notFound,
-			}, toggleErrors("worker", enabled, badName, namespace)...),
+			}, toggleErrors("worker", enabled, badName, namespace, healthcheckFailed)...),
 			handle: func(w http.ResponseWriter, r *http.Request) error { return a.toggleWorker(w, r, enabled) },
 		}
 	}
@@ -51,11 +52,11 @@ func (a *API) workerRoutes() []route {
 			method: "POST", path: "/workers/upload", id: "uploadWorker", tag: "workers", permission: keystore.WorkersInstall,
 			summary: "Upload a worker",
 			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
-				"atomically. The archive's files sit at its root or in a single package/ folder. " + clusterUploadDoc,
+				"atomically. The archive's files sit at its root or in a single package/ folder. " + activationDoc + clusterUploadDoc,
 			params:  dryRunParam,
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
-				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, uploadErrors("worker")...),
+				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, append(uploadErrors("worker"), healthcheckFailed)...),
 			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in api.InstalledUnit) any {
 				var body api.WorkerUploaded
 				body.Success, body.Data.Worker = true, in
@@ -80,7 +81,7 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return listUnits(w, r, c, &a.workerList, func(u packages.Unit) api.WorkerRecord {
+	return listUnits(w, r, c, &a.workerList, a.opts.Activations.Gen(), func(u packages.Unit) api.WorkerRecord {
 		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}, Kinds: map[string]string{}}
 		for _, v := range u.Versions {
@@ -91,10 +92,9 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 			}
 			if !v.Enabled {
 				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
-				continue
 			}
-			rec.Served = v.Version // the versions come in ascending order, as serving chooses
 		}
+		a.activation(&rec, u)
 		return rec
 	})
 }
@@ -125,8 +125,12 @@ func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool)
 	body := &api.WorkerToggled{Success: true, Data: api.WorkerToggle{Name: name, Version: version, Enabled: enabled}}
 	return a.act(w, r, map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled], name+"@"+version,
 		func() (err error) {
-			body.Data.Change, err = a.setEnabled(r, c, name, version, enabled)
-			return err
+			checks := a.checks()
+			if body.Data.Change, err = a.setEnabled(r, c, name, version, enabled); err != nil || !enabled {
+				return err
+			}
+			// Enabled either way; the answer says whether it is served.
+			return a.activated(r, name, version, checks)
 		}, body)
 }
 

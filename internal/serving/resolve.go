@@ -9,6 +9,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/workers"
 )
 
 // Target is the worker version a request path resolves to.
@@ -31,9 +32,9 @@ var (
 )
 
 // Resolve maps a URL path to a worker version: /<name>/… or /@scope/<name>/…, served by the
-// highest enabled version ("latest" counts as the newest; a disabled version counts as not
-// installed), or pinned with /<name>@<version or semver range>/….
-func Resolve(c *packages.Catalog, urlPath string) (Target, string, error) {
+// version Unpinned chooses from the worker's activation on this instance (act; nil knows
+// none), or pinned with /<name>@<version or semver range>/….
+func Resolve(c *packages.Catalog, act *workers.Activations, urlPath string) (Target, string, error) {
 	name, pin, base, rest, ok := splitPath(urlPath)
 	if !ok {
 		return Target{}, name, ErrNotWorkerPath
@@ -42,7 +43,13 @@ func Resolve(c *packages.Catalog, urlPath string) (Target, string, error) {
 	if !ok {
 		return Target{}, name, ErrNoSuchWorker
 	}
-	v, err := choose(u, pin)
+	var v packages.Version
+	var err error
+	if pin == "" {
+		v, err = Unpinned(u, act.Get(name))
+	} else {
+		v, err = choose(u, pin)
+	}
 	if err != nil {
 		return Target{}, name, err
 	}
@@ -77,13 +84,24 @@ func splitPath(p string) (name, pin, base, rest string, ok bool) {
 	return name, pin, base, rest, packages.ValidateName(name) == nil
 }
 
-// choose picks the version a request gets: the highest enabled one, or with a pin the enabled
-// version it names exactly, else the highest enabled one its semver range admits.
+// Unpinned chooses the version an unpinned request gets when no traffic split is set (a split,
+// when there is one, is chosen before it): the worker's active version on this instance
+// (workers.ActiveVersion).
+func Unpinned(u packages.Unit, a workers.Activation) (packages.Version, error) {
+	v, ok := workers.ActiveVersion(u, a)
+	if !ok {
+		return packages.Version{}, ErrNoEnabledVersion
+	}
+	return v, nil
+}
+
+// choose picks the version a pinned request gets: the enabled version the pin names exactly,
+// else the highest enabled one its semver range admits.
 func choose(u packages.Unit, pin string) (packages.Version, error) {
 	enabled := false
 	for i := len(u.Versions) - 1; i >= 0; i-- {
 		if v := u.Versions[i]; v.Enabled {
-			if pin == "" || v.Version == pin {
+			if v.Version == pin {
 				return v, nil
 			}
 			enabled = true

@@ -92,6 +92,10 @@ type Pool struct {
 type backoff struct {
 	count int
 	until time.Time
+	// looping is set once the version crash-loops (crashloop.go), whose name and version
+	// the pool status then gives.
+	looping       bool
+	name, version string
 }
 
 // ErrPoolClosed means the runtime is shutting down.
@@ -384,6 +388,7 @@ func (p *Pool) reap() {
 					idle = append(idle, pr)
 				}
 			}
+			p.recoverLocked(now)
 			p.mu.Unlock()
 			for _, pr := range idle {
 				pr.logger.Info("worker idle past its ttl; stopping", zap.Duration("ttl", time.Duration(pr.m.TTL)))
@@ -669,7 +674,7 @@ func (pr *proc) exitedWith(err error) {
 // a while resets the count.
 func (p *Pool) noteCrashLocked(pr *proc) {
 	b := p.crashes[pr.key]
-	if b == nil || !pr.started.IsZero() && time.Since(pr.started) > 30*time.Second {
+	if b == nil || !pr.started.IsZero() && time.Since(pr.started) > stableAfter {
 		b = &backoff{}
 		p.crashes[pr.key] = b
 	}
@@ -678,6 +683,7 @@ func (p *Pool) noteCrashLocked(pr *proc) {
 	p.opts.Events.ProcessCrashed(pr.name)
 	wait := time.Duration(1<<min(b.count-1, 5)) * time.Second
 	b.until = time.Now().Add(min(wait, 30*time.Second))
+	p.crashLoopLocked(pr, b)
 }
 
 // stop asks the process to terminate, and kills it and its descendants after a grace period.

@@ -977,7 +977,7 @@ export interface paths {
         };
         /**
          * List the running worker processes
-         * @description The process pool: one entry per process of a process worker, draining ones included, filtered to the key's namespaces.
+         * @description The process pool: one entry per process of a process worker, draining ones included, and one per crash-looping version waiting to start again, filtered to the key's namespaces.
          */
         get: operations["listWorkerProcesses"];
         put?: never;
@@ -999,7 +999,7 @@ export interface paths {
         put?: never;
         /**
          * Upload a worker
-         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
+         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
          */
         post: operations["uploadWorker"];
         delete?: never;
@@ -1187,7 +1187,7 @@ export interface paths {
         put?: never;
         /**
          * Serve a worker version again
-         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
+         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["enableWorker"];
         delete?: never;
@@ -1302,6 +1302,16 @@ export interface components {
             code: string;
             /** @description what went wrong and what to do about it */
             message: string;
+        };
+        FailedVersion: {
+            /**
+             * Format: date-time
+             * @description when the check ended
+             */
+            at?: string;
+            /** @description why: what the health check answered last, or how the process failed to start */
+            reason: string;
+            version: string;
         };
         FileBatchRequest: {
             paths: string[];
@@ -1576,6 +1586,8 @@ export interface components {
             version: string;
         };
         PoolProcess: {
+            /** @description crash-looping: the crashes in a row */
+            crashes?: number;
             /** @description requests being served now */
             inFlight: number;
             /** Format: date-time */
@@ -1590,14 +1602,19 @@ export interface components {
             restarts: number;
             /**
              * Format: date-time
+             * @description crash-looping: when a request may start the version's process again
+             */
+            retryAt?: string;
+            /**
+             * Format: date-time
              * @description when it began accepting connections; absent while starting
              */
             startedAt?: string;
             /**
-             * @description draining: out of the pool, finishing its requests before it stops
+             * @description draining: out of the pool, finishing its requests before it stops; crash-looping: the version's process crashed repeatedly (each time within 30 s of its start) and is not running: it starts again on a request after retryAt, each wait twice the one before, up to 30 s
              * @enum {string}
              */
-            state: "starting" | "running" | "draining";
+            state: "starting" | "running" | "draining" | "crash-looping";
             version: string;
             worker: string;
         };
@@ -1751,8 +1768,12 @@ export interface components {
             worker: string;
         };
         WorkerRecord: {
+            /** @description the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled */
+            activeVersion?: string;
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
+            /** @description installed versions whose check failed on this instance: they take no unpinned traffic (pinned requests still reach them). A version leaves the list when it passes a later check (upload it again, or enable it again) */
+            failedVersions: components["schemas"]["FailedVersion"][];
             /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out */
             kinds: {
                 [key: string]: string;
@@ -1763,7 +1784,7 @@ export interface components {
             path: string;
             /** @description true only when source is uploaded */
             removable: boolean;
-            /** @description the version /<name>/ serves: the highest enabled one (latest counts as the newest); absent when none is enabled */
+            /** @description the version /<name>/ serves; the same as activeVersion */
             served?: string;
             /** @description bytes in each version's regular files (links not followed), by version, as of the last scan of its folder */
             sizes: {
@@ -6642,6 +6663,17 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; the message gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            422: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
             431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
@@ -7670,6 +7702,17 @@ export interface operations {
             };
             /** @description A folder earlier in the list already provides this name, or an enabled plugin's base would hide the worker (WORKER_CONFLICT) */
             409: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; the message gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            422: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
