@@ -14,10 +14,13 @@ import (
 )
 
 // maxCachedBodies bounds the listings a bodyCache keeps for one generation (one per set of
-// namespaces that asked), and maxCachedPages the pages each of them keeps.
+// namespaces that asked). Each keeps the pages asked of it while they hold no more than
+// pageBudget times the whole listing's bytes (plus minPageBudget, for small listings): enough
+// for walks at a page size or two, however many cursors and limits clients try.
 const (
 	maxCachedBodies = 64
-	maxCachedPages  = 64
+	pageBudget      = 2
+	minPageBudget   = 64 << 10
 )
 
 // Bounds of a listing page, as the audit route has them.
@@ -66,10 +69,12 @@ var arrayShape = listShape{wrap: func(records []byte, _ string) []byte {
 // listing is the answer of a listing for one generation and set of namespaces: the whole
 // answer, and its records one by one for pages.
 type listing struct {
-	whole  *envelope.Body
-	items  [][]byte // the encoded records, by order key
-	orders []string // their order keys, ascending
-	pages  map[pageQuery]*page
+	whole     *envelope.Body
+	items     [][]byte // the encoded records, by order key
+	orders    []string // their order keys, ascending
+	pages     map[pageQuery]*page
+	pageBytes int // the bytes of the kept pages
+	budget    int // the most pageBytes may reach
 }
 
 // pageQuery is the page a request asks for: limit records after the order key after.
@@ -81,6 +86,7 @@ type pageQuery struct {
 // page is one page's answer and the cursor of the next page.
 type page struct {
 	body *envelope.Body
+	raw  []byte // body's identity form, for the budget
 	next string
 }
 
@@ -178,11 +184,14 @@ func (c *bodyCache) serve(w http.ResponseWriter, r *http.Request, p keystore.Pri
 	c.mu.Unlock()
 	if pg == nil {
 		pg = l.page(q, shape)
+		size := len(pg.raw)
 		c.mu.Lock()
-		if len(l.pages) >= maxCachedPages {
+		if l.pageBytes+size > l.budget {
 			clear(l.pages)
+			l.pageBytes = 0
 		}
 		l.pages[q] = pg
+		l.pageBytes += size
 		c.mu.Unlock()
 	}
 	if pg.next != "" {
@@ -198,7 +207,8 @@ func newListing(records []listRecord, shape listShape) *listing {
 	for i, rec := range records {
 		encoded[i] = bytes.TrimSuffix(envelope.EncodeJSON(rec.value), []byte("\n"))
 	}
-	l := &listing{whole: envelope.NewBody(shape.wrap(bytes.Join(encoded, []byte(",")), "")), pages: map[pageQuery]*page{}}
+	whole := shape.wrap(bytes.Join(encoded, []byte(",")), "")
+	l := &listing{whole: envelope.NewBody(whole), pages: map[pageQuery]*page{}, budget: pageBudget*len(whole) + minPageBudget}
 	if shape.after == nil {
 		return l
 	}
@@ -228,7 +238,8 @@ func (l *listing) page(q pageQuery, shape listShape) *page {
 	if end < len(l.orders) {
 		next = shape.cursor(l.orders[end-1])
 	}
-	return &page{body: envelope.NewBody(shape.wrap(bytes.Join(l.items[start:end], []byte(",")), next)), next: next}
+	raw := shape.wrap(bytes.Join(l.items[start:end], []byte(",")), next)
+	return &page{body: envelope.NewBody(raw), raw: raw, next: next}
 }
 
 // writeBody writes body as a JSON answer, in gzip when r accepts it.

@@ -350,3 +350,57 @@ func TestListingEncodings(t *testing.T) {
 		}
 	}
 }
+
+// TestListingPageBudget asks one kept listing for many different pages: the pages it keeps
+// never hold more than its budget, a page asked again is the kept one, and every answer is
+// still the right page.
+func TestListingPageBudget(t *testing.T) {
+	shape := listShape{wrap: arrayShape.wrap, after: func(c string) (string, bool) { return c, true }, cursor: func(o string) string { return o }}
+	var records []listRecord
+	for i := range 300 {
+		name := fmt.Sprintf("r%03d", i)
+		records = append(records, listRecord{order: name, value: map[string]string{"name": name, "pad": strings.Repeat("x", 100)}})
+	}
+	var c bodyCache
+	builds := 0
+	build := func() ([]listRecord, error) { builds++; return records, nil }
+	root := keystore.Principal{IsRoot: true}
+	get := func(target string) []string {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		if err := c.serve(rec, httptest.NewRequest("GET", target, nil), root, 7, true, shape, build); err != nil {
+			t.Fatal(err)
+		}
+		var page []struct{ Name string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &page); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, r := range page {
+			names = append(names, r.Name)
+		}
+		return names
+	}
+	get("/?limit=10")
+	l := c.lists["*"]
+	first := l.pages[pageQuery{limit: 10}]
+	if get("/?limit=10"); l.pages[pageQuery{limit: 10}] != first || first == nil {
+		t.Fatal("a page asked twice was built twice")
+	}
+	for limit := 1; limit <= 300; limit += 7 {
+		for start := 0; start < 300; start += 37 {
+			after := fmt.Sprintf("r%03d", start)
+			names := get(fmt.Sprintf("/?limit=%d&cursor=%s", limit, after))
+			want := min(limit, 299-start)
+			if len(names) != want || want > 0 && names[0] != fmt.Sprintf("r%03d", start+1) {
+				t.Fatalf("limit %d after %s: %v", limit, after, names)
+			}
+			if l.pageBytes > l.budget {
+				t.Fatalf("the kept pages hold %d bytes, over the budget of %d", l.pageBytes, l.budget)
+			}
+		}
+	}
+	if builds != 1 {
+		t.Errorf("the listing was built %d times for one generation", builds)
+	}
+}
