@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -119,8 +120,8 @@ var keyListShape = listShape{
 	wrap: func(records []byte, next string) []byte {
 		out := slices.Concat([]byte(`{"keys":[`), records, []byte("]"))
 		if next != "" {
-			out = append(append(out, `,"nextCursor":`...), envelope.EncodeJSON(next)...)
-			out = out[:len(out)-1] // EncodeJSON's newline
+			quoted, _ := json.Marshal(next)
+			out = append(append(out, `,"nextCursor":`...), quoted...)
 		}
 		return append(out, "}\n"...)
 	},
