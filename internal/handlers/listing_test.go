@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/caddy-runtime/runtime/api"
@@ -403,4 +404,59 @@ func TestListingPageBudget(t *testing.T) {
 	if builds != 1 {
 		t.Errorf("the listing was built %d times for one generation", builds)
 	}
+}
+
+// TestListingConcurrentWalks walks the key listing from several goroutines while keys are
+// created: the kept listings and pages are shared between requests and generations, and every
+// walk holds each key that existed before it began, once.
+func TestListingConcurrentWalks(t *testing.T) {
+	do, store := listingTestAPI(t, 30)
+	lc := listingCases["keys"]
+	before := lc.names(t, []byte(bodyOf(t, do(lc.path, fileTestRoot))))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 20 {
+			if _, err := store.Create(context.Background(), keystore.NewKey{Name: fmt.Sprintf("during-%02d", i), Role: "viewer"}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				// Not walk, whose failures end the test: only the test's goroutine may.
+				var names []string
+				for cursor := ""; ; {
+					resp := do(fmt.Sprintf("%s?limit=%d&cursor=%s", lc.path, 3+g, cursor), fileTestRoot)
+					var page api.KeyList
+					if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != http.StatusOK {
+						t.Errorf("a page after %q: %d (%v)", cursor, resp.StatusCode, err)
+						return
+					}
+					for _, k := range page.Keys {
+						names = append(names, k.Name)
+					}
+					if cursor = page.NextCursor; cursor == "" {
+						break
+					}
+				}
+				counts := map[string]int{}
+				for _, n := range names {
+					counts[n]++
+				}
+				for _, n := range before {
+					if counts[n] != 1 {
+						t.Errorf("a walk by %d has %s %d times", 3+g, n, counts[n])
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	<-done
 }
