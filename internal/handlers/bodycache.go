@@ -242,8 +242,9 @@ func (l *listing) page(q pageQuery, shape listShape) *page {
 	return &page{body: envelope.NewBody(raw), raw: raw, next: next}
 }
 
-// writeBody writes body as a JSON answer, in gzip when r accepts it.
+// writeBody writes body as a JSON answer, in gzip when r accepts it, in as few segments as
+// the connection allows (see corked).
 func writeBody(w http.ResponseWriter, r *http.Request, body *envelope.Body) {
 	data, _ := body.For(w.Header(), r)
-	envelope.WriteEncoded(w, http.StatusOK, data)
+	corked(w, r, len(data), func() { envelope.WriteEncoded(w, http.StatusOK, data) })
 }
