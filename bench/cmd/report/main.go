@@ -161,7 +161,8 @@ var checks = []check{
 		title: "`GET /api/keys` with 100 keys, without gzip / health throughput", a: "BenchmarkCosts/keys-100-identity", b: "BenchmarkCosts/health",
 		metric: "req/s", target: 0.8,
 		what: "the same listing (about 17 KB of JSON) with no `Accept-Encoding`, as curl and most scripts ask: the identity " +
-			"body is kept per generation of the key store, as the gzip one is, and written as it is.",
+			"body is kept per generation of the key store, as the gzip one is, and written with the connection corked " +
+			"(Linux), so that the header and the body reach the client together.",
 	},
 	{
 		title: "health / Caddy `respond` throughput", a: "BenchmarkCosts/health", b: "BenchmarkCosts/respond",
