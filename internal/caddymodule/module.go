@@ -141,6 +141,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
 		h.server = srv
 		srv.RegisterOnShutdown(h.api.Shutdown)
+		// Large kept answers are written with their connection corked.
+		srv.RegisterConnContext(handlers.ConnContext)
 	}
 	return nil
 }

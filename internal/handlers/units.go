@@ -336,19 +336,20 @@ func catalog(c *packages.Catalog) (*packages.Catalog, error) {
 }
 
 // listUnits answers a listing of the units of c the caller may see, each made a record by
-// record; the encoded answer is kept in cache while the catalog's listing is unchanged.
-// extra is a generation of other state the records show (0: none).
-func listUnits[R any](w http.ResponseWriter, r *http.Request, c *packages.Catalog, cache *bodyCache, extra uint64, record func(packages.Unit) R) error {
+// record, as shape has it (pages go by name); the encoded answer is kept in cache while the
+// catalog's listing is unchanged. extra is a generation of other state the records show (0:
+// none).
+func listUnits[R any](w http.ResponseWriter, r *http.Request, c *packages.Catalog, cache *bodyCache, shape listShape, extra uint64, record func(packages.Unit) R) error {
 	units, gen, cached, err := c.Listing()
 	if err != nil {
 		return err
 	}
 	p := principalOf(r.Context())
-	return cache.serve(w, r, p, cacheGen{gen, extra}, cached, func() (any, error) {
-		records := make([]R, 0, len(units))
+	return cache.serve(w, r, p, cacheGen{gen, extra}, cached, shape, func() ([]listRecord, error) {
+		records := make([]listRecord, 0, len(units))
 		for _, u := range units {
 			if p.CanAccess(u.Name) {
-				records = append(records, record(u))
+				records = append(records, listRecord{order: u.Name, value: record(u)})
 			}
 		}
 		return records, nil

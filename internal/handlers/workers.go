@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/base64"
 	"net/http"
 
 	"github.com/caddy-runtime/runtime/api"
@@ -43,10 +44,15 @@ func (a *API) workerRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/workers", id: "listWorkers", tag: "workers", permission: keystore.WorkersRead,
-			summary:     "List workers",
-			description: "Workers found in worker_dirs, filtered to the key's namespaces.",
-			responses:   []response{{status: http.StatusOK, description: "The workers", body: []api.WorkerRecord{}}},
-			handle:      a.listWorkers,
+			summary: "List workers",
+			description: "Workers found in worker_dirs, filtered to the key's namespaces. Without limit and cursor, every worker at once; " +
+				"with either, a page of workers by name (byte order), the same array, with the next page's cursor in the " + NextCursorHeader + " header.",
+			params: pageParams("opaque; workers come by name"),
+			responses: []response{
+				{status: http.StatusOK, description: "The workers, or a page of them", body: []api.WorkerRecord{}, headers: nextCursorHeaders},
+				errorResponse(http.StatusBadRequest, "A malformed limit or cursor (BAD_REQUEST)"),
+			},
+			handle: a.listWorkers,
 		},
 		{
 			method: "POST", path: "/workers/upload", id: "uploadWorker", tag: "workers", permission: keystore.WorkersInstall,
@@ -81,7 +87,7 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return listUnits(w, r, c, &a.workerList, a.opts.Activations.Gen(), func(u packages.Unit) api.WorkerRecord {
+	return listUnits(w, r, c, &a.workerList, workerListShape, a.opts.Activations.Gen(), func(u packages.Unit) api.WorkerRecord {
 		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}, Kinds: map[string]string{}}
 		for _, v := range u.Versions {
@@ -97,6 +103,20 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 		a.activation(&rec, u)
 		return rec
 	})
+}
+
+// workerListShape answers GET workers as the spec's array, paged by name; a worker's cursor is
+// its name in unpadded base64url, which a query string carries as it is.
+var workerListShape = listShape{
+	wrap: arrayShape.wrap,
+	after: func(cursor string) (string, bool) {
+		name, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || packages.ValidateName(string(name)) != nil {
+			return "", false
+		}
+		return string(name), true
+	},
+	cursor: func(order string) string { return base64.RawURLEncoding.EncodeToString([]byte(order)) },
 }
 
 // workerTarget reads and authorizes the worker (and version, when the route has one) a

@@ -245,7 +245,7 @@ export interface paths {
         };
         /**
          * List API keys
-         * @description Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces.
+         * @description Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces. Without limit and cursor, every key at once; with either, a page of keys by ascending id, the next page's cursor in nextCursor and the X-Next-Cursor header.
          */
         get: operations["listKeys"];
         put?: never;
@@ -733,7 +733,7 @@ export interface paths {
         };
         /**
          * List workers
-         * @description Workers found in worker_dirs, filtered to the key's namespaces.
+         * @description Workers found in worker_dirs, filtered to the key's namespaces. Without limit and cursor, every worker at once; with either, a page of workers by name (byte order), the same array, with the next page's cursor in the X-Next-Cursor header.
          */
         get: operations["listWorkers"];
         put?: never;
@@ -1429,6 +1429,8 @@ export interface components {
         };
         KeyList: {
             keys: components["schemas"]["KeyRecord"][];
+            /** @description on a page (limit or cursor given) that is not the last: pass as cursor for the next page */
+            nextCursor?: string;
         };
         KeyRecord: {
             /** @description Unix seconds */
@@ -2776,22 +2778,40 @@ export interface operations {
     };
     listKeys: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description records per page, 1 to 500 (default 50 when cursor is given); without limit and cursor the answer is the whole listing, unpaginated */
+                limit?: number;
+                /** @description the X-Next-Cursor of the previous page (a key id; keys come by ascending id); pages come in that order, so a record present throughout a walk is on exactly one page however others come and go */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The keys */
+            /** @description The keys, or a page of them */
             200: {
                 headers: {
+                    /** @description the cursor of the next page, to pass as cursor; only on a page (limit or cursor given) that is not the last */
+                    "X-Next-Cursor"?: string;
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["KeyList"];
+                };
+            };
+            /** @description A malformed limit or cursor (BAD_REQUEST) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
                 };
             };
             /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
@@ -5190,22 +5210,40 @@ export interface operations {
     };
     listWorkers: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description records per page, 1 to 500 (default 50 when cursor is given); without limit and cursor the answer is the whole listing, unpaginated */
+                limit?: number;
+                /** @description the X-Next-Cursor of the previous page (opaque; workers come by name); pages come in that order, so a record present throughout a walk is on exactly one page however others come and go */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The workers */
+            /** @description The workers, or a page of them */
             200: {
                 headers: {
+                    /** @description the cursor of the next page, to pass as cursor; only on a page (limit or cursor given) that is not the last */
+                    "X-Next-Cursor"?: string;
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["WorkerRecord"][];
+                };
+            };
+            /** @description A malformed limit or cursor (BAD_REQUEST) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
                 };
             };
             /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
