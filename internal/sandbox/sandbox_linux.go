@@ -205,6 +205,7 @@ type Process struct {
 	// The read ends of the worker's stdout and stderr, copied to the writers given to Start.
 	outputs []*os.File
 	copying sync.WaitGroup
+	exited  atomic.Bool // Wait saw the launcher exit
 }
 
 // Start starts the worker of spec under a launcher; its output goes to stdout and stderr.
@@ -523,6 +524,7 @@ func (p *Process) State() string { return p.cmd.ProcessState.String() }
 // removes its scratch folder.
 func (p *Process) Wait() error {
 	err := p.cmd.Wait()
+	p.exited.Store(true)
 	// A descendant that outlives the worker and holds its output open must not stall Wait.
 	copied := make(chan struct{})
 	go func() { p.copying.Wait(); close(copied) }()
@@ -549,8 +551,9 @@ func (p *Process) Wait() error {
 func (p *Process) Socket() string { return p.socket }
 
 // Pending reports whether connections wait on the worker's listener that it has not
-// accepted; always false without one.
-func (p *Process) Pending() bool { return p.listener != nil && pending(p.listener) }
+// accepted, or that it never will: it has exited (its listener is closed then); always false
+// without one.
+func (p *Process) Pending() bool { return p.listener != nil && (p.exited.Load() || pending(p.listener)) }
 
 // Terminate asks the worker to stop; its launcher ends every descendant after a grace period.
 func (p *Process) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
