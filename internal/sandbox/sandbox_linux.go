@@ -553,7 +553,9 @@ func (p *Process) Socket() string { return p.socket }
 // Pending reports whether connections wait on the worker's listener that it has not
 // accepted, or that it never will: it has exited (its listener is closed then); always false
 // without one.
-func (p *Process) Pending() bool { return p.listener != nil && (p.exited.Load() || pending(p.listener)) }
+func (p *Process) Pending() bool {
+	return p.listener != nil && (p.exited.Load() || pending(p.listener))
+}
 
 // Terminate asks the worker to stop; its launcher ends every descendant after a grace period.
 func (p *Process) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
