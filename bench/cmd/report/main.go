@@ -120,8 +120,8 @@ var checks = []check{
 		title: "process worker cold start to first byte, p50 (ms)", a: "BenchmarkColdStart", metric: "p50-ms", info: true,
 		what: "the first request to a process worker whose process is not running (`listen: socket`: it is handed its " +
 			"listener as descriptor 3), with every sandbox layer the machine has on (the benchmark runs as root: cgroups, " +
-			"Landlock, seccomp, a scratch tmpfs): start, proxying, until the answer's first byte; disabling and enabling " +
-			"the version between requests, which stops the process, is not timed.",
+			"Landlock, seccomp, a scratch tmpfs, and `worker_network isolated`; not `worker_user`): start, proxying, until " +
+			"the answer's first byte; disabling and enabling the version between requests, which stops the process, is not timed.",
 	},
 	{
 		title: "process worker cold start to first byte, p90 (ms)", a: "BenchmarkColdStart", metric: "p90-ms", info: true,
@@ -147,7 +147,7 @@ var checks = []check{
 	{
 		title: "process worker cold start with `listen: port`, p50 (ms)", a: "BenchmarkColdStart", metric: "port-p50-ms", info: true,
 		what: "the same program as a worker that listens on `$PORT`, which the runtime polls (after 0.5 ms, then half as " +
-			"long again each time), alternating with the starts above.",
+			"long again each time), on a runtime with `worker_network host`, alternating with the starts above.",
 	},
 	{
 		title: "plugin reload with 50 plugins (ms)", a: "BenchmarkPluginReload", metric: "ms/reload", target: 100, atMost: true,
