@@ -41,6 +41,7 @@ type Sandbox struct {
 	mu        sync.Mutex
 	spare     *spare // a launcher ready for the next worker, or nil
 	refilling bool   // a spare is being started
+	refills   sync.WaitGroup
 	closed    bool
 }
 
@@ -178,6 +179,7 @@ func (s *Sandbox) Close() {
 	if sp != nil {
 		sp.discard()
 	}
+	s.refills.Wait() // a spare being started is discarded, its cgroups removed before their parents
 	dirs := []string{s.cg.v2}
 	for _, d := range s.cg.bases {
 		dirs = append(dirs, d)
@@ -347,8 +349,10 @@ func (s *Sandbox) refill() {
 		return
 	}
 	s.refilling = true
+	s.refills.Add(1)
 	s.mu.Unlock()
 	go func() {
+		defer s.refills.Done()
 		sp, err := s.newSpare(s.cloneflags())
 		s.mu.Lock()
 		s.refilling = false
