@@ -198,8 +198,8 @@ func (s *Sandbox) Close() {
 type Process struct {
 	cmd   *exec.Cmd
 	group *group
-	// The worker's listener in an isolated network: the runtime keeps a copy, to see whether
-	// the worker accepts, until the worker exits.
+	// The listener the worker was handed (Spec.Listen, an isolated network): the runtime
+	// keeps a copy, to see whether the worker accepts, until the worker exits.
 	listener *os.File
 	socket   string
 	scratch  string
