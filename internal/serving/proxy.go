@@ -105,7 +105,7 @@ type proxyTargetKey struct{}
 // request's target travels in its context.
 func (s *Server) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:  newWorkerTransport(),
+		Transport:  newDirectTransport(newWorkerTransport(), 64, 30*time.Second),
 		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -170,6 +170,11 @@ func socketOf(addr string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	return socketOfHost(host)
+}
+
+// socketOfHost returns the socket path a host names, if it names one.
+func socketOfHost(host string) (string, bool) {
 	name, ok := strings.CutSuffix(host, socketSuffix)
 	if !ok {
 		return "", false
