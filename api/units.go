@@ -31,6 +31,9 @@ type WorkerRecord struct {
 	Kinds map[string]string `json:"kinds" doc:"how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out"`
 	// Served extends it too: which version /<name>/ answers with.
 	Served string `json:"served,omitempty" doc:"the version /<name>/ serves: the highest enabled one (latest counts as the newest); absent when none is enabled"`
+	// URL and NoHost extend it too: the worker's own host under workers_domain.
+	URL    string `json:"url,omitempty" doc:"the worker's own host, e.g. https://app.apps.example.com/, when workers_domain is set; it serves what the unpinned path serves (pinned versions stay on the path form). Absent when workers_domain is unset or the name cannot be a host name"`
+	NoHost string `json:"noHost,omitempty" doc:"set when workers_domain is set but the name cannot be a host name (a part holds '.' or '_', or is longer than 63): why the worker is served at its path only"`
 }
 
 // WorkerDryRun is the body of a worker upload with ?dryRun=1.

@@ -117,6 +117,7 @@ func mountOf(paths []string) string {
 //			worker_log_rate <lines per second>
 //			worker_log_lines <lines kept per worker>
 //			plugin_handlers <module...>
+//			workers_domain  <domain or base URL>
 //		}
 //	}
 func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -171,7 +172,8 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey,
 		"session_ttl": &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,
 		"worker_group": &v.WorkerGroup, "scratch_dir": &v.ScratchDir, "worker_network": &v.WorkerNetwork, "worker_cpu": &v.WorkerCPU,
-		"sync_url": &v.SyncURL, "sync_token": &v.SyncToken, "sync_interval": &v.SyncInterval}
+		"sync_url": &v.SyncURL, "sync_token": &v.SyncToken, "sync_interval": &v.SyncInterval,
+		"workers_domain": &v.WorkersDomain}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		name := d.Val()

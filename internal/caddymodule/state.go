@@ -22,6 +22,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/events"
+	hostspkg "github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
@@ -107,6 +108,9 @@ type state struct {
 	plugins   *packages.Catalog
 	pool      atomic.Pointer[workerspkg.Pool]
 	versions  *serving.Versions
+	// hosts maps host names to workers: the latest config's workers_domain, and the verified
+	// custom domains.
+	hosts hostspkg.Router
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
@@ -643,6 +647,8 @@ func (a *App) Start() error {
 	if err := a.state.start(); err != nil {
 		return err
 	}
+	// Here, not in join: a config that fails to start leaves the running one's domain.
+	a.state.hosts.SetDomain(a.settings.WorkersDomain)
 	addr := instanceAddress(a.servers(), hostname)
 	a.state.address.Store(&addr)
 	if a.settings.RootKey == "" {

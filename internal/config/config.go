@@ -15,6 +15,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/mount"
 )
 
@@ -103,6 +104,10 @@ type AppValues struct {
 	WorkerLogLines int `json:"worker_log_lines,omitempty"`
 	// PluginHandlers lists the handler modules plugin routes may use.
 	PluginHandlers []string `json:"plugin_handlers,omitempty"`
+	// WorkersDomain gives each worker a host of its own under it: <name>.<domain> and
+	// <name>.<scope>.<domain>, e.g. "apps.example.com", or a base URL such as
+	// "http://apps.localhost:8080" whose scheme and port the workers' URLs carry.
+	WorkersDomain string `json:"workers_domain,omitempty"`
 }
 
 // Settings are the effective settings of a runtime instance.
@@ -138,6 +143,7 @@ type Settings struct {
 	WorkerLogRate   int     // lines per second
 	WorkerLogLines  int     // lines kept per worker
 	PluginHandlers  []string
+	WorkersDomain   hosts.Domain // Name "" when unset
 }
 
 // SyncSettings are the settings of a sync-mode key store.
@@ -211,6 +217,7 @@ var Definitions = []Definition{
 	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100", Process},
 	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000", Process},
 	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode", Process},
+	{"workers_domain", "RUNTIME_WORKERS_DOMAIN", "", Process},
 }
 
 // Written is the setting as the Caddyfile writes it: its name, and for a field of the s3
@@ -347,6 +354,10 @@ func ResolveApp(v AppValues, getenv func(string) string) (Settings, error) {
 	}
 	if err := r.isolation(v, &s); err != nil {
 		return s, err
+	}
+	raw, fromEnv = r.pick("workers_domain", v.WorkersDomain)
+	if s.WorkersDomain, err = hosts.ParseDomain(raw); err != nil {
+		return s, r.fail("workers_domain", fromEnv, raw, err)
 	}
 	// The package store is the runtime app's module, which sets its settings in place of these.
 	s.PackageStore.Kind = StoreLocal

@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/internal/mount"
@@ -41,6 +42,9 @@ type Options struct {
 	// WorkersURL is the workers' base URL when they are served on another origin, for
 	// discovery; "" when they share the API's.
 	WorkersURL string
+	// WorkersDomain gives each worker a host of its own when its Name is set (workers_domain):
+	// listings and discovery report the hosts.
+	WorkersDomain hosts.Domain
 	// Logger receives errors and the audit log.
 	Logger *zap.Logger
 	// Ready reports why the runtime cannot take traffic yet (starting, shutting down), or nil.

@@ -95,6 +95,13 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 			}
 			rec.Served = v.Version // the versions come in ascending order, as serving chooses
 		}
+		if d := a.opts.WorkersDomain; d.Name != "" {
+			if url, err := d.URL(u.Name); err != nil {
+				rec.NoHost = err.Error()
+			} else {
+				rec.URL = url + "/"
+			}
+		}
 		return rec
 	})
 }

@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * Discover the API path, the runtime version and where workers are served
-         * @description Clients read `api` to find the API path, which moves under a configured prefix, and `workers` to build links to workers when they are served on their own origin.
+         * @description Clients read `api` to find the API path, which moves under a configured prefix, `workers` to build links to workers when they are served on their own origin, and `workersDomain` when each worker has a host of its own.
          */
         get: operations["discover"];
         put?: never;
@@ -1245,6 +1245,8 @@ export interface components {
             version: string;
             /** @description the workers' base URL when they are served on another origin, e.g. https://apps.example.com (a worker is at <workers>/<name>/), as configured in workers_url; absent when they share this origin */
             workers?: string;
+            /** @description set when each worker has a host of its own (workers_domain): the domain as a base URL, e.g. https://apps.example.com; worker app is then at https://app.apps.example.com/ and @team/app at https://app.team.apps.example.com/ (the listing's url says which workers have one). Absent when unset */
+            workersDomain?: string;
         };
         Envelope: {
             error: components["schemas"]["ErrorBody"];
@@ -1670,6 +1672,8 @@ export interface components {
             };
             /** @description from package metadata; @scope/name when scoped */
             name: string;
+            /** @description set when workers_domain is set but the name cannot be a host name (a part holds '.' or '_', or is longer than 63): why the worker is served at its path only */
+            noHost?: string;
             /** @description the worker's folder */
             path: string;
             /** @description true only when source is uploaded */
@@ -1682,6 +1686,8 @@ export interface components {
             };
             /** @enum {string} */
             source: "built-in" | "uploaded";
+            /** @description the worker's own host, e.g. https://app.apps.example.com/, when workers_domain is set; it serves what the unpinned path serves (pinned versions stay on the path form). Absent when workers_domain is unset or the name cannot be a host name */
+            url?: string;
             /** @description installed versions, disabled ones included, in semver order */
             versions: string[];
         };
