@@ -492,6 +492,9 @@ type App struct {
 	// the App holds it, so Cleanup releases it exactly once.
 	state    *state
 	stateKey string
+	// live is state once the app has started it, read without a lock by the TLS permission
+	// module during handshakes.
+	live atomic.Pointer[state]
 	// joined is set once a handler has joined; written is the process-wide settings as
 	// written for it: AppValues and the ones it carries itself (the deprecated form). Every
 	// other handler must come to the same.
@@ -649,6 +652,7 @@ func (a *App) Start() error {
 	}
 	// Here, not in join: a config that fails to start leaves the running one's domain.
 	a.state.hosts.SetDomain(a.settings.WorkersDomain)
+	a.live.Store(a.state)
 	addr := instanceAddress(a.servers(), hostname)
 	a.state.address.Store(&addr)
 	if a.settings.RootKey == "" {
