@@ -5,11 +5,14 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 // hostsPermissionLog sends the permission module's debug lines to stderr beside the default
@@ -21,15 +24,15 @@ const hostsPermissionLog = `log permission {
 		include tls.permission.runtime
 	}`
 
-// startHosts starts a runtime with workers_domain apps.localhost: the API on https://localhost
-// with a certificate of Caddy's internal issuer, and every other name on a catch-all site whose
+// startHosts starts a runtime with workers_domain apps.localhost: the API on
+// https://api.localhost with a certificate of Caddy's internal issuer, and every other name on a catch-all site whose
 // certificates are issued on demand, with the runtime's permission module deciding which.
 func startHosts(t *testing.T, app string) *harness.Server {
 	t.Helper()
 	return harness.Start(t, harness.Config{
 		Env:   map[string]string{"RUNTIME_ROOT_KEY": rootKey},
 		TLS:   true,
-		Hosts: []harness.Host{{Name: "localhost"}},
+		Hosts: []harness.Host{{Name: "api.localhost"}},
 		App:   "workers_domain apps.localhost\n" + app,
 		Global: `local_certs
 	on_demand_tls {
@@ -37,7 +40,7 @@ func startHosts(t *testing.T, app string) *harness.Server {
 	}
 	` + hostsPermissionLog,
 		Sites: func(port int) string {
-			return fmt.Sprintf(`https://localhost:%d {
+			return fmt.Sprintf(`https://api.localhost:%d {
 	tls internal
 	runtime {
 		serve api cpanel
@@ -147,6 +150,111 @@ func TestWorkerHostsOverTLS(t *testing.T) {
 		t.Errorf("GET a disabled worker's host = %s", resp)
 	}
 
+	if n := s.LogCount("admin endpoint started", 1); n != 1 || len(s.LogEntries("stopped previous server")) != 0 {
+		t.Errorf("the config was loaded %d times, want once", n)
+	}
+}
+
+// TestCustomDomains: a domain attached to a worker is pending, gets no certificate and is not
+// served until a DNS check (a TXT record served by a DNS server on loopback, named by
+// domain_resolvers) finds its token; then it is served over HTTPS with a certificate for it.
+// IP literals, the API's host and names under workers_domain are refused, a domain attaches to
+// one worker, a namespaced key attaches domains to its own workers only, each change is
+// audited, and a detached domain is served no more. No config reload happens.
+func TestCustomDomains(t *testing.T) {
+	t.Parallel()
+	dns := testkit.StartDNS(t)
+	s := startHosts(t, "domain_resolvers "+dns.Addr)
+	root := harness.WithKey(rootKey)
+	for _, w := range []struct{ name, body string }{{"shop", "the shop"}, {"@team/tool", "the tool"}} {
+		if resp := s.Upload(s.API+"/workers/upload", "w.tgz", siteArchive(t, w.name, "1.0.0", w.body), root); resp.Status != 200 {
+			t.Fatalf("upload %s = %s", w.name, resp)
+		}
+	}
+	const domain = "shop.example.org"
+	var pending api.WorkerDomain
+	resp := s.Do("PUT", s.API+"/workers/_/shop/domains/Shop.Example.ORG", root)
+	if resp.Status != 200 || resp.JSON(&pending) != nil || pending.State != "pending" || pending.Domain != domain ||
+		pending.Token == "" || pending.Record != "_runtime-challenge."+domain || !strings.Contains(pending.Error, "no TXT record") {
+		t.Fatalf("PUT domain = %s", resp)
+	}
+	if cert, err := certificateFor(s, domain); err == nil {
+		t.Errorf("a pending domain got a certificate for %v", cert.DNSNames)
+	} else if reason := refusal(t, s, domain); !strings.Contains(reason, "not verified") {
+		t.Errorf("refused the pending domain because %q", reason)
+	}
+
+	dns.SetTXT("_runtime-challenge."+domain, "unrelated", pending.Token)
+	var verified api.WorkerDomain
+	resp = s.Do("PUT", s.API+"/workers/_/shop/domains/"+domain, root)
+	if resp.Status != 200 || resp.JSON(&verified) != nil || verified.State != "verified" || verified.Token != pending.Token || verified.Error != "" {
+		t.Fatalf("PUT again with the record in place = %s", resp)
+	}
+	cert, err := certificateFor(s, domain)
+	if err != nil || cert.VerifyHostname(domain) != nil {
+		t.Fatalf("handshake for the verified domain: %v", err)
+	}
+	if resp := s.Host(domain).Get("/"); resp.Status != 200 || body(resp) != "the shop" {
+		t.Errorf("GET https://%s/ = %s", domain, resp)
+	}
+	var listed []api.WorkerDomain
+	if resp := s.Get(s.API+"/workers/_/shop/domains", root); resp.Status != 200 || resp.JSON(&listed) != nil ||
+		len(listed) != 1 || listed[0].State != "verified" || listed[0].CheckedAt == "" {
+		t.Errorf("GET domains = %s", resp)
+	}
+
+	team := s.CreateKey(rootKey, map[string]any{"name": "team", "role": "editor", "namespaces": []string{"@team"}})
+	for _, tt := range []struct {
+		name, path, key string
+		status          int
+		code            string
+	}{
+		{"an IPv4 literal", "/workers/_/shop/domains/127.0.0.1", rootKey, 400, "INVALID_DOMAIN"},
+		{"an IPv6 literal", "/workers/_/shop/domains/" + url.PathEscape("[::1]"), rootKey, 400, "INVALID_DOMAIN"},
+		{"the API's host", "/workers/_/shop/domains/api.localhost", rootKey, 400, "DOMAIN_RESERVED"},
+		{"a name under workers_domain", "/workers/_/shop/domains/x.apps.localhost", rootKey, 400, "DOMAIN_RESERVED"},
+		{"workers_domain itself", "/workers/_/shop/domains/apps.localhost", rootKey, 400, "DOMAIN_RESERVED"},
+		{"a domain attached elsewhere", "/workers/@team/tool/domains/" + domain, rootKey, 409, "DOMAIN_TAKEN"},
+		{"another namespace's worker", "/workers/_/shop/domains/other.example.org", team.Secret, 403, "NAMESPACE_DENIED"},
+		{"no such worker", "/workers/_/ghost/domains/ghost.example.org", rootKey, 404, "WORKER_NOT_FOUND"},
+	} {
+		if resp := s.Do("PUT", s.API+tt.path, harness.WithKey(tt.key), harness.WithOrigin("")); resp.Status != tt.status || resp.ErrorCode() != tt.code {
+			t.Errorf("%s: PUT %s = %s, want %d %s", tt.name, tt.path, resp, tt.status, tt.code)
+		}
+	}
+	if resp := s.Do("PUT", s.API+"/workers/@team/tool/domains/tool.example.org", harness.WithKey(team.Secret), harness.WithOrigin("")); resp.Status != 200 {
+		t.Errorf("the team's key attaching a domain to its own worker = %s", resp)
+	}
+	if resp := s.Get(s.API+"/workers/_/shop/domains", harness.WithKey(team.Secret)); resp.Status != 403 {
+		t.Errorf("the team's key listing another namespace's domains = %s", resp)
+	}
+
+	if resp := s.Do("DELETE", s.API+"/workers/_/shop/domains/"+domain, root); resp.Status != 200 {
+		t.Fatalf("DELETE domain = %s", resp)
+	}
+	if resp := s.Host(domain).Get("/"); resp.Status != 404 {
+		t.Errorf("GET a detached domain = %s", resp)
+	}
+	if resp := s.Do("DELETE", s.API+"/workers/_/shop/domains/"+domain, root); resp.Status != 404 || resp.ErrorCode() != "DOMAIN_NOT_FOUND" {
+		t.Errorf("DELETE it again = %s", resp)
+	}
+
+	var trail struct {
+		Entries []struct{ Action, Target, Outcome string }
+	}
+	if resp := s.Get(s.API+"/audit", root); resp.Status != 200 || resp.JSON(&trail) != nil {
+		t.Fatalf("GET audit = %s", resp)
+	}
+	seen := map[string]bool{}
+	for _, e := range trail.Entries {
+		seen[e.Action+" "+e.Target+" "+e.Outcome] = true
+	}
+	for _, want := range []string{"worker.domain.attach shop " + domain + " success", "worker.domain.attach @team/tool tool.example.org success",
+		"worker.domain.detach shop " + domain + " success", "worker.domain.attach shop 127.0.0.1 failed"} {
+		if !seen[want] {
+			t.Errorf("the audit trail has no %q", want)
+		}
+	}
 	if n := s.LogCount("admin endpoint started", 1); n != 1 || len(s.LogEntries("stopped previous server")) != 0 {
 		t.Errorf("the config was loaded %d times, want once", n)
 	}

@@ -118,6 +118,7 @@ func mountOf(paths []string) string {
 //			worker_log_lines <lines kept per worker>
 //			plugin_handlers <module...>
 //			workers_domain  <domain or base URL>
+//			domain_resolvers <host[:port]...>
 //		}
 //	}
 func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -163,6 +164,7 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 	lists := map[string]*[]string{
 		"worker_dirs": &v.WorkerDirs, "plugin_dirs": &v.PluginDirs, "worker_read_dirs": &v.WorkerReadDirs,
 		"serve": &v.Serve, "process_workers": &v.ProcessWorkers, "plugin_handlers": &v.PluginHandlers,
+		"domain_resolvers": &v.DomainResolvers,
 	}
 	sizes := map[string]*int64{"max_upload_size": &v.MaxUploadSize, "max_unpacked_size": &v.MaxUnpackedSize, "worker_memory": &v.WorkerMemory,
 		"worker_scratch": &v.WorkerScratch}

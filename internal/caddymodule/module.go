@@ -3,6 +3,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -103,24 +104,27 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	shared, instances, missing := h.state.handlerCluster()
 	h.api, err = handlers.New(handlers.Options{
-		Prefix:        settings.APIPrefix,
-		Version:       version.String(),
-		WorkersURL:    settings.WorkersURL,
-		WorkersDomain: settings.WorkersDomain,
-		Logger:        h.logger,
-		Ready:         h.state.readiness,
-		RootKey:       settings.RootKey,
-		Keys:          h.state.keyStore,
-		SessionTTL:    settings.SessionTTL,
-		Workers:       h.state.workers,
-		Plugins:       h.state.plugins,
-		Pool:          h.state.workerPool,
-		PluginHost:    h.plugins,
-		WorkerPolicy:  workerPolicy,
-		PluginPolicy:  pluginPolicy,
-		Metrics:       runtimeMetrics,
-		Cluster:       shared,
-		Instances:     instances,
+		Prefix:          settings.APIPrefix,
+		Version:         version.String(),
+		WorkersURL:      settings.WorkersURL,
+		WorkersDomain:   settings.WorkersDomain,
+		DomainResolvers: settings.DomainResolvers,
+		OwnHosts:        h.state.ownHosts,
+		DomainsChanged:  func(ctx context.Context) { _ = h.state.refreshDomains(ctx) },
+		Logger:          h.logger,
+		Ready:           h.state.readiness,
+		RootKey:         settings.RootKey,
+		Keys:            h.state.keyStore,
+		SessionTTL:      settings.SessionTTL,
+		Workers:         h.state.workers,
+		Plugins:         h.state.plugins,
+		Pool:            h.state.workerPool,
+		PluginHost:      h.plugins,
+		WorkerPolicy:    workerPolicy,
+		PluginPolicy:    pluginPolicy,
+		Metrics:         runtimeMetrics,
+		Cluster:         shared,
+		Instances:       instances,
 	})
 	if err != nil {
 		return err

@@ -78,6 +78,11 @@ func (p *Permission) CertificateAllowed(_ context.Context, name string) error {
 func (s *state) servesHost(name string) string {
 	worker, custom, ok := s.hosts.Worker(name)
 	if !ok {
+		if p := s.pendingDomains.Load(); p != nil {
+			if worker, ok := (*p)[hosts.Normalize(name)]; ok {
+				return "a custom domain of worker " + worker + " that is not verified yet: its TXT record has not been found"
+			}
+		}
 		if d := s.hosts.Domain(); d.Name != "" && d.Under(hosts.Normalize(name)) {
 			return "not a worker's host: workers have one level under " + d.Name + ", scoped workers two"
 		}

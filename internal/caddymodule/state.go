@@ -111,6 +111,16 @@ type state struct {
 	// hosts maps host names to workers: the latest config's workers_domain, and the verified
 	// custom domains.
 	hosts hostspkg.Router
+	// apiHosts are the host names of the latest config's site blocks serving the API: no
+	// worker may take one as a custom domain.
+	apiHosts atomic.Pointer[[]string]
+	// pendingDomains are the custom domains not verified yet, by domain: the TLS permission
+	// names them when it refuses one.
+	pendingDomains atomic.Pointer[map[string]string]
+	// stopDomains ends the loop that keeps hosts' custom domains as the key store holds them,
+	// which closes domainsDone.
+	stopDomains chan struct{}
+	domainsDone chan struct{}
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
@@ -261,6 +271,11 @@ func (s *state) open() error {
 		}
 	})
 	s.pool.Store(pool)
+	if err := s.refreshDomains(context.Background()); err != nil {
+		return err
+	}
+	s.stopDomains, s.domainsDone = make(chan struct{}), make(chan struct{})
+	go s.followDomains(store)
 	if s.clustered() {
 		return s.openCluster(store)
 	}
@@ -451,6 +466,10 @@ func (s *state) Destruct() error {
 		s.unwatch() // before the pool closes under it
 	}
 	s.closeCluster() // before the key store and the catalogs close under it
+	if s.stopDomains != nil {
+		close(s.stopDomains)
+		<-s.domainsDone // before the store closes under it
+	}
 	if s.stopPrune != nil {
 		close(s.stopPrune)
 		<-s.pruned // before the store closes under it
@@ -663,7 +682,9 @@ func (a *App) Start() error {
 	if a.sharesOrigin {
 		warnSharedOrigin(a.logger)
 	}
-	a.warnSameSite()
+	apiHosts, workerHosts := a.siteHosts()
+	a.state.apiHosts.Store(&apiHosts)
+	a.warnSameSite(apiHosts, workerHosts)
 	for _, host := range a.hosts {
 		host.Load()
 	}

@@ -268,5 +268,5 @@ func (v *AppValues) StringFields() []*string {
 
 // ListFields are the written process-wide list settings.
 func (v *AppValues) ListFields() []*[]string {
-	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.ProcessWorkers, &v.PluginHandlers}
+	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.ProcessWorkers, &v.PluginHandlers, &v.DomainResolvers}
 }
