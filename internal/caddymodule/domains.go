@@ -28,8 +28,7 @@ func (s *state) refreshDomains(ctx context.Context) error {
 			pending[d.Domain] = d.Worker
 		}
 	}
-	s.hosts.SetCustom(verified)
-	s.pendingDomains.Store(&pending)
+	s.hosts.SetCustom(verified, pending)
 	return nil
 }
 

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/caddy-runtime/runtime/internal/hosts"
+	"github.com/caddy-runtime/runtime/internal/serving"
 )
 
 func init() {
@@ -62,7 +62,7 @@ func (p *Permission) Provision(ctx caddy.Context) error {
 func (p *Permission) CertificateAllowed(_ context.Context, name string) error {
 	why := "the runtime has not started"
 	if st := p.app.live.Load(); st != nil {
-		why = st.servesHost(name)
+		why = serving.HostServed(&st.hosts, st.workers, name)
 	}
 	if why == "" {
 		return nil
@@ -71,36 +71,6 @@ func (p *Permission) CertificateAllowed(_ context.Context, name string) error {
 		c.Write(zap.String("name", name), zap.String("reason", why))
 	}
 	return fmt.Errorf("%s: %w: %s", name, caddytls.ErrPermissionDenied, why)
-}
-
-// servesHost returns why the runtime does not serve host name (a TLS server name), "" when it
-// does: an enabled worker's host, or a verified custom domain of an enabled worker.
-func (s *state) servesHost(name string) string {
-	worker, custom, ok := s.hosts.Worker(name)
-	if !ok {
-		if p := s.pendingDomains.Load(); p != nil {
-			if worker, ok := (*p)[hosts.Normalize(name)]; ok {
-				return "a custom domain of worker " + worker + " that is not verified yet: its TXT record has not been found"
-			}
-		}
-		if d := s.hosts.Domain(); d.Name != "" && d.Under(hosts.Normalize(name)) {
-			return "not a worker's host: workers have one level under " + d.Name + ", scoped workers two"
-		}
-		return "neither a worker's host nor a verified custom domain"
-	}
-	u, found := s.workers.Find(worker)
-	if !found {
-		if custom {
-			return "a custom domain of worker " + worker + ", which is not installed"
-		}
-		return "no worker named " + worker
-	}
-	for _, v := range u.Versions {
-		if v.Enabled {
-			return ""
-		}
-	}
-	return "worker " + worker + " has no enabled version"
 }
 
 // Interface guards

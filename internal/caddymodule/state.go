@@ -114,9 +114,6 @@ type state struct {
 	// apiHosts are the host names of the latest config's site blocks serving the API: no
 	// worker may take one as a custom domain.
 	apiHosts atomic.Pointer[[]string]
-	// pendingDomains are the custom domains not verified yet, by domain: the TLS permission
-	// names them when it refuses one.
-	pendingDomains atomic.Pointer[map[string]string]
 	// stopDomains ends the loop that keeps hosts' custom domains as the key store holds them,
 	// which closes domainsDone.
 	stopDomains chan struct{}

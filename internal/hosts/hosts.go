@@ -189,7 +189,8 @@ func Normalize(host string) string {
 // custom domain. It is safe for concurrent use; its answers come from memory.
 type Router struct {
 	domain atomic.Pointer[Domain]
-	custom atomic.Pointer[map[string]string] // verified custom domain → worker
+	custom  atomic.Pointer[map[string]string] // verified custom domain → worker
+	pending atomic.Pointer[map[string]string] // custom domain not verified yet → worker
 }
 
 // SetDomain sets the workers_domain in force (the latest config's).
@@ -206,8 +207,21 @@ func (r *Router) Domain() Domain {
 	return Domain{}
 }
 
-// SetCustom replaces the verified custom domains: domain (normalized) → worker name.
-func (r *Router) SetCustom(m map[string]string) { r.custom.Store(&m) }
+// SetCustom replaces the custom domains, domain (normalized) → worker name: the verified ones,
+// which route, and those pending verification, which Pending names.
+func (r *Router) SetCustom(verified, pending map[string]string) {
+	r.custom.Store(&verified)
+	r.pending.Store(&pending)
+}
+
+// Pending returns the worker a custom domain not verified yet is attached to.
+func (r *Router) Pending(host string) (string, bool) {
+	if m := r.pending.Load(); m != nil && len(*m) > 0 {
+		name, ok := (*m)[Normalize(host)]
+		return name, ok
+	}
+	return "", false
+}
 
 // Worker returns the worker host names: by its host under the domain, or as a verified custom
 // domain. custom tells which.

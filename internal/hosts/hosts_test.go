@@ -81,7 +81,10 @@ func TestRouter(t *testing.T) {
 		t.Error("a router without a domain routed a host")
 	}
 	r.SetDomain(Domain{Name: "apps.example.com", Scheme: "https"})
-	r.SetCustom(map[string]string{"shop.example.org": "@team/shop"})
+	r.SetCustom(map[string]string{"shop.example.org": "@team/shop"}, map[string]string{"new.example.org": "app"})
+	if name, ok := r.Pending("NEW.example.org"); !ok || name != "app" {
+		t.Errorf("Pending = %q, %v", name, ok)
+	}
 	tests := []struct {
 		host, name string
 		custom, ok bool
@@ -89,6 +92,7 @@ func TestRouter(t *testing.T) {
 		{"app.apps.example.com", "app", false, true},
 		{"Shop.Example.org:443", "@team/shop", true, true},
 		{"other.example.org", "", false, false},
+		{"new.example.org", "", false, false}, // pending: not routed
 	}
 	for _, tt := range tests {
 		name, custom, ok := r.Worker(tt.host)

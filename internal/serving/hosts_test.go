@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/caddy-runtime/runtime/internal/hosts"
@@ -34,7 +35,7 @@ func TestServeByHost(t *testing.T) {
 	t.Cleanup(c.Close)
 	var router hosts.Router
 	router.SetDomain(hosts.Domain{Name: "apps.example.com", Scheme: "https"})
-	router.SetCustom(map[string]string{"shop.example.org": "shop"})
+	router.SetCustom(map[string]string{"shop.example.org": "shop", "gone.example.org": "gone"}, map[string]string{"new.example.org": "app"})
 	s := New(Options{Workers: c, Hosts: &router, Reserved: packages.ReservedNames("/api")})
 	tests := []struct {
 		host, path string
@@ -65,6 +66,23 @@ func TestServeByHost(t *testing.T) {
 		}
 		if status != tt.status || body != tt.body {
 			t.Errorf("GET %s%s = %d %q, want %d %q", tt.host, tt.path, status, body, tt.status, tt.body)
+		}
+	}
+
+	for _, tt := range []struct{ host, why string }{
+		{"app.apps.example.com", ""},
+		{"tool.team.apps.example.com", ""},
+		{"shop.example.org", ""},
+		{"off.apps.example.com", "worker off has no enabled version"},
+		{"ghost.apps.example.com", "no worker named ghost"},
+		{"gone.example.org", "a custom domain of worker gone, which is not installed"},
+		{"new.example.org", "a custom domain of worker app that is not verified yet"},
+		{"a.b.c.apps.example.com", "not a worker's host"},
+		{"apps.example.com", "not a worker's host"},
+		{"example.net", "neither a worker's host nor a verified custom domain"},
+	} {
+		if why := HostServed(&router, c, tt.host); tt.why == "" && why != "" || !strings.Contains(why, tt.why) {
+			t.Errorf("HostServed(%s) = %q, want %q", tt.host, why, tt.why)
 		}
 	}
 }
