@@ -188,7 +188,7 @@ func Normalize(host string) string {
 // Router answers which worker a host name belongs to: one of the domain's hosts, or a verified
 // custom domain. It is safe for concurrent use; its answers come from memory.
 type Router struct {
-	domain atomic.Pointer[Domain]
+	domain  atomic.Pointer[Domain]
 	custom  atomic.Pointer[map[string]string] // verified custom domain → worker
 	pending atomic.Pointer[map[string]string] // custom domain not verified yet → worker
 }
