@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -258,4 +259,61 @@ func TestCustomDomains(t *testing.T) {
 	if n := s.LogCount("admin endpoint started", 1); n != 1 || len(s.LogEntries("stopped previous server")) != 0 {
 		t.Errorf("the config was loaded %d times, want once", n)
 	}
+}
+
+// onHost sends a request with host as its Host, to the server's own address.
+func onHost(host string) harness.Option {
+	return func(r *http.Request) error {
+		r.Host = host
+		return nil
+	}
+}
+
+// servedAt is the condition that GET / on host answers status, and for a 200 body.
+func servedAt(host string, status int, body string) func(*harness.Server) error {
+	return func(s *harness.Server) error {
+		resp, err := s.Send("GET", "/", onHost(host))
+		if err != nil {
+			return err
+		}
+		if resp.Status != status || status == 200 && string(resp.Body) != body {
+			return fmt.Errorf("GET http://%s/ = %s, want %d %q", host, resp, status, body)
+		}
+		return nil
+	}
+}
+
+// TestClusterHosts: in a cluster, a worker uploaded on one instance is served at its host by
+// every instance, and a custom domain verified on one is served by every instance from the
+// replicated table, until it is detached on another.
+func TestClusterHosts(t *testing.T) {
+	t.Parallel()
+	dns := testkit.StartDNS(t)
+	c := startCluster(t, 0)
+	var cfgs []harness.Config
+	for _, name := range []string{"A", "B"} {
+		cfg := c.Config(name)
+		cfg.App += "\n\t\tworkers_domain apps.example.test\n\t\tdomain_resolvers " + dns.Addr
+		cfgs = append(cfgs, cfg)
+	}
+	g := harness.StartAll(t, cfgs...).In(t)
+	a, b := g[0], g[1]
+	uploadOK(t, a, "workers", "shop.tgz", siteArchive(t, "shop", "1.0.0", "the shop"), rootKey)
+	g.Each(t, converge, servedAt("shop.apps.example.test", 200, "the shop"))
+
+	const domain = "shop.example.org"
+	var d api.WorkerDomain
+	if resp := a.Do("PUT", a.API+"/workers/_/shop/domains/"+domain, harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&d) != nil {
+		t.Fatalf("PUT domain on A = %s", resp)
+	}
+	dns.SetTXT("_runtime-challenge."+domain, d.Token)
+	if resp := a.Do("PUT", a.API+"/workers/_/shop/domains/"+domain, harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&d) != nil || d.State != "verified" {
+		t.Fatalf("PUT domain on A with the record in place = %s", resp)
+	}
+	g.Each(t, converge, servedAt(domain, 200, "the shop"))
+
+	if resp := b.Do("DELETE", b.API+"/workers/_/shop/domains/"+domain, harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("DELETE domain on B = %s", resp)
+	}
+	g.Each(t, converge, servedAt(domain, 404, ""))
 }
