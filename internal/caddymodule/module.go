@@ -125,6 +125,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Metrics:         runtimeMetrics,
 		Cluster:         shared,
 		Instances:       instances,
+		Secrets:         handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
 	})
 	if err != nil {
 		return err
@@ -179,6 +180,9 @@ func replacePlaceholders(strs []*string, lists []*[]string) {
 // handlers compose with it through matchers; when one in front stripped a path prefix, the
 // request carries it as the mount path for the URLs the runtime builds.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if h.state.clustered() {
+		h.state.requests.Add(1)
+	}
 	attachTrace(r)
 	r = trace.EnsureRequestID(w, r, func() string { return requestUUID(r) })
 	if p := mountPath(r); p != "" {

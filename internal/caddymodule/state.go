@@ -136,6 +136,11 @@ type state struct {
 	cluster     atomic.Pointer[cluster.Cluster]
 	stopCluster context.CancelFunc
 	clusterDone chan struct{}
+	// requests counts the requests the handlers have taken in, in a cluster: background
+	// installs yield the cores to them (reconcile.Options.Activity).
+	requests atomic.Uint64
+	// secrets are the workers' secrets: the key, and what the running processes were given.
+	secrets secretState
 }
 
 func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {
@@ -239,6 +244,7 @@ func (s *state) open() error {
 		LogRate: s.settings.WorkerLogRate,
 		Logs:    workerspkg.NewLogBook(s.settings.WorkerLogLines),
 		Events:  runtimeMetrics,
+		Secrets: s.workerSecrets,
 	})
 	if err != nil {
 		return err
@@ -273,6 +279,7 @@ func (s *state) open() error {
 	}
 	s.stopDomains, s.domainsDone = make(chan struct{}), make(chan struct{})
 	go s.followDomains(store)
+	s.startSecrets(store)
 	if s.clustered() {
 		return s.openCluster(store)
 	}
@@ -467,6 +474,7 @@ func (s *state) Destruct() error {
 		close(s.stopDomains)
 		<-s.domainsDone // before the store closes under it
 	}
+	s.stopSecrets()
 	if s.stopPrune != nil {
 		close(s.stopPrune)
 		<-s.pruned // before the store closes under it
@@ -601,6 +609,10 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 		a.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; "+
 			"use {env.RUNTIME_ROOT_KEY} instead", troubleshooting.RootKeyInConfig.Field())
 	}
+	if written.SecretsKey != "" && !strings.Contains(written.SecretsKey, "{") {
+		a.logger.Warn("secrets_key is written literally in the config, where the admin API and adapted JSON show it; "+
+			"use {env.RUNTIME_SECRETS_KEY} instead", troubleshooting.SecretsKeyInConfig.Field())
+	}
 	key := stateKey(a.settings)
 	val, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return newState(a.settings, a.packageStore, caddy.Log().Named("runtime")), nil
@@ -609,6 +621,9 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 		return nil, config.Settings{}, err
 	}
 	a.state, a.stateKey, a.joined, a.written = val.(*state), key, true, written
+	if err := a.state.setSecretsKey(a.settings.SecretsKey); err != nil {
+		return nil, config.Settings{}, err
+	}
 	a.state.retention.Store(int64(a.settings.AuditRetention))
 	a.state.workers.SetRetireDelay(a.settings.RetireDelay)
 	a.state.plugins.SetRetireDelay(a.settings.RetireDelay)

@@ -85,6 +85,9 @@ type Options struct {
 	Cluster Cluster
 	// Instances answers GET cluster; nil answers 503 while the runtime is starting.
 	Instances Instances
+	// Secrets gives the workers' secrets; the zero value answers every secrets route with
+	// SECRETS_NOT_CONFIGURED.
+	Secrets SecretsOptions
 }
 
 // API serves the management API and the discovery document.

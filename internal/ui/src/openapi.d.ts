@@ -1112,6 +1112,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/workers/{scope}/{name}/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a worker's secrets
+         * @description Names, when each was set and by which key; never a value, nor anything derived from one. A worker without secrets, or not installed, lists none. Secrets reach only the worker's processes, as environment variables, when they start; a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED.
+         */
+        get: operations["listWorkerSecrets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set and remove several of a worker's secrets at once
+         * @description One change, which restarts the worker's processes once: deploy --secrets-file sends it. Every name to remove must exist. Secrets reach only the worker's processes, as environment variables, when they start; a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED.
+         */
+        patch: operations["changeWorkerSecrets"];
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/secrets/{secret}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a worker's secret
+         * @description Seals the value with AES-256-GCM under secrets_key and stores it in the key store (replicated to every instance of a cluster). A worker may get secrets before its first upload. Secrets reach only the worker's processes, as environment variables, when they start; a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED.
+         */
+        put: operations["setWorkerSecret"];
+        post?: never;
+        /**
+         * Remove a worker's secret
+         * @description Secrets reach only the worker's processes, as environment variables, when they start; a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED.
+         */
+        delete: operations["deleteWorkerSecret"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/workers/{scope}/{name}/stats": {
         parameters: {
             query?: never;
@@ -1627,6 +1675,47 @@ export interface components {
             /** @description every worker request together; memoryBytes: every worker process together (0 with none running) */
             workers: components["schemas"]["StatsSeries"];
         };
+        SecretBy: {
+            /** @description the key's id; 0 for the root key */
+            id: number;
+            keyPrefix: string;
+            name: string;
+        };
+        SecretRecord: {
+            /** @description the environment variable the worker's processes get */
+            name: string;
+            /**
+             * Format: date-time
+             * @description when it was last set
+             */
+            updatedAt: string;
+            /** @description the key that set it last */
+            updatedBy: components["schemas"]["SecretBy"];
+        };
+        SecretValue: {
+            /** @description the secret's value, at most 32 KiB, no NUL byte; it is sealed at once and never shown again */
+            value: string;
+        };
+        SecretsChange: {
+            /** @description secrets to set, by name; their values are sealed at once and never shown again */
+            set?: {
+                [key: string]: string;
+            };
+            /** @description names of secrets to remove; each must exist */
+            unset?: string[];
+        };
+        SecretsChanged: {
+            data: {
+                /** @description the versions whose running process was restarted with the new secrets here; empty when none was running */
+                restarted: string[];
+                /** @description the names set */
+                set: string[];
+                /** @description the names removed */
+                unset: string[];
+                worker: string;
+            };
+            success: boolean;
+        };
         Session: {
             authenticated: boolean;
             principal: components["schemas"]["Principal"];
@@ -1767,6 +1856,11 @@ export interface components {
                 restarted: string[];
             };
             success: boolean;
+        };
+        WorkerSecrets: {
+            /** @description by name */
+            secrets: components["schemas"]["SecretRecord"][];
+            worker: string;
         };
         WorkerStats: {
             /** @description steps in each array (360: the last hour) */
@@ -7211,6 +7305,364 @@ export interface operations {
                 };
             };
             /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    listWorkerSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The worker's secrets, by name */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerSecrets"];
+                };
+            };
+            /** @description Malformed scope or worker name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:secrets (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No secrets_key is configured (SECRETS_NOT_CONFIGURED); the message says how to configure one; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    changeWorkerSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SecretsChange"];
+            };
+        };
+        responses: {
+            /** @description Changed; the worker's running processes were restarted with the new secrets */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsChanged"];
+                };
+            };
+            /** @description Malformed body, a name that is not an environment variable name or one the runtime sets (INVALID_SECRET_NAME), a value over 32 KiB or with a NUL byte (INVALID_SECRET_VALUE), more than 100 secrets (TOO_MANY_SECRETS); Malformed scope or worker name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:secrets (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description A secret to remove does not exist (SECRET_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No secrets_key is configured (SECRETS_NOT_CONFIGURED); the message says how to configure one; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    setWorkerSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME or LISTEN_*) */
+                secret: string;
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SecretValue"];
+            };
+        };
+        responses: {
+            /** @description Changed; the worker's running processes were restarted with the new secrets */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsChanged"];
+                };
+            };
+            /** @description Malformed body, a name that is not an environment variable name or one the runtime sets (INVALID_SECRET_NAME), a value over 32 KiB or with a NUL byte (INVALID_SECRET_VALUE), more than 100 secrets (TOO_MANY_SECRETS); Malformed scope or worker name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:secrets (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No secrets_key is configured (SECRETS_NOT_CONFIGURED); the message says how to configure one; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    deleteWorkerSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME or LISTEN_*) */
+                secret: string;
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Changed; the worker's running processes were restarted with the new secrets */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsChanged"];
+                };
+            };
+            /** @description Malformed secret name (INVALID_SECRET_NAME); Malformed scope or worker name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:secrets (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker has no such secret (SECRET_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No secrets_key is configured (SECRETS_NOT_CONFIGURED); the message says how to configure one; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
                 headers: {
                     /** @description correlation id of the request */
