@@ -75,6 +75,8 @@ func TestLayers(t *testing.T) {
 		"secrets":  {"handlers", "serving", "caddymodule", "workers", "keystore", "config", "packages"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
+		// Host names are a leaf the API, the data plane, the CLI and the settings share.
+		"hosts": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "packages", "keystore", "config"},
 		// The package store is a leaf the API and the reconciler use: it knows none of them.
 		"packagestore": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "packages", "plugins", "keystore"},
 		// The reconciler is an engine under the glue: it converges the catalogs (packages) with the

@@ -39,6 +39,20 @@ func Resolve(c *packages.Catalog, act *workers.Activations, urlPath string) (Tar
 	if !ok {
 		return Target{}, name, ErrNotWorkerPath
 	}
+	return resolveName(c, act, name, pin, base, rest)
+}
+
+// ResolveHost maps a request on worker name's own host (see package hosts) to a worker version:
+// the whole path is the worker's, and the version is chosen as for an unpinned path.
+func ResolveHost(c *packages.Catalog, act *workers.Activations, name, urlPath string) (Target, string, error) {
+	if urlPath == "" {
+		urlPath = "/"
+	}
+	return resolveName(c, act, name, "", "", urlPath)
+}
+
+// resolveName is the one choice of a version for a request, by path or by host.
+func resolveName(c *packages.Catalog, act *workers.Activations, name, pin, base, rest string) (Target, string, error) {
 	u, ok := c.Find(name)
 	if !ok {
 		return Target{}, name, ErrNoSuchWorker

@@ -111,6 +111,19 @@ var checks = []check{
 			"same page from a worker without it, on the same process: the rewritten page is kept per version and base.",
 	},
 	{
+		title: "static worker at its own host / at its path throughput", a: "BenchmarkHosts/by-host", b: "BenchmarkHosts/by-path",
+		metric: "req/s", target: 0.95,
+		what: "a static worker's index file at the worker's host under `workers_domain` (`Host: site.apps.localhost`) " +
+			"against the same file at its path (`/site/`), on one runtime process: routing by host is a map lookup of the " +
+			"host's labels, with the version chosen as for the path.",
+	},
+	{
+		title: "TLS permission check over 10 000 names (µs)", a: "BenchmarkHostPermission", metric: "µs/check", target: 50, atMost: true,
+		what: "the answer of `tls.permission.runtime` (`serving.HostServed`, which the module calls) over 5 000 workers and " +
+			"5 000 verified custom domains, asked in turn for a worker's host, a scoped worker's host, a custom domain and two " +
+			"names it refuses, in one goroutine: from memory (the host router and the worker catalog's snapshot), never the key store.",
+	},
+	{
 		title: "64 connections over 50 workers / over one worker throughput", a: "BenchmarkManyWorkers/fifty-workers", b: "BenchmarkManyWorkers/one-worker",
 		metric: "req/s", target: 0.9,
 		what: "64 keep-alive connections each sending requests to 50 static workers in turn against the same connections " +

@@ -36,6 +36,9 @@ BenchmarkServing/reverse-proxy-2     	   10000	    100000 ns/op	     10000 req/s
 BenchmarkServing/socket-worker-2     	   10000	    100000 ns/op	     12500 req/s
 BenchmarkServing/pinned-worker-2     	   10000	    100000 ns/op	      9800 req/s
 BenchmarkServing/inject-base-2       	   10000	    100000 ns/op	      9000 req/s
+BenchmarkHosts/by-host-2             	   10000	    100000 ns/op	      9700 req/s
+BenchmarkHosts/by-path-2             	   10000	    100000 ns/op	     10000 req/s
+BenchmarkHostPermission-2            	 1000000	      2400 ns/op	         2.400 µs/check
 BenchmarkManyWorkers/one-worker-2    	   10000	    100000 ns/op	     10000 req/s
 BenchmarkManyWorkers/fifty-workers-2 	   10000	    100000 ns/op	      9500 req/s
 BenchmarkManyWorkers/fifty-workers#01-2	   10000	    100000 ns/op	      8000 req/s
@@ -87,7 +90,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 69 || len(res.order) != 39 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 72 || len(res.order) != 42 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -111,6 +114,8 @@ func TestReport(t *testing.T) {
 		"| process worker / `reverse_proxy` throughput | 0.800 | ≥ 0.90 | **FAIL** |",
 		"| pinned version (`/site@^1.0.0/`) / unpinned static worker throughput | 0.980 | ≥ 0.95 | **PASS** |",
 		"| `injectBase` page / plain static file throughput | 0.900 | ≥ 0.95 | **FAIL** |",
+		"| static worker at its own host / at its path throughput | 0.970 | ≥ 0.95 | **PASS** |",
+		"| TLS permission check over 10 000 names (µs) | 2.400 | ≤ 50.00 | **PASS** |",
 		// per-round ratios 0.95 and 0.8
 		"| 64 connections over 50 workers / over one worker throughput | 0.875 | ≥ 0.90 | **FAIL** |",
 		"| process worker cold start to first byte, p50 (ms) | 11.000 | — | measured |",
