@@ -3,6 +3,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -103,24 +104,30 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	shared, instances, missing := h.state.handlerCluster()
 	h.api, err = handlers.New(handlers.Options{
-		Prefix:       settings.APIPrefix,
-		Version:      version.String(),
-		WorkersURL:   settings.WorkersURL,
-		Logger:       h.logger,
-		Ready:        h.state.readiness,
-		RootKey:      settings.RootKey,
-		Keys:         h.state.keyStore,
-		SessionTTL:   settings.SessionTTL,
-		Workers:      h.state.workers,
-		Plugins:      h.state.plugins,
-		Pool:         h.state.workerPool,
-		PluginHost:   h.plugins,
-		WorkerPolicy: workerPolicy,
-		PluginPolicy: pluginPolicy,
-		Metrics:      runtimeMetrics,
-		Cluster:      shared,
-		Instances:    instances,
-		Secrets:      handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
+		Prefix:          settings.APIPrefix,
+		Version:         version.String(),
+		WorkersURL:      settings.WorkersURL,
+		WorkersDomain:   settings.WorkersDomain,
+		DomainResolvers: settings.DomainResolvers,
+		OwnHosts:        h.state.ownHosts,
+		DomainsChanged:  func(ctx context.Context) { _ = h.state.refreshDomains(ctx) },
+		Logger:          h.logger,
+		Ready:           h.state.readiness,
+		RootKey:         settings.RootKey,
+		Keys:            h.state.keyStore,
+		SessionTTL:      settings.SessionTTL,
+		Workers:         h.state.workers,
+		Plugins:         h.state.plugins,
+		Pool:            h.state.workerPool,
+		Activations:     h.state.activations,
+		Activator:       h.state.activator,
+		PluginHost:      h.plugins,
+		WorkerPolicy:    workerPolicy,
+		PluginPolicy:    pluginPolicy,
+		Metrics:         runtimeMetrics,
+		Cluster:         shared,
+		Instances:       instances,
+		Secrets:         handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
 	})
 	if err != nil {
 		return err
@@ -129,9 +136,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	workers := serving.New(serving.Options{
-		Workers: h.state.workers, Pool: h.state.workerPool, Wasm: h.state.wasmHost(settings), Versions: h.state.versions, Reserved: workerPolicy.Reserved,
+		Workers: h.state.workers, Pool: h.state.workerPool, Wasm: h.state.wasmHost(settings), Versions: h.state.versions, Activations: h.state.activations,
+		Reserved:    workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
-		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing,
+		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing, Hosts: &h.state.hosts,
 	})
 	h.units = &pluginhost.Chain{Plugins: h.plugins, Workers: workers, Exempt: h.api, Logger: h.logger}
 	// Followed log streams end when this handler's server begins to shut down (a reload
@@ -139,6 +147,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
 		h.server = srv
 		srv.RegisterOnShutdown(h.api.Shutdown)
+		// Large kept answers are written with their connection corked.
+		srv.RegisterConnContext(handlers.ConnContext)
 	}
 	return nil
 }
@@ -184,7 +194,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		r = r.WithContext(mount.With(r.Context(), p))
 	}
 	serve := h.settings.Serve
+	_, _, hosted := h.state.hosts.Worker(r.Host)
 	switch {
+	case hosted && serve.Workers:
+		// A worker's own host is the worker's alone: its /api and /cpanel paths too.
+		h.serveUnits(w, r)
+		return nil
 	case h.api.Owns(r.URL.Path):
 		if !serve.API {
 			envelope.Write(w, notServed("the API is not served on this host; use the API's own host"))
@@ -213,11 +228,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		envelope.Write(w, notServed("workers are not served on this host"))
 	default:
-		var failed *envelope.Error
-		serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { failed = h.units.Serve(w, r) })
-		if failed != nil {
-			return h.fail(w, r, failed)
-		}
+		return h.serveUnits(w, r)
+	}
+	return nil
+}
+
+// serveUnits serves r with what was uploaded: hooks, plugin routes, workers.
+func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) error {
+	var failed *envelope.Error
+	serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { failed = h.units.Serve(w, r) })
+	if failed != nil {
+		return h.fail(w, r, failed)
 	}
 	return nil
 }

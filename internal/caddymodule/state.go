@@ -22,6 +22,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/events"
+	hostspkg "github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
@@ -110,6 +111,19 @@ type state struct {
 	// wasm runs WebAssembly workers (see wasm.go), set when the state has started.
 	wasm       atomic.Pointer[wasmState]
 	wasmBudget atomic.Int64 // wasm_compiled_memory of the latest config
+	// activations say which version of each worker is active here; activator checks new ones.
+	activations *workerspkg.Activations
+	activator   *workerspkg.Activator
+	// hosts maps host names to workers: the latest config's workers_domain, and the verified
+	// custom domains.
+	hosts hostspkg.Router
+	// apiHosts are the host names of the latest config's site blocks serving the API: no
+	// worker may take one as a custom domain.
+	apiHosts atomic.Pointer[[]string]
+	// stopDomains ends the loop that keeps hosts' custom domains as the key store holds them,
+	// which closes domainsDone.
+	stopDomains chan struct{}
+	domainsDone chan struct{}
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
@@ -143,6 +157,9 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
 		versions: serving.NewVersions(),
 	}
+	st.activations = workerspkg.NewActivations(workerspkg.ActivationsPath(s.StateDir), logger.Named("workers"))
+	st.activator = workerspkg.NewActivator(workerspkg.ActivatorOptions{Workers: st.workers, Pool: st.workerPool,
+		Activations: st.activations, Logger: logger.Named("workers")})
 	st.workers.OnChange(st.workerChanges.Publish)
 	st.plugins.OnChange(st.pluginChanges.Publish)
 	return st
@@ -270,7 +287,17 @@ func (s *state) open() error {
 			pool.StopUnit(ch.Name, ch.Version)
 		}
 	})
+	// After the pool has stopped the old process: a new version is checked on a new one.
+	if err := s.activations.Load(); err != nil {
+		return err
+	}
+	s.workerChanges.Subscribe(s.activator.Changed)
 	s.pool.Store(pool)
+	if err := s.refreshDomains(context.Background()); err != nil {
+		return err
+	}
+	s.stopDomains, s.domainsDone = make(chan struct{}), make(chan struct{})
+	go s.followDomains(store)
 	s.startSecrets(store)
 	if s.clustered() {
 		return s.openCluster(store)
@@ -462,11 +489,16 @@ func (s *state) Destruct() error {
 		s.unwatch() // before the pool closes under it
 	}
 	s.closeCluster() // before the key store and the catalogs close under it
+	if s.stopDomains != nil {
+		close(s.stopDomains)
+		<-s.domainsDone // before the store closes under it
+	}
 	s.stopSecrets()
 	if s.stopPrune != nil {
 		close(s.stopPrune)
 		<-s.pruned // before the store closes under it
 	}
+	s.activator.Close() // before the pool: a check cut short is not a failed one
 	if pool := s.pool.Swap(nil); pool != nil {
 		pool.Close()
 	}
@@ -505,6 +537,9 @@ type App struct {
 	// the App holds it, so Cleanup releases it exactly once.
 	state    *state
 	stateKey string
+	// live is state once the app has started it, read without a lock by the TLS permission
+	// module during handshakes.
+	live atomic.Pointer[state]
 	// joined is set once a handler has joined; written is the process-wide settings as
 	// written for it: AppValues and the ones it carries itself (the deprecated form). Every
 	// other handler must come to the same.
@@ -668,6 +703,9 @@ func (a *App) Start() error {
 	if err := a.state.start(); err != nil {
 		return err
 	}
+	// Here, not in join: a config that fails to start leaves the running one's domain.
+	a.state.hosts.SetDomain(a.settings.WorkersDomain)
+	a.live.Store(a.state)
 	addr := instanceAddress(a.servers(), hostname)
 	a.state.address.Store(&addr)
 	if a.settings.RootKey == "" {
@@ -678,7 +716,9 @@ func (a *App) Start() error {
 	if a.sharesOrigin {
 		warnSharedOrigin(a.logger)
 	}
-	a.warnSameSite()
+	apiHosts, workerHosts := a.siteHosts()
+	a.state.apiHosts.Store(&apiHosts)
+	a.warnSameSite(apiHosts, workerHosts)
 	for _, host := range a.hosts {
 		host.Load()
 	}

@@ -70,6 +70,8 @@ func TestStateSettings(t *testing.T) {
 		"worker_log_rate":      func(s *config.Settings) { s.WorkerLogRate++ },
 		"worker_log_lines":     func(s *config.Settings) { s.WorkerLogLines++ },
 		"plugin_handlers":      func(s *config.Settings) { s.PluginHandlers = append(s.PluginHandlers, "reverse_proxy") },
+		"workers_domain":       func(s *config.Settings) { s.WorkersDomain.Name = "apps.example.com" },
+		"domain_resolvers":     func(s *config.Settings) { s.DomainResolvers = []string{"127.0.0.1:53"} },
 		"wasm_workers":         func(s *config.Settings) { s.WasmWorkers = config.Namespaces{} },
 		"wasm_memory":          func(s *config.Settings) { s.WasmMemory++ },
 		"wasm_compiled_memory": func(s *config.Settings) { s.WasmCompiledMemory++ },

@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/client"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/packages"
 )
 
@@ -146,6 +147,10 @@ func deploy(e *env, args []string) error {
 	if progress != nil {
 		fmt.Fprintln(e.errOut)
 	}
+	if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && apiErr.Code == "HEALTHCHECK_FAILED" {
+		// Installed, not served: the message has the reason and the worker's last lines.
+		return fmt.Errorf("installed %s %s, but it did not pass its check, so it is not served: %w", packed.Name, packed.Version, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -164,6 +169,13 @@ func deploy(e *env, args []string) error {
 			base = strings.TrimRight(d.Workers, "/")
 		}
 		out.URLs = []string{base + "/" + packed.Name + "/", base + "/" + packed.Name + "@" + packed.Version + "/"}
+		// With workers_domain the worker's own host replaces its unpinned path; pinned
+		// versions stay on the path form.
+		if domain, err := hosts.ParseDomain(d.WorkersDomain); err == nil && domain.Name != "" {
+			if u, err := domain.URL(packed.Name); err == nil {
+				out.URLs[0] = u + "/"
+			}
+		}
 	}
 	if wait && !dryRun {
 		if out.Wait, err = waitConverged(e, c, uploadChange(out.Upload), waitTimeout); err != nil {

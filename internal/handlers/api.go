@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/internal/mount"
@@ -41,6 +43,18 @@ type Options struct {
 	// WorkersURL is the workers' base URL when they are served on another origin, for
 	// discovery; "" when they share the API's.
 	WorkersURL string
+	// WorkersDomain gives each worker a host of its own when its Name is set (workers_domain):
+	// listings and discovery report the hosts.
+	WorkersDomain hosts.Domain
+	// DomainResolvers are the DNS servers asked for custom domains' TXT records; none: the
+	// system's resolver.
+	DomainResolvers []string
+	// OwnHosts returns the host names serving the API, which no custom domain may take; the
+	// request's own host is refused too.
+	OwnHosts func() []string
+	// DomainsChanged is told after a change to the custom domains, so serving and the TLS
+	// permission reflect it before the answer.
+	DomainsChanged func(context.Context)
 	// Logger receives errors and the audit log.
 	Logger *zap.Logger
 	// Ready reports why the runtime cannot take traffic yet (starting, shutting down), or nil.
@@ -55,6 +69,11 @@ type Options struct {
 	Workers, Plugins *packages.Catalog
 	// Pool returns the process pool of process workers, nil until the runtime has started.
 	Pool func() *workers.Pool
+	// Activations say which version of each worker is active on this instance; Activator
+	// checks new versions of process workers, and uploads and enables wait for its verdict.
+	// nil: every version is served at once, as without health checks.
+	Activations *workers.Activations
+	Activator   *workers.Activator
 	// PluginHost is the handler's live plugin table; nil until the runtime serves plugins.
 	PluginHost PluginHost
 	// Heartbeat is how often a followed log stream sends a comment when idle (0: DefaultHeartbeat).

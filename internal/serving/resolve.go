@@ -9,6 +9,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/workers"
 )
 
 // Target is the worker version a request path resolves to.
@@ -31,18 +32,38 @@ var (
 )
 
 // Resolve maps a URL path to a worker version: /<name>/… or /@scope/<name>/…, served by the
-// highest enabled version ("latest" counts as the newest; a disabled version counts as not
-// installed), or pinned with /<name>@<version or semver range>/….
-func Resolve(c *packages.Catalog, urlPath string) (Target, string, error) {
+// version Unpinned chooses from the worker's activation on this instance (act; nil knows
+// none), or pinned with /<name>@<version or semver range>/….
+func Resolve(c *packages.Catalog, act *workers.Activations, urlPath string) (Target, string, error) {
 	name, pin, base, rest, ok := splitPath(urlPath)
 	if !ok {
 		return Target{}, name, ErrNotWorkerPath
 	}
+	return resolveName(c, act, name, pin, base, rest)
+}
+
+// ResolveHost maps a request on worker name's own host (see package hosts) to a worker version:
+// the whole path is the worker's, and the version is chosen as for an unpinned path.
+func ResolveHost(c *packages.Catalog, act *workers.Activations, name, urlPath string) (Target, string, error) {
+	if urlPath == "" {
+		urlPath = "/"
+	}
+	return resolveName(c, act, name, "", "", urlPath)
+}
+
+// resolveName is the one choice of a version for a request, by path or by host.
+func resolveName(c *packages.Catalog, act *workers.Activations, name, pin, base, rest string) (Target, string, error) {
 	u, ok := c.Find(name)
 	if !ok {
 		return Target{}, name, ErrNoSuchWorker
 	}
-	v, err := choose(u, pin)
+	var v packages.Version
+	var err error
+	if pin == "" {
+		v, err = Unpinned(u, act.Get(name))
+	} else {
+		v, err = choose(u, pin)
+	}
 	if err != nil {
 		return Target{}, name, err
 	}
@@ -77,13 +98,24 @@ func splitPath(p string) (name, pin, base, rest string, ok bool) {
 	return name, pin, base, rest, packages.ValidateName(name) == nil
 }
 
-// choose picks the version a request gets: the highest enabled one, or with a pin the enabled
-// version it names exactly, else the highest enabled one its semver range admits.
+// Unpinned chooses the version an unpinned request gets when no traffic split is set (a split,
+// when there is one, is chosen before it): the worker's active version on this instance
+// (workers.ActiveVersion).
+func Unpinned(u packages.Unit, a workers.Activation) (packages.Version, error) {
+	v, ok := workers.ActiveVersion(u, a)
+	if !ok {
+		return packages.Version{}, ErrNoEnabledVersion
+	}
+	return v, nil
+}
+
+// choose picks the version a pinned request gets: the enabled version the pin names exactly,
+// else the highest enabled one its semver range admits.
 func choose(u packages.Unit, pin string) (packages.Version, error) {
 	enabled := false
 	for i := len(u.Versions) - 1; i >= 0; i-- {
 		if v := u.Versions[i]; v.Enabled {
-			if pin == "" || v.Version == pin {
+			if v.Version == pin {
 				return v, nil
 			}
 			enabled = true

@@ -66,10 +66,25 @@ type Manifest struct {
 	// Runtime is "wasm" for a WebAssembly worker, which runs Module (a path in its folder).
 	Runtime string `yaml:"runtime"`
 	Module  string `yaml:"module"`
+	// Healthcheck, when set, is what a new version of a process worker must answer before it
+	// is served (see Activator); nil: listening on PORT within startTimeout is enough.
+	Healthcheck *Healthcheck `yaml:"healthcheck"`
+	// Listen is how the process takes connections: ListenPort or ListenSocket.
+	Listen string `yaml:"listen"`
 }
 
 // RuntimeWasm is the manifest's runtime of WebAssembly workers.
 const RuntimeWasm = "wasm"
+
+// How a process worker takes connections (manifest key listen).
+const (
+	// ListenPort: it listens on $HOST:$PORT, which the runtime polls until it accepts.
+	ListenPort = "port"
+	// ListenSocket: it accepts on the listening socket the runtime hands over as descriptor 3
+	// (socket activation); it is ready the moment it starts, and the first requests wait in
+	// the socket's queue. Where the sandbox cannot hand one over (not Linux) it gets a PORT.
+	ListenSocket = "socket"
+)
 
 // Limits are the resources a process worker asks for; the operator's settings cap them.
 type Limits struct {
@@ -98,6 +113,13 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	if err := m.checkRuntime(); err != nil {
 		return m, err
 	}
+	switch m.Listen {
+	case "":
+		m.Listen = ListenPort
+	case ListenPort, ListenSocket:
+	default:
+		return m, fmt.Errorf("listen %q: write port (the worker listens on $PORT) or socket (it accepts on descriptor 3, LISTEN_FDS)", m.Listen)
+	}
 	for key, def := range map[*Duration]time.Duration{&m.Timeout: DefaultTimeout, &m.TTL: DefaultTTL, &m.StartTimeout: DefaultStartTimeout} {
 		if *key == 0 {
 			*key = Duration(def)
@@ -105,6 +127,11 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	}
 	if m.MaxBodySize == 0 {
 		m.MaxBodySize = DefaultMaxBodySize
+	}
+	if m.Healthcheck != nil {
+		if err := m.Healthcheck.check(m.Kind()); err != nil {
+			return m, err
+		}
 	}
 	return m, nil
 }

@@ -13,7 +13,7 @@ export interface paths {
         };
         /**
          * Discover the API path, the runtime version and where workers are served
-         * @description Clients read `api` to find the API path, which moves under a configured prefix, and `workers` to build links to workers when they are served on their own origin.
+         * @description Clients read `api` to find the API path, which moves under a configured prefix, `workers` to build links to workers when they are served on their own origin, and `workersDomain` when each worker has a host of its own.
          */
         get: operations["discover"];
         put?: never;
@@ -245,7 +245,7 @@ export interface paths {
         };
         /**
          * List API keys
-         * @description Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces.
+         * @description Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces. Without limit and cursor, every key at once; with either, a page of keys by ascending id, the next page's cursor in nextCursor and the X-Next-Cursor header.
          */
         get: operations["listKeys"];
         put?: never;
@@ -733,7 +733,7 @@ export interface paths {
         };
         /**
          * List workers
-         * @description Workers found in worker_dirs, filtered to the key's namespaces.
+         * @description Workers found in worker_dirs, filtered to the key's namespaces. Without limit and cursor, every worker at once; with either, a page of workers by name (byte order), the same array, with the next page's cursor in the X-Next-Cursor header.
          */
         get: operations["listWorkers"];
         put?: never;
@@ -977,7 +977,7 @@ export interface paths {
         };
         /**
          * List the running worker processes
-         * @description The process pool: one entry per process of a process worker, draining ones included, filtered to the key's namespaces.
+         * @description The process pool: one entry per process of a process worker, draining ones included, and one per crash-looping version waiting to start again, filtered to the key's namespaces.
          */
         get: operations["listWorkerProcesses"];
         put?: never;
@@ -999,7 +999,7 @@ export interface paths {
         put?: never;
         /**
          * Upload a worker
-         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
+         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
          */
         post: operations["uploadWorker"];
         delete?: never;
@@ -1023,6 +1023,50 @@ export interface paths {
          * @description In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         delete: operations["deleteWorker"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/domains": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a worker's custom domains
+         * @description Each domain with its state: pending until a DNS check finds the token in its TXT record, then verified and served. {scope} is _ or @scope.
+         */
+        get: operations["listWorkerDomains"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/domains/{domain}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Attach a custom domain to a worker, or check it again
+         * @description Attaches the domain and answers the token that a DNS TXT record `_runtime-challenge.<domain>` must hold; the domain is served, and allowed a certificate on demand, once a check finds it. Each PUT checks the record (DNS only, through the system's resolver or domain_resolvers); PUT again once the record is in place. Refused: IP literals and names that are not DNS names (INVALID_DOMAIN), the API's own hosts and names under workers_domain (DOMAIN_RESERVED), a domain attached to another worker (DOMAIN_TAKEN).
+         */
+        put: operations["attachWorkerDomain"];
+        post?: never;
+        /**
+         * Detach a custom domain from a worker
+         * @description The domain is no longer served and gets no new certificate; one already issued stays cached until it expires.
+         */
+        delete: operations["detachWorkerDomain"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1187,7 +1231,7 @@ export interface paths {
         put?: never;
         /**
          * Serve a worker version again
-         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
+         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["enableWorker"];
         delete?: never;
@@ -1293,6 +1337,8 @@ export interface components {
             version: string;
             /** @description the workers' base URL when they are served on another origin, e.g. https://apps.example.com (a worker is at <workers>/<name>/), as configured in workers_url; absent when they share this origin */
             workers?: string;
+            /** @description set when each worker has a host of its own (workers_domain): the domain as a base URL, e.g. https://apps.example.com; worker app is then at https://app.apps.example.com/ and @team/app at https://app.team.apps.example.com/ (the listing's url says which workers have one). Absent when unset */
+            workersDomain?: string;
         };
         Envelope: {
             error: components["schemas"]["ErrorBody"];
@@ -1302,6 +1348,16 @@ export interface components {
             code: string;
             /** @description what went wrong and what to do about it */
             message: string;
+        };
+        FailedVersion: {
+            /**
+             * Format: date-time
+             * @description when the check ended
+             */
+            at?: string;
+            /** @description why: what the health check answered last, or how the process failed to start */
+            reason: string;
+            version: string;
         };
         FileBatchRequest: {
             paths: string[];
@@ -1419,6 +1475,8 @@ export interface components {
         };
         KeyList: {
             keys: components["schemas"]["KeyRecord"][];
+            /** @description on a page (limit or cursor given) that is not the last: pass as cursor for the next page */
+            nextCursor?: string;
         };
         KeyRecord: {
             /** @description Unix seconds */
@@ -1576,6 +1634,8 @@ export interface components {
             version: string;
         };
         PoolProcess: {
+            /** @description crash-looping: the crashes in a row */
+            crashes?: number;
             /** @description requests being served now */
             inFlight: number;
             /** Format: date-time */
@@ -1590,14 +1650,19 @@ export interface components {
             restarts: number;
             /**
              * Format: date-time
+             * @description crash-looping: when a request may start the version's process again
+             */
+            retryAt?: string;
+            /**
+             * Format: date-time
              * @description when it began accepting connections; absent while starting
              */
             startedAt?: string;
             /**
-             * @description draining: out of the pool, finishing its requests before it stops
+             * @description draining: out of the pool, finishing its requests before it stops; crash-looping: the version's process crashed repeatedly (each time within 30 s of its start) and is not running: it starts again on a request after retryAt, each wait twice the one before, up to 30 s
              * @enum {string}
              */
-            state: "starting" | "running" | "draining";
+            state: "starting" | "running" | "draining" | "crash-looping";
             version: string;
             worker: string;
         };
@@ -1723,6 +1788,31 @@ export interface components {
              */
             file: string;
         };
+        WorkerDomain: {
+            /**
+             * Format: date-time
+             * @description the last DNS check; absent before any
+             */
+            checkedAt?: string;
+            /** @description lower case, without a trailing dot */
+            domain: string;
+            /** @description why the last check failed; absent when it passed or none ran. PUT the domain again to check again */
+            error?: string;
+            /** @description the DNS name of the TXT record that verifies the domain: _runtime-challenge.<domain> */
+            record: string;
+            /**
+             * @description pending: not served until a DNS check finds the token; verified: served, and allowed a certificate on demand
+             * @enum {string}
+             */
+            state: "pending" | "verified";
+            /** @description the value the TXT record must hold */
+            token: string;
+            /** @description where the worker is served once the domain is verified: https://<domain>/ */
+            url: string;
+            /** Format: date-time */
+            verifiedAt?: string;
+            worker: string;
+        };
         WorkerDryRun: {
             data: {
                 /** @description true when this name and version is installed there already and the upload would replace it */
@@ -1751,19 +1841,25 @@ export interface components {
             worker: string;
         };
         WorkerRecord: {
+            /** @description the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled */
+            activeVersion?: string;
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
+            /** @description installed versions whose check failed on this instance: they take no unpinned traffic (pinned requests still reach them). A version leaves the list when it passes a later check (upload it again, or enable it again) */
+            failedVersions: components["schemas"]["FailedVersion"][];
             /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint), process (a program of its own, which writes the worker's logs) or wasm (a WebAssembly module run for each request, whose standard error is the worker's logs); a version whose manifest cannot be read is left out */
             kinds: {
                 [key: string]: string;
             };
             /** @description from package metadata; @scope/name when scoped */
             name: string;
+            /** @description set when workers_domain is set but the name cannot be a host name (a part holds '.' or '_', or is longer than 63): why the worker is served at its path only */
+            noHost?: string;
             /** @description the worker's folder */
             path: string;
             /** @description true only when source is uploaded */
             removable: boolean;
-            /** @description the version /<name>/ serves: the highest enabled one (latest counts as the newest); absent when none is enabled */
+            /** @description the version /<name>/ serves; the same as activeVersion */
             served?: string;
             /** @description bytes in each version's regular files (links not followed), by version, as of the last scan of its folder */
             sizes: {
@@ -1771,6 +1867,8 @@ export interface components {
             };
             /** @enum {string} */
             source: "built-in" | "uploaded";
+            /** @description the worker's own host, e.g. https://app.apps.example.com/, when workers_domain is set; it serves what the unpinned path serves (pinned versions stay on the path form). Absent when workers_domain is unset or the name cannot be a host name */
+            url?: string;
             /** @description installed versions, disabled ones included, in semver order */
             versions: string[];
         };
@@ -2755,22 +2853,40 @@ export interface operations {
     };
     listKeys: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description records per page, 1 to 500 (default 50 when cursor is given); without limit and cursor the answer is the whole listing, unpaginated */
+                limit?: number;
+                /** @description the X-Next-Cursor of the previous page (a key id; keys come by ascending id); pages come in that order, so a record present throughout a walk is on exactly one page however others come and go */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The keys */
+            /** @description The keys, or a page of them */
             200: {
                 headers: {
+                    /** @description the cursor of the next page, to pass as cursor; only on a page (limit or cursor given) that is not the last */
+                    "X-Next-Cursor"?: string;
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["KeyList"];
+                };
+            };
+            /** @description A malformed limit or cursor (BAD_REQUEST) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
                 };
             };
             /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
@@ -5169,22 +5285,40 @@ export interface operations {
     };
     listWorkers: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description records per page, 1 to 500 (default 50 when cursor is given); without limit and cursor the answer is the whole listing, unpaginated */
+                limit?: number;
+                /** @description the X-Next-Cursor of the previous page (opaque; workers come by name); pages come in that order, so a record present throughout a walk is on exactly one page however others come and go */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The workers */
+            /** @description The workers, or a page of them */
             200: {
                 headers: {
+                    /** @description the cursor of the next page, to pass as cursor; only on a page (limit or cursor given) that is not the last */
+                    "X-Next-Cursor"?: string;
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["WorkerRecord"][];
+                };
+            };
+            /** @description A malformed limit or cursor (BAD_REQUEST) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
                 };
             };
             /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
@@ -6642,6 +6776,17 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; the message gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            422: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
             431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
@@ -6735,6 +6880,284 @@ export interface operations {
                 };
             };
             /** @description No such worker or version (WORKER_NOT_FOUND, WORKER_VERSION_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    listWorkerDomains: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The domains, by name */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerDomain"][];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    attachWorkerDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+                domain: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The domain, its token and the check's outcome */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerDomain"];
+                };
+            };
+            /** @description Malformed name, or a domain that cannot be attached (INVALID_PACKAGE_NAME, INVALID_DOMAIN, DOMAIN_RESERVED) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The domain is attached to another worker (DOMAIN_TAKEN) */
+            409: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    detachWorkerDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+                domain: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Detached */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Success"];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker holds no such domain (DOMAIN_NOT_FOUND) */
             404: {
                 headers: {
                     /** @description correlation id of the request */
@@ -7670,6 +8093,17 @@ export interface operations {
             };
             /** @description A folder earlier in the list already provides this name, or an enabled plugin's base would hide the worker (WORKER_CONFLICT) */
             409: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; the message gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            422: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
