@@ -26,6 +26,10 @@ const (
 
 // check validates the healthcheck of a version of kind k and fills in its default timeout.
 func (h *Healthcheck) check(k Kind) error {
+	if k == Wasm {
+		return fmt.Errorf("healthcheck: only process workers (command, or a program as entrypoint) are health-checked; " +
+			"this version is a WebAssembly worker, whose module is checked at upload and runs afresh for each request: remove healthcheck")
+	}
 	if k != Process {
 		return fmt.Errorf("healthcheck: only process workers (command, or a program as entrypoint) are health-checked; " +
 			"this version serves files: remove healthcheck")

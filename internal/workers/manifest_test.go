@@ -40,7 +40,7 @@ func TestManifest(t *testing.T) {
 	}
 	for _, bad := range []string{"timeout: soon\n", "ttl: -3\n", "maxBodySize: big\n", "maxRequests: -1\n", "limits:\n  scratch: lots\n",
 		"runtime: wasm\n", "module: app.wasm\n", "runtime: python\nmodule: app.py\n", "runtime: wasm\nmodule: app.wasm\ncommand: [x]\n",
-		"runtime: wasm\nmodule: app.wasm\nentrypoint: index.html\n", "listen: fd3\n", "listen: [socket]\n"} {
+		"runtime: wasm\nmodule: app.wasm\nentrypoint: index.html\n", "runtime: wasm\nmodule: app.wasm\nhealthcheck: {path: /healthz}\n", "listen: fd3\n", "listen: [socket]\n"} {
 		os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\n"+bad), 0o644)
 		md, _ := packages.ReadMetadata(root, ".")
 		if _, err := ReadManifest(md); err == nil {
