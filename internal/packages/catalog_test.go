@@ -2,6 +2,8 @@ package packages
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -203,7 +205,7 @@ func TestStage(t *testing.T) {
 		replaces bool
 	}{{"1.0.0", true}, {"2.0.0", false}} {
 		data := manifestTgz(t, "name: app\nversion: "+tt.version+"\n", testkit.File{Name: "index.html", Body: "<p>2"}, testkit.File{Name: "a/b.js", Body: "b"})
-		s, err := c.Stage("app.tgz", bytes.NewReader(data), allow)
+		s, err := c.StageWith("app.tgz", bytes.NewReader(data), allow, StageOptions{KeepArchive: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,6 +234,26 @@ func TestStage(t *testing.T) {
 		}
 	}
 
+	// Without KeepArchive, a .tgz is unpacked as it arrives: the temporary folder holds the
+	// tree alone, no copy of the archive, and the digest is still the upload's.
+	data := manifestTgz(t, "name: app\nversion: 3.0.0\n", testkit.File{Name: "a/b.js", Body: "b"})
+	s, err := c.Stage("app.tgz", bytes.NewReader(data), allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(data); s.SHA256 != hex.EncodeToString(sum[:]) || s.Files != 2 {
+		t.Fatalf("staged %+v", s)
+	}
+	if _, err := s.Archive(); err == nil {
+		t.Fatal("an archive not kept opened")
+	}
+	work, _ := filepath.Rel(uploads, s.Tree)
+	work, _, _ = strings.Cut(filepath.ToSlash(work), "/")
+	if entries, err := os.ReadDir(filepath.Join(uploads, work)); err != nil || len(entries) != 1 || entries[0].Name() != "tree" {
+		t.Fatalf("the temporary folder holds %v (%v); want the tree alone", entries, err)
+	}
+	s.Discard()
+
 	// A refused stage leaves nothing either.
 	if _, err := c.Stage("app.tgz", bytes.NewReader(v1), func(Metadata) error { return errors.New("no") }); err == nil {
 		t.Fatal("a refused stage succeeded")
@@ -241,7 +263,7 @@ func TestStage(t *testing.T) {
 	}
 
 	// A replace keeps the old tree for the retire delay, and nothing else.
-	s, err := c.Stage("app.tgz", bytes.NewReader(manifestTgz(t, "name: app\nversion: 1.0.0\n")), allow)
+	s, err = c.Stage("app.tgz", bytes.NewReader(manifestTgz(t, "name: app\nversion: 1.0.0\n")), allow)
 	if err != nil {
 		t.Fatal(err)
 	}
