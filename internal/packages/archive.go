@@ -3,7 +3,6 @@ package packages
 import (
 	"archive/tar"
 	"archive/zip"
-	"compress/gzip"
 	"errors"
 	"io"
 	"io/fs"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+	"github.com/klauspost/compress/gzip"
 )
 
 // Format is an archive format.
