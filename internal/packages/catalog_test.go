@@ -773,3 +773,45 @@ func TestChangeKeepsOtherScans(t *testing.T) {
 		t.Errorf("after a change to a its size is %d, want %d", got, before+9)
 	}
 }
+
+// TestInstallKnowsItsSize: a listing after an install takes the new tree's size from its
+// unpacking, without walking its files, and keeps the unit's other versions; a later change
+// to the version has it walked again.
+func TestInstallKnowsItsSize(t *testing.T) {
+	c, _ := newCatalog(t, WorkerLayout)
+	files := []testkit.File{{Name: "a/b.js", Body: "bb"}, {Name: "c/d/e.txt", Body: "eee"}}
+	sizes := func() map[string]int64 {
+		t.Helper()
+		u, err := c.Lookup("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, v := range u.Versions {
+			out[v.Version] = v.Size
+		}
+		return out
+	}
+	walks := folderWalks.Load()
+	var want = map[string]int64{}
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		in, err := install(t, c, "app.tgz", manifestTgz(t, "name: app\nversion: "+v+"\n", files...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[v] = in.Bytes
+		if got := sizes(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("after installing %s: sizes %v, want %v", v, got, want)
+		}
+	}
+	if n := folderWalks.Load() - walks; n != 0 {
+		t.Fatalf("the listings walked %d folders", n)
+	}
+	if err := c.SetEnabled("app", "1.0.0", false); err != nil {
+		t.Fatal(err)
+	}
+	got := sizes()
+	if n := folderWalks.Load() - walks; n != 1 || got["1.0.0"] <= want["1.0.0"] || got["2.0.0"] != want["2.0.0"] {
+		t.Fatalf("after disabling 1.0.0: %d walks, sizes %v (were %v)", n, got, want)
+	}
+}

@@ -245,7 +245,13 @@ func (s *Staged) Commit() (Installed, error) {
 		return Installed{}, fmt.Errorf("installing %s: %v", rel, err)
 	}
 	s.committed, s.replaced = true, replaced
-	c.changed(Change{Op: OpInstalled, Name: md.Name, Version: md.Version})
+	ch := Change{Op: OpInstalled, Name: md.Name, Version: md.Version}
+	c.forget(ch)
+	// The unpacking counted the tree's bytes: its first scan need not walk its files.
+	if info, err := s.root.Stat(rel); err == nil {
+		c.cache.sized(s.Path, info.ModTime(), s.Bytes)
+	}
+	c.publish(ch)
 	return s.Installed, nil
 }
 
