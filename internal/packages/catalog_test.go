@@ -2,11 +2,13 @@ package packages
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -814,4 +816,66 @@ func TestInstallKnowsItsSize(t *testing.T) {
 	if n := folderWalks.Load() - walks; n != 1 || got["1.0.0"] <= want["1.0.0"] || got["2.0.0"] != want["2.0.0"] {
 		t.Fatalf("after disabling 1.0.0: %d walks, sizes %v (were %v)", n, got, want)
 	}
+}
+
+// verifyingReader reads data and then, instead of the end, fails as a store download that
+// does not match its digest does, recording what check says of the disk at that moment.
+type verifyingReader struct {
+	r     io.Reader
+	check func() error
+	seen  error
+}
+
+func (v *verifyingReader) Read(b []byte) (int, error) {
+	n, err := v.r.Read(b)
+	if err == io.EOF {
+		v.seen = v.check()
+		return n, errors.New("the download does not match its digest")
+	}
+	return n, err
+}
+
+// TestSpoolFirst: with SpoolFirst nothing is unpacked before the archive's last byte has been
+// read (and vouched for); streamed, the files are on disk by then. Either way the failure at
+// the end refuses the install and leaves nothing.
+func TestSpoolFirst(t *testing.T) {
+	c, base := newCatalog(t, WorkerLayout)
+	uploads := filepath.Join(base, "uploads")
+	// Streamed, the first file (larger than the writers take whole) is written as it is read,
+	// long before the end of the second, which no read-ahead reaches.
+	data := manifestTgz(t, "name: app\nversion: 1.0.0\n", testkit.File{Name: "a/big.bin", Body: randomBytes(maxBuffered + 1)},
+		testkit.File{Name: "a/rest.bin", Body: randomBytes(256 << 10)})
+	unpacked := func() error {
+		var files []string
+		filepath.WalkDir(uploads, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() && filepath.Base(p) != "upload" {
+				files = append(files, p)
+			}
+			return nil
+		})
+		if len(files) > 0 {
+			return fmt.Errorf("unpacked already: %v", files)
+		}
+		return nil
+	}
+	for _, spool := range []bool{true, false} {
+		body := &verifyingReader{r: bytes.NewReader(data), check: unpacked}
+		_, err := c.StageWith("app.tgz", body, allow, StageOptions{SpoolFirst: spool})
+		if err == nil || !strings.Contains(err.Error(), "does not match its digest") {
+			t.Fatalf("spool first %v: %v", spool, err)
+		}
+		if (body.seen == nil) != spool {
+			t.Fatalf("spool first %v: at the end of the download, %v", spool, body.seen)
+		}
+		if entries, _ := os.ReadDir(uploads); len(entries) != 0 {
+			t.Fatalf("spool first %v: the refused download left %v", spool, entries)
+		}
+	}
+}
+
+// randomBytes returns n incompressible bytes, as a string.
+func randomBytes(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return string(b)
 }

@@ -99,6 +99,10 @@ type StageOptions struct {
 	// it a .tgz is unpacked as it arrives and never stored whole; a .zip, which is read from
 	// its end, is stored either way.
 	KeepArchive bool
+	// SpoolFirst stores the whole archive before unpacking any of it, as a .zip always is:
+	// for a source that vouches for the bytes only at their end (the package store checks
+	// the digest when the download ends), so that nothing unverified is unpacked.
+	SpoolFirst bool
 }
 
 // StageWith is Stage with options.
@@ -134,7 +138,8 @@ func (c *Catalog) StageWith(filename string, body io.Reader, authorize Authorize
 		body = pacedReader{body, o.Pace}
 	}
 	up := &upload{r: body, hash: sha256.New(), limit: c.limits.Upload}
-	if format == Zip || o.KeepArchive {
+	spoolFirst := format == Zip || o.SpoolFirst
+	if spoolFirst || o.KeepArchive {
 		f, err := root.OpenFile(path.Join(s.work, "upload"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return s, cmp.Or(noSpace(err), err)
@@ -150,15 +155,21 @@ func (c *Catalog) StageWith(filename string, body io.Reader, authorize Authorize
 		return s, err
 	}
 	var stats Stats
-	if format == Zip {
-		if err = up.rest(); err == nil {
-			var src io.ReaderAt = up.copy
-			if o.Pace != nil {
-				src = pacedReaderAt{src, o.Pace}
-			}
-			stats, err = Extract(src, up.size, Zip, tree, c.limits)
+	switch {
+	case spoolFirst:
+		if err = up.rest(); err != nil {
+			break
 		}
-	} else {
+		var src io.ReaderAt = up.copy
+		if o.Pace != nil {
+			src = pacedReaderAt{src, o.Pace}
+		}
+		if format == Zip {
+			stats, err = Extract(src, up.size, Zip, tree, c.limits)
+		} else {
+			stats, err = extractTarGz(io.NewSectionReader(src, 0, up.size), tree, c.limits, o.Pace == nil)
+		}
+	default:
 		stats, err = extractTarGz(up, tree, c.limits, o.Pace == nil)
 		if err == nil {
 			err = up.rest() // what follows the archive's end counts as the rest of the upload does

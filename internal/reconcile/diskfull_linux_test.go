@@ -58,9 +58,9 @@ func listing(t *testing.T, dir string) []string {
 }
 
 // TestDiskFull: B's worker folder is a 4 MiB disk, with v1 installed and a filler leaving
-// less than v2 needs (its 1 MiB tree, unpacked as the archive arrives): the pass reports an
-// install failure naming the lack of space, leaves no temporary folder and no partial tree,
-// and v1 keeps its tree and record; once the filler is gone, the retry installs v2.
+// less than v2 needs (its 1 MiB archive spooled, then unpacked): the pass reports an install
+// failure naming the lack of space, leaves no temporary folder and no partial tree, and v1
+// keeps its tree and record; once the filler is gone, the retry installs v2.
 func TestDiskFull(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -84,7 +84,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	filler := filepath.Join(dir, "filler")
-	if err := os.WriteFile(filler, make([]byte, 13<<18), 0o644); err != nil { // 3.25 MiB
+	if err := os.WriteFile(filler, make([]byte, 5<<19), 0o644); err != nil { // 2.5 MiB
 		t.Fatal(err)
 	}
 

@@ -701,7 +701,7 @@ func (r *Reconciler) download(ctx context.Context, cat *packages.Catalog, row ke
 			return r.opts.Admit(row.Kind, md)
 		}
 		return nil
-	}, packages.StageOptions{Pace: pace})
+	}, packages.StageOptions{Pace: pace, SpoolFirst: true}) // the store verifies the download at its end
 	if err == nil {
 		defer s.Discard()
 	}
