@@ -343,10 +343,19 @@ func (u *upload) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// rest reads the upload to its end.
+// rest reads the upload to its end, in large reads: spooling a .zip or a download, it is
+// all of it.
 func (u *upload) rest() error {
-	_, err := io.Copy(io.Discard, u)
-	return err
+	buf := make([]byte, 256<<10)
+	for {
+		_, err := u.Read(buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // UploadTooLarge is the error for an upload over the limit.
