@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -60,61 +59,6 @@ func BenchmarkListWorkers(b *testing.B) {
 		get()
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/list")
-}
-
-// BenchmarkInstall compares installing a 2 000-file .tgz of about 10 MB (incompressible
-// content) through the worker catalog with tar -xzf of the same file on the same disk, round
-// by round. Each iteration installs into a fresh folder; cleaning up is not timed.
-func BenchmarkInstall(b *testing.B) {
-	tarBin, err := exec.LookPath("tar")
-	if err != nil {
-		b.Skip("no tar on this machine")
-	}
-	work := b.TempDir()
-	data := bigArchive(b, "big", 2000, 5000, 1)
-	archive := filepath.Join(work, "app.tgz")
-	if err := os.WriteFile(archive, data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	fresh := func(b *testing.B) string {
-		dir, err := os.MkdirTemp(work, "dest-")
-		if err != nil {
-			b.Fatal(err)
-		}
-		return dir
-	}
-	allow := func(packages.Metadata) error { return nil }
-	for range *rounds {
-		b.Run("runtime", func(b *testing.B) {
-			for range b.N {
-				b.StopTimer()
-				dir := fresh(b)
-				c := packages.NewCatalog(packages.WorkerLayout, []string{dir}, packages.DefaultLimits)
-				b.StartTimer()
-				in, err := c.Install("app.tgz", bytes.NewReader(data), allow)
-				b.StopTimer()
-				if err != nil || in.Files != 2001 {
-					b.Fatalf("install: %+v %v", in, err)
-				}
-				c.Close()
-				os.RemoveAll(dir)
-				b.StartTimer()
-			}
-		})
-		b.Run("tar-xzf", func(b *testing.B) {
-			for range b.N {
-				b.StopTimer()
-				dir := fresh(b)
-				b.StartTimer()
-				if out, err := exec.Command(tarBin, "-xzf", archive, "-C", dir).CombinedOutput(); err != nil {
-					b.Fatalf("tar: %v %s", err, out)
-				}
-				b.StopTimer()
-				os.RemoveAll(dir)
-				b.StartTimer()
-			}
-		})
-	}
 }
 
 // bigArchive builds a .tgz of worker name 1.0.0 with files of random bytes drawn from seed.

@@ -117,7 +117,7 @@ func (in *instance) publish(t *testing.T, kind string, archive []byte) (packages
 	if kind == keystore.UnitPlugin {
 		cat = in.plugins
 	}
-	s, err := cat.Stage("unit.tgz", bytes.NewReader(archive), func(packages.Metadata) error { return nil })
+	s, err := cat.StageWith("unit.tgz", bytes.NewReader(archive), func(packages.Metadata) error { return nil }, packages.StageOptions{KeepArchive: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bufio"
 	"errors"
 	"io"
 	"mime"
@@ -29,20 +30,26 @@ type multipartUpload struct {
 // limit). A body that is not multipart/form-data is refused with code and usage, which says
 // what to send.
 func readMultipart(w http.ResponseWriter, r *http.Request, limit int64, code, usage string) (*multipartUpload, error) {
-	if mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mediaType != "multipart/form-data" {
+	mediaType, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mediaType != "multipart/form-data" {
 		return nil, envelope.Errorf(http.StatusBadRequest, code, "%s", usage)
 	}
 	if limit > 0 {
 		r.Body = http.MaxBytesReader(w, r.Body, limit+uploadFraming)
 	}
 	u := &multipartUpload{limit: limit, code: code}
-	mr, err := r.MultipartReader()
-	if err != nil {
-		return nil, u.readError(err)
+	boundary, ok := params["boundary"]
+	if !ok {
+		return nil, u.readError(http.ErrMissingBoundary)
 	}
-	u.mr = mr
+	// The multipart reader reads 4 KiB at a time; a larger buffer under it turns those into
+	// few large reads of the connection while an archive streams in.
+	u.mr = multipart.NewReader(bufio.NewReaderSize(r.Body, uploadBuffer), boundary)
 	return u, nil
 }
+
+// uploadBuffer is the size of the buffer an upload's body is read through.
+const uploadBuffer = 256 << 10
 
 // next returns the next part, or io.EOF after the last one.
 func (u *multipartUpload) next() (*multipart.Part, error) {

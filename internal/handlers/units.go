@@ -58,8 +58,9 @@ var (
 
 // stage reads the multipart field "file" of an upload and stages it in c: unpacked and
 // checked, the package admitted with the caller's key (admit), nothing installed yet. The
-// archive itself is bounded exactly by the catalog.
-func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog) (*packages.Staged, error) {
+// archive itself is bounded exactly by the catalog. keep keeps the archive as received, for
+// the cluster's package store.
+func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog, keep bool) (*packages.Staged, error) {
 	p := principalOf(r.Context())
 	up, err := readMultipart(w, r, c.Limits().Upload, CodeNoFileProvided,
 		"send the archive as multipart/form-data in the field file (curl -F file=@app.tgz)")
@@ -78,9 +79,15 @@ func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog)
 			part.Close()
 			continue
 		}
-		staged, err := c.Stage(part.FileName(), up.body(part), func(md packages.Metadata) error {
+		staged, err := c.StageWith(part.FileName(), up.body(part), func(md packages.Metadata) error {
 			return a.admit(p, c, md)
-		})
+		}, packages.StageOptions{KeepArchive: keep})
+		if err != nil {
+			// An archive refused before its end (a bad entry, a limit) leaves the rest of the
+			// body unread: read it, within the body's bound, so that the client, still sending,
+			// gets the answer rather than a connection closed under it.
+			_, _ = io.Copy(io.Discard, r.Body)
+		}
 		part.Close()
 		if err == nil && c.Layout().Versioned {
 			if err = checkProgram(staged); err != nil {
@@ -252,7 +259,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		start, outcome, bytes := time.Now(), "refused", int64(0)
 		defer func() { a.opts.Metrics.Install(cat.Layout().Noun, outcome, time.Since(start), bytes) }()
 		p := principalOf(r.Context())
-		s, err := a.stage(w, r, cat)
+		s, err := a.stage(w, r, cat, a.opts.Cluster != nil && !dryRun)
 		if err != nil {
 			if !dryRun {
 				a.audit(r, action, "", "failed", &p)

@@ -3,9 +3,7 @@ package packages
 import (
 	"archive/tar"
 	"archive/zip"
-	"compress/gzip"
 	"errors"
-
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+	"github.com/klauspost/compress/gzip"
 )
 
 // Format is an archive format.
@@ -64,20 +63,49 @@ type Stats struct {
 // that resolve outside dest are refused with PATH_TRAVERSAL; the limits are enforced on the
 // bytes actually written, so a compression bomb stops at the limit.
 func Extract(src io.ReaderAt, size int64, format Format, dest *os.Root, limits Limits) (Stats, error) {
-	x := extractor{dest: dest, limits: limits}
-	var err error
 	switch format {
 	case TarGz:
-		err = x.tarGz(io.NewSectionReader(src, 0, size))
+		return ExtractTarGz(io.NewSectionReader(src, 0, size), dest, limits)
 	case Zip:
-		err = x.zip(src, size)
-	default:
-		err = newErr(Invalid, CodeInvalidFileType, "unknown archive format")
+		x := extractor{dest: dest, limits: limits}
+		err := x.zip(src, size)
+		if err == nil {
+			err = x.checkLinks()
+		}
+		return x.stats, err
 	}
+	return Stats{}, newErr(Invalid, CodeInvalidFileType, "unknown archive format")
+}
+
+// ExtractTarGz unpacks the .tgz read from r into dest as it arrives, with Extract's checks.
+// Into an empty dest, files are created on several goroutines while the archive is read (see
+// fileWriters); it returns once every write has ended, whatever the outcome.
+func ExtractTarGz(r io.Reader, dest *os.Root, limits Limits) (Stats, error) {
+	return extractTarGz(r, dest, limits, true)
+}
+
+// extractTarGz is ExtractTarGz, writing one file at a time unless parallel.
+func extractTarGz(r io.Reader, dest *os.Root, limits Limits, parallel bool) (Stats, error) {
+	x := extractor{dest: dest, limits: limits}
+	if parallel && isEmpty(dest) {
+		x.startWriters()
+	}
+	err := x.finish(x.tarGz(r))
 	if err == nil {
 		err = x.checkLinks()
 	}
 	return x.stats, err
+}
+
+// isEmpty tells whether the folder root holds nothing.
+func isEmpty(root *os.Root) bool {
+	f, err := root.Open(".")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	return len(names) == 0 && err == io.EOF
 }
 
 type extractor struct {
@@ -86,6 +114,13 @@ type extractor struct {
 	stats   Stats
 	entries int
 	links   []string
+
+	// While w is not nil, the files of new names go to the writers (see fast), each into its
+	// folder opened in dirs, made by this extraction; files and made name what was written.
+	w     *fileWriters
+	dirs  map[string]*os.Root
+	files map[string]bool
+	made  map[string]bool
 }
 
 func (x *extractor) tarGz(r io.Reader) error {
@@ -105,6 +140,11 @@ func (x *extractor) tarGz(r io.Reader) error {
 		}
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
+		}
+		if x.w != nil {
+			if err := x.w.failure(); err != nil {
+				return err
+			}
 		}
 		if err := x.count(); err != nil {
 			return err
@@ -202,8 +242,16 @@ func (x *extractor) count() error {
 }
 
 func (x *extractor) mkdir(name string) error {
+	if x.w != nil {
+		if _, ok, err := x.folder(name); err != nil || ok {
+			return err
+		}
+		if err := x.sequential(); err != nil {
+			return err
+		}
+	}
 	if err := x.dest.MkdirAll(name, 0o755); err != nil {
-		return x.writeErr(name, err)
+		return writeErr(name, err)
 	}
 	return nil
 }
@@ -211,6 +259,24 @@ func (x *extractor) mkdir(name string) error {
 // file writes one regular file, counting the bytes actually read so a lying header or a
 // compression bomb cannot exceed the unpacked limit.
 func (x *extractor) file(name string, mode fs.FileMode, declared int64, r io.Reader) error {
+	perm := fs.FileMode(0o644)
+	if mode&0o111 != 0 {
+		perm = 0o755
+	}
+	if x.w != nil {
+		if key := fold(name); !x.files[key] && !x.made[key] {
+			dir, ok, err := x.folder(path.Dir(name))
+			if err != nil {
+				return err
+			}
+			if ok {
+				return x.fast(dir, name, perm, declared, r)
+			}
+		}
+		if err := x.sequential(); err != nil {
+			return err
+		}
+	}
 	if err := x.prepareParent(name); err != nil {
 		return err
 	}
@@ -221,13 +287,9 @@ func (x *extractor) file(name string, mode fs.FileMode, declared int64, r io.Rea
 	if x.limits.Unpacked > 0 && declared > remaining {
 		return x.tooBig()
 	}
-	perm := fs.FileMode(0o644)
-	if mode&0o111 != 0 {
-		perm = 0o755
-	}
 	f, err := x.dest.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
-		return x.writeErr(name, err)
+		return writeErr(name, err)
 	}
 	src := r
 	if x.limits.Unpacked > 0 {
@@ -237,15 +299,7 @@ func (x *extractor) file(name string, mode fs.FileMode, declared int64, r io.Rea
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	x.stats.Bytes += n
-	x.stats.Files++
-	switch {
-	case x.limits.Unpacked > 0 && x.stats.Bytes > x.limits.Unpacked:
-		return x.tooBig()
-	case err != nil:
-		return corrupt(err)
-	}
-	return nil
+	return x.wrote(n, err)
 }
 
 // prepareParent creates the parent folders of name and removes a link already at name, so
@@ -253,12 +307,12 @@ func (x *extractor) file(name string, mode fs.FileMode, declared int64, r io.Rea
 func (x *extractor) prepareParent(name string) error {
 	if dir := path.Dir(name); dir != "." {
 		if err := x.dest.MkdirAll(dir, 0o755); err != nil {
-			return x.writeErr(name, err)
+			return writeErr(name, err)
 		}
 	}
 	if info, err := x.dest.Lstat(name); err == nil && info.Mode()&fs.ModeSymlink != 0 {
 		if err := x.dest.Remove(name); err != nil {
-			return x.writeErr(name, err)
+			return writeErr(name, err)
 		}
 	}
 	return nil
@@ -280,7 +334,7 @@ func (x *extractor) replace(name string, remove bool) error {
 	}
 	if remove {
 		if err := x.dest.Remove(name); err != nil {
-			return x.writeErr(name, err)
+			return writeErr(name, err)
 		}
 	}
 	return nil
@@ -290,6 +344,11 @@ func (x *extractor) symlink(name, target string) error {
 	if err := checkLink(name, target); err != nil {
 		return err
 	}
+	// A link can make a later name reach a folder or file by another path: from the first
+	// one on, each entry is written once the ones before it are.
+	if err := x.sequential(); err != nil {
+		return err
+	}
 	if err := x.prepareParent(name); err != nil {
 		return err
 	}
@@ -297,7 +356,7 @@ func (x *extractor) symlink(name, target string) error {
 		return err
 	}
 	if err := x.dest.Symlink(target, name); err != nil {
-		return x.writeErr(name, err)
+		return writeErr(name, err)
 	}
 	x.links = append(x.links, name)
 	return nil
@@ -331,7 +390,7 @@ func (x *extractor) checkLinks() error {
 }
 
 // writeErr reports a failed write; os.Root refuses paths that would leave the package.
-func (x *extractor) writeErr(name string, err error) error {
+func writeErr(name string, err error) error {
 	if e := noSpace(err); e != nil {
 		return e
 	}
@@ -378,6 +437,9 @@ func traversal(format string, args ...any) error {
 }
 
 func corrupt(err error) error {
+	if e := new(Error); errors.As(err, &e) { // the upload's own, e.g. over its limit
+		return e
+	}
 	if e := noSpace(err); e != nil { // a write of the unpacked file
 		return e
 	}

@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/caddy-runtime/runtime/internal/testkit"
@@ -274,4 +276,100 @@ func regularBytes(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// TestParallelExtraction extracts archives with the file writers and one entry at a time:
+// the trees, the stats and the refusals are the same, and the writers did write.
+func TestParallelExtraction(t *testing.T) {
+	link := func(name, target string) testkit.File {
+		return testkit.File{Name: name, Type: tar.TypeSymlink, Linkname: target}
+	}
+	var many []testkit.File
+	for i := range 600 {
+		body := strings.Repeat(fmt.Sprint(i%10), i%7*100)
+		if i%150 == 0 {
+			body = strings.Repeat("L", maxBuffered+1+i) // written as it is read
+		}
+		many = append(many, testkit.File{Name: fmt.Sprintf("d%03d/sub/f%d.txt", i%300, i), Body: body, Mode: 0o644 | fs.FileMode(i%2)*0o111})
+	}
+	for _, tc := range []struct {
+		name     string
+		files    []testkit.File
+		parallel int // at least this many files by the writers
+		code     string
+	}{
+		{"many folders", many, 500, ""},
+		{"folder entries", []testkit.File{{Name: "a/", Type: tar.TypeDir}, {Name: "a/b/", Type: tar.TypeDir}, {Name: "a/b/c", Body: "c"}, {Name: "x", Body: "x"}}, 2, ""},
+		{"a name twice", []testkit.File{{Name: "a/f", Body: "one"}, {Name: "a/g", Body: "g"}, {Name: "a/f", Body: "three"}}, 2, ""},
+		{"names apart by case only", []testkit.File{{Name: "README", Body: "1"}, {Name: "readme", Body: "22"}, {Name: "D/x", Body: "x"}, {Name: "d/y", Body: "y"}}, 1, ""},
+		{"a link, then files through it", []testkit.File{{Name: "x/f", Body: "f"}, link("l", "x"), {Name: "l/g", Body: "g"}, {Name: "y/h", Body: "h"}}, 1, ""},
+		{"a folder where a file is", []testkit.File{{Name: "f", Body: "f"}, {Name: "f/", Type: tar.TypeDir}}, 0, CodeInvalidArchive},
+		{"a file in a file", []testkit.File{{Name: "f", Body: "f"}, {Name: "f/g", Body: "g"}}, 0, CodeInvalidArchive},
+		{"a file where a folder is", []testkit.File{{Name: "d/f", Body: "f"}, {Name: "d", Body: "d"}}, 0, CodeInvalidArchive},
+		{"a link out after files", []testkit.File{{Name: "a/f", Body: "f"}, link("a/l", "../../out")}, 0, CodePathTraversal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := testkit.TarGz(t, tc.files...)
+			extract := func(parallel bool) (map[string]string, Stats, error, int64) {
+				dest := t.TempDir()
+				x := extractor{dest: openRoot(t, dest), limits: DefaultLimits}
+				var written *atomic.Int64
+				if parallel {
+					x.startWriters()
+					written = &x.w.written
+				}
+				err := x.finish(x.tarGz(bytes.NewReader(data)))
+				if err == nil {
+					err = x.checkLinks()
+				}
+				if x.w != nil || len(x.dirs) != 0 {
+					t.Fatal("the writers or their folders are left open")
+				}
+				var n int64
+				if written != nil {
+					n = written.Load()
+				}
+				tree := testkit.Tree(t, dest)
+				for name, body := range tree { // with the modes of files
+					if info, err := os.Lstat(filepath.Join(dest, name)); err == nil && info.Mode().IsRegular() {
+						tree[name] = fmt.Sprintf("%v %s", info.Mode(), body)
+					}
+				}
+				return tree, x.stats, err, n
+			}
+			wantTree, wantStats, wantErr, _ := extract(false)
+			tree, stats, err, written := extract(true)
+			if tc.code != "" {
+				if !IsCode(err, tc.code) || !IsCode(wantErr, tc.code) {
+					t.Fatalf("parallel: %v; one at a time: %v; want %s", err, wantErr, tc.code)
+				}
+				return
+			}
+			if err != nil || wantErr != nil {
+				t.Fatalf("parallel: %v; one at a time: %v", err, wantErr)
+			}
+			if !reflect.DeepEqual(tree, wantTree) || stats != wantStats {
+				t.Fatalf("parallel wrote %v (%+v)\none at a time %v (%+v)", tree, stats, wantTree, wantStats)
+			}
+			if written < int64(tc.parallel) {
+				t.Fatalf("the writers wrote %d files, want at least %d", written, tc.parallel)
+			}
+		})
+	}
+}
+
+// TestExtractIntoFolderWithFiles writes one entry at a time into a folder that holds files
+// already, replacing them as an archive's own entries would be.
+func TestExtractIntoFolderWithFiles(t *testing.T) {
+	dest := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dest, "f"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := testkit.TarGz(t, testkit.File{Name: "f", Body: "new"}, testkit.File{Name: "g", Body: "g"})
+	if _, err := ExtractTarGz(bytes.NewReader(data), openRoot(t, dest), DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	if got := testkit.Tree(t, dest); got["f"] != "new" || got["g"] != "g" {
+		t.Fatalf("tree %v", got)
+	}
 }

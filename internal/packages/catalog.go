@@ -427,13 +427,24 @@ func (c *Catalog) Changed(ch Change) { c.changed(ch) }
 // unit's scans alone: the others' sizes cost a walk of every file of theirs, which a
 // listing after each install of a reconcile would otherwise pay again for every unit.
 func (c *Catalog) changed(ch Change) {
+	c.forget(ch)
+	c.publish(ch)
+}
+
+// forget drops the cached scans a change affects: those of its version alone when it names
+// one, for the unit's other versions are as they were.
+func (c *Catalog) forget(ch Change) {
 	if ch.Name == "" {
 		c.Forget()
-	} else {
-		c.listGen.Add(1)
-		c.cache.invalidateUnit(c.dirs, ch.Name)
-		c.snap.Store(nil)
+		return
 	}
+	c.listGen.Add(1)
+	c.cache.invalidateUnit(c.dirs, c.relPath(ch.Name, ch.Version))
+	c.snap.Store(nil)
+}
+
+// publish passes a change on.
+func (c *Catalog) publish(ch Change) {
 	if fn := c.notify.Load(); fn != nil {
 		(*fn)(ch)
 	}

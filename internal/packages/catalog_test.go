@@ -2,9 +2,13 @@ package packages
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -203,7 +207,7 @@ func TestStage(t *testing.T) {
 		replaces bool
 	}{{"1.0.0", true}, {"2.0.0", false}} {
 		data := manifestTgz(t, "name: app\nversion: "+tt.version+"\n", testkit.File{Name: "index.html", Body: "<p>2"}, testkit.File{Name: "a/b.js", Body: "b"})
-		s, err := c.Stage("app.tgz", bytes.NewReader(data), allow)
+		s, err := c.StageWith("app.tgz", bytes.NewReader(data), allow, StageOptions{KeepArchive: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,6 +236,26 @@ func TestStage(t *testing.T) {
 		}
 	}
 
+	// Without KeepArchive, a .tgz is unpacked as it arrives: the temporary folder holds the
+	// tree alone, no copy of the archive, and the digest is still the upload's.
+	data := manifestTgz(t, "name: app\nversion: 3.0.0\n", testkit.File{Name: "a/b.js", Body: "b"})
+	s, err := c.Stage("app.tgz", bytes.NewReader(data), allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(data); s.SHA256 != hex.EncodeToString(sum[:]) || s.Files != 2 {
+		t.Fatalf("staged %+v", s)
+	}
+	if _, err := s.Archive(); err == nil {
+		t.Fatal("an archive not kept opened")
+	}
+	work, _ := filepath.Rel(uploads, s.Tree)
+	work, _, _ = strings.Cut(filepath.ToSlash(work), "/")
+	if entries, err := os.ReadDir(filepath.Join(uploads, work)); err != nil || len(entries) != 1 || entries[0].Name() != "tree" {
+		t.Fatalf("the temporary folder holds %v (%v); want the tree alone", entries, err)
+	}
+	s.Discard()
+
 	// A refused stage leaves nothing either.
 	if _, err := c.Stage("app.tgz", bytes.NewReader(v1), func(Metadata) error { return errors.New("no") }); err == nil {
 		t.Fatal("a refused stage succeeded")
@@ -241,7 +265,7 @@ func TestStage(t *testing.T) {
 	}
 
 	// A replace keeps the old tree for the retire delay, and nothing else.
-	s, err := c.Stage("app.tgz", bytes.NewReader(manifestTgz(t, "name: app\nversion: 1.0.0\n")), allow)
+	s, err = c.Stage("app.tgz", bytes.NewReader(manifestTgz(t, "name: app\nversion: 1.0.0\n")), allow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -750,4 +774,108 @@ func TestChangeKeepsOtherScans(t *testing.T) {
 	if got := size(); got != before+9 {
 		t.Errorf("after a change to a its size is %d, want %d", got, before+9)
 	}
+}
+
+// TestInstallKnowsItsSize: a listing after an install takes the new tree's size from its
+// unpacking, without walking its files, and keeps the unit's other versions; a later change
+// to the version has it walked again.
+func TestInstallKnowsItsSize(t *testing.T) {
+	c, _ := newCatalog(t, WorkerLayout)
+	files := []testkit.File{{Name: "a/b.js", Body: "bb"}, {Name: "c/d/e.txt", Body: "eee"}}
+	sizes := func() map[string]int64 {
+		t.Helper()
+		u, err := c.Lookup("app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, v := range u.Versions {
+			out[v.Version] = v.Size
+		}
+		return out
+	}
+	walks := folderWalks.Load()
+	var want = map[string]int64{}
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		in, err := install(t, c, "app.tgz", manifestTgz(t, "name: app\nversion: "+v+"\n", files...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[v] = in.Bytes
+		if got := sizes(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("after installing %s: sizes %v, want %v", v, got, want)
+		}
+	}
+	if n := folderWalks.Load() - walks; n != 0 {
+		t.Fatalf("the listings walked %d folders", n)
+	}
+	if err := c.SetEnabled("app", "1.0.0", false); err != nil {
+		t.Fatal(err)
+	}
+	got := sizes()
+	if n := folderWalks.Load() - walks; n != 1 || got["1.0.0"] <= want["1.0.0"] || got["2.0.0"] != want["2.0.0"] {
+		t.Fatalf("after disabling 1.0.0: %d walks, sizes %v (were %v)", n, got, want)
+	}
+}
+
+// verifyingReader reads data and then, instead of the end, fails as a store download that
+// does not match its digest does, recording what check says of the disk at that moment.
+type verifyingReader struct {
+	r     io.Reader
+	check func() error
+	seen  error
+}
+
+func (v *verifyingReader) Read(b []byte) (int, error) {
+	n, err := v.r.Read(b)
+	if err == io.EOF {
+		v.seen = v.check()
+		return n, errors.New("the download does not match its digest")
+	}
+	return n, err
+}
+
+// TestSpoolFirst: with SpoolFirst nothing is unpacked before the archive's last byte has been
+// read (and vouched for); streamed, the files are on disk by then. Either way the failure at
+// the end refuses the install and leaves nothing.
+func TestSpoolFirst(t *testing.T) {
+	c, base := newCatalog(t, WorkerLayout)
+	uploads := filepath.Join(base, "uploads")
+	// Streamed, the first file (larger than the writers take whole) is written as it is read,
+	// long before the end of the second, which no read-ahead reaches.
+	data := manifestTgz(t, "name: app\nversion: 1.0.0\n", testkit.File{Name: "a/big.bin", Body: randomBytes(maxBuffered + 1)},
+		testkit.File{Name: "a/rest.bin", Body: randomBytes(256 << 10)})
+	unpacked := func() error {
+		var files []string
+		filepath.WalkDir(uploads, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() && filepath.Base(p) != "upload" {
+				files = append(files, p)
+			}
+			return nil
+		})
+		if len(files) > 0 {
+			return fmt.Errorf("unpacked already: %v", files)
+		}
+		return nil
+	}
+	for _, spool := range []bool{true, false} {
+		body := &verifyingReader{r: bytes.NewReader(data), check: unpacked}
+		_, err := c.StageWith("app.tgz", body, allow, StageOptions{SpoolFirst: spool})
+		if err == nil || !strings.Contains(err.Error(), "does not match its digest") {
+			t.Fatalf("spool first %v: %v", spool, err)
+		}
+		if (body.seen == nil) != spool {
+			t.Fatalf("spool first %v: at the end of the download, %v", spool, body.seen)
+		}
+		if entries, _ := os.ReadDir(uploads); len(entries) != 0 {
+			t.Fatalf("spool first %v: the refused download left %v", spool, entries)
+		}
+	}
+}
+
+// randomBytes returns n incompressible bytes, as a string.
+func randomBytes(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return string(b)
 }

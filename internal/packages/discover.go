@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,9 @@ type scanCache struct {
 	mapMu sync.Mutex           // the maps, shared by a listing's workers
 	dirs  map[string]dirEntry  // folder → its subfolder names
 	metas map[string]metaEntry // version folder → metadata
+	// sizes holds the sizes of the trees the runtime installed, known from their unpacking,
+	// so that the first scan of a new tree need not walk its files.
+	sizes map[string]sizeHint
 	// visited collects the folders the running listing read, for the watcher.
 	visited map[string]bool
 }
@@ -45,6 +49,12 @@ type metaEntry struct {
 	md    Metadata
 	size  int64 // bytes in the folder's regular files
 	err   error
+}
+
+// sizeHint is a folder's size while its time is mtime.
+type sizeHint struct {
+	mtime time.Time
+	size  int64
 }
 
 type fileStamp struct {
@@ -88,23 +98,50 @@ func (e metaEntry) current(dir string) bool {
 func (c *scanCache) invalidate() {
 	c.mapMu.Lock()
 	defer c.mapMu.Unlock()
-	c.dirs, c.metas = map[string]dirEntry{}, map[string]metaEntry{}
+	c.dirs, c.metas, c.sizes = map[string]dirEntry{}, map[string]metaEntry{}, map[string]sizeHint{}
 }
 
-// invalidateUnit drops the scans of the unit name in each of dirs (its versions' metadata
-// and sizes) and every folder listing, which costs one read of each folder to make again.
-func (c *scanCache) invalidateUnit(dirs []Dir, name string) {
+// invalidateUnit drops the scans of the folder rel (a unit, or one version of it) in each of
+// dirs (the metadata and sizes of it and below) and every folder listing, which costs one
+// read of each folder to make again.
+func (c *scanCache) invalidateUnit(dirs []Dir, rel string) {
 	c.mapMu.Lock()
 	defer c.mapMu.Unlock()
 	c.dirs = map[string]dirEntry{}
 	for _, d := range dirs {
-		unit := filepath.Join(d.Path, filepath.FromSlash(name))
+		folder := filepath.Join(d.Path, filepath.FromSlash(rel))
+		below := func(key string) bool {
+			return key == folder || strings.HasPrefix(key, folder+string(filepath.Separator))
+		}
 		for key := range c.metas {
-			if key == unit || strings.HasPrefix(key, unit+string(filepath.Separator)) {
+			if below(key) {
 				delete(c.metas, key)
 			}
 		}
+		for key := range c.sizes {
+			if below(key) {
+				delete(c.sizes, key)
+			}
+		}
 	}
+}
+
+// sized records that the folder dir, of time mtime, holds size bytes of regular files.
+func (c *scanCache) sized(dir string, mtime time.Time, size int64) {
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
+	if c.sizes == nil {
+		c.sizes = map[string]sizeHint{}
+	}
+	c.sizes[dir] = sizeHint{mtime, size}
+}
+
+// sizeOf returns the size recorded for the folder dir while its time is mtime.
+func (c *scanCache) sizeOf(dir string, mtime time.Time) (int64, bool) {
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
+	h, ok := c.sizes[dir]
+	return h.size, ok && h.mtime.Equal(mtime)
 }
 
 // list finds the units in dirs, and returns with them every folder it read (a catalog folder
@@ -290,7 +327,10 @@ func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, int64, 
 	}
 	entry.md, entry.err = ReadMetadata(root, rel)
 	if entry.err == nil {
-		entry.size = folderSize(root, rel)
+		var known bool
+		if entry.size, known = c.sizeOf(key, info.ModTime()); !known {
+			entry.size = folderSize(root, rel)
+		}
 	}
 	if entry.err == nil && entry.md.Manifest == ManifestYAML && entry.md.declares() {
 		// Nothing else in the folder can change what manifest.yaml says: watch it alone.
@@ -304,9 +344,13 @@ func (c *scanCache) metadata(root *os.Root, base, rel string) (Metadata, int64, 
 	return entry.md, entry.size, entry.err == nil
 }
 
+// folderWalks counts the walks of folderSize, for tests.
+var folderWalks atomic.Int64
+
 // folderSize sums the sizes of the regular files below rel, without following links; it
 // reads through root, so nothing outside it is counted.
 func folderSize(root *os.Root, rel string) int64 {
+	folderWalks.Add(1)
 	var total int64
 	_ = fs.WalkDir(root.FS(), rel, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -76,6 +77,7 @@ type Staged struct {
 	dir       Dir
 	root      *os.Root
 	work, top string
+	kept      bool // the archive is in work/upload
 	committed bool
 	replaced  bool
 }
@@ -84,13 +86,27 @@ type Staged struct {
 // temporary folder and runs every check an install runs: limits, archive defences, metadata,
 // name and version, authorize, and the folders earlier in the list. On error nothing is left.
 func (c *Catalog) Stage(filename string, body io.Reader, authorize Authorize) (*Staged, error) {
-	return c.StagePaced(filename, body, authorize, nil)
+	return c.StageWith(filename, body, authorize, StageOptions{})
 }
 
-// StagePaced is Stage with pace, when not nil, called before each read of the archive, while
-// it is spooled and while it is unpacked: a pace that sleeps spreads the install's work out
-// (the reconciler's background installs, package reconcile), and its error stops the install.
-func (c *Catalog) StagePaced(filename string, body io.Reader, authorize Authorize, pace func() error) (s *Staged, err error) {
+// StageOptions adjust a Stage.
+type StageOptions struct {
+	// Pace, when not nil, is called before each read of the archive: a pace that sleeps
+	// spreads the install's work out (the reconciler's background installs, package
+	// reconcile), and its error stops the install. A paced install writes one file at a time.
+	Pace func() error
+	// KeepArchive keeps a copy of the archive exactly as received, for Staged.Archive. Without
+	// it a .tgz is unpacked as it arrives and never stored whole; a .zip, which is read from
+	// its end, is stored either way.
+	KeepArchive bool
+	// SpoolFirst stores the whole archive before unpacking any of it, as a .zip always is:
+	// for a source that vouches for the bytes only at their end (the package store checks
+	// the digest when the download ends), so that nothing unverified is unpacked.
+	SpoolFirst bool
+}
+
+// StageWith is Stage with options.
+func (c *Catalog) StageWith(filename string, body io.Reader, authorize Authorize, o StageOptions) (s *Staged, err error) {
 	format, err := FormatOf(filename)
 	if err != nil {
 		return nil, err
@@ -118,17 +134,18 @@ func (c *Catalog) StagePaced(filename string, body io.Reader, authorize Authoriz
 		}
 	}()
 
-	if pace != nil {
-		body = pacedReader{body, pace}
+	if o.Pace != nil {
+		body = pacedReader{body, o.Pace}
 	}
-	archive, sum, size, err := c.spool(root, path.Join(s.work, "upload"), body)
-	if err != nil {
-		return s, err
-	}
-	defer archive.Close()
-	var src io.ReaderAt = archive
-	if pace != nil {
-		src = pacedReaderAt{archive, pace}
+	up := &upload{r: body, hash: sha256.New(), limit: c.limits.Upload}
+	spoolFirst := format == Zip || o.SpoolFirst
+	if spoolFirst || o.KeepArchive {
+		f, err := root.OpenFile(path.Join(s.work, "upload"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return s, cmp.Or(noSpace(err), err)
+		}
+		defer f.Close()
+		up.copy, s.kept = f, true
 	}
 	if err := root.Mkdir(path.Join(s.work, "tree"), 0o755); err != nil {
 		return s, err
@@ -137,9 +154,34 @@ func (c *Catalog) StagePaced(filename string, body io.Reader, authorize Authoriz
 	if err != nil {
 		return s, err
 	}
-	stats, err := Extract(src, size, format, tree, c.limits)
+	var stats Stats
+	switch {
+	case spoolFirst:
+		if err = up.rest(); err != nil {
+			break
+		}
+		var src io.ReaderAt = up.copy
+		if o.Pace != nil {
+			src = pacedReaderAt{src, o.Pace}
+		}
+		if format == Zip {
+			stats, err = Extract(src, up.size, Zip, tree, c.limits)
+		} else {
+			stats, err = extractTarGz(io.NewSectionReader(src, 0, up.size), tree, c.limits, o.Pace == nil)
+		}
+	default:
+		stats, err = extractTarGz(up, tree, c.limits, o.Pace == nil)
+		if err == nil {
+			err = up.rest() // what follows the archive's end counts as the rest of the upload does
+		}
+	}
 	tree.Close()
-	if err != nil {
+	switch {
+	case up.err != nil: // the upload's own failure, whatever the extraction made of it
+		return s, up.err
+	case up.size == 0:
+		return s, newErr(Invalid, CodeInvalidArchive, "the uploaded file is empty")
+	case err != nil:
 		return s, err
 	}
 
@@ -170,7 +212,7 @@ func (c *Catalog) StagePaced(filename string, body io.Reader, authorize Authoriz
 	_, statErr := root.Lstat(rel)
 	s.Installed = Installed{
 		Name: md.Name, Version: md.Version, Path: filepath.Join(dir.Path, filepath.FromSlash(rel)),
-		SHA256: sum, Files: stats.Files, Bytes: stats.Bytes,
+		SHA256: hex.EncodeToString(up.hash.Sum(nil)), Files: stats.Files, Bytes: stats.Bytes,
 	}
 	s.Metadata, s.Replaces, s.Tree = md, statErr == nil, filepath.Join(dir.Path, filepath.FromSlash(s.top))
 	return s, nil
@@ -184,6 +226,9 @@ func (s *Staged) Dir() Dir { return s.dir }
 func (s *Staged) Archive() (*os.File, error) {
 	if s.root == nil {
 		return nil, errors.New("the upload is discarded")
+	}
+	if !s.kept {
+		return nil, errors.New("the upload's archive was not kept (StageOptions.KeepArchive)")
 	}
 	return s.root.Open(path.Join(s.work, "upload"))
 }
@@ -211,7 +256,13 @@ func (s *Staged) Commit() (Installed, error) {
 		return Installed{}, fmt.Errorf("installing %s: %v", rel, err)
 	}
 	s.committed, s.replaced = true, replaced
-	c.changed(Change{Op: OpInstalled, Name: md.Name, Version: md.Version})
+	ch := Change{Op: OpInstalled, Name: md.Name, Version: md.Version}
+	c.forget(ch)
+	// The unpacking counted the tree's bytes: its first scan need not walk its files.
+	if info, err := s.root.Stat(rel); err == nil {
+		c.cache.sized(s.Path, info.ModTime(), s.Bytes)
+	}
+	c.publish(ch)
 	return s.Installed, nil
 }
 
@@ -256,31 +307,55 @@ func (p pacedReaderAt) ReadAt(b []byte, off int64) (int, error) {
 	return p.r.ReadAt(b, off)
 }
 
-// spool copies the upload into a file inside the install folder's file system, hashing it and
-// enforcing the upload limit; zip needs random access and the hash needs every byte anyway.
-func (c *Catalog) spool(root *os.Root, name string, body io.Reader) (*os.File, string, int64, error) {
-	f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, "", 0, err
+// upload reads the uploaded archive for the extraction: it hashes every byte, enforces the
+// upload limit, keeps a copy when copy is set, and remembers the first failure, which is the
+// upload's (a body over the limit, a broken connection, a full disk under the copy) rather
+// than the archive's.
+type upload struct {
+	r     io.Reader
+	hash  hash.Hash
+	limit int64    // 0: none
+	copy  *os.File // or nil
+	size  int64
+	err   error
+}
+
+func (u *upload) Read(b []byte) (int, error) {
+	if u.err != nil {
+		return 0, u.err
 	}
-	h := sha256.New()
-	src := body
-	if c.limits.Upload > 0 {
-		src = io.LimitReader(body, c.limits.Upload+1)
-	}
-	n, err := io.Copy(io.MultiWriter(f, h), src)
+	n, err := u.r.Read(b)
+	u.size += int64(n)
+	u.hash.Write(b[:n])
 	switch {
-	case err != nil:
-		f.Close()
-		return nil, "", 0, UploadError(err)
-	case c.limits.Upload > 0 && n > c.limits.Upload:
-		f.Close()
-		return nil, "", 0, UploadTooLarge(c.limits.Upload)
-	case n == 0:
-		f.Close()
-		return nil, "", 0, newErr(Invalid, CodeInvalidArchive, "the uploaded file is empty")
+	case u.limit > 0 && u.size > u.limit:
+		u.err = UploadTooLarge(u.limit)
+	case err != nil && err != io.EOF:
+		u.err = UploadError(err)
+	case u.copy != nil && n > 0:
+		if _, werr := u.copy.Write(b[:n]); werr != nil {
+			u.err = UploadError(werr)
+		}
 	}
-	return f, hex.EncodeToString(h.Sum(nil)), n, nil
+	if u.err != nil {
+		return 0, u.err
+	}
+	return n, err
+}
+
+// rest reads the upload to its end, in large reads: spooling a .zip or a download, it is
+// all of it.
+func (u *upload) rest() error {
+	buf := make([]byte, 256<<10)
+	for {
+		_, err := u.Read(buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // UploadTooLarge is the error for an upload over the limit.

@@ -712,7 +712,7 @@ func (r *Reconciler) download(ctx context.Context, cat *packages.Catalog, row ke
 		}
 		return "", ClassInstall, err
 	}
-	s, err := cat.StagePaced(name, src, func(md packages.Metadata) error {
+	s, err := cat.StageWith(name, src, func(md packages.Metadata) error {
 		if md.Name != row.Name || md.Version != row.Version {
 			return fmt.Errorf("the archive holds %s@%s, not %s@%s as its row says", md.Name, md.Version, row.Name, row.Version)
 		}
@@ -720,7 +720,7 @@ func (r *Reconciler) download(ctx context.Context, cat *packages.Catalog, row ke
 			return r.opts.Admit(row.Kind, md)
 		}
 		return nil
-	}, pace)
+	}, packages.StageOptions{Pace: pace, SpoolFirst: true}) // the store verifies the download at its end
 	if err == nil {
 		defer s.Discard()
 	}
