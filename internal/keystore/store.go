@@ -116,6 +116,7 @@ type Store struct {
 	keyByHash, keyByID, sessionByHash, listKeys *sql.Stmt
 	observer                                    atomic.Pointer[Observer]
 	unitsChanged                                chan struct{} // see UnitsChanged
+	trafficChanged                              chan struct{} // see TrafficChanged
 }
 
 // Open opens the local key store at path and migrates its schema. A new store is created
@@ -149,7 +150,7 @@ func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now, unitsChanged: make(chan struct{}, 1)}
+	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now, unitsChanged: make(chan struct{}, 1), trafficChanged: make(chan struct{}, 1)}
 	fail := func(format string, args ...any) (*Store, error) {
 		s.closeStatements()
 		db.Close()

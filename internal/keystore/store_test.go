@@ -331,8 +331,8 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	for _, tc := range []struct{ name, write, want string }{
 		{"store", fmt.Sprintf(`PRAGMA user_version = %d`, SchemaVersion+1),
 			fmt.Sprintf("schema version %d is newer than this runtime understands (%d)", SchemaVersion+1, SchemaVersion)},
-		{"desired state", `UPDATE store_meta SET value = '3' WHERE name = 'units_schema'`,
-			"desired-state schema (units_schema) version 3 is newer than this runtime understands (2)"},
+		{"desired state", fmt.Sprintf(`UPDATE store_meta SET value = '%d' WHERE name = 'units_schema'`, UnitsSchemaVersion+1),
+			fmt.Sprintf("desired-state schema (units_schema) version %d is newer than this runtime understands (%d)", UnitsSchemaVersion+1, UnitsSchemaVersion)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "api-keys.db")

@@ -3,6 +3,7 @@ package keystore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -394,11 +395,12 @@ func TestSyncRefusesNewerUnitsSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, `UPDATE store_meta SET value = '3' WHERE name = 'units_schema'`); err != nil {
+	if _, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE store_meta SET value = '%d' WHERE name = 'units_schema'`, UnitsSchemaVersion+1)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL})
-	want := "the key store primary " + primary.URL + ": desired-state schema (units_schema) version 3 is newer than this runtime understands (2)"
+	want := fmt.Sprintf("the key store primary %s: desired-state schema (units_schema) version %d is newer than this runtime understands (%d)",
+		primary.URL, UnitsSchemaVersion+1, UnitsSchemaVersion)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("OpenSync = %v, want %q", err, want)
 	}
