@@ -48,6 +48,8 @@ type WorkerUploaded struct {
 	Success bool `json:"success"`
 	Data    struct {
 		Worker InstalledUnit `json:"worker"`
+		// Split is set by an upload with ?canary.
+		Split []TrafficShare `json:"split,omitempty" doc:"with ?canary=N: the traffic split the upload put in force, N percent to the new version and the rest to the version served until then"`
 	} `json:"data"`
 }
 

@@ -120,6 +120,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Metrics:      runtimeMetrics,
 		Cluster:      shared,
 		Instances:    instances,
+		ApplyTraffic: h.state.applyTraffic,
 	})
 	if err != nil {
 		return err
@@ -131,6 +132,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
 		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing,
+		Splits: h.state.splits, SplitHeader: settings.SplitHeader,
 	})
 	h.units = &pluginhost.Chain{Plugins: h.plugins, Workers: workers, Exempt: h.api, Logger: h.logger}
 	// Followed log streams end when this handler's server begins to shut down (a reload

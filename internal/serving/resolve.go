@@ -31,9 +31,10 @@ var (
 )
 
 // Resolve maps a URL path to a worker version: /<name>/… or /@scope/<name>/…, served by the
-// highest enabled version ("latest" counts as the newest; a disabled version counts as not
-// installed), or pinned with /<name>@<version or semver range>/….
-func Resolve(c *packages.Catalog, urlPath string) (Target, string, error) {
+// version split picks, when it picks one, else by the highest enabled version ("latest" counts
+// as the newest; a disabled version counts as not installed), or pinned with
+// /<name>@<version or semver range>/…, which no split changes. split may be nil.
+func Resolve(c *packages.Catalog, urlPath string, split func(packages.Unit) (packages.Version, bool)) (Target, string, error) {
 	name, pin, base, rest, ok := splitPath(urlPath)
 	if !ok {
 		return Target{}, name, ErrNotWorkerPath
@@ -42,7 +43,7 @@ func Resolve(c *packages.Catalog, urlPath string) (Target, string, error) {
 	if !ok {
 		return Target{}, name, ErrNoSuchWorker
 	}
-	v, err := choose(u, pin)
+	v, err := choose(u, pin, split)
 	if err != nil {
 		return Target{}, name, err
 	}
@@ -77,9 +78,15 @@ func splitPath(p string) (name, pin, base, rest string, ok bool) {
 	return name, pin, base, rest, packages.ValidateName(name) == nil
 }
 
-// choose picks the version a request gets: the highest enabled one, or with a pin the enabled
-// version it names exactly, else the highest enabled one its semver range admits.
-func choose(u packages.Unit, pin string) (packages.Version, error) {
+// choose picks the version a request gets. Pinned: the enabled version the pin names exactly,
+// else the highest enabled one its semver range admits. Unpinned, in order: the traffic
+// split's choice (split), then the highest enabled version.
+func choose(u packages.Unit, pin string, split func(packages.Unit) (packages.Version, bool)) (packages.Version, error) {
+	if pin == "" && split != nil {
+		if v, ok := split(u); ok {
+			return v, nil
+		}
+	}
 	enabled := false
 	for i := len(u.Versions) - 1; i >= 0; i-- {
 		if v := u.Versions[i]; v.Enabled {

@@ -73,7 +73,7 @@ func TestResolve(t *testing.T) {
 		{"/", "", "", ErrNotWorkerPath},
 	}
 	for round, tt := range append(tests, tests...) { // the second round with the pins parsed
-		got, _, err := Resolve(c, tt.path)
+		got, _, err := Resolve(c, tt.path, nil)
 		if !errors.Is(err, tt.err) || err == nil && (got.Version.Version != tt.version || got.Base != tt.base) {
 			t.Errorf("round %d: Resolve(%q) = %s %s, %v; want %s %s, %v", round/len(tests)+1, tt.path, got.Version.Version, got.Base, err, tt.version, tt.base, tt.err)
 		}

@@ -1,0 +1,365 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/integration/harness"
+	dataplane "github.com/caddy-runtime/runtime/internal/serving"
+)
+
+// The gradual rollout tests (issue 27, part 3): traffic splits through the real binary.
+
+// visitors is the fixed list of visitor ids the split tests use, so their counts are the
+// same on every run.
+func visitors(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("visitor%06d", i)
+	}
+	return ids
+}
+
+// asVisitor sends the visitor cookie of id.
+func asVisitor(id string) harness.Option { return harness.WithCookie(dataplane.VisitorCookie, id) }
+
+// versionOf sends GET path and returns the version the answer names, checking that the body
+// (a site archive says "v<version>") agrees.
+func versionOf(s *harness.Server, path string, opts ...harness.Option) (string, *harness.Response, error) {
+	resp, err := s.Send("GET", path, opts...)
+	if err != nil {
+		return "", resp, err
+	}
+	v := resp.Header.Get(dataplane.VersionHeader)
+	if resp.Status != 200 || string(resp.Body) != "v"+v {
+		return "", resp, fmt.Errorf("GET %s on %s = %s (X-Worker-Version %q)", path, s.Name(), resp, v)
+	}
+	return v, resp, nil
+}
+
+// traffic sends a traffic request and decodes the split answered.
+func traffic(t *testing.T, s *harness.Server, method, name string, body any, status int) api.WorkerTraffic {
+	t.Helper()
+	opts := []harness.Option{harness.WithKey(rootKey)}
+	if body != nil {
+		opts = append(opts, harness.WithJSON(body))
+	}
+	resp := s.Do(method, s.API+"/workers/_/"+name+"/traffic", opts...)
+	var out api.WorkerTraffic
+	if resp.Status != status || status == 200 && resp.JSON(&out) != nil {
+		t.Fatalf("%s traffic of %s on %s = %s, want %d", method, name, s.Name(), resp, status)
+	}
+	return out
+}
+
+func split(shares ...any) map[string]any {
+	var out []map[string]any
+	for i := 0; i < len(shares); i += 2 {
+		out = append(out, map[string]any{"version": shares[i], "percent": shares[i+1]})
+	}
+	return map[string]any{"split": out}
+}
+
+// TestRollout runs two instances sharing a key store and a package store: an upload with
+// ?canary=10 never serves the new version to a visitor outside its share, even while the
+// other instance installs it; 8–12 % of 2 000 visitors and about 10 % of cookie-less
+// requests get it; each visitor gets one version on both instances across 50 requests, also
+// when identified by split_header; growing the share keeps every visitor already on the new
+// version there; pins are never split; promoting ends the split; bad splits are refused.
+func TestRollout(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0)
+	var cfgs []harness.Config
+	for _, name := range []string{"A", "B"} {
+		cfg := c.Config(name)
+		cfg.App += "\n\t\tsplit_header X-User-Id"
+		cfgs = append(cfgs, cfg)
+	}
+	g := harness.StartAll(t, cfgs...)
+	a, b := g[0], g[1]
+	uploadOK(t, a, "workers", "v1.tgz", siteArchive(t, "app", "1.0.0", "v1.0.0"), rootKey)
+	g.Each(t, converge, serving("/app/", "v1.0.0"))
+
+	ids := visitors(2000)
+	onOld := func(id string) bool { return dataplane.Bucket(id, "app") >= 10 }
+	// Visitors outside the canary's 10 %: none of them may ever get 2.0.0, on either instance,
+	// from before the upload until both have installed it.
+	var outside []string
+	for _, id := range ids[:200] {
+		if onOld(id) {
+			outside = append(outside, id)
+		}
+	}
+	var wrong atomic.Value
+	load := harness.Hammer(t, 4, func(client, n int) error {
+		s := g[client%2]
+		id := outside[n%len(outside)]
+		v, _, err := versionOf(s, "/app/", asVisitor(id))
+		if err == nil && v != "1.0.0" {
+			wrong.Store(fmt.Sprintf("visitor %s got %s on %s during the canary's upload", id, v, s.Name()))
+		}
+		return err
+	})
+	resp := a.Upload(a.API+"/workers/upload?canary=10", "v2.tgz", siteArchive(t, "app", "2.0.0", "v2.0.0"), harness.WithKey(rootKey))
+	var up api.WorkerUploaded
+	if resp.Status != 200 || resp.JSON(&up) != nil {
+		t.Fatalf("canary upload = %s", resp)
+	}
+	if got := fmt.Sprint(up.Data.Split); got != "[{1.0.0 90} {2.0.0 10}]" {
+		t.Errorf("the upload's split = %s", got)
+	}
+	g.Each(t, converge, serving("/app@2.0.0/", "v2.0.0"))
+	if err := load.Stop(100); err != nil {
+		t.Fatal(err)
+	}
+	if w := wrong.Load(); w != nil {
+		t.Fatal(w)
+	}
+	if got := traffic(t, b, "GET", "app", nil, 200); fmt.Sprint(got.Split) != "[{2.0.0 10} {1.0.0 90}]" || got.ChangedBy != "root" {
+		t.Errorf("GET traffic on B = %+v", got)
+	}
+
+	// 2 000 visitors with cookies: 8–12 % on 2.0.0, each the same on A and B.
+	sides := map[string]string{}
+	var mu sync.Mutex
+	onNew := 0
+	check := func(ids []string, want func(id, v string) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ids))
+		for w := range 4 {
+			wg.Go(func() {
+				for i := w; i < len(ids); i += 4 {
+					id := ids[i]
+					va, _, err := versionOf(a, "/app/", asVisitor(id))
+					if err == nil {
+						var vb string
+						if vb, _, err = versionOf(b, "/app/", asVisitor(id)); err == nil && va != vb {
+							err = fmt.Errorf("visitor %s: %s on A, %s on B", id, va, vb)
+						}
+					}
+					if err == nil {
+						mu.Lock()
+						err = want(id, va)
+						mu.Unlock()
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	check(ids, func(id, v string) error {
+		sides[id] = v
+		if v == "2.0.0" {
+			onNew++
+		}
+		return nil
+	})
+	if onNew < 160 || onNew > 240 {
+		t.Errorf("%d of 2000 visitors on the 10 %% canary, want 8–12 %%", onNew)
+	}
+	t.Logf("10 %% split: %d of 2000 visitors on 2.0.0", onNew)
+
+	// Fifty requests each, alternating between the instances, for visitors of both sides.
+	var sample []string
+	for _, id := range ids {
+		if len(sample) < 40 && (sides[id] == "2.0.0") == (len(sample)%2 == 0) {
+			sample = append(sample, id)
+		}
+	}
+	for _, id := range sample {
+		for n := range 50 {
+			s := g[n%2]
+			if v, _, err := versionOf(s, "/app/", asVisitor(id)); err != nil || v != sides[id] {
+				t.Fatalf("visitor %s, request %d on %s: %s (%v), first %s", id, n+1, s.Name(), v, err, sides[id])
+			}
+		}
+		// The header split_header names splits as the cookie does, on either instance.
+		if v, resp, err := versionOf(g[len(id)%2], "/app/", harness.WithHeader("X-User-Id", id)); err != nil || v != sides[id] || resp.Header.Get("Set-Cookie") != "" {
+			t.Fatalf("X-User-Id %s: %s (%v), want %s and no cookie", id, v, err, sides[id])
+		}
+		// A pin is never split.
+		if v, _, err := versionOf(a, "/app@1.0.0/", asVisitor(id)); err != nil || v != "1.0.0" {
+			t.Fatalf("visitor %s pinned to 1.0.0: %s (%v)", id, v, err)
+		}
+	}
+
+	// Requests without a cookie or the header: about 10 % on 2.0.0, each given a cookie that
+	// keeps it on its side.
+	fresh := 0
+	for n := range 1000 {
+		v, resp, err := versionOf(g[n%2], "/app/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == "2.0.0" {
+			fresh++
+		}
+		id, ok := strings.CutPrefix(strings.Split(resp.Header.Get("Set-Cookie"), ";")[0], dataplane.VisitorCookie+"=")
+		if !ok {
+			t.Fatalf("a cookie-less request got no visitor cookie: %q", resp.Header.Get("Set-Cookie"))
+		}
+		if n < 20 {
+			if again, _, err := versionOf(g[(n+1)%2], "/app/", asVisitor(id)); err != nil || again != v {
+				t.Fatalf("the cookie given with %s brought %s (%v)", v, again, err)
+			}
+		}
+	}
+	if fresh < 50 || fresh > 150 {
+		t.Errorf("%d of 1000 cookie-less requests on the 10 %% canary, want about 10 %%", fresh)
+	}
+	t.Logf("10 %% split: %d of 1000 cookie-less requests on 2.0.0", fresh)
+
+	// Growing the share, on B: everyone on 2.0.0 stays there, on both instances.
+	traffic(t, b, "PUT", "app", split("1.0.0", 70, "2.0.0", 30), 200)
+	var between string // a visitor the grown share moves
+	for _, id := range ids {
+		if b := dataplane.Bucket(id, "app"); b >= 10 && b < 30 {
+			between = id
+			break
+		}
+	}
+	harness.EventuallyNil(t, converge, func() error {
+		if v, _, err := versionOf(a, "/app/", asVisitor(between)); err != nil || v != "2.0.0" {
+			return fmt.Errorf("A does not split 30 %% yet: visitor %s got %s (%v)", between, v, err)
+		}
+		return nil
+	})
+	if got := traffic(t, a, "GET", "app", nil, 200); fmt.Sprint(got.Split) != "[{2.0.0 30} {1.0.0 70}]" {
+		t.Errorf("A's split: %v", got.Split)
+	}
+	onNew = 0
+	check(ids, func(id, v string) error {
+		if sides[id] == "2.0.0" && v != "2.0.0" {
+			return fmt.Errorf("visitor %s left 2.0.0 for %s when its share grew", id, v)
+		}
+		if v == "2.0.0" {
+			onNew++
+		}
+		return nil
+	})
+	if onNew < 500 || onNew > 700 {
+		t.Errorf("%d of 2000 visitors on the 30 %% side", onNew)
+	}
+
+	// Refusals, in the envelope.
+	for _, tc := range []struct {
+		name, method, worker string
+		body                 any
+		status               int
+		code                 string
+	}{
+		{"sum under 100", "PUT", "app", split("1.0.0", 80, "2.0.0", 10), 400, "INVALID_SPLIT"},
+		{"a version twice", "PUT", "app", split("1.0.0", 50, "1.0.0", 50), 400, "INVALID_SPLIT"},
+		{"empty", "PUT", "app", split(), 400, "INVALID_SPLIT"},
+		{"not a number", "PUT", "app", split("1.0.0", "all"), 400, "BAD_REQUEST"},
+		{"unknown version", "PUT", "app", split("1.0.0", 50, "9.9.9", 50), 404, "WORKER_VERSION_NOT_FOUND"},
+		{"unknown worker", "PUT", "ghost", split("1.0.0", 100), 404, "WORKER_NOT_FOUND"},
+		{"unknown worker's split", "GET", "ghost", nil, 404, "WORKER_NOT_FOUND"},
+	} {
+		opts := []harness.Option{harness.WithKey(rootKey)}
+		if tc.body != nil {
+			opts = append(opts, harness.WithJSON(tc.body))
+		}
+		if resp := a.Do(tc.method, a.API+"/workers/_/"+tc.worker+"/traffic", opts...); resp.Status != tc.status || resp.ErrorCode() != tc.code {
+			t.Errorf("%s: %s, want %d %s", tc.name, resp, tc.status, tc.code)
+		}
+	}
+	if resp := a.Upload(a.API+"/workers/upload?canary=100", "v3.tgz", siteArchive(t, "app", "3.0.0", "v3.0.0"), harness.WithKey(rootKey)); resp.Status != 400 || resp.ErrorCode() != "INVALID_CANARY" {
+		t.Errorf("canary=100: %s", resp)
+	}
+	if resp := a.Upload(a.API+"/workers/upload?canary=10", "new.tgz", siteArchive(t, "newapp", "1.0.0", "v1.0.0"), harness.WithKey(rootKey)); resp.Status != 409 || resp.ErrorCode() != "NO_SERVED_VERSION" {
+		t.Errorf("a canary of a worker that serves nothing: %s", resp)
+	}
+	if got := traffic(t, a, "GET", "app", nil, 200); fmt.Sprint(got.Split) != "[{2.0.0 30} {1.0.0 70}]" {
+		t.Errorf("after the refusals the split is %v", got.Split)
+	}
+
+	// Promoting 2.0.0, the newest: DELETE; everyone gets it on both instances.
+	if got := traffic(t, a, "DELETE", "app", nil, 200); len(got.Split) != 0 {
+		t.Errorf("DELETE answered split %v", got.Split)
+	}
+	g.Each(t, converge, func(s *harness.Server) error {
+		for _, id := range sample {
+			if v, _, err := versionOf(s, "/app/", asVisitor(id)); err != nil || v != "2.0.0" {
+				return fmt.Errorf("visitor %s after the promotion: %s (%v)", id, v, err)
+			}
+		}
+		return nil
+	})
+	if resp := a.Get("/app/"); resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("a worker without a split set a cookie: %q", resp.Header.Get("Set-Cookie"))
+	}
+}
+
+// TestRolloutSingle checks a split on one instance without a cluster: it holds across a
+// restart; a disabled version is refused with 409; a permitted key outside the worker's
+// namespace is refused, a viewer may read but not change it.
+func TestRolloutSingle(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	uploadOK(t, s, "workers", "v1.tgz", siteArchive(t, "app", "1.0.0", "v1.0.0"), rootKey)
+	uploadOK(t, s, "workers", "v2.tgz", siteArchive(t, "app", "2.0.0", "v2.0.0"), rootKey)
+	uploadOK(t, s, "workers", "v3.tgz", siteArchive(t, "app", "3.0.0", "v3.0.0"), rootKey)
+	toggle3 := s.Do("POST", s.API+"/workers/_/app/3.0.0/disable", harness.WithKey(rootKey))
+	if toggle3.Status != 200 {
+		t.Fatalf("disable 3.0.0 = %s", toggle3)
+	}
+	if resp := s.Do("PUT", s.API+"/workers/_/app/traffic", harness.WithKey(rootKey), harness.WithJSON(split("2.0.0", 50, "3.0.0", 50))); resp.Status != 409 || resp.ErrorCode() != "WORKER_VERSION_DISABLED" {
+		t.Errorf("a split with a disabled version: %s", resp)
+	}
+	viewer := s.CreateKey(rootKey, map[string]any{"name": "viewer", "role": "viewer"}).Secret
+	team := s.CreateKey(rootKey, map[string]any{"name": "team", "role": "editor", "namespaces": []string{"@team"}}).Secret
+	if resp := s.Do("PUT", s.API+"/workers/_/app/traffic", harness.WithKey(viewer), harness.WithOrigin(""), harness.WithJSON(split("1.0.0", 100))); resp.Status != 403 || resp.ErrorCode() != "PERMISSION_DENIED" {
+		t.Errorf("a viewer's PUT: %s", resp)
+	}
+	if resp := s.Do("PUT", s.API+"/workers/_/app/traffic", harness.WithKey(team), harness.WithOrigin(""), harness.WithJSON(split("1.0.0", 100))); resp.Status != 403 || resp.ErrorCode() != "NAMESPACE_DENIED" {
+		t.Errorf("another namespace's PUT: %s", resp)
+	}
+	traffic(t, s, "PUT", "app", split("1.0.0", 100), 200)
+	if resp := s.Get(s.API+"/workers/_/app/traffic", harness.WithKey(viewer)); resp.Status != 200 {
+		t.Errorf("a viewer's GET: %s", resp)
+	}
+	if v, _, err := versionOf(s, "/app/"); err != nil || v != "1.0.0" {
+		t.Fatalf("a 100 %% split to 1.0.0 served %s (%v)", v, err)
+	}
+	s.Stop()
+	s, err := s.Relaunch(t)
+	if err == nil {
+		err = s.WaitReady(30 * time.Second)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := versionOf(s, "/app/"); err != nil || v != "1.0.0" {
+		t.Fatalf("after a restart: %s (%v), want the split's 1.0.0", v, err)
+	}
+	// Disabling the only version of a split leaves its visitors to the newest enabled one.
+	if resp := s.Do("POST", s.API+"/workers/_/app/1.0.0/disable", harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("disable 1.0.0 = %s", resp)
+	}
+	if v, _, err := versionOf(s, "/app/"); err != nil || v != "2.0.0" {
+		t.Errorf("the split's version disabled: %s (%v), want 2.0.0", v, err)
+	}
+	// Removing the worker ends its split: one uploaded again under the name starts without.
+	if resp := s.Do("DELETE", s.API+"/workers/_/app", harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("delete app = %s", resp)
+	}
+	uploadOK(t, s, "workers", "again.tgz", siteArchive(t, "app", "1.0.0", "v1.0.0"), rootKey)
+	if got := traffic(t, s, "GET", "app", nil, 200); len(got.Split) != 0 {
+		t.Errorf("a worker uploaded again inherited the split %v", got.Split)
+	}
+}
