@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +23,7 @@ import (
 )
 
 func deployCommand() caddycmd.Command {
-	return command("deploy", "[DIR] [--plugin] [--dry-run] [--wait [--wait-timeout D]] [--json]", "Pack a folder and install it as a worker (or a plugin)",
+	return command("deploy", "[DIR] [--plugin] [--dry-run] [--canary N] [--wait [--wait-timeout D]] [--json]", "Pack a folder and install it as a worker (or a plugin)",
 		`Reads DIR's manifest.yaml (or package.json), checks its name and version with the runtime's
 rules, packs the folder as a .tgz (leaving out .git, node_modules and what .runtimeignore names;
 "deploy: {include: [node_modules]}" in the manifest takes node_modules back in), uploads it,
@@ -31,6 +33,10 @@ now. --plugin installs a plugin and reloads the plugins. A folder whose manifest
 plugin's keys (routes, onRequest, base) is refused without --plugin, and one that declares none
 of them (nor menus) with it. The runtime refuses a process worker whose program (its entrypoint,
 or a relative path as its command's first word) is not in the archive or not executable.
+
+--canary N installs a worker's new version with N % (1 to 99) of its unpinned requests, the
+rest staying on the version served until then, sticky per visitor; grow, promote or abort it
+with caddy runtime rollout.
 
 --wait waits until every instance serves the upload. In a cluster (a package store is
 configured) the upload's answer carries the change number it created: deploy polls GET cluster
@@ -44,10 +50,12 @@ and the worker's last log lines.
 Example:
   caddy runtime deploy ./site --url https://runtime.example.com --key "$RUNTIME_API_KEY"
   caddy runtime deploy ./site --wait --wait-timeout 5m
+  caddy runtime deploy ./site --canary 10
   caddy runtime deploy --plugin ./my-plugin`,
 		func(cmd *cobra.Command) {
 			cmd.Flags().Bool("plugin", false, "deploy a plugin, then reload the plugins")
 			cmd.Flags().Bool("dry-run", false, "check the archive on the runtime without installing it")
+			cmd.Flags().Int("canary", 0, "send this percentage (1 to 99) of the worker's unpinned requests to the new version, the rest to the version served until then")
 			cmd.Flags().Bool("wait", false, "wait until every instance of a cluster has applied the upload, and a process worker has answered its first request (up to --wait-timeout)")
 			cmd.Flags().Duration("wait-timeout", 2*time.Minute, "how long --wait waits, e.g. 90s or 5m")
 			cmd.Args = cobra.MaximumNArgs(1)
@@ -75,6 +83,10 @@ func deploy(e *env, args []string) error {
 	}
 	plugin, _ := e.cmd.Flags().GetBool("plugin")
 	dryRun, _ := e.cmd.Flags().GetBool("dry-run")
+	canary, _ := e.cmd.Flags().GetInt("canary")
+	if canary != 0 && (canary < 1 || canary > 99 || plugin) {
+		return usagef("--canary is a percentage from 1 to 99 of a worker's traffic (plugins have none)")
+	}
 	wait, _ := e.cmd.Flags().GetBool("wait")
 	waitTimeout, _ := e.cmd.Flags().GetDuration("wait-timeout")
 	if waitTimeout <= 0 {
@@ -107,9 +119,16 @@ func deploy(e *env, args []string) error {
 	if plugin {
 		surface = "/plugins"
 	}
-	path := surface + "/upload"
+	query := url.Values{}
 	if dryRun {
-		path += "?dryRun=1"
+		query.Set("dryRun", "1")
+	}
+	if canary > 0 {
+		query.Set("canary", strconv.Itoa(canary))
+	}
+	path := surface + "/upload"
+	if len(query) > 0 {
+		path += "?" + query.Encode()
 	}
 	var progress func(int64)
 	if interactive(e.errOut) && !e.json {
@@ -151,7 +170,8 @@ func deploy(e *env, args []string) error {
 	}
 	var staged struct {
 		Data struct {
-			Replaces bool `json:"replaces"`
+			Replaces bool               `json:"replaces"`
+			Split    []api.TrafficShare `json:"split"`
 		} `json:"data"`
 	}
 	_ = json.Unmarshal(out.Upload, &staged)
@@ -173,6 +193,10 @@ func deploy(e *env, args []string) error {
 			fmt.Fprintf(w, "Deployed %s %s\n", packed.Name, packed.Version)
 			for _, u := range out.URLs {
 				fmt.Fprintf(w, "  %s\n", u)
+			}
+			if len(staged.Data.Split) > 0 {
+				fmt.Fprintf(w, "Canary: %s; grow it with %s rollout set, then rollout promote or rollout abort\n",
+					describeSplit(packed.Name, staged.Data.Split), program(e.cmd))
 			}
 		}
 		fmt.Fprintf(w, "sha256 %s (%s)\n", packed.SHA256, size(packed.Bytes))
