@@ -181,3 +181,29 @@ func TestServeSplit(t *testing.T) {
 		t.Errorf("after the split ended: %q", rec.Body)
 	}
 }
+
+// TestSplitAllocations: choosing a side of a split for a visitor with a cookie, or by the
+// named header, allocates nothing; a worker without a split costs a map lookup.
+func TestSplitAllocations(t *testing.T) {
+	s, splits, c := splitWorker(t, "X-User")
+	splits.Replace(map[string][]Share{"app": {{"1.0.0", 90}, {"2.0.0", 10}}})
+	u, ok := c.Find("app")
+	if !ok {
+		t.Fatal("no app")
+	}
+	for name, h := range map[string]http.Header{
+		"cookie": {"Cookie": {"other=1; " + VisitorCookie + "=abcdefgh12345678"}},
+		"header": {"X-User": {"user-42"}},
+	} {
+		r := httptest.NewRequest("GET", "/app/", nil)
+		r.Header = h
+		if n := testing.AllocsPerRun(100, func() {
+			var vi visit
+			if _, ok := s.splitChoice(u, r, &vi); !ok {
+				t.Fatal("no choice")
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per choice", name, n)
+		}
+	}
+}

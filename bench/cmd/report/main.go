@@ -104,6 +104,19 @@ var checks = []check{
 			"same page from a worker without it, on the same process: the rewritten page is kept per version and base.",
 	},
 	{
+		title: "a worker with a traffic split / without one throughput", a: "BenchmarkSplit/split", b: "BenchmarkSplit/no-split",
+		metric: "req/s", target: 0.95,
+		what: "a static worker's page whose unpinned requests a split shares between two versions (90/10) against an " +
+			"identical worker without a split, on one runtime process, from 100 visitors in turn, each sending its " +
+			"`runtime_visitor` cookie: the split is read without a lock and the visitor's bucket hashed without allocating.",
+	},
+	{
+		title: "a split worker, requests without a cookie / with one throughput", a: "BenchmarkSplit/split-no-cookie", b: "BenchmarkSplit/split",
+		metric: "req/s", info: true,
+		what: "the split worker of the row above, requests without a visitor cookie (each gets a new random id and a " +
+			"`Set-Cookie`) against requests with one.",
+	},
+	{
 		title: "64 connections over 50 workers / over one worker throughput", a: "BenchmarkManyWorkers/fifty-workers", b: "BenchmarkManyWorkers/one-worker",
 		metric: "req/s", target: 0.9,
 		what: "64 keep-alive connections each sending requests to 50 static workers in turn against the same connections " +

@@ -35,6 +35,9 @@ BenchmarkServing/process-worker-2    	   10000	    100000 ns/op	      8000 req/s
 BenchmarkServing/reverse-proxy-2     	   10000	    100000 ns/op	     10000 req/s
 BenchmarkServing/pinned-worker-2     	   10000	    100000 ns/op	      9800 req/s
 BenchmarkServing/inject-base-2       	   10000	    100000 ns/op	      9000 req/s
+BenchmarkSplit/no-split-2            	   10000	    100000 ns/op	     10000 req/s
+BenchmarkSplit/split-2               	   10000	    100000 ns/op	      9700 req/s
+BenchmarkSplit/split-no-cookie-2     	   10000	    100000 ns/op	      8500 req/s
 BenchmarkManyWorkers/one-worker-2    	   10000	    100000 ns/op	     10000 req/s
 BenchmarkManyWorkers/fifty-workers-2 	   10000	    100000 ns/op	      9500 req/s
 BenchmarkManyWorkers/fifty-workers#01-2	   10000	    100000 ns/op	      8000 req/s
@@ -82,7 +85,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 64 || len(res.order) != 36 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 67 || len(res.order) != 39 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -107,6 +110,7 @@ func TestReport(t *testing.T) {
 		"| pinned version (`/site@^1.0.0/`) / unpinned static worker throughput | 0.980 | ≥ 0.95 | **PASS** |",
 		"| `injectBase` page / plain static file throughput | 0.900 | ≥ 0.95 | **FAIL** |",
 		// per-round ratios 0.95 and 0.8
+		"| a worker with a traffic split / without one throughput | 0.970 | ≥ 0.95 | **PASS** |",
 		"| 64 connections over 50 workers / over one worker throughput | 0.875 | ≥ 0.90 | **FAIL** |",
 		"| process worker cold start to first byte (ms) | 22.680 | — | measured |",
 		"| plugin reload with 50 plugins (ms) | 30.000 | ≤ 100.00 | **PASS** |",
