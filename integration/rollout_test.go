@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
 	dataplane "github.com/caddy-runtime/runtime/internal/serving"
@@ -362,4 +364,68 @@ func TestRolloutSingle(t *testing.T) {
 	if got := traffic(t, s, "GET", "app", nil, 200); len(got.Split) != 0 {
 		t.Errorf("a worker uploaded again inherited the split %v", got.Split)
 	}
+}
+
+// TestCPanelTraffic opens an app's page: it shows that no split is in force, a key that may
+// install changes the split through the form (which refuses a total other than 100) and ends
+// it, and the page shows the split the API then holds; a viewer sees the split but is offered
+// no change.
+func TestCPanelTraffic(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	uploadOK(t, s, "workers", "v1.tgz", siteArchive(t, "app", "1.0.0", "v1.0.0"), rootKey)
+	uploadOK(t, s, "workers", "v2.tgz", siteArchive(t, "app", "1.1.0", "v1.1.0"), rootKey)
+	viewer := s.CreateKey(rootKey, map[string]any{"name": "watcher", "role": "viewer"})
+	p, problems := openPanel(t, s)
+	p.do("opening the app page", chromedp.Navigate(p.base+"/apps/app"))
+	p.signIn(rootKey)
+	p.do("waiting for the traffic section", chromedp.WaitVisible(chromedp.CSS(".traffic .split-none")))
+	if got := p.text(".traffic .split-none"); !strings.Contains(got, "No split: 1.1.0") {
+		t.Errorf("without a split the page says %q", got)
+	}
+	input := func(v string) string { return `.split-form input[id="split-` + v + `"]` }
+	p.do("opening the split form", chromedp.Click(chromedp.Search(`//section[contains(@class,"traffic")]//button[normalize-space()="Change the split"]`)),
+		chromedp.WaitVisible(chromedp.CSS(input("1.0.0"))))
+	p.do("entering 80 and 30", chromedp.SetValue(chromedp.CSS(input("1.0.0")), "80"), chromedp.SetValue(chromedp.CSS(input("1.1.0")), "30"))
+	if got := p.text(".split-form [role=status]"); got != "Total: 110% (must be 100)" {
+		t.Errorf("the form's total says %q", got)
+	}
+	disabled, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.querySelector('.split-form button[type=submit]').disabled`))
+	if err != nil || !disabled {
+		t.Errorf("Apply is enabled with a total of 110 (%v)", err)
+	}
+	p.do("entering 20 and applying", chromedp.SetValue(chromedp.CSS(input("1.1.0")), "20"),
+		chromedp.Click(chromedp.CSS(".split-form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(`.traffic table.split tr[data-version="1.1.0"]`)))
+	if got := p.text(`.traffic table.split tr[data-version="1.1.0"] .percent`); got != "20%" {
+		t.Errorf("the page shows 1.1.0 at %q", got)
+	}
+	if got := p.text(".app-summary"); !strings.Contains(got, "split: 1.1.0 20%, 1.0.0 80%") {
+		t.Errorf("the summary says %q", got)
+	}
+	if got := traffic(t, s, "GET", "app", nil, 200); fmt.Sprint(got.Split) != "[{1.1.0 20} {1.0.0 80}]" {
+		t.Errorf("after the form the API holds %v", got.Split)
+	}
+	p.screenshot("app-traffic", 1280)
+	p.screenshot("app-traffic", 375)
+
+	// A viewer sees it and is offered nothing to change.
+	p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	p.do("opening the app page", chromedp.Navigate(p.base+"/apps/app"))
+	p.signIn(viewer.Secret)
+	p.do("waiting for the viewer's split", chromedp.WaitVisible(chromedp.CSS(`.traffic table.split tr[data-version="1.0.0"]`)))
+	buttons, err := chromedp.Run(p.ctx, chromedp.Evaluate[int]("document.querySelectorAll('.traffic button').length"))
+	if err != nil || buttons != 0 {
+		t.Errorf("a viewer is offered %d buttons on the split (%v)", buttons, err)
+	}
+
+	p.do("signing out", chromedp.Click(chromedp.Search(`//header//button[normalize-space()="Sign out"]`)), chromedp.WaitVisible(chromedp.CSS("form.signin")))
+	p.do("opening the app page", chromedp.Navigate(p.base+"/apps/app"))
+	p.signIn(rootKey)
+	p.do("ending the split", chromedp.Click(chromedp.Search(`//section[contains(@class,"traffic")]//button[normalize-space()="End the split"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".traffic .split-none")))
+	if got := traffic(t, s, "GET", "app", nil, 200); len(got.Split) != 0 {
+		t.Errorf("after End the split the API holds %v", got.Split)
+	}
+	problems.check(t)
 }
