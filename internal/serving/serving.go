@@ -149,9 +149,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *servedAs) 
 	trace.LogField(r.Context(), zap.String("worker_version", t.Version.Version))
 	*named = servedAs{name, t.Version.Version}
 	w.Header().Set(VersionHeader, t.Version.Version)
-	if vi.newID != "" {
-		setVisitorCookie(w, r, vi.newID)
-	}
+	s.splitAnswer(w, r, &vi)
 	served, err := s.opts.Versions.Get(t.Version)
 	if err != nil {
 		return envelope.Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %s@%s: %v", name, t.Version.Version, err)

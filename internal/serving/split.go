@@ -121,9 +121,10 @@ func Bucket(visitor, worker string) int {
 	return int(h % Buckets)
 }
 
-// visit is what choosing a side of a split learned of the request: a new visitor id to set
-// as the cookie.
+// visit is what choosing a side of a split learned of the request: whether the worker has a
+// split, and a new visitor id to set as the cookie.
 type visit struct {
+	split bool
 	newID string
 }
 
@@ -136,6 +137,7 @@ func (s *Server) splitChoice(u packages.Unit, r *http.Request, vi *visit) (packa
 	if sp == nil {
 		return packages.Version{}, false
 	}
+	vi.split = true
 	want := sp.Version(Bucket(s.visitor(r, vi), u.Name))
 	for i := len(u.Versions) - 1; i >= 0; i-- {
 		if v := u.Versions[i]; v.Version == want {
@@ -199,6 +201,23 @@ func newVisitorID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// splitAnswer marks the answer of a split worker: it varies with the visitor cookie (and the
+// split header), so no shared cache hands one visitor's version to another; a new visitor
+// gets its cookie.
+func (s *Server) splitAnswer(w http.ResponseWriter, r *http.Request, vi *visit) {
+	if !vi.split {
+		return
+	}
+	h := w.Header()
+	h.Add("Vary", "Cookie")
+	if s.opts.SplitHeader != "" {
+		h.Add("Vary", s.opts.SplitHeader)
+	}
+	if vi.newID != "" {
+		setVisitorCookie(w, r, vi.newID)
+	}
 }
 
 // setVisitorCookie sets the visitor cookie with id on the answer: for the whole origin, for a

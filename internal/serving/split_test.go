@@ -128,8 +128,9 @@ func get(t *testing.T, s *Server, path string, header http.Header) *httptest.Res
 // every answer names its version.
 func TestServeSplit(t *testing.T) {
 	s, splits, _ := splitWorker(t, "X-User")
-	if rec := get(t, s, "/app/", nil); rec.Body.String() != "2.0.0" || rec.Header().Get(VersionHeader) != "2.0.0" || rec.Header().Get("Set-Cookie") != "" {
-		t.Fatalf("no split: %q, version %q, cookie %q", rec.Body, rec.Header().Get(VersionHeader), rec.Header().Get("Set-Cookie"))
+	if rec := get(t, s, "/app/", nil); rec.Body.String() != "2.0.0" || rec.Header().Get(VersionHeader) != "2.0.0" || rec.Header().Get("Set-Cookie") != "" ||
+		len(rec.Header().Values("Vary")) != 0 {
+		t.Fatalf("no split: %q, version %q, cookie %q, Vary %q", rec.Body, rec.Header().Get(VersionHeader), rec.Header().Get("Set-Cookie"), rec.Header().Values("Vary"))
 	}
 	splits.Replace(map[string][]Share{"app": {{"1.0.0", 90}, {"2.0.0", 10}}})
 	onNew := 0
@@ -143,6 +144,9 @@ func TestServeSplit(t *testing.T) {
 		}
 		if rec.Header().Get("Set-Cookie") != "" {
 			t.Fatalf("a visitor with a cookie got another: %q", rec.Header().Get("Set-Cookie"))
+		}
+		if vary := strings.Join(rec.Header().Values("Vary"), ", "); vary != "Cookie, X-User" {
+			t.Fatalf("a split answer varies by %q", vary)
 		}
 		if want == "2.0.0" {
 			onNew++
