@@ -32,6 +32,7 @@ func (s *state) openCluster(keys *keystore.Store) error {
 		},
 		Interval: s.settings.Sync.Interval, ID: s.instanceID, Address: func() string { return s.self().Address },
 		Version: version.String(), Logger: s.logger.Named("cluster"), Metrics: runtimeMetrics,
+		Activity: s.requests.Load,
 	})
 	if err != nil {
 		return err

@@ -176,6 +176,9 @@ func replacePlaceholders(strs []*string, lists []*[]string) {
 // handlers compose with it through matchers; when one in front stripped a path prefix, the
 // request carries it as the mount path for the URLs the runtime builds.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if h.state.clustered() {
+		h.state.requests.Add(1)
+	}
 	attachTrace(r)
 	r = trace.EnsureRequestID(w, r, func() string { return requestUUID(r) })
 	if p := mountPath(r); p != "" {

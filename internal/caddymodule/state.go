@@ -130,6 +130,9 @@ type state struct {
 	cluster     atomic.Pointer[cluster.Cluster]
 	stopCluster context.CancelFunc
 	clusterDone chan struct{}
+	// requests counts the requests the handlers have taken in, in a cluster: background
+	// installs yield the cores to them (reconcile.Options.Activity).
+	requests atomic.Uint64
 }
 
 func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {

@@ -59,6 +59,9 @@ type Options struct {
 	// reconcile.DefaultGrace. Tests shorten them; a grace shorter than
 	// packagestore.RefreshAfter could collect an archive an upload is about to refer to.
 	CollectInterval, CollectGrace time.Duration
+	// Activity counts the requests this instance has taken in (see
+	// reconcile.Options.Activity); nil paces every background install.
+	Activity func() uint64
 }
 
 // AuditAction is the audit trail's action of a unit version an instance failed to converge.
@@ -99,7 +102,7 @@ func New(o Options) (*Cluster, error) {
 		o.Address = func() string { return "" }
 	}
 	rec, err := reconcile.New(reconcile.Options{Desired: pulled{o.Keys}, Store: o.Store, Workers: o.Workers, Plugins: o.Plugins,
-		Admit: o.Admit, RetryMin: o.RetryMin, RetryMax: o.RetryMax})
+		Admit: o.Admit, RetryMin: o.RetryMin, RetryMax: o.RetryMax, Activity: o.Activity})
 	if err != nil {
 		return nil, err
 	}

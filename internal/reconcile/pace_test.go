@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,12 +73,13 @@ func bulky(t *testing.T, name string) []byte {
 }
 
 // pacedInstance is an instance whose reconciler reads the ticking clock and records its sleeps.
-func (w *world) pacedInstance(t *testing.T, duty float64, s *sleeps) *instance {
+// activity, when not nil, is its Options.Activity.
+func (w *world) pacedInstance(t *testing.T, duty float64, s *sleeps, activity func() uint64) *instance {
 	t.Helper()
 	in := w.instance(t, packages.DefaultLimits)
 	s.clock = &ticking{t: time.Unix(1_800_000_000, 0)}
 	rec, err := New(Options{Desired: in.keys, Store: w.store, Workers: in.workers, Plugins: in.plugins,
-		Now: s.clock.now, Duty: duty, Sleep: s.sleep})
+		Now: s.clock.now, Duty: duty, Sleep: s.sleep, Activity: activity})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,24 +88,29 @@ func (w *world) pacedInstance(t *testing.T, duty float64, s *sleeps) *instance {
 }
 
 // TestPacing: the first pass installs at full speed, the instance not serving yet; once
-// Ready, an install works a burst, then sleeps nine times as long as it works at the default
-// duty, after each slice of work, and a small one after a quiet spell does not sleep; a duty
-// of 1 does not pace.
+// Ready, an install works a burst, then after each slice of work sleeps as long as repays it
+// at the default duty, and a small one after a quiet spell does not sleep; a duty of 1 does
+// not pace, nor does an instance that takes in no request while it installs; one that does
+// is paced.
 func TestPacing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	a := w.instance(t, packages.DefaultLimits)
+	var requests atomic.Uint64
 	for _, tt := range []struct {
-		name, first, second string
-		duty                float64
-		paced               bool
+		name, first, second, small string
+		duty                       float64
+		activity                   func() uint64
+		paced                      bool
 	}{
-		{"default duty", "first", "second", 0, true},
-		{"duty 1", "third", "fourth", 1, false},
+		{"default duty", "first", "second", "small", 0, nil, true},
+		{"duty 1", "third", "fourth", "", 1, nil, false},
+		{"no request meanwhile", "fifth", "sixth", "", 0, func() uint64 { return 7 }, false},
+		{"requests meanwhile", "seventh", "eighth", "little", 0, func() uint64 { return requests.Add(1) }, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &sleeps{}
-			b := w.pacedInstance(t, tt.duty, s)
+			b := w.pacedInstance(t, tt.duty, s, tt.activity)
 			first := a.upload(t, keystore.UnitWorker, "w.tgz", bulky(t, tt.first))
 			b.sees(t, first.Change)
 			if res := b.pass(t); !slices.Contains(names(res.Installed), "worker "+tt.first+"@1.0.0") {
@@ -119,26 +126,27 @@ func TestPacing(t *testing.T) {
 			got := s.list()
 			if !tt.paced {
 				if len(got) > 0 {
-					t.Fatalf("slept %v at duty 1", got)
+					t.Fatalf("slept %v", got)
 				}
 				return
 			}
 			if len(got) < 2 {
 				t.Fatalf("a paced install of 2 MiB slept %d times, want several", len(got))
 			}
+			repay := func(debt time.Duration) time.Duration { return time.Duration(float64(debt) / DefaultDuty) }
 			for _, d := range got {
 				// A debt of paceSlice or a little more (one read), repaid at the duty.
-				if d < 10*paceSlice || d > 10*(paceSlice+2*time.Millisecond) {
-					t.Fatalf("slept %v for a debt of a slice of work, want 10 × %v", d, paceSlice)
+				if d < repay(paceSlice) || d > repay(paceSlice+2*time.Millisecond) {
+					t.Fatalf("slept %v for a debt of a slice of work, want %v", d, repay(paceSlice))
 				}
 			}
 			// After a quiet spell, a small install fits in the burst.
 			s.clock.mu.Lock()
 			s.clock.t = s.clock.t.Add(time.Second)
 			s.clock.mu.Unlock()
-			small := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, "small", "1.0.0"))
+			small := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, tt.small, "1.0.0"))
 			b.sees(t, small.Change)
-			want(t, "installed", names(b.pass(t).Installed), "worker small@1.0.0")
+			want(t, "installed", names(b.pass(t).Installed), "worker "+tt.small+"@1.0.0")
 			if n := len(s.list()); n != len(got) {
 				t.Fatalf("a small install after a quiet spell slept %d times", n-len(got))
 			}
@@ -155,7 +163,7 @@ func TestPacedPassMakesWay(t *testing.T) {
 	w := newWorld(t)
 	a := w.instance(t, packages.DefaultLimits)
 	s := &sleeps{block: true, started: make(chan struct{}, 1)}
-	b := w.pacedInstance(t, 0, s)
+	b := w.pacedInstance(t, 0, s, nil)
 	b.pass(t) // Ready
 	var rows []keystore.UnitVersion
 	for _, name := range []string{"one", "three", "two"} {

@@ -64,6 +64,11 @@ type Options struct {
 	// Sleep waits d, or until ctx ends, between two slices of a paced install's work; nil
 	// waits on a timer. Tests count the sleeps instead of timing them.
 	Sleep func(ctx context.Context, d time.Duration)
+	// Activity counts the requests the instance has taken in: a paced install sleeps only
+	// after a slice of work during which it grew, so an instance that serves nothing
+	// converges at full speed and one under load gives its requests the cores. nil paces
+	// every install.
+	Activity func() uint64
 }
 
 // Defaults of Options.
@@ -71,14 +76,15 @@ const (
 	DefaultParallel = 4
 	DefaultRetryMin = 2 * time.Second
 	DefaultRetryMax = 5 * time.Minute
-	// DefaultDuty paces the installs of the passes after the first to a tenth of one core:
-	// the instance serves by then, and an install at full speed (gunzip, SHA-256, hundreds
-	// of files written) takes a core from the requests for as long as it lasts, which on a
-	// small machine cut serving to a twentieth while ten 1 MB workers came in
-	// (bench: BenchmarkClusterReconcile). Converging a few seconds later costs nothing the
-	// cluster promises; the first pass, before the instance is ready, and what a request
-	// waits for are not paced.
-	DefaultDuty = 0.1
+	// DefaultDuty paces the installs of the passes after the first, while the instance
+	// serves, to a twentieth of one core: an install at full speed (gunzip, SHA-256,
+	// hundreds of files written) takes a core from the requests for as long as it lasts,
+	// which on a small machine cut serving to a twentieth while ten 1 MB workers came in,
+	// and a tenth still cost a tenth of the requests (bench: BenchmarkClusterReconcile).
+	// Converging a few seconds later under load costs nothing the cluster promises; the
+	// first pass, before the instance is ready, what a request waits for, and an instance
+	// that serves nothing (Options.Activity) are not paced.
+	DefaultDuty = 0.05
 )
 
 // Pacing is a token bucket of work time, filled at the duty: paceSlice is the debt at which a
@@ -114,6 +120,8 @@ type Reconciler struct {
 	// tokens is the paced installs' bucket at filled, used by one paced install at a time.
 	tokens time.Duration
 	filled time.Time
+	// seen is Options.Activity at the paced install's last slice.
+	seen uint64
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -229,6 +237,8 @@ func (pc *pacer) pace() error {
 	r.filled = now
 	if !pc.last.IsZero() {
 		r.tokens -= now.Sub(pc.last)
+	} else if r.opts.Activity != nil {
+		r.seen = r.opts.Activity() // what came before this install is not its concern
 	}
 	pc.last = now
 	if r.hurried() {
@@ -237,6 +247,15 @@ func (pc *pacer) pace() error {
 	}
 	if r.tokens > -paceSlice {
 		return nil
+	}
+	if r.opts.Activity != nil {
+		n := r.opts.Activity()
+		quiet := n == r.seen
+		r.seen = n
+		if quiet {
+			r.tokens = 0 // no request came during the slice: nobody to give the core to
+			return nil
+		}
 	}
 	r.pause(pc.ctx, time.Duration(float64(-r.tokens)/r.opts.Duty))
 	pc.last = r.opts.Now()

@@ -210,8 +210,9 @@ var checks = []check{
 		metric: "req/s", target: 0.95,
 		what: "a static worker's page on instance B of a cluster while B reconciles (downloads, verifies and installs " +
 			"10 workers of 1 MB uploaded to A beforehand; B pulls hourly, so a request for the first of them starts it, " +
-			"and the load runs until B lists all ten) against the same requests while B is idle, round by round; the " +
-			"store and the primary run on this machine, so their share of the work counts too.",
+			"and the load runs until all ten trees are in B's worker folder, looked at on disk so that the benchmark's " +
+			"own polling costs B nothing, and B lists them) against the same requests while B is idle, round by round; " +
+			"the store and the primary run on this machine, so their share of the work counts too.",
 	},
 	{
 		title: "idle RSS of the runtime (MiB)", a: "BenchmarkIdleRSS/runtime", metric: "MiB", info: true,
