@@ -335,6 +335,13 @@ func TestRolloutSingle(t *testing.T) {
 	if resp := s.Get(s.API+"/workers/_/app/traffic", harness.WithKey(viewer)); resp.Status != 200 {
 		t.Errorf("a viewer's GET: %s", resp)
 	}
+	var audit api.AuditPage
+	if resp := s.Get(s.API+"/audit?action=worker.traffic", harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&audit) != nil {
+		t.Fatalf("GET audit = %s", resp)
+	}
+	if len(audit.Entries) != 1 || audit.Entries[0].Target != "app" || audit.Entries[0].Outcome != "success" || audit.Entries[0].Details["split"] != "1.0.0=100" {
+		t.Errorf("the audit trail of the split: %+v", audit.Entries)
+	}
 	if v, _, err := versionOf(s, "/app/"); err != nil || v != "1.0.0" {
 		t.Fatalf("a 100 %% split to 1.0.0 served %s (%v)", v, err)
 	}

@@ -1187,7 +1187,7 @@ export interface components {
             name: string;
         };
         AuditEntry: {
-            /** @description e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, plugin.upload, plugin.reload, files.upload */
+            /** @description e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, worker.traffic, plugin.upload, plugin.reload, files.upload */
             action: string;
             /** @description who acted; absent when nobody was authenticated (a refused login) */
             actor?: components["schemas"]["AuditActor"];
