@@ -356,6 +356,10 @@ func TestRolloutSingle(t *testing.T) {
 	if v, _, err := versionOf(s, "/app/"); err != nil || v != "1.0.0" {
 		t.Fatalf("after a restart: %s (%v), want the split's 1.0.0", v, err)
 	}
+	plugin := harness.TarGz(t, pkg("name: p\nversion: 1.0.0\nbase: /p\n")...)
+	if resp := s.Upload(s.API+"/plugins/upload?canary=10", "p.tgz", plugin, harness.WithKey(rootKey)); resp.Status != 400 || resp.ErrorCode() != "BAD_REQUEST" {
+		t.Errorf("a plugin upload with canary: %s", resp)
+	}
 	// Disabling the only version of a split leaves its visitors to the newest enabled one.
 	if resp := s.Do("POST", s.API+"/workers/_/app/1.0.0/disable", harness.WithKey(rootKey)); resp.Status != 200 {
 		t.Fatalf("disable 1.0.0 = %s", resp)
