@@ -56,7 +56,7 @@ func TestCommandsBesideAnotherModules(t *testing.T) {
 		t.Fatalf("caddy runtime --help: exit %d, %s", code, errOut)
 	}
 	for _, sub := range []string{"login", "logout", "deploy", "rollback", "workers", "plugins", "keys", "health", "cluster", "audit",
-		"version", "build-info", "keystore-migrate", "backup"} {
+		"version", "build-info", "keystore-migrate", "backup", "secrets"} {
 		if !strings.Contains(out, "\n  "+sub+" ") {
 			t.Errorf("caddy runtime --help lists no %s:\n%s", sub, out)
 		}

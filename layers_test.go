@@ -71,6 +71,8 @@ func TestLayers(t *testing.T) {
 		"trace":    {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
 		"metrics":  {"handlers", "serving", "caddymodule", "workers", "packages", "keystore"},
 		"workers":  {"handlers", "serving", "caddymodule"},
+		// The sealing of secrets is a leaf the settings check a key with.
+		"secrets":  {"handlers", "serving", "caddymodule", "workers", "keystore", "config", "packages"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
 		// The package store is a leaf the API and the reconciler use: it knows none of them.
@@ -130,8 +132,9 @@ func TestCaddyStaysInTheGlue(t *testing.T) {
 // TestCaddyModuleUsesTheAPIOnly checks that the Caddy glue uses package handlers only to build
 // and mount the API: no JSON type of the API is built there.
 func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
-	// Cluster and Instances are what the API is given in cluster mode, as PluginHost is.
-	allowed := []string{"API", "New", "Options", "PluginHost", "Cluster", "Instances", "APIKeyHeader", "SessionCookie", "HostSessionCookie"}
+	// Cluster and Instances are what the API is given in cluster mode, as PluginHost is;
+	// SecretsOptions is how it is given the secrets key.
+	allowed := []string{"API", "New", "Options", "PluginHost", "Cluster", "Instances", "SecretsOptions", "APIKeyHeader", "SessionCookie", "HostSessionCookie"}
 	files, err := filepath.Glob("internal/caddymodule/*.go")
 	if err != nil {
 		t.Fatal(err)

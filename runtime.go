@@ -18,12 +18,16 @@ func init() {
 }
 
 // Commands returns the runtime's commands, the subcommands of caddy runtime: the command-line
-// client's (its cluster with publish beneath), keystore-migrate and backup.
+// client's (its cluster with publish beneath, its secrets with rotate beneath), keystore-migrate
+// and backup.
 func Commands() []caddycmd.Command {
 	cmds := append(cli.Commands(), caddymodule.KeyStoreMigrateCommand(), caddymodule.BackupCommand())
 	for i, c := range cmds {
-		if c.Name == "cluster" {
+		switch c.Name {
+		case "cluster":
 			cmds[i] = caddymodule.WithClusterPublish(c)
+		case cli.SecretsCommandName:
+			cmds[i] = caddymodule.WithSecretsRotate(c)
 		}
 	}
 	return cmds

@@ -64,6 +64,8 @@ type KeyRecord struct {
 // KeyList is the body of GET keys.
 type KeyList struct {
 	Keys []KeyRecord `json:"keys"`
+	// NextCursor extends the spec's body, on pages alone: the whole listing never has it.
+	NextCursor string `json:"nextCursor,omitempty" doc:"on a page (limit or cursor given) that is not the last: pass as cursor for the next page"`
 }
 
 // KeysMeta lists what a key form offers.

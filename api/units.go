@@ -29,8 +29,19 @@ type WorkerRecord struct {
 	Sizes map[string]int64 `json:"sizes" doc:"bytes in each version's regular files (links not followed), by version, as of the last scan of its folder"`
 	// Kinds extends it too: clients offer logs of process workers alone.
 	Kinds map[string]string `json:"kinds" doc:"how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out"`
-	// Served extends it too: which version /<name>/ answers with.
-	Served string `json:"served,omitempty" doc:"the version /<name>/ serves: the highest enabled one (latest counts as the newest); absent when none is enabled"`
+	// Served extends it too: which version /<name>/ answers with when no split share applies.
+	Served string `json:"served,omitempty" doc:"the version /<name>/ serves (outside the shares of a traffic split); the same as activeVersion"`
+	// ActiveVersion and FailedVersions extend it too (health-gated activation), as this
+	// instance sees them: each instance checks new versions for itself.
+	ActiveVersion  string          `json:"activeVersion,omitempty" doc:"the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled"`
+	FailedVersions []FailedVersion `json:"failedVersions" doc:"installed versions whose check failed on this instance: they take no unpinned traffic (pinned requests still reach them). A version leaves the list when it passes a later check (upload it again, or enable it again)"`
+}
+
+// FailedVersion is a worker version that did not pass its check.
+type FailedVersion struct {
+	Version string `json:"version"`
+	Reason  string `json:"reason" doc:"why: what the health check answered last, or how the process failed to start"`
+	At      string `json:"at,omitempty" format:"date-time" doc:"when the check ended"`
 }
 
 // WorkerDryRun is the body of a worker upload with ?dryRun=1.
@@ -72,12 +83,14 @@ type PoolProcess struct {
 	Worker      string `json:"worker"`
 	Version     string `json:"version"`
 	PID         int    `json:"pid,omitempty" doc:"the process id of the worker's sandbox launcher, under which the worker runs; absent while starting"`
-	State       string `json:"state" enum:"starting,running,draining" doc:"draining: out of the pool, finishing its requests before it stops"`
+	State       string `json:"state" enum:"starting,running,draining,crash-looping" doc:"draining: out of the pool, finishing its requests before it stops; crash-looping: the version's process crashed repeatedly (each time within 30 s of its start) and is not running: it starts again on a request after retryAt, each wait twice the one before, up to 30 s"`
 	StartedAt   string `json:"startedAt,omitempty" format:"date-time" doc:"when it began accepting connections; absent while starting"`
 	Requests    int    `json:"requests" doc:"requests served"`
 	InFlight    int    `json:"inFlight" doc:"requests being served now"`
 	LastRequest string `json:"lastRequest,omitempty" format:"date-time"`
 	Restarts    int    `json:"restarts" doc:"restarts of this version's process, after a crash or asked for"`
+	Crashes     int    `json:"crashes,omitempty" doc:"crash-looping: the crashes in a row"`
+	RetryAt     string `json:"retryAt,omitempty" format:"date-time" doc:"crash-looping: when a request may start the version's process again"`
 	MemoryBytes int64  `json:"memoryBytes,omitempty" doc:"resident memory of the process and its descendants; absent where the platform does not tell (only Linux does)"`
 }
 

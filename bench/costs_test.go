@@ -20,7 +20,9 @@ const costsKeys = 100
 // BenchmarkCosts compares the listings with the public health probe, each on its own process:
 // GET /api/workers with 20 workers and GET /api/keys with 100 keys on one runtime, GET
 // /api/workers with 1 000 workers on another; and the health probe with Caddy's respond
-// serving the same bytes on the first. All alternate round by round.
+// serving the same bytes on the first. All alternate round by round. The listings are asked
+// for in gzip, as browsers and Go's default client ask, and (the -identity requests) without
+// it, as curl and most scripts ask; the 1 000 workers also 100 at a time, every page in turn.
 func BenchmarkCosts(b *testing.B) {
 	// The respond route serves the health probe's bytes, which name the version (it serves a
 	// placeholder until they are known), with the same headers: the X-Request-Id that every
@@ -45,6 +47,22 @@ func BenchmarkCosts(b *testing.B) {
 	if resp := large.Get(large.API+"/workers", harness.WithKey(largeAdmin.Secret)); resp.Status != http.StatusOK || resp.JSON(&workers) != nil || len(workers) != 1000 {
 		b.Fatalf("GET %s/workers (1 000) = %s", large.API, resp)
 	}
+	// The pages of 100 a client walking the 1 000 workers asks for, each checked.
+	pages := []string{large.API + "/workers?limit=100"}
+	for {
+		resp := large.Get(pages[len(pages)-1], harness.WithKey(largeAdmin.Secret))
+		if resp.Status != http.StatusOK || resp.JSON(&workers) != nil || len(workers) != 100 {
+			b.Fatalf("GET %s = %s", pages[len(pages)-1], resp)
+		}
+		next := resp.Header.Get("X-Next-Cursor")
+		if next == "" {
+			break
+		}
+		pages = append(pages, large.API+"/workers?limit=100&cursor="+next)
+	}
+	if len(pages) != 10 {
+		b.Fatalf("%d pages of 100 workers, want 10", len(pages))
+	}
 	var keys struct{ Keys []any }
 	if resp := small.Get(small.API+"/keys", harness.WithKey(admin.Secret)); resp.Status != http.StatusOK || resp.JSON(&keys) != nil || len(keys.Keys) != costsKeys {
 		b.Fatalf("GET %s/keys = %s", small.API, resp)
@@ -52,21 +70,27 @@ func BenchmarkCosts(b *testing.B) {
 
 	client, conns := newClient()
 	defer client.CloseIdleConnections()
-	reqs := map[string]*http.Request{}
+	reqs := map[string][]*http.Request{} // a benchmark's requests, sent in turn
 	for name, target := range map[string]struct {
 		s         *harness.Server
 		path, key string
+		identity  bool
 	}{
-		"health":       {small, small.API + "/health", ""},
-		"respond":      {small, "/respond", ""},
-		"workers-20":   {small, small.API + "/workers", admin.Secret},
-		"keys-100":     {small, small.API + "/keys", admin.Secret},
-		"health-1000":  {large, large.API + "/health", ""},
-		"workers-1000": {large, large.API + "/workers", largeAdmin.Secret},
+		"health":            {small, small.API + "/health", "", false},
+		"respond":           {small, "/respond", "", false},
+		"workers-20":        {small, small.API + "/workers", admin.Secret, false},
+		"keys-100":          {small, small.API + "/keys", admin.Secret, false},
+		"keys-100-identity": {small, small.API + "/keys", admin.Secret, true},
+		"health-1000":       {large, large.API + "/health", "", false},
+		"workers-1000":      {large, large.API + "/workers", largeAdmin.Secret, false},
 	} {
-		// Every request accepts gzip, as browsers, curl --compressed and Go's default client
-		// do: a listing of 1 000 workers is bytes on the wire more than work.
+		// The gzip requests accept it, as browsers, curl --compressed and Go's default client
+		// do: a listing of 1 000 workers is bytes on the wire more than work. The -identity ones
+		// send no Accept-Encoding, as curl and most scripts do.
 		header := http.Header{"Accept-Encoding": {"gzip"}}
+		if target.identity {
+			header = http.Header{}
+		}
 		if target.key != "" {
 			header.Set("X-API-Key", target.key)
 		}
@@ -74,15 +98,22 @@ func BenchmarkCosts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		reqs[name] = req
+		reqs[name] = []*http.Request{req}
 	}
-	health := fetch(b, client, reqs["health"])
+	for _, page := range pages {
+		req, err := newRequest(large.URL+page, http.Header{"X-API-Key": {largeAdmin.Secret}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs["workers-1000-page-identity"] = append(reqs["workers-1000-page-identity"], req)
+	}
+	health := fetch(b, client, reqs["health"][0])
 	if err := small.Reload(harness.Config{Global: accessLog, Site: respondSite(health)}); err != nil {
 		b.Fatal(err)
 	}
 	harness.Eventually(b, "the respond route to serve the health bytes", 10*time.Second, func() bool {
 		// Not through small.Get: the route is Caddy's, outside the API's contract.
-		resp, err := client.Do(reqs["respond"].Clone(reqs["respond"].Context()))
+		resp, err := client.Do(reqs["respond"][0].Clone(reqs["respond"][0].Context()))
 		if err != nil {
 			return false
 		}
@@ -92,9 +123,9 @@ func BenchmarkCosts(b *testing.B) {
 			resp.Header.Get("Content-Type") == "application/json" && len(resp.Header.Get("X-Request-Id")) == len("01234567-89ab-cdef-0123-456789abcdef")
 	})
 
-	order := []string{"health", "respond", "workers-20", "keys-100", "health-1000", "workers-1000"}
+	order := []string{"health", "respond", "workers-20", "keys-100", "keys-100-identity", "health-1000", "workers-1000", "workers-1000-page-identity"}
 	for _, name := range order {
-		if err := load(client, reqs[name], conns, warmUp); err != nil {
+		if err := loadEach(client, reqs[name], conns, warmUp); err != nil {
 			b.Fatalf("warming up %s: %v", name, err)
 		}
 	}
@@ -108,7 +139,7 @@ func BenchmarkCosts(b *testing.B) {
 			names = reversed
 		}
 		for _, name := range names {
-			b.Run(name, func(b *testing.B) { benchGet(b, client, reqs[name]) })
+			b.Run(name, func(b *testing.B) { benchGetEach(b, client, reqs[name], conns) })
 		}
 	}
 }

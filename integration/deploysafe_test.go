@@ -135,8 +135,9 @@ func TestCLIProgramName(t *testing.T) {
 	}
 }
 
-// TestCLIDeployWaitFailingWorker: deploy --wait of a process worker that cannot start exits 1
-// with the runtime's message and the worker's last log lines.
+// TestCLIDeployWaitFailingWorker: deploy (--wait or not) of a process worker that cannot start
+// exits 1 with the runtime's message (its upload answers HEALTHCHECK_FAILED: it did not listen
+// on PORT) and the worker's last output lines.
 func TestCLIDeployWaitFailingWorker(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
@@ -147,14 +148,16 @@ func TestCLIDeployWaitFailingWorker(t *testing.T) {
 	}
 	c := newCLI(t)
 	c.env = []string{"RUNTIME_URL=" + s.URL, "RUNTIME_API_KEY=" + rootKey}
-	out, errOut, code := c.runTop("deploy", dir, "--wait")
-	for _, want := range []string{"error: deployed crash 1.0.0, but its first request (" + s.URL + "/crash@1.0.0/) failed: WORKER_UNAVAILABLE: ",
-		"its last log lines:\n", "stderr: missing DATABASE_URL\n", "runtime rollback crash"} {
-		if code != 1 || out != "" || !strings.Contains(errOut, want) {
-			t.Errorf("deploy --wait of a crashing worker: exit %d, %q %q; want 1 and %q", code, out, errOut, want)
+	for _, args := range [][]string{{"deploy", dir, "--wait"}, {"deploy", dir}} {
+		out, errOut, code := c.runTop(args...)
+		for _, want := range []string{"error: installed crash 1.0.0, but it did not pass its check, so it is not served: HEALTHCHECK_FAILED: ",
+			"it exited before listening on PORT", "Its last output lines:\n  stderr: missing DATABASE_URL\n"} {
+			if code != 1 || out != "" || !strings.Contains(errOut, want) {
+				t.Errorf("runtime %v of a crashing worker: exit %d, %q %q; want 1 and %q", args, code, out, errOut, want)
+			}
 		}
-	}
-	if strings.Contains(errOut, "<nil>") {
-		t.Errorf("deploy --wait printed <nil>: %q", errOut)
+		if strings.Contains(errOut, "<nil>") {
+			t.Errorf("runtime %v printed <nil>: %q", args, errOut)
+		}
 	}
 }

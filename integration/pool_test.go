@@ -9,9 +9,9 @@ import (
 )
 
 type poolProcess struct {
-	Worker, Version, State, StartedAt, LastRequest string
-	PID, Requests, InFlight, Restarts              int
-	MemoryBytes                                    int64
+	Worker, Version, State, StartedAt, LastRequest, RetryAt string
+	PID, Requests, InFlight, Restarts, Crashes              int
+	MemoryBytes                                             int64
 }
 
 func pool(t *testing.T, s *harness.Server, key string) []poolProcess {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -439,4 +440,122 @@ func TestCPanelTraffic(t *testing.T) {
 		t.Errorf("after End the split the API holds %v", got.Split)
 	}
 	problems.check(t)
+}
+
+// TestRolloutHealthGate: a process worker's canary goes through the health check like any
+// upload. One that fails it gets nobody, not even while it is checked (its process listens
+// and answers then): its share goes to the active version, the upload answers 422
+// HEALTHCHECK_FAILED and its split is removed. A canary's other side is the active version,
+// not a newer one that failed its check (which never gets a request); one that passes gets its
+// share and becomes the active version, so rollout promote ends the split; promoting a failed
+// version is refused; rollout abort leaves everyone on the version active before.
+func TestRolloutHealthGate(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	key := harness.WithKey(rootKey)
+	healthy := "healthcheck: { path: /healthz, timeout: 20s }\n"
+	sick := "healthcheck: { path: '/read?path=/no/such/file', timeout: 2s }\n"
+	uploadOK(t, s, "workers", "app.tgz", testWorkerArchive(t, "app", "1.0.0", healthy), rootKey)
+	// 2.0.0 fails its check: the newest enabled version is not the active one.
+	if resp := s.Upload(s.API+"/workers/upload", "app.tgz", testWorkerArchive(t, "app", "2.0.0", sick), key); resp.Status != 422 {
+		t.Fatalf("upload of 2.0.0 = %s; want 422", resp)
+	}
+
+	ids := visitors(40)
+	answer := func(id string) (string, error) {
+		resp, err := s.Send("GET", "/app/", asVisitor(id))
+		if err != nil {
+			return "", err
+		}
+		v, err := servedVersion(resp)
+		if h := resp.Header.Get(dataplane.VersionHeader); err == nil && h != v {
+			err = fmt.Errorf("visitor %s: X-Worker-Version %q from %s", id, h, v)
+		}
+		return v, err
+	}
+	var allowed atomic.Value
+	allowed.Store([]string{"1.0.0"})
+	load := harness.Hammer(t, 4, func(_, n int) error {
+		id := ids[n%len(ids)]
+		v, err := answer(id)
+		if want := allowed.Load().([]string); err == nil && !slices.Contains(want, v) {
+			err = fmt.Errorf("visitor %s got %s; want one of %v", id, v, want)
+		}
+		return err
+	})
+
+	resp := s.Upload(s.API+"/workers/upload?canary=50", "app.tgz", testWorkerArchive(t, "app", "3.0.0", sick), key)
+	for _, want := range []string{"app 3.0.0 is installed but not activated", "1.0.0 goes on serving app",
+		"The canary's traffic split was removed: the version served before serves every request."} {
+		if resp.Status != 422 || resp.ErrorCode() != "HEALTHCHECK_FAILED" || !strings.Contains(string(resp.Body), want) {
+			t.Errorf("a canary that fails its check = %s; want 422 HEALTHCHECK_FAILED saying %q", resp, want)
+		}
+	}
+	if got := traffic(t, s, "GET", "app", nil, 200); len(got.Split) != 0 {
+		t.Errorf("the failed canary's split stayed: %v", got.Split)
+	}
+	var audit api.AuditPage
+	if resp := s.Get(s.API+"/audit?action=worker.traffic", key); resp.Status != 200 || resp.JSON(&audit) != nil {
+		t.Fatalf("GET audit = %s", resp)
+	}
+	if len(audit.Entries) != 2 || audit.Entries[0].Details["split"] != "" || audit.Entries[1].Details["split"] != "1.0.0=50,3.0.0=50" {
+		t.Errorf("the audit trail of the canary's split: %+v", audit.Entries)
+	}
+
+	// 4.0.0 passes: its split's other side is 1.0.0, the active version, not 2.0.0 or 3.0.0.
+	allowed.Store([]string{"1.0.0", "4.0.0"})
+	resp = s.Upload(s.API+"/workers/upload?canary=50", "app.tgz", testWorkerArchive(t, "app", "4.0.0", healthy), key)
+	var up api.WorkerUploaded
+	if resp.Status != 200 || resp.JSON(&up) != nil {
+		t.Fatalf("a canary that passes = %s", resp)
+	}
+	if got := fmt.Sprint(up.Data.Split); got != "[{1.0.0 50} {4.0.0 50}]" {
+		t.Errorf("the canary's split = %s; want 1.0.0 (the active version) 50, 4.0.0 50", got)
+	}
+	if err := load.Stop(50); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		want := "1.0.0"
+		if dataplane.Bucket(id, "app") < 50 {
+			want = "4.0.0"
+		}
+		if v, err := answer(id); err != nil || v != want {
+			t.Errorf("visitor %s got %s (%v); want %s", id, v, err, want)
+		}
+	}
+	if rec := workers(t, s, rootKey)["app"]; rec.ActiveVersion != "4.0.0" || rec.Served != "4.0.0" || len(rec.FailedVersions) != 2 {
+		t.Errorf("after the canary passed: %+v", rec)
+	}
+
+	c := newCLI(t)
+	c.ok("login", "--url", s.URL, "--key", rootKey)
+	if out, errOut, code := c.run("rollout", "promote", "app", "3.0.0"); code != 1 || !strings.Contains(errOut, "app 3.0.0 failed its health check on this instance") {
+		t.Errorf("promoting a failed version exited %d: %s%s", code, out, errOut)
+	}
+	if out := c.ok("rollout", "promote", "app"); !strings.Contains(out, "Promoted app 4.0.0") || !strings.Contains(out, "app: no split") {
+		t.Errorf("rollout promote printed %q", out)
+	}
+	for _, id := range ids[:10] {
+		if v, err := answer(id); err != nil || v != "4.0.0" {
+			t.Errorf("after promote, visitor %s got %s (%v)", id, v, err)
+		}
+	}
+
+	// A canary aborted: everyone is back on 4.0.0, active before it.
+	if resp := s.Upload(s.API+"/workers/upload?canary=50", "app.tgz", testWorkerArchive(t, "app", "5.0.0", healthy), key); resp.Status != 200 ||
+		resp.JSON(&up) != nil || fmt.Sprint(up.Data.Split) != "[{4.0.0 50} {5.0.0 50}]" {
+		t.Fatalf("the canary 5.0.0 = %s", resp)
+	}
+	if out := c.ok("rollout", "abort", "app"); !strings.Contains(out, "Aborted app 5.0.0") {
+		t.Errorf("rollout abort printed %q", out)
+	}
+	for _, id := range ids {
+		if v, err := answer(id); err != nil || v != "4.0.0" {
+			t.Errorf("after abort, visitor %s got %s (%v); want 4.0.0", id, v, err)
+		}
+	}
+	if rec := workers(t, s, rootKey)["app"]; rec.ActiveVersion != "4.0.0" || !slices.Contains(rec.DisabledVersions, "5.0.0") {
+		t.Errorf("after abort: %+v", rec)
+	}
 }

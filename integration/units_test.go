@@ -27,6 +27,8 @@ type workerRecord struct {
 	Sizes            map[string]int64  `json:"sizes"`
 	Kinds            map[string]string `json:"kinds"`
 	Served           string            `json:"served"`
+	ActiveVersion    string            `json:"activeVersion"`
+	FailedVersions   []failedVersion   `json:"failedVersions"`
 }
 
 type pluginRecord struct {

@@ -70,7 +70,12 @@ func (s *state) admit(kind string, md packages.Metadata) error {
 	}
 	bases := plugins.Bases(installed[packages.PluginLayout.Noun])
 	if kind == keystore.UnitWorker {
-		return workers.Admit(md, workerPolicy, bases)
+		if err := workers.Admit(md, workerPolicy, bases); err != nil {
+			return err
+		}
+		// Held back from the moment it is on disk until this instance has checked it.
+		s.activator.Expect(md)
+		return nil
 	}
 	return plugins.Admit(md, pluginPolicy, true, plugins.World{Workers: packages.Names(installed[packages.WorkerLayout.Noun]), Bases: bases})
 }

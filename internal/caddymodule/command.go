@@ -29,8 +29,8 @@ func KeyStoreMigrateCommand() caddycmd.Command {
 		Name:  "keystore-migrate",
 		Usage: "[--from PATH] [--to URL]",
 		Short: "Copy a local key store into an empty sync-mode primary",
-		Long: `Copies the runtime's local key store (keys, revoked ones included, sessions and the
-audit trail) into an empty libSQL primary in one transaction, so every key and session
+		Long: `Copies the runtime's local key store (keys, revoked ones included, sessions, the
+audit trail and the workers' secrets, still sealed) into an empty libSQL primary in one transaction, so every key and session
 works as before, and makes the file that primary's replica. Then start the runtime with
 key_store sync and the same URL; start the other instances with empty state folders.
 

@@ -114,6 +114,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Workers:      h.state.workers,
 		Plugins:      h.state.plugins,
 		Pool:         h.state.workerPool,
+		Activations:  h.state.activations,
+		Activator:    h.state.activator,
 		PluginHost:   h.plugins,
 		WorkerPolicy: workerPolicy,
 		PluginPolicy: pluginPolicy,
@@ -121,6 +123,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Cluster:      shared,
 		Instances:    instances,
 		ApplyTraffic: h.state.applyTraffic,
+		Secrets:      handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
 	})
 	if err != nil {
 		return err
@@ -129,7 +132,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	workers := serving.New(serving.Options{
-		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Reserved: workerPolicy.Reserved,
+		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Activations: h.state.activations, Reserved: workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
 		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing,
 		Splits: h.state.splits, SplitHeader: settings.SplitHeader,
@@ -140,6 +143,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
 		h.server = srv
 		srv.RegisterOnShutdown(h.api.Shutdown)
+		// Large kept answers are written with their connection corked.
+		srv.RegisterConnContext(handlers.ConnContext)
 	}
 	return nil
 }

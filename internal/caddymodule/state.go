@@ -107,6 +107,9 @@ type state struct {
 	plugins   *packages.Catalog
 	pool      atomic.Pointer[workerspkg.Pool]
 	versions  *serving.Versions
+	// activations say which version of each worker is active here; activator checks new ones.
+	activations *workerspkg.Activations
+	activator   *workerspkg.Activator
 	// splits are the traffic splits in force, read from the key store (see applyTraffic).
 	splits      *serving.Splits
 	trafficMu   sync.Mutex // one applyTraffic at a time, so a later read is never replaced by an earlier one
@@ -133,6 +136,8 @@ type state struct {
 	// requests counts the requests the handlers have taken in, in a cluster: background
 	// installs yield the cores to them (reconcile.Options.Activity).
 	requests atomic.Uint64
+	// secrets are the workers' secrets: the key, and what the running processes were given.
+	secrets secretState
 }
 
 func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {
@@ -144,6 +149,9 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 		versions: serving.NewVersions(),
 		splits:   serving.NewSplits(),
 	}
+	st.activations = workerspkg.NewActivations(workerspkg.ActivationsPath(s.StateDir), logger.Named("workers"))
+	st.activator = workerspkg.NewActivator(workerspkg.ActivatorOptions{Workers: st.workers, Pool: st.workerPool,
+		Activations: st.activations, Logger: logger.Named("workers")})
 	st.workers.OnChange(st.workerChanges.Publish)
 	st.plugins.OnChange(st.pluginChanges.Publish)
 	return st
@@ -242,6 +250,7 @@ func (s *state) open() error {
 		LogRate: s.settings.WorkerLogRate,
 		Logs:    workerspkg.NewLogBook(s.settings.WorkerLogLines),
 		Events:  runtimeMetrics,
+		Secrets: s.workerSecrets,
 	})
 	if err != nil {
 		return err
@@ -270,7 +279,13 @@ func (s *state) open() error {
 			pool.StopUnit(ch.Name, ch.Version)
 		}
 	})
+	// After the pool has stopped the old process: a new version is checked on a new one.
+	if err := s.activations.Load(); err != nil {
+		return err
+	}
+	s.workerChanges.Subscribe(s.activator.Changed)
 	s.pool.Store(pool)
+	s.startSecrets(store)
 	if s.clustered() {
 		return s.openCluster(store)
 	}
@@ -499,6 +514,7 @@ func (s *state) Destruct() error {
 		s.unwatch() // before the pool closes under it
 	}
 	s.closeCluster() // before the key store and the catalogs close under it
+	s.stopSecrets()
 	if s.stopPrune != nil {
 		close(s.stopPrune)
 		<-s.pruned // before the store closes under it
@@ -507,6 +523,7 @@ func (s *state) Destruct() error {
 		close(s.stopTraffic)
 		<-s.trafficDone
 	}
+	s.activator.Close() // before the pool: a check cut short is not a failed one
 	if pool := s.pool.Swap(nil); pool != nil {
 		pool.Close()
 	}
@@ -634,6 +651,10 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 		a.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; "+
 			"use {env.RUNTIME_ROOT_KEY} instead", troubleshooting.RootKeyInConfig.Field())
 	}
+	if written.SecretsKey != "" && !strings.Contains(written.SecretsKey, "{") {
+		a.logger.Warn("secrets_key is written literally in the config, where the admin API and adapted JSON show it; "+
+			"use {env.RUNTIME_SECRETS_KEY} instead", troubleshooting.SecretsKeyInConfig.Field())
+	}
 	key := stateKey(a.settings)
 	val, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return newState(a.settings, a.packageStore, caddy.Log().Named("runtime")), nil
@@ -642,6 +663,9 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 		return nil, config.Settings{}, err
 	}
 	a.state, a.stateKey, a.joined, a.written = val.(*state), key, true, written
+	if err := a.state.setSecretsKey(a.settings.SecretsKey); err != nil {
+		return nil, config.Settings{}, err
+	}
 	a.state.retention.Store(int64(a.settings.AuditRetention))
 	a.state.workers.SetRetireDelay(a.settings.RetireDelay)
 	a.state.plugins.SetRetireDelay(a.settings.RetireDelay)

@@ -27,6 +27,7 @@ func TestStateSettings(t *testing.T) {
 		"plugin_dirs":         func(s *config.Settings) { s.PluginDirs = append(s.PluginDirs, "/p") },
 		"state_dir":           func(s *config.Settings) { s.StateDir = "/s" },
 		"root_key":            func(s *config.Settings) { s.RootKey = "another-root-key-0123456789" },
+		"secrets_key":         func(s *config.Settings) { s.SecretsKey = "k" },
 		"session_ttl":         func(s *config.Settings) { s.SessionTTL++ },
 		"audit_retention":     func(s *config.Settings) { s.AuditRetention++ },
 		"retire_delay":        func(s *config.Settings) { s.RetireDelay++ },

@@ -23,7 +23,7 @@ import (
 )
 
 func deployCommand() caddycmd.Command {
-	return command("deploy", "[DIR] [--plugin] [--dry-run] [--canary N] [--wait [--wait-timeout D]] [--json]", "Pack a folder and install it as a worker (or a plugin)",
+	return command("deploy", "[DIR] [--plugin] [--dry-run] [--canary N] [--wait [--wait-timeout D]] [--secrets-file FILE] [--json]", "Pack a folder and install it as a worker (or a plugin)",
 		`Reads DIR's manifest.yaml (or package.json), checks its name and version with the runtime's
 rules, packs the folder as a .tgz (leaving out .git, node_modules and what .runtimeignore names;
 "deploy: {include: [node_modules]}" in the manifest takes node_modules back in), uploads it,
@@ -47,17 +47,23 @@ its first request, which starts its process: when the runtime answers that it co
 program exited, crashed or did not listen in time), deploy fails with the runtime's message
 and the worker's last log lines.
 
+--secrets-file sets the worker's secrets from a .env-style file (NAME=value lines) before the
+upload, in one change, so the new version starts with them; with --dry-run it names them and
+sends nothing. Values never appear in the output.
+
 Example:
   caddy runtime deploy ./site --url https://runtime.example.com --key "$RUNTIME_API_KEY"
   caddy runtime deploy ./site --wait --wait-timeout 5m
   caddy runtime deploy ./site --canary 10
-  caddy runtime deploy --plugin ./my-plugin`,
+  caddy runtime deploy --plugin ./my-plugin
+  caddy runtime deploy ./api --secrets-file .env.production`,
 		func(cmd *cobra.Command) {
 			cmd.Flags().Bool("plugin", false, "deploy a plugin, then reload the plugins")
 			cmd.Flags().Bool("dry-run", false, "check the archive on the runtime without installing it")
 			cmd.Flags().Int("canary", 0, "send this percentage (1 to 99) of the worker's unpinned requests to the new version, the rest to the version served until then")
 			cmd.Flags().Bool("wait", false, "wait until every instance of a cluster has applied the upload, and a process worker has answered its first request (up to --wait-timeout)")
 			cmd.Flags().Duration("wait-timeout", 2*time.Minute, "how long --wait waits, e.g. 90s or 5m")
+			cmd.Flags().String("secrets-file", "", "a .env-style file of secrets (NAME=value lines) to set on the worker before the upload")
 			cmd.Args = cobra.MaximumNArgs(1)
 			cmd.RunE = run(deploy)
 		})
@@ -71,9 +77,10 @@ type deployed struct {
 	Bytes    int64           `json:"bytes"`
 	DryRun   bool            `json:"dryRun"`
 	URLs     []string        `json:"urls,omitempty"`
-	Upload   json.RawMessage `json:"upload"`           // the upload's answer, as the API gave it
-	Reloaded json.RawMessage `json:"reload,omitempty"` // the plugin reload's answer
-	Wait     *converged      `json:"wait,omitempty"`   // with --wait: the instances that serve it
+	Upload   json.RawMessage `json:"upload"`            // the upload's answer, as the API gave it
+	Reloaded json.RawMessage `json:"reload,omitempty"`  // the plugin reload's answer
+	Wait     *converged      `json:"wait,omitempty"`    // with --wait: the instances that serve it
+	Secrets  []string        `json:"secrets,omitempty"` // with --secrets-file: the names set (never values)
 }
 
 func deploy(e *env, args []string) error {
@@ -95,6 +102,16 @@ func deploy(e *env, args []string) error {
 	keys := manifestKeys(dir)
 	if err := checkKind(e, dir, keys, plugin); err != nil {
 		return err
+	}
+	var secrets map[string]string
+	if file, _ := e.cmd.Flags().GetString("secrets-file"); file != "" {
+		if plugin {
+			return usagef("--secrets-file sets a worker's secrets; plugins have none")
+		}
+		var err error
+		if secrets, err = readEnvFile(file); err != nil {
+			return err
+		}
 	}
 	c, err := e.client()
 	if err != nil {
@@ -135,9 +152,22 @@ func deploy(e *env, args []string) error {
 		progress = bar(e.errOut, fmt.Sprintf("%s %s", packed.Name, packed.Version), packed.Bytes)
 	}
 	out := deployed{Name: packed.Name, Version: packed.Version, SHA256: packed.SHA256, Bytes: packed.Bytes, DryRun: dryRun}
+	if len(secrets) > 0 {
+		out.Secrets = sortedNames(secrets)
+		if !dryRun {
+			var changed api.SecretsChanged
+			if err := c.JSON(e.ctx, "PATCH", "/workers/"+unitPath(packed.Name)+"/secrets", api.SecretsChange{Set: secrets}, &changed); err != nil {
+				return fmt.Errorf("setting the secrets of %s (nothing was uploaded): %w", packed.Name, err)
+			}
+		}
+	}
 	err = c.Upload(e.ctx, path, filepath.Base(dir)+".tgz", archive, packed.Bytes, progress, &out.Upload)
 	if progress != nil {
 		fmt.Fprintln(e.errOut)
+	}
+	if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && apiErr.Code == "HEALTHCHECK_FAILED" {
+		// Installed, not served: the message has the reason and the worker's last lines.
+		return fmt.Errorf("installed %s %s, but it did not pass its check, so it is not served: %w", packed.Name, packed.Version, err)
 	}
 	if err != nil {
 		return err
@@ -198,6 +228,12 @@ func deploy(e *env, args []string) error {
 				fmt.Fprintf(w, "Canary: %s; grow it with %s rollout set, then rollout promote or rollout abort\n",
 					describeSplit(packed.Name, staged.Data.Split), program(e.cmd))
 			}
+		}
+		switch {
+		case len(out.Secrets) > 0 && dryRun:
+			fmt.Fprintf(w, "Would set secrets %s (dry run: not sent)\n", strings.Join(out.Secrets, ", "))
+		case len(out.Secrets) > 0:
+			fmt.Fprintf(w, "Set secrets %s\n", strings.Join(out.Secrets, ", "))
 		}
 		fmt.Fprintf(w, "sha256 %s (%s)\n", packed.SHA256, size(packed.Bytes))
 		switch {

@@ -60,7 +60,7 @@ func emitSplit(e *env, raw json.RawMessage, done string) error {
 // describeSplit says in words what a split does.
 func describeSplit(name string, split []api.TrafficShare) string {
 	if len(split) == 0 {
-		return name + ": no split; the newest enabled version serves every request"
+		return name + ": no split; the active version serves every unpinned request"
 	}
 	parts := make([]string, len(split))
 	for i, sh := range split {
@@ -154,10 +154,16 @@ func rolloutPromote(e *env, args []string) error {
 		}
 		version = newestOf(versionsOf(cur.Split))
 	}
+	for _, f := range w.FailedVersions {
+		if f.Version == version {
+			return fmt.Errorf("%s %s failed its health check on this instance (%s), so it would get no request; fix it and upload it again, or enable it again to check it once more",
+				name, version, f.Reason)
+		}
+	}
 	var raw json.RawMessage
 	if version == w.Served {
-		// The newest enabled version: ending the split sends everyone to it, and a later
-		// upload is served as usual.
+		// The active version (what serving chooses without a split): ending the split sends
+		// everyone to it, and a later upload is served as usual.
 		err = c.JSON(e.ctx, "DELETE", trafficPath(name), nil, &raw)
 	} else {
 		err = c.JSON(e.ctx, "PUT", trafficPath(name), api.TrafficRequest{Split: []api.TrafficShare{{Version: version, Percent: 100}}}, &raw)
@@ -182,8 +188,8 @@ func rolloutAbort(e *env, args []string) error {
 		return usagef("%s: there is no canary to abort", describeSplit(name, cur.Split))
 	}
 	canary := newestOf(versionsOf(cur.Split))
-	// Disabled first: its share goes to the newest enabled version at once, and ending the
-	// split then changes nothing for anyone.
+	// Disabled first: its share goes to the active version at once (a disabled version is
+	// never active), and ending the split then changes nothing for anyone.
 	if err := c.JSON(e.ctx, "POST", "/workers/"+unitPath(name)+"/"+canary+"/disable", nil, nil); err != nil {
 		return err
 	}

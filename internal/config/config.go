@@ -17,6 +17,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/caddy-runtime/runtime/internal/mount"
+	"github.com/caddy-runtime/runtime/internal/secrets"
 )
 
 // Values holds every setting as written in a handler: its per-site settings and, deprecated
@@ -51,6 +52,9 @@ type AppValues struct {
 	// RootKey is the root API key; write it as a placeholder such as {env.RUNTIME_ROOT_KEY}
 	// so the secret never lands in the adapted JSON.
 	RootKey string `json:"root_key,omitempty"`
+	// SecretsKey seals the workers' secrets: 32 random bytes in base64. Write it as a
+	// placeholder such as {env.RUNTIME_SECRETS_KEY} so it never lands in the adapted JSON.
+	SecretsKey string `json:"secrets_key,omitempty"`
 	// SessionTTL is the lifetime of a cpanel session cookie, e.g. "30m", "24h", "7d", "2w".
 	SessionTTL string `json:"session_ttl,omitempty"`
 	// AuditRetention is how long the audit trail keeps an entry, e.g. "90d".
@@ -116,6 +120,7 @@ type Settings struct {
 	PluginDirs        []string
 	StateDir          string
 	RootKey           string
+	SecretsKey        string // base64, checked; "" when none is configured
 	SessionTTL        time.Duration
 	AuditRetention    time.Duration
 	RetireDelay       time.Duration
@@ -182,6 +187,7 @@ var Definitions = []Definition{
 	{"plugin_dirs", "RUNTIME_PLUGIN_DIRS", "./data/.plugins ./data/plugins", Process},
 	{"state_dir", "RUNTIME_STATE_DIR", "./data/state", Process},
 	{"root_key", "RUNTIME_ROOT_KEY", "", Process},
+	{"secrets_key", "RUNTIME_SECRETS_KEY", "", Process},
 	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h", Process},
 	{"audit_retention", "RUNTIME_AUDIT_RETENTION", "90d", Process},
 	{"retire_delay", "RUNTIME_RETIRE_DELAY", "2s", Process},
@@ -318,6 +324,13 @@ func ResolveApp(v AppValues, getenv func(string) string) (Settings, error) {
 		return s, r.fail("root_key", fromEnv, "", err)
 	}
 	s.RootKey = raw
+	raw, fromEnv = r.pick("secrets_key", v.SecretsKey)
+	if raw != "" {
+		if _, err := secrets.ParseKey(raw); err != nil {
+			return s, r.fail("secrets_key", fromEnv, "", err)
+		}
+	}
+	s.SecretsKey = raw
 	raw, fromEnv = r.pick("session_ttl", v.SessionTTL)
 	if s.SessionTTL, err = ParseSessionTTL(raw); err != nil {
 		return s, r.fail("session_ttl", fromEnv, raw, err)

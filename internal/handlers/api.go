@@ -56,6 +56,11 @@ type Options struct {
 	Workers, Plugins *packages.Catalog
 	// Pool returns the process pool of process workers, nil until the runtime has started.
 	Pool func() *workers.Pool
+	// Activations say which version of each worker is active on this instance; Activator
+	// checks new versions of process workers, and uploads and enables wait for its verdict.
+	// nil: every version is served at once, as without health checks.
+	Activations *workers.Activations
+	Activator   *workers.Activator
 	// PluginHost is the handler's live plugin table; nil until the runtime serves plugins.
 	PluginHost PluginHost
 	// Heartbeat is how often a followed log stream sends a comment when idle (0: DefaultHeartbeat).
@@ -76,6 +81,9 @@ type Options struct {
 	// API calls it after it changed one, so that the next request here is split by it. Nil:
 	// the splits are not served by this instance.
 	ApplyTraffic func(ctx context.Context) error
+	// Secrets gives the workers' secrets; the zero value answers every secrets route with
+	// SECRETS_NOT_CONFIGURED.
+	Secrets SecretsOptions
 }
 
 // API serves the management API and the discovery document.

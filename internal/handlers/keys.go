@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -33,10 +34,15 @@ func (a *API) keyRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/keys", id: "listKeys", tag: "keys", permission: keystore.KeysRead,
-			summary:     "List API keys",
-			description: "Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces.",
-			responses:   []response{{status: http.StatusOK, description: "The keys", body: api.KeyList{}}},
-			handle:      a.listKeys,
+			summary: "List API keys",
+			description: "Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces. " +
+				"Without limit and cursor, every key at once; with either, a page of keys by ascending id, the next page's cursor in nextCursor and the " + NextCursorHeader + " header.",
+			params: pageParams("a key id; keys come by ascending id"),
+			responses: []response{
+				{status: http.StatusOK, description: "The keys, or a page of them", body: api.KeyList{}, headers: nextCursorHeaders},
+				errorResponse(http.StatusBadRequest, "A malformed limit or cursor (BAD_REQUEST)"),
+			},
+			handle: a.listKeys,
 		},
 		{
 			method: "GET", path: "/keys/meta", id: "keysMeta", tag: "keys", permission: keystore.KeysRead,
@@ -94,20 +100,46 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	gen := store.ListGeneration() // before the listing: a change after it gives a new one
 	p := principalOf(r.Context())
-	return a.keyList.serve(w, r, p, gen, true, func() (any, error) {
+	return a.keyList.serve(w, r, p, cacheGen{list: gen}, true, keyListShape, func() ([]listRecord, error) {
 		keys, err := store.List(r.Context())
 		if err != nil {
 			return nil, err
 		}
-		out := api.KeyList{Keys: []api.KeyRecord{}}
+		var out []listRecord
 		for _, k := range keys {
 			if p.Covers(k.Namespaces) {
-				out.Keys = append(out.Keys, api.KeyRecord(k))
+				out = append(out, listRecord{order: keyOrder(k.ID), value: api.KeyRecord(k)})
 			}
 		}
 		return out, nil
 	})
 }
+
+// keyListShape answers GET keys as api.KeyList, paged by id; a key's cursor is its id.
+var keyListShape = listShape{
+	wrap: func(records []byte, next string) []byte {
+		out := slices.Concat([]byte(`{"keys":[`), records, []byte("]"))
+		if next != "" {
+			quoted, _ := json.Marshal(next)
+			out = append(append(out, `,"nextCursor":`...), quoted...)
+		}
+		return append(out, "}\n"...)
+	},
+	after: func(cursor string) (string, bool) {
+		id, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || id < 1 {
+			return "", false
+		}
+		return keyOrder(id), true
+	},
+	cursor: func(order string) string {
+		id, _ := strconv.ParseInt(order, 10, 64)
+		return strconv.FormatInt(id, 10)
+	},
+}
+
+// keyOrder is the order key of the key with id: zero-padded, so that byte order is the ids'.
+func keyOrder(id int64) string { return fmt.Sprintf("%019d", id) }
 
 func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	store, err := a.keyStore()

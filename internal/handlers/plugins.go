@@ -119,7 +119,7 @@ func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return listUnits(w, r, c, &a.pluginList, func(u packages.Unit) api.PluginRecord {
+	return listUnits(w, r, c, &a.pluginList, arrayShape, 0, func(u packages.Unit) api.PluginRecord {
 		v := u.Versions[0]
 		return api.PluginRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Version: v.Version, Enabled: v.Enabled}

@@ -13,10 +13,11 @@ func (a *API) poolRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/workers/pool", id: "listWorkerProcesses", tag: "workers", permission: keystore.WorkersRead,
-			summary:     "List the running worker processes",
-			description: "The process pool: one entry per process of a process worker, draining ones included, filtered to the key's namespaces.",
-			responses:   []response{{status: http.StatusOK, description: "The processes, by worker and version", body: []api.PoolProcess{}}},
-			handle:      a.listPool,
+			summary: "List the running worker processes",
+			description: "The process pool: one entry per process of a process worker, draining ones included, and one per crash-looping " +
+				"version waiting to start again, filtered to the key's namespaces.",
+			responses: []response{{status: http.StatusOK, description: "The processes, by worker and version", body: []api.PoolProcess{}}},
+			handle:    a.listPool,
 		},
 		{
 			method: "POST", path: "/workers/{scope}/{name}/restart", id: "restartWorker", tag: "workers", permission: keystore.WorkersRestart,
@@ -48,7 +49,8 @@ func (a *API) listPool(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = append(out, api.PoolProcess{Worker: st.Name, Version: st.Version, PID: st.PID, State: string(st.State),
 			StartedAt: timestamp(st.StartedAt), Requests: st.Requests, InFlight: st.InFlight,
-			LastRequest: timestamp(st.LastRequest), Restarts: st.Restarts, MemoryBytes: max(st.RSS, 0)})
+			LastRequest: timestamp(st.LastRequest), Restarts: st.Restarts, MemoryBytes: max(st.RSS, 0),
+			Crashes: st.Crashes, RetryAt: timestamp(st.RetryAt)})
 	}
 	envelope.WriteJSON(w, http.StatusOK, out)
 	return nil

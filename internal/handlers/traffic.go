@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/workers"
 )
 
 // Error codes of traffic splits.
@@ -29,7 +31,8 @@ const (
 		"A visitor stays on one version: the runtime_visitor cookie on the workers' origin holds a random id, hashed with the worker's name into one of 100 buckets, " +
 		"the newest version of the split taking the lowest buckets, so every instance agrees and growing the newest version's share keeps its visitors on it. " +
 		"Requests without the cookie split by the header split_header names, or at random (and get the cookie). " +
-		"Every worker answer names its version in X-Worker-Version. A version of the split that is disabled later leaves its share to the newest enabled version. " +
+		"Every worker answer names its version in X-Worker-Version. A version of the split that is disabled later, or that this instance holds back because " +
+		"its health check runs or failed (failedVersions), leaves its share to the worker's activeVersion. " +
 		"The split is kept in the key store: it holds across restarts and, in a cluster, on every instance."
 )
 
@@ -50,7 +53,7 @@ func (a *API) trafficRoutes() []route {
 		{
 			method: "PUT", path: path, id: "setWorkerTraffic", tag: "workers", permission: keystore.WorkersInstall,
 			summary: "Split a worker's traffic between versions",
-			description: "Puts a split in force at once, in place of any before; promoting a version is a split of 100 to it (or DELETE, when it is the newest). " +
+			description: "Puts a split in force at once, in place of any before; promoting a version is a split of 100 to it (or DELETE, when it is the activeVersion). " +
 				trafficSplitDocument,
 			request: &request{contentType: "application/json", body: api.TrafficRequest{}},
 			responses: []response{ok,
@@ -64,7 +67,7 @@ func (a *API) trafficRoutes() []route {
 		{
 			method: "DELETE", path: path, id: "deleteWorkerTraffic", tag: "workers", permission: keystore.WorkersInstall,
 			summary:     "End a worker's traffic split",
-			description: "Unpinned requests go to the newest enabled version again. Ending no split is not an error.",
+			description: "Unpinned requests go to the worker's activeVersion again. Ending no split is not an error.",
 			responses: []response{ok, badName, namespace, errorResponse(http.StatusNotFound, "No such worker (WORKER_NOT_FOUND)"),
 				errorResponse(http.StatusServiceUnavailable, "Cluster mode: the key store primary cannot be reached (KEY_STORE_UNAVAILABLE); nothing changed")},
 			handle: a.deleteTraffic,
@@ -201,7 +204,9 @@ func workerTraffic(t keystore.TrafficSplit) api.WorkerTraffic {
 // canaryParams documents ?canary on a worker upload.
 var canaryParams = []openapi.Parameter{{Name: canaryParam, In: "query", Schema: &openapi.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(99.0)},
 	Description: "1 to 99: install the new version and, in the same step, send this percentage of unpinned requests to it and the rest to the " +
-		"version served until then (the largest share of a split in force, else the newest enabled version), so it never serves everyone; " +
+		"version served until then (the largest share of a split in force, else the worker's activeVersion), so it never serves everyone; " +
+		"a process worker's canary gets its share only once it has passed its health check, and when it fails the check the upload answers 422 " +
+		"HEALTHCHECK_FAILED and the split before the upload is put back (none, usually); " +
 		"promote it with PUT traffic (100 to it) or DELETE traffic"}}
 
 // canaryQuery reads ?canary: 0 when absent, else 1 to 99.
@@ -219,24 +224,25 @@ func canaryQuery(r *http.Request) (int, error) {
 
 // canarySplit returns the split an upload of version of worker name with ?canary=percent
 // puts in force, and the split in force before: the rest goes to the version served to the
-// most unpinned requests until then.
+// most unpinned requests until then: the largest share of a split in force that this
+// instance serves (enabled, not held by a health check), else the worker's active version
+// (what serving chooses without a split).
 func (a *API) canarySplit(r *http.Request, store *keystore.Store, name, version string, percent int) (next, prev []keystore.Share, err error) {
 	before, err := store.Traffic(r.Context(), name)
 	if err != nil {
 		return nil, nil, err
 	}
 	u, _ := a.opts.Workers.Lookup(name)
-	enabled := func(v string) bool { ver, ok := u.Find(v); return ok && ver.Enabled }
+	act := a.opts.Activations.Get(name)
+	serves := func(v string) bool { ver, ok := u.Find(v); return ok && ver.Enabled && !act.Held(v) }
 	served, most := "", 0
 	for _, sh := range before.Shares {
-		if sh.Percent > most && enabled(sh.Version) {
+		if sh.Percent > most && serves(sh.Version) {
 			served, most = sh.Version, sh.Percent
 		}
 	}
-	for i := len(u.Versions) - 1; i >= 0 && served == ""; i-- {
-		if u.Versions[i].Enabled {
-			served = u.Versions[i].Version
-		}
+	if v, ok := workers.ActiveVersion(u, act); served == "" && ok {
+		served = v.Version
 	}
 	switch {
 	case served == "":
@@ -266,17 +272,36 @@ func (a *API) endTraffic(r *http.Request, name string) {
 	}
 }
 
-// restoreTraffic puts the split before a canary upload back when its install failed; a
-// failure to is logged: the split then names a version that is not installed, whose share
-// the newest enabled version serves.
-func (a *API) restoreTraffic(r *http.Request, store *keystore.Store, name string, before []keystore.Share) {
+// restoreTraffic puts the split before a canary upload back when its install or its health
+// check failed, and reports whether it did; a failure to is logged: the split then names a
+// version that is not installed or is held back, whose share the active version serves.
+func (a *API) restoreTraffic(r *http.Request, store *keystore.Store, name string, before []keystore.Share) bool {
 	if _, err := a.storeTraffic(r, store, name, before); err != nil {
 		a.opts.Logger.Error("a canary upload failed, and the traffic split before it could not be put back; set it again (PUT traffic)",
 			zap.String("worker", name), zap.Error(err))
-		return
+		return false
 	}
 	p := principalOf(r.Context())
 	a.audit(r, trafficAuditAction, name, "success", &p, splitField(before))
+	return true
+}
+
+// canaryFailed adds to the answer of a canary upload whose health check failed what became of
+// its split.
+func (a *API) canaryFailed(r *http.Request, store *keystore.Store, name string, before []keystore.Share, err error) error {
+	var e *envelope.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	switch {
+	case !a.restoreTraffic(r, store, name, before):
+		e.Message += "\nThe canary's traffic split could not be removed; its share goes to the version served before. End it with DELETE traffic (rollout abort)."
+	case len(before) == 0:
+		e.Message += "\nThe canary's traffic split was removed: the version served before serves every request."
+	default:
+		e.Message += "\nThe canary's traffic split was removed, and the split in force before it put back: " + splitField(before).String + "."
+	}
+	return e
 }
 
 // canaryErrors adds the refusals of ?canary to a worker upload's.

@@ -151,10 +151,25 @@ func (a *API) installed() (map[string][]packages.Unit, error) {
 // number (see unitChange).
 func (a *API) setEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) (int64, error) {
 	if enabled {
-		if err := a.admitEnable(r, c, name, version); err != nil {
+		md, err := a.admitEnable(r, c, name, version)
+		if err != nil {
 			return 0, err
 		}
+		if c.Layout().Versioned && md != nil {
+			a.expect(*md, true)
+			change, err := a.changeEnabled(r, c, name, version, enabled)
+			if err != nil {
+				a.forget(name, version)
+			}
+			return change, err
+		}
 	}
+	return a.changeEnabled(r, c, name, version, enabled)
+}
+
+// changeEnabled writes the enabled flag: on this instance's disk, or in cluster mode into the
+// desired state and then here.
+func (a *API) changeEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) (int64, error) {
 	return a.unitChange(c, name, version, func(ref keystore.UnitRef) (int64, error) {
 		return a.opts.Cluster.SetEnabled(r.Context(), ref, enabled, principalOf(r.Context()))
 	}, func() error { return c.SetEnabled(name, version, enabled) })
@@ -162,28 +177,30 @@ func (a *API) setEnabled(r *http.Request, c *packages.Catalog, name, version str
 
 // toggleErrors documents the refusals of an enable or disable besides not found: a disable
 // is refused only outside the key's namespaces, an enable also by admission.
-func toggleErrors(noun string, enabled bool, badName, namespace response) []response {
+// An enable may answer more (extra: a worker's HEALTHCHECK_FAILED).
+func toggleErrors(noun string, enabled bool, badName, namespace response, extra ...response) []response {
 	if !enabled {
 		return []response{badName, namespace}
 	}
 	badName.description += "; a manifest that is invalid or takes a reserved name (INVALID_MANIFEST, INVALID_PACKAGE_NAME)"
-	return []response{badName, errorResponse(http.StatusForbidden, admissionForbidden[noun]), errorResponse(http.StatusConflict, admissionConflict[noun])}
+	return append([]response{badName, errorResponse(http.StatusForbidden, admissionForbidden[noun]), errorResponse(http.StatusConflict, admissionConflict[noun])}, extra...)
 }
 
-// admitEnable admits the unit (version) about to be enabled, as it is on disk.
-func (a *API) admitEnable(r *http.Request, c *packages.Catalog, name, version string) error {
+// admitEnable admits the unit (version) about to be enabled, as it is on disk, and returns
+// its metadata (nil when the version is missing: SetEnabled answers that).
+func (a *API) admitEnable(r *http.Request, c *packages.Catalog, name, version string) (*packages.Metadata, error) {
 	u, err := c.Lookup(name)
 	if err != nil {
-		return packageError(err)
+		return nil, packageError(err)
 	}
 	v := u.Versions[0]
 	if version != "" {
 		var ok bool
 		if v, ok = u.Find(version); !ok {
-			return nil // SetEnabled answers the missing version
+			return nil, nil
 		}
 	}
-	return a.admit(principalOf(r.Context()), c, v.Metadata)
+	return &v.Metadata, a.admit(principalOf(r.Context()), c, v.Metadata)
 }
 
 // packageError maps a packages error to its HTTP status.
@@ -280,8 +297,15 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			envelope.WriteJSON(w, http.StatusOK, out)
 			return nil
 		}
+		versioned, checks := cat.Layout().Versioned, a.checks()
+		if versioned {
+			a.expect(s.Metadata, false)
+		}
 		in, change, err := a.install(r, cat, s)
 		if err != nil {
+			if versioned {
+				a.forget(s.Name, s.Version)
+			}
 			a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
 			if canary > 0 {
 				a.restoreTraffic(r, store, s.Name, before)
@@ -292,6 +316,15 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		// The archive's digest and size stay with who uploaded it: a unit's page shows them.
 		a.audit(r, action, in.Name+"@"+in.Version, "success", &p, zap.Int64("change", change),
 			zap.String("sha256", in.SHA256), zap.Int64("bytes", in.Bytes), zap.Int("files", in.Files))
+		if versioned {
+			// Installed either way; the answer says whether it is served.
+			if err := a.activated(r, in.Name, in.Version, checks); err != nil {
+				if canary > 0 {
+					return a.canaryFailed(r, store, in.Name, before, err)
+				}
+				return err
+			}
+		}
 		unit := installedUnit(in)
 		unit.Change = change
 		envelope.WriteJSON(w, http.StatusOK, body(unit, split))
@@ -339,18 +372,20 @@ func catalog(c *packages.Catalog) (*packages.Catalog, error) {
 }
 
 // listUnits answers a listing of the units of c the caller may see, each made a record by
-// record; the encoded answer is kept in cache while the catalog's listing is unchanged.
-func listUnits[R any](w http.ResponseWriter, r *http.Request, c *packages.Catalog, cache *bodyCache, record func(packages.Unit) R) error {
+// record, as shape has it (pages go by name); the encoded answer is kept in cache while the
+// catalog's listing is unchanged. extra is a generation of other state the records show (0:
+// none).
+func listUnits[R any](w http.ResponseWriter, r *http.Request, c *packages.Catalog, cache *bodyCache, shape listShape, extra uint64, record func(packages.Unit) R) error {
 	units, gen, cached, err := c.Listing()
 	if err != nil {
 		return err
 	}
 	p := principalOf(r.Context())
-	return cache.serve(w, r, p, gen, cached, func() (any, error) {
-		records := make([]R, 0, len(units))
+	return cache.serve(w, r, p, cacheGen{gen, extra}, cached, shape, func() ([]listRecord, error) {
+		records := make([]listRecord, 0, len(units))
 		for _, u := range units {
 			if p.CanAccess(u.Name) {
-				records = append(records, record(u))
+				records = append(records, listRecord{order: u.Name, value: record(u)})
 			}
 		}
 		return records, nil

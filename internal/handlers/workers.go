@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/base64"
 	"net/http"
 	"slices"
 
@@ -21,11 +22,12 @@ func (a *API) workerRoutes() []route {
 			permission: keystore.WorkersInstall,
 			summary:    map[bool]string{true: "Serve a worker version again", false: "Stop serving a worker version"}[enabled],
 			description: "Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping " +
-				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. " + clusterChangeDoc,
+				"comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. " +
+				map[bool]string{true: activationDoc, false: ""}[enabled] + clusterChangeDoc,
 			responses: append([]response{
 				{status: http.StatusOK, description: "The version's new state", body: api.WorkerToggled{}},
 				notFound,
-			}, toggleErrors("worker", enabled, badName, namespace)...),
+			}, toggleErrors("worker", enabled, badName, namespace, healthcheckFailed)...),
 			handle: func(w http.ResponseWriter, r *http.Request) error { return a.toggleWorker(w, r, enabled) },
 		}
 	}
@@ -43,20 +45,25 @@ func (a *API) workerRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/workers", id: "listWorkers", tag: "workers", permission: keystore.WorkersRead,
-			summary:     "List workers",
-			description: "Workers found in worker_dirs, filtered to the key's namespaces.",
-			responses:   []response{{status: http.StatusOK, description: "The workers", body: []api.WorkerRecord{}}},
-			handle:      a.listWorkers,
+			summary: "List workers",
+			description: "Workers found in worker_dirs, filtered to the key's namespaces. Without limit and cursor, every worker at once; " +
+				"with either, a page of workers by name (byte order), the same array, with the next page's cursor in the " + NextCursorHeader + " header.",
+			params: pageParams("opaque; workers come by name"),
+			responses: []response{
+				{status: http.StatusOK, description: "The workers, or a page of them", body: []api.WorkerRecord{}, headers: nextCursorHeaders},
+				errorResponse(http.StatusBadRequest, "A malformed limit or cursor (BAD_REQUEST)"),
+			},
+			handle: a.listWorkers,
 		},
 		{
 			method: "POST", path: "/workers/upload", id: "uploadWorker", tag: "workers", permission: keystore.WorkersInstall,
 			summary: "Upload a worker",
 			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
-				"atomically. The archive's files sit at its root or in a single package/ folder. " + clusterUploadDoc,
+				"atomically. The archive's files sit at its root or in a single package/ folder. " + activationDoc + clusterUploadDoc,
 			params:  append(slices.Clone(dryRunParam), canaryParams...),
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
-				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, canaryErrors(uploadErrors("worker"))...),
+				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, canaryErrors(append(uploadErrors("worker"), healthcheckFailed))...),
 			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in api.InstalledUnit, split []keystore.Share) any {
 				var body api.WorkerUploaded
 				body.Success, body.Data.Worker = true, in
@@ -84,7 +91,7 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return listUnits(w, r, c, &a.workerList, func(u packages.Unit) api.WorkerRecord {
+	return listUnits(w, r, c, &a.workerList, workerListShape, a.opts.Activations.Gen(), func(u packages.Unit) api.WorkerRecord {
 		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}, Kinds: map[string]string{}}
 		for _, v := range u.Versions {
@@ -95,12 +102,25 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 			}
 			if !v.Enabled {
 				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
-				continue
 			}
-			rec.Served = v.Version // the versions come in ascending order, as serving chooses
 		}
+		a.activation(&rec, u)
 		return rec
 	})
+}
+
+// workerListShape answers GET workers as the spec's array, paged by name; a worker's cursor is
+// its name in unpadded base64url, which a query string carries as it is.
+var workerListShape = listShape{
+	wrap: arrayShape.wrap,
+	after: func(cursor string) (string, bool) {
+		name, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || packages.ValidateName(string(name)) != nil {
+			return "", false
+		}
+		return string(name), true
+	},
+	cursor: func(order string) string { return base64.RawURLEncoding.EncodeToString([]byte(order)) },
 }
 
 // workerTarget reads and authorizes the worker (and version, when the route has one) a
@@ -129,8 +149,12 @@ func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool)
 	body := &api.WorkerToggled{Success: true, Data: api.WorkerToggle{Name: name, Version: version, Enabled: enabled}}
 	return a.act(w, r, map[bool]string{true: "worker.enable", false: "worker.disable"}[enabled], name+"@"+version,
 		func() (err error) {
-			body.Data.Change, err = a.setEnabled(r, c, name, version, enabled)
-			return err
+			checks := a.checks()
+			if body.Data.Change, err = a.setEnabled(r, c, name, version, enabled); err != nil || !enabled {
+				return err
+			}
+			// Enabled either way; the answer says whether it is served.
+			return a.activated(r, name, version, checks)
 		}, body)
 }
 

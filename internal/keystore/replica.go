@@ -125,7 +125,11 @@ var keyTables = []syncedTable{
 	{"api_keys", "id, name, key_hash, key_prefix, role, permissions, created_at, last_used_at, revoked_at, namespaces, expires_at, description, change_seq"},
 	{"sessions", "id, token_hash, key_id, root_fp, created_at, expires_at, last_seen_at, user_agent, ended_at, change_seq"},
 	{"audit", "id, at, actor_id, actor_name, actor_prefix, action, target, scope, outcome, request_id, remote_addr, details, change_seq"},
+	{"worker_secrets", secretColumns},
 }
+
+// secretsTable is the index of worker_secrets in keyTables (and syncedTables).
+const secretsTable = 3
 
 // syncedTables are the tables a replica pulls by change number: keyTables, in their order,
 // then the desired state's units, reload requests and traffic splits.
@@ -532,6 +536,9 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	}
 	if len(pulled[len(keyTables)+2]) > 0 || cursor < 0 { // traffic_splits
 		r.s.trafficChangedNow()
+	}
+	if len(pulled[secretsTable]) > 0 || cursor < 0 {
+		r.s.secretsChangedNow()
 	}
 	return nil
 }

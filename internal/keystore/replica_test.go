@@ -314,6 +314,9 @@ func TestMigrate(t *testing.T) {
 	if err := local.AppendAudit(ctx, AuditEntry{Action: "key.create", Target: "ci", Outcome: "success"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := local.ChangeSecrets(ctx, "@team/app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, p); err != nil {
+		t.Fatal(err)
+	}
 	local.Close()
 
 	rep, err := Migrate(ctx, path, SyncOptions{URL: primary.URL})
@@ -344,6 +347,9 @@ func TestMigrate(t *testing.T) {
 		}
 		if entries, _, err := s.ListAudit(ctx, AuditQuery{Limit: 10}); err != nil || len(entries) != 1 {
 			t.Errorf("%s: the audit trail = %+v, %v", name, entries, err)
+		}
+		if secrets, err := s.Secrets(ctx, "@team/app"); err != nil || len(secrets) != 1 || secrets[0].Sealed != "sealed" {
+			t.Errorf("%s: the secrets = %+v, %v", name, secrets, err)
 		}
 	}
 

@@ -8,6 +8,8 @@ const (
 	WorkersInstall = "workers:install"
 	WorkersRemove  = "workers:remove"
 	WorkersRestart = "workers:restart"
+	// WorkersSecrets sets, lists (by name) and removes workers' secrets.
+	WorkersSecrets = "workers:secrets"
 	PluginsRead    = "plugins:read"
 	PluginsInstall = "plugins:install"
 	PluginsRemove  = "plugins:remove"
@@ -27,7 +29,7 @@ const (
 
 // AllPermissions lists every permission, in the order forms show them.
 var AllPermissions = []string{
-	WorkersRead, WorkersInstall, WorkersRemove, WorkersRestart,
+	WorkersRead, WorkersInstall, WorkersRemove, WorkersRestart, WorkersSecrets,
 	PluginsRead, PluginsInstall, PluginsRemove, PluginsConfig,
 	KeysRead, KeysCreate, KeysRevoke,
 }
@@ -41,7 +43,7 @@ const DefaultRole = RoleEditor
 var rolePermissions = map[string][]string{
 	RoleAdmin: AllPermissions,
 	RoleEditor: {
-		WorkersRead, WorkersInstall, WorkersRemove, WorkersRestart,
+		WorkersRead, WorkersInstall, WorkersRemove, WorkersRestart, WorkersSecrets,
 		PluginsRead, PluginsInstall, PluginsRemove, PluginsConfig,
 	},
 	RoleViewer: {WorkersRead, PluginsRead, KeysRead},

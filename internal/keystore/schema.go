@@ -114,7 +114,27 @@ var migrations = []string{
 		change_seq        INTEGER NOT NULL
 	);
 	 UPDATE store_meta SET value = '2' WHERE name = 'units_schema'`,
-	// 8: traffic splits (units_schema 3): one row per worker with the split of its unpinned
+	// 8: workers' secrets (units_schema 3): one row per worker and name, the value sealed under
+	// the secrets key key_id names (never in plaintext), kept as a tombstone when removed so
+	// that a pull sees the removal. Additive: an instance of units_schema 2, which would start
+	// workers without their secrets, refuses to start on it.
+	`CREATE TABLE worker_secrets (
+		worker            TEXT    NOT NULL,
+		name              TEXT    NOT NULL,
+		scope             TEXT    NOT NULL DEFAULT '',
+		key_id            TEXT    NOT NULL DEFAULT '',
+		sealed            TEXT    NOT NULL DEFAULT '',
+		updated_at        INTEGER NOT NULL,
+		changed_by_id     INTEGER NOT NULL DEFAULT 0,
+		changed_by_name   TEXT    NOT NULL DEFAULT '',
+		changed_by_prefix TEXT    NOT NULL DEFAULT '',
+		removed_at        INTEGER NOT NULL DEFAULT 0,
+		change_seq        INTEGER NOT NULL,
+		PRIMARY KEY (worker, name)
+	);
+	 CREATE INDEX worker_secrets_change ON worker_secrets (change_seq);
+	 UPDATE store_meta SET value = '3' WHERE name = 'units_schema'`,
+	// 9: traffic splits (units_schema 4): one row per worker with the split of its unpinned
 	// requests in force, a JSON list of {version, percent}; an ended split stays as a row with
 	// the empty list, so that a pull sees the end. Pulled by change number like the units.
 	`CREATE TABLE traffic_splits (
@@ -127,7 +147,7 @@ var migrations = []string{
 		change_seq        INTEGER NOT NULL
 	);
 	 CREATE INDEX traffic_splits_change ON traffic_splits (change_seq);
-	 UPDATE store_meta SET value = '3' WHERE name = 'units_schema'`,
+	 UPDATE store_meta SET value = '4' WHERE name = 'units_schema'`,
 }
 
 // SchemaVersion is the schema version this package writes.
@@ -137,7 +157,7 @@ var SchemaVersion = len(migrations)
 // this package writes, kept in store_meta as units_schema. A migration that changes those
 // tables raises it in the same statement list, and stays additive: instances of a cluster
 // are upgraded one at a time, and a newer one migrates the shared primary first.
-const UnitsSchemaVersion = 3
+const UnitsSchemaVersion = 4
 
 // SchemaError refuses a database whose schema is newer than this runtime knows: a newer
 // runtime wrote it, and reading or writing its rows with an older idea of them could

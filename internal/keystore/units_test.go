@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -395,7 +396,7 @@ func TestSyncRefusesNewerUnitsSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, fmt.Sprintf(`UPDATE store_meta SET value = '%d' WHERE name = 'units_schema'`, UnitsSchemaVersion+1)); err != nil {
+	if _, err := db.ExecContext(ctx, `UPDATE store_meta SET value = ? WHERE name = 'units_schema'`, strconv.Itoa(UnitsSchemaVersion+1)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = OpenSync(ctx, filepath.Join(t.TempDir(), "api-keys.db"), SyncOptions{URL: primary.URL})

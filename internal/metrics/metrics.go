@@ -29,6 +29,7 @@ type Set struct {
 	processStarts   *prometheus.CounterVec
 	processCrashes  *prometheus.CounterVec
 	processRestarts *prometheus.CounterVec
+	crashLoops      *prometheus.CounterVec
 	processes       *prometheus.Desc
 	installDuration *prometheus.HistogramVec
 	installBytes    *prometheus.CounterVec
@@ -49,8 +50,9 @@ type Set struct {
 // poolSource counts the processes of one pool by state.
 type poolSource struct{ count func() map[string]int }
 
-// ProcessStates are the states the process gauge reports, zero included.
-var ProcessStates = []string{"starting", "running", "draining"}
+// ProcessStates are the states the process gauge reports, zero included; crash-looping counts
+// the worker versions that crashed repeatedly and wait to start again (no process is alive).
+var ProcessStates = []string{"starting", "running", "draining", "crash-looping"}
 
 // New returns a Set with every series at zero.
 func New() *Set {
@@ -71,7 +73,9 @@ func New() *Set {
 			Help: "Worker processes that exited unasked or failed to start, by worker name."}, []string{"worker"}),
 		processRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_process_restarts_total",
 			Help: "Worker processes restarted on request (POST .../restart), by worker name."}, []string{"worker"}),
-		processes: prometheus.NewDesc(ns+"_worker_processes", "Worker processes alive now, by state.", []string{"state"}, nil),
+		crashLoops: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_crash_loops_total",
+			Help: "Times a worker version began to crash-loop (its process crashed 3 times in a row, each soon after it started), by worker name."}, []string{"worker"}),
+		processes: prometheus.NewDesc(ns+"_worker_processes", "Worker processes alive now, by state; crash-looping: worker versions whose process crashed repeatedly and waits to start again.", []string{"state"}, nil),
 		installDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "install_duration_seconds",
 			Help:    "Time to check and install an uploaded archive, by kind (worker or plugin) and outcome.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"kind", "outcome"}),
@@ -104,7 +108,7 @@ func (s *Set) History() *History {
 // collectors are the Set's series other than the process gauge, which is read at scrape time.
 func (s *Set) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.apiRequests, s.authFailures, s.workerRequests, s.workerDuration,
-		s.processStarts, s.processCrashes, s.processRestarts, s.installDuration, s.installBytes,
+		s.processStarts, s.processCrashes, s.processRestarts, s.crashLoops, s.installDuration, s.installBytes,
 		s.reloadDuration, s.reloadFailures, s.keyStoreQueries, s.reconcileFails}
 }
 
@@ -289,6 +293,13 @@ func (s *Set) ProcessStarted(worker string) {
 func (s *Set) ProcessCrashed(worker string) {
 	if s != nil {
 		s.processCrashes.WithLabelValues(s.workerLabel(worker)).Inc()
+	}
+}
+
+// CrashLooping counts a worker version that began to crash-loop.
+func (s *Set) CrashLooping(worker string) {
+	if s != nil {
+		s.crashLoops.WithLabelValues(s.workerLabel(worker)).Inc()
 	}
 }
 

@@ -41,6 +41,7 @@ func TestCounts(t *testing.T) {
 	s.ProcessStarted("@team/app")
 	s.ProcessCrashed("@team/app")
 	s.ProcessRestarted("@team/app")
+	s.CrashLooping("@team/app")
 	s.Install("worker", "installed", time.Millisecond, 1000)
 	s.Install("worker", "refused", time.Millisecond, 1000)
 	s.PluginReload(time.Millisecond, 2)
@@ -48,7 +49,7 @@ func TestCounts(t *testing.T) {
 	s.ReconcileFailure("worker", "corrupt")
 	s.ReconcileFailure("worker", "corrupt")
 	s.ReconcileFailure("plugin", "missing")
-	remove := s.AddPool(func() map[string]int { return map[string]int{"running": 2, "draining": 1} })
+	remove := s.AddPool(func() map[string]int { return map[string]int{"running": 2, "draining": 1, "crash-looping": 1} })
 	s.AddPool(func() map[string]int { return map[string]int{"running": 1} })
 
 	want := `
@@ -72,6 +73,9 @@ runtime_worker_process_crashes_total{worker="@team/app"} 1
 # HELP runtime_worker_process_restarts_total Worker processes restarted on request (POST .../restart), by worker name.
 # TYPE runtime_worker_process_restarts_total counter
 runtime_worker_process_restarts_total{worker="@team/app"} 1
+# HELP runtime_worker_crash_loops_total Times a worker version began to crash-loop (its process crashed 3 times in a row, each soon after it started), by worker name.
+# TYPE runtime_worker_crash_loops_total counter
+runtime_worker_crash_loops_total{worker="@team/app"} 1
 # HELP runtime_install_bytes_total Bytes of installed archives once unpacked, by kind (worker or plugin).
 # TYPE runtime_install_bytes_total counter
 runtime_install_bytes_total{kind="worker"} 1000
@@ -82,15 +86,16 @@ runtime_plugin_load_failures_total 2
 # TYPE runtime_reconcile_failures_total counter
 runtime_reconcile_failures_total{class="corrupt",kind="worker"} 2
 runtime_reconcile_failures_total{class="missing",kind="plugin"} 1
-# HELP runtime_worker_processes Worker processes alive now, by state.
+# HELP runtime_worker_processes Worker processes alive now, by state; crash-looping: worker versions whose process crashed repeatedly and waits to start again.
 # TYPE runtime_worker_processes gauge
+runtime_worker_processes{state="crash-looping"} 1
 runtime_worker_processes{state="draining"} 1
 runtime_worker_processes{state="running"} 3
 runtime_worker_processes{state="starting"} 0
 `
 	names := []string{"runtime_api_requests_total", "runtime_auth_failures_total", "runtime_worker_requests_total",
 		"runtime_worker_process_starts_total", "runtime_worker_process_crashes_total", "runtime_worker_process_restarts_total",
-		"runtime_install_bytes_total", "runtime_plugin_load_failures_total", "runtime_reconcile_failures_total", "runtime_worker_processes"}
+		"runtime_worker_crash_loops_total", "runtime_install_bytes_total", "runtime_plugin_load_failures_total", "runtime_reconcile_failures_total", "runtime_worker_processes"}
 	if err := testutil.CollectAndCompare(s, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +109,9 @@ runtime_worker_processes{state="starting"} 0
 	}
 	remove()
 	if err := testutil.CollectAndCompare(s, strings.NewReader(`
-# HELP runtime_worker_processes Worker processes alive now, by state.
+# HELP runtime_worker_processes Worker processes alive now, by state; crash-looping: worker versions whose process crashed repeatedly and waits to start again.
 # TYPE runtime_worker_processes gauge
+runtime_worker_processes{state="crash-looping"} 0
 runtime_worker_processes{state="draining"} 0
 runtime_worker_processes{state="running"} 1
 runtime_worker_processes{state="starting"} 0
@@ -158,6 +164,7 @@ func TestNilSet(t *testing.T) {
 	s.ProcessStarted("x")
 	s.ProcessCrashed("x")
 	s.ProcessRestarted("x")
+	s.CrashLooping("x")
 	s.Install("worker", "installed", 0, 1)
 	s.PluginReload(0, 1)
 	s.KeyStoreQuery("x", 0)

@@ -24,9 +24,9 @@ import (
 // pid of the calling process, which executes the worker's program and so is the worker; any
 // LISTEN_* the manifest set is replaced.
 func listenEnv(env []string) []string {
-	out := []string{"LISTEN_FDS=1", "LISTEN_PID=" + strconv.Itoa(os.Getpid())}
+	out := []string{ListenPrefix + "FDS=1", ListenPrefix + "PID=" + strconv.Itoa(os.Getpid())}
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "LISTEN_") {
+		if !strings.HasPrefix(kv, ListenPrefix) {
 			out = append(out, kv)
 		}
 	}

@@ -55,6 +55,10 @@ func (l Limits) Cap(c Limits) Limits {
 	return l
 }
 
+// ListenPrefix begins the variables the sandbox sets for a worker in an isolated network
+// (LISTEN_FDS, LISTEN_PID: socket activation), in place of any the worker's environment has.
+const ListenPrefix = "LISTEN_"
+
 // Spec is one worker process to start.
 type Spec struct {
 	Argv []string

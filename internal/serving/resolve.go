@@ -9,6 +9,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/workers"
 )
 
 // Target is the worker version a request path resolves to.
@@ -31,10 +32,10 @@ var (
 )
 
 // Resolve maps a URL path to a worker version: /<name>/… or /@scope/<name>/…, served by the
-// version split picks, when it picks one, else by the highest enabled version ("latest" counts
-// as the newest; a disabled version counts as not installed), or pinned with
-// /<name>@<version or semver range>/…, which no split changes. split may be nil.
-func Resolve(c *packages.Catalog, urlPath string, split func(packages.Unit) (packages.Version, bool)) (Target, string, error) {
+// version Unpinned chooses from the worker's traffic split (split picks; nil: no split) and its
+// activation on this instance (act; nil knows none), or pinned with
+// /<name>@<version or semver range>/…, which no split changes.
+func Resolve(c *packages.Catalog, act *workers.Activations, urlPath string, split func(packages.Unit) (packages.Version, bool)) (Target, string, error) {
 	name, pin, base, rest, ok := splitPath(urlPath)
 	if !ok {
 		return Target{}, name, ErrNotWorkerPath
@@ -43,7 +44,13 @@ func Resolve(c *packages.Catalog, urlPath string, split func(packages.Unit) (pac
 	if !ok {
 		return Target{}, name, ErrNoSuchWorker
 	}
-	v, err := choose(u, pin, split)
+	var v packages.Version
+	var err error
+	if pin == "" {
+		v, err = Unpinned(u, act.Get(name), split)
+	} else {
+		v, err = choose(u, pin)
+	}
 	if err != nil {
 		return Target{}, name, err
 	}
@@ -78,19 +85,30 @@ func splitPath(p string) (name, pin, base, rest string, ok bool) {
 	return name, pin, base, rest, packages.ValidateName(name) == nil
 }
 
-// choose picks the version a request gets. Pinned: the enabled version the pin names exactly,
-// else the highest enabled one its semver range admits. Unpinned, in order: the traffic
-// split's choice (split), then the highest enabled version.
-func choose(u packages.Unit, pin string, split func(packages.Unit) (packages.Version, bool)) (packages.Version, error) {
-	if pin == "" && split != nil {
-		if v, ok := split(u); ok {
+// Unpinned chooses the version an unpinned request gets, in order: the traffic split's pick
+// (split; nil: no split), unless that version is disabled or held on this instance (its check
+// runs or failed, so it was not activated here: it gets no share); then the worker's active
+// version on this instance (workers.ActiveVersion).
+func Unpinned(u packages.Unit, a workers.Activation, split func(packages.Unit) (packages.Version, bool)) (packages.Version, error) {
+	if split != nil {
+		if v, ok := split(u); ok && v.Enabled && !a.Held(v.Version) {
 			return v, nil
 		}
 	}
+	v, ok := workers.ActiveVersion(u, a)
+	if !ok {
+		return packages.Version{}, ErrNoEnabledVersion
+	}
+	return v, nil
+}
+
+// choose picks the version a pinned request gets: the enabled version the pin names exactly,
+// else the highest enabled one its semver range admits.
+func choose(u packages.Unit, pin string) (packages.Version, error) {
 	enabled := false
 	for i := len(u.Versions) - 1; i >= 0; i-- {
 		if v := u.Versions[i]; v.Enabled {
-			if pin == "" || v.Version == pin {
+			if v.Version == pin {
 				return v, nil
 			}
 			enabled = true

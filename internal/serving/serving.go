@@ -35,6 +35,9 @@ type Options struct {
 	Workers *packages.Catalog
 	// Pool returns the process pool, nil until the runtime has started.
 	Pool func() *workers.Pool
+	// Activations say which version of each worker is active on this instance and which are
+	// held back (failed or being checked); nil knows none: the newest enabled version serves.
+	Activations *workers.Activations
 	// Versions caches what serving a worker version needs; nil gives a cache of its own.
 	Versions *Versions
 	// Reserved are the first path segments the runtime keeps for itself: no worker is served
@@ -128,10 +131,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *servedAs) 
 	at := mount.Path(r.Context())
 	var vi visit
 	split := func(u packages.Unit) (packages.Version, bool) { return s.splitChoice(u, r, &vi) }
-	t, name, err := Resolve(c, r.URL.Path, split)
+	t, name, err := Resolve(c, s.opts.Activations, r.URL.Path, split)
 	if s.opts.Missing != nil && (errors.Is(err, ErrNoSuchWorker) || errors.Is(err, ErrNoEnabledVersion) || errors.Is(err, ErrNoMatchingPin)) &&
 		s.opts.Missing(r.Context(), name) {
-		t, name, err = Resolve(c, r.URL.Path, split)
+		t, name, err = Resolve(c, s.opts.Activations, r.URL.Path, split)
 	}
 	switch {
 	case errors.Is(err, ErrNotWorkerPath):

@@ -22,6 +22,7 @@ const (
 	ShortRootKey           Anchor = "short-root-key"
 	RootKeyInConfig        Anchor = "root-key-written-in-the-config"
 	S3SecretInConfig       Anchor = "s3-secret-written-in-the-config"
+	SecretsKeyInConfig     Anchor = "secrets-key-written-in-the-config"
 	SharedOrigin           Anchor = "workers-on-the-same-origin-as-the-api"
 	SameSite               Anchor = "workers-on-the-same-registrable-domain"
 	AccessLog              Anchor = "access-log-records-api-keys"
@@ -41,7 +42,7 @@ const (
 // All lists every anchor, in the guide's order.
 var All = []Anchor{
 	BootstrapKeyCreated, BootstrapKeyDeleted, NoBootstrapKey, StatePermissions, DeprecatedSiteSettings,
-	ShortRootKey, RootKeyInConfig, S3SecretInConfig, SharedOrigin, SameSite, AccessLog, AdminOnTCP,
+	ShortRootKey, RootKeyInConfig, S3SecretInConfig, SecretsKeyInConfig, SharedOrigin, SameSite, AccessLog, AdminOnTCP,
 	NoSeccomp, WorkersAsRoot, NoLandlock, NoTmpfs, NoCgroup, PrivateFolderReadable, Unconfined,
 	PrimaryUnreachable, PluginNotLoaded, ScratchLeftover,
 }

@@ -59,6 +59,9 @@ type Manifest struct {
 	MaxRequests  int               `yaml:"maxRequests"`
 	MaxBodySize  Size              `yaml:"maxBodySize"`
 	Limits       Limits            `yaml:"limits"`
+	// Healthcheck, when set, is what a new version of a process worker must answer before it
+	// is served (see Activator); nil: listening on PORT within startTimeout is enough.
+	Healthcheck *Healthcheck `yaml:"healthcheck"`
 }
 
 // Limits are the resources a process worker asks for; the operator's settings cap them.
@@ -92,6 +95,11 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	}
 	if m.MaxBodySize == 0 {
 		m.MaxBodySize = DefaultMaxBodySize
+	}
+	if m.Healthcheck != nil {
+		if err := m.Healthcheck.check(m.Kind()); err != nil {
+			return m, err
+		}
 	}
 	return m, nil
 }

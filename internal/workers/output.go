@@ -2,6 +2,9 @@ package workers
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +23,8 @@ type lineLog struct {
 	book            *LogBook
 	worker, version string
 	pid             *atomic.Int64
+	// redact replaces the exact values of the process's secrets; nil when it has none.
+	redact *strings.Replacer
 }
 
 func (l *lineLog) Write(b []byte) (int, error) {
@@ -50,10 +55,36 @@ func (l *lineLog) flush() {
 
 func (l *lineLog) log(line []byte) {
 	text := string(line)
+	if l.redact != nil {
+		text = l.redact.Replace(text)
+	}
 	l.book.Append(l.worker, LogLine{Time: time.Now(), Version: l.version, PID: int(l.pid.Load()), Stream: l.stream, Text: text})
 	if l.limit.take() {
 		l.logger.Info(text, zap.String("stream", l.stream))
 	}
+}
+
+// redactor returns what replaces each value of secrets (by name) in a line with the name
+// ("[secret API_TOKEN]"), or nil when there is none. Longer values come first, so a value that
+// holds another is replaced whole.
+func redactor(secrets map[string]string) *strings.Replacer {
+	names := make([]string, 0, len(secrets))
+	for name, value := range secrets {
+		if value != "" {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(secrets[b]), len(secrets[a])), strings.Compare(a, b))
+	})
+	pairs := make([]string, 0, 2*len(names))
+	for _, name := range names {
+		pairs = append(pairs, secrets[name], "[secret "+name+"]")
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // rateLimit is a token bucket shared by a process's output streams: rate lines a second, with

@@ -38,7 +38,13 @@ type PoolOptions struct {
 	Logs *LogBook
 	// Events hears of process starts, crashes and restarts, e.g. to count them; nil hears none.
 	Events Events
+	// Secrets returns a worker's secrets, by variable name, when a process of it starts: they
+	// join its environment, and its logged output shows each value replaced. Nil: none.
+	Secrets func(ctx context.Context, worker string) (map[string]string, error)
 }
+
+// secretsTimeout bounds the reading of a worker's secrets at its start.
+const secretsTimeout = 10 * time.Second
 
 // Events hears of the lifecycle of worker processes. Its methods are called with the pool's
 // lock held: they must be quick and must not call back into the pool.
@@ -86,6 +92,10 @@ type Pool struct {
 type backoff struct {
 	count int
 	until time.Time
+	// looping is set once the version crash-loops (crashloop.go), whose name and version
+	// the pool status then gives.
+	looping       bool
+	name, version string
 }
 
 // ErrPoolClosed means the runtime is shutting down.
@@ -144,6 +154,7 @@ type proc struct {
 	dir     string
 	m       Manifest
 	logger  *zap.Logger
+	secrets map[string]string // its environment's secrets, set by launch
 
 	network, addr string       // "tcp" and host:port, or "unix" and the socket's path (isolated network)
 	pid           atomic.Int64 // set once started, for its output lines
@@ -377,6 +388,7 @@ func (p *Pool) reap() {
 					idle = append(idle, pr)
 				}
 			}
+			p.recoverLocked(now)
 			p.mu.Unlock()
 			for _, pr := range idle {
 				pr.logger.Info("worker idle past its ttl; stopping", zap.Duration("ttl", time.Duration(pr.m.TTL)))
@@ -476,10 +488,20 @@ func (pr *proc) launch(port int) error {
 	if err != nil {
 		return err
 	}
+	if src := pr.pool.opts.Secrets; src != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
+		pr.secrets, err = src(ctx, pr.name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("its secrets cannot be read: %v", err)
+		}
+	}
 	scratch := scratchFolder(pr.pool.opts.ScratchDir, pr.name, pr.version)
 	limit := newRateLimit(pr.logger, pr.pool.opts.LogRate)
+	redact := redactor(pr.secrets)
 	output := func(stream string) *lineLog {
-		return &lineLog{logger: pr.logger, stream: stream, limit: limit, book: pr.pool.opts.Logs, worker: pr.name, version: pr.version, pid: &pr.pid}
+		return &lineLog{logger: pr.logger, stream: stream, limit: limit, book: pr.pool.opts.Logs, worker: pr.name, version: pr.version, pid: &pr.pid,
+			redact: redact}
 	}
 	stdout, stderr := output("stdout"), output("stderr")
 	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox(),
@@ -511,24 +533,68 @@ func (pr *proc) argv() ([]string, error) {
 	return []string{filepath.Join(pr.dir, entry)}, nil
 }
 
-// environ is all a worker gets: PATH, HOME, its PORT and HOST (none in an isolated network,
-// port 0, where it serves on the listener it is handed), and the manifest's env. No runtime
-// setting or credential reaches it.
+// environ is all a worker gets: the variables of runtimeVars (PATH, HOME, its PORT and HOST,
+// none in an isolated network, port 0, where it serves on the listener it is handed, and
+// TMPDIR), the manifest's env, which may set PATH and HOME, and the worker's secrets. No
+// runtime setting or credential reaches it.
 func (pr *proc) environ(port int, scratch string) []string {
-	env := map[string]string{"PATH": pr.pool.opts.Path, "HOME": pr.dir}
+	env := map[string]string{}
+	for _, v := range runtimeVars {
+		if v.beforeManifest {
+			env[v.name] = v.value(pr, port, scratch)
+		}
+	}
 	for k, v := range pr.m.Env {
 		env[k] = v
 	}
-	if port > 0 {
-		env["PORT"] = strconv.Itoa(port)
-		env["HOST"] = "127.0.0.1"
+	for k, v := range pr.secrets {
+		env[k] = v
 	}
-	env["TMPDIR"] = scratch
+	for _, v := range runtimeVars {
+		if value := v.value(pr, port, scratch); !v.beforeManifest && value != "" {
+			env[v.name] = value
+		}
+	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// runtimeVars are the variables the runtime sets for a process worker, the one list that
+// environ writes and RuntimeVariable reads. beforeManifest ones are defaults the manifest's
+// env may change; the others are written over it, and left out when their value is "".
+var runtimeVars = []struct {
+	name           string
+	beforeManifest bool
+	value          func(pr *proc, port int, scratch string) string
+}{
+	{"PATH", true, func(pr *proc, _ int, _ string) string { return pr.pool.opts.Path }},
+	{"HOME", true, func(pr *proc, _ int, _ string) string { return pr.dir }},
+	{"PORT", false, func(_ *proc, port int, _ string) string { return listenPort(port) }},
+	{"HOST", false, func(_ *proc, port int, _ string) string { return map[bool]string{true: "127.0.0.1"}[port > 0] }},
+	{"TMPDIR", false, func(_ *proc, _ int, scratch string) string { return scratch }},
+}
+
+// listenPort is the PORT of a worker told to listen on port, "" for none (isolated network).
+func listenPort(port int) string {
+	if port <= 0 {
+		return ""
+	}
+	return strconv.Itoa(port)
+}
+
+// RuntimeVariable reports whether the runtime sets the environment variable name for a
+// process worker (PORT, TMPDIR, LISTEN_FDS, …): a secret of that name is refused, as the
+// runtime would write over it, or it over the runtime.
+func RuntimeVariable(name string) bool {
+	for _, v := range runtimeVars {
+		if v.name == name {
+			return true
+		}
+	}
+	return strings.HasPrefix(name, sandbox.ListenPrefix)
 }
 
 // awaitReady waits until the process accepts connections, exits, or startTimeout passes.
@@ -608,7 +674,7 @@ func (pr *proc) exitedWith(err error) {
 // a while resets the count.
 func (p *Pool) noteCrashLocked(pr *proc) {
 	b := p.crashes[pr.key]
-	if b == nil || !pr.started.IsZero() && time.Since(pr.started) > 30*time.Second {
+	if b == nil || !pr.started.IsZero() && time.Since(pr.started) > stableAfter {
 		b = &backoff{}
 		p.crashes[pr.key] = b
 	}
@@ -617,6 +683,7 @@ func (p *Pool) noteCrashLocked(pr *proc) {
 	p.opts.Events.ProcessCrashed(pr.name)
 	wait := time.Duration(1<<min(b.count-1, 5)) * time.Second
 	b.until = time.Now().Add(min(wait, 30*time.Second))
+	p.crashLoopLocked(pr, b)
 }
 
 // stop asks the process to terminate, and kills it and its descendants after a grace period.

@@ -29,9 +29,14 @@ type ProcStatus struct {
 	Restarts int
 	// RSS is the resident memory in bytes, or -1 where the platform does not tell.
 	RSS int64
+	// Crashes and RetryAt describe a CrashLooping version: its crashes in a row, and when a
+	// request may start it again.
+	Crashes int
+	RetryAt time.Time
 }
 
-// Status lists the live processes, starting and draining ones included, by name and version.
+// Status lists the live processes, starting and draining ones included, and the crash-looping
+// versions without one, by name and version.
 func (p *Pool) Status() []ProcStatus {
 	p.mu.Lock()
 	out := make([]ProcStatus, 0, len(p.live))
@@ -44,6 +49,7 @@ func (p *Pool) Status() []ProcStatus {
 		}
 		out = append(out, st)
 	}
+	out = append(out, p.crashLoopingLocked()...)
 	p.mu.Unlock()
 	for i := range out {
 		if out[i].PID > 0 {
@@ -56,13 +62,17 @@ func (p *Pool) Status() []ProcStatus {
 	return out
 }
 
-// Counts returns the number of live processes by state, as Status would list them.
+// Counts returns the number of live processes by state, and of crash-looping versions without
+// one, as Status would list them.
 func (p *Pool) Counts() map[ProcState]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[ProcState]int{}
 	for pr := range p.live {
 		out[pr.state()]++
+	}
+	if n := len(p.crashLoopingLocked()); n > 0 {
+		out[CrashLooping] = n
 	}
 	return out
 }

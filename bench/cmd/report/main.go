@@ -153,14 +153,29 @@ var checks = []check{
 		title: "`GET /api/workers` with 1 000 workers / health throughput", a: "BenchmarkCosts/workers-1000", b: "BenchmarkCosts/health-1000",
 		metric: "req/s", target: 0.5,
 		what: "`GET /api/workers` with an `admin` key on a second runtime process with 1 000 static workers against " +
-			"`GET /api/health` on that process. Every `Costs` request accepts gzip, as browsers and Go's default client " +
-			"do: the listing (about 200 KB of JSON) goes out in the gzip form kept with it; health is too small to compress.",
+			"`GET /api/health` on that process. The listing is asked for in gzip (`Accept-Encoding: gzip`), as browsers and " +
+			"Go's default client ask: it (about 200 KB of JSON) goes out in the gzip form kept with it; health is too small to compress.",
+	},
+	{
+		title: "`GET /api/workers?limit=100` with 1 000 workers, without gzip / health throughput", a: "BenchmarkCosts/workers-1000-page-identity",
+		b: "BenchmarkCosts/health-1000", metric: "req/s", target: 0.5,
+		what: "the 1 000-worker listing above walked in pages of 100 (about 19 KB of JSON each, the next page's cursor in " +
+			"`X-Next-Cursor`): each client sends the ten page requests in turn, with an `admin` key and no `Accept-Encoding` " +
+			"(as curl and most scripts send), against `GET /api/health` on that process. Pages are kept, in both encodings, " +
+			"while the listing does not change.",
 	},
 	{
 		title: "`GET /api/keys` with 100 keys / health throughput", a: "BenchmarkCosts/keys-100", b: "BenchmarkCosts/health",
 		metric: "req/s", target: 0.6,
-		what: "`GET /api/keys` with an `admin` key, listing 100 keys (that one included), against `GET /api/health` on " +
-			"the 20-worker runtime.",
+		what: "`GET /api/keys` with an `admin` key, listing 100 keys (that one included), asked for in gzip, against " +
+			"`GET /api/health` on the 20-worker runtime.",
+	},
+	{
+		title: "`GET /api/keys` with 100 keys, without gzip / health throughput", a: "BenchmarkCosts/keys-100-identity", b: "BenchmarkCosts/health",
+		metric: "req/s", target: 0.8,
+		what: "the same listing (about 17 KB of JSON) with no `Accept-Encoding`, as curl and most scripts ask: the identity " +
+			"body is kept per generation of the key store, as the gzip one is, and written with the connection corked " +
+			"(Linux), so that the header and the body reach the client together.",
 	},
 	{
 		title: "health / Caddy `respond` throughput", a: "BenchmarkCosts/health", b: "BenchmarkCosts/respond",

@@ -241,6 +241,11 @@ func attacks() {
 		fmt.Fprintln(out, r.URL.Query().Get("text"))
 		fmt.Fprintln(w, "said")
 	})
+	http.HandleFunc("/sayenv", func(w http.ResponseWriter, r *http.Request) {
+		// Prints an environment variable's value, which the request never carries (a secret).
+		fmt.Printf("%s is %s.\n", r.URL.Query().Get("name"), os.Getenv(r.URL.Query().Get("name")))
+		fmt.Fprintln(w, "said")
+	})
 	http.HandleFunc("/flood", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("lines"))
 		for i := range n {

@@ -245,7 +245,7 @@ export interface paths {
         };
         /**
          * List API keys
-         * @description Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces.
+         * @description Keys that are not revoked, without secrets; expired keys carry expiresAt. A namespace-restricted key sees only keys within its namespaces. Without limit and cursor, every key at once; with either, a page of keys by ascending id, the next page's cursor in nextCursor and the X-Next-Cursor header.
          */
         get: operations["listKeys"];
         put?: never;
@@ -733,7 +733,7 @@ export interface paths {
         };
         /**
          * List workers
-         * @description Workers found in worker_dirs, filtered to the key's namespaces.
+         * @description Workers found in worker_dirs, filtered to the key's namespaces. Without limit and cursor, every worker at once; with either, a page of workers by name (byte order), the same array, with the next page's cursor in the X-Next-Cursor header.
          */
         get: operations["listWorkers"];
         put?: never;
@@ -977,7 +977,7 @@ export interface paths {
         };
         /**
          * List the running worker processes
-         * @description The process pool: one entry per process of a process worker, draining ones included, filtered to the key's namespaces.
+         * @description The process pool: one entry per process of a process worker, draining ones included, and one per crash-looping version waiting to start again, filtered to the key's namespaces.
          */
         get: operations["listWorkerProcesses"];
         put?: never;
@@ -999,7 +999,7 @@ export interface paths {
         put?: never;
         /**
          * Upload a worker
-         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
+         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
          */
         post: operations["uploadWorker"];
         delete?: never;
@@ -1068,6 +1068,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/workers/{scope}/{name}/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a worker's secrets
+         * @description Names, when each was set and by which key; never a value, nor anything derived from one. A worker without secrets, or not installed, lists none. Secrets reach only the worker's processes, as environment variables, when they start; a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED.
+         */
+        get: operations["listWorkerSecrets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set and remove several of a worker's secrets at once
+         * @description One change, which restarts the worker's processes once: deploy --secrets-file sends it. Every name to remove must exist. Secrets reach only the worker's processes, as environment variables, when they start; a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED.
+         */
+        patch: operations["changeWorkerSecrets"];
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/secrets/{secret}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set a worker's secret
+         * @description Seals the value with AES-256-GCM under secrets_key and stores it in the key store (replicated to every instance of a cluster). A worker may get secrets before its first upload. Secrets reach only the worker's processes, as environment variables, when they start; a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED.
+         */
+        put: operations["setWorkerSecret"];
+        post?: never;
+        /**
+         * Remove a worker's secret
+         * @description Secrets reach only the worker's processes, as environment variables, when they start; a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED.
+         */
+        delete: operations["deleteWorkerSecret"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/workers/{scope}/{name}/stats": {
         parameters: {
             query?: never;
@@ -1097,18 +1145,18 @@ export interface paths {
         };
         /**
          * Read a worker's traffic split
-         * @description The split of the worker's unpinned requests between its versions; empty when none is in force. A split sends each share of the worker's unpinned requests (/<name>/…) to its version; pinned requests (/<name>@<version>/…) are never split. A visitor stays on one version: the runtime_visitor cookie on the workers' origin holds a random id, hashed with the worker's name into one of 100 buckets, the newest version of the split taking the lowest buckets, so every instance agrees and growing the newest version's share keeps its visitors on it. Requests without the cookie split by the header split_header names, or at random (and get the cookie). Every worker answer names its version in X-Worker-Version. A version of the split that is disabled later leaves its share to the newest enabled version. The split is kept in the key store: it holds across restarts and, in a cluster, on every instance.
+         * @description The split of the worker's unpinned requests between its versions; empty when none is in force. A split sends each share of the worker's unpinned requests (/<name>/…) to its version; pinned requests (/<name>@<version>/…) are never split. A visitor stays on one version: the runtime_visitor cookie on the workers' origin holds a random id, hashed with the worker's name into one of 100 buckets, the newest version of the split taking the lowest buckets, so every instance agrees and growing the newest version's share keeps its visitors on it. Requests without the cookie split by the header split_header names, or at random (and get the cookie). Every worker answer names its version in X-Worker-Version. A version of the split that is disabled later, or that this instance holds back because its health check runs or failed (failedVersions), leaves its share to the worker's activeVersion. The split is kept in the key store: it holds across restarts and, in a cluster, on every instance.
          */
         get: operations["getWorkerTraffic"];
         /**
          * Split a worker's traffic between versions
-         * @description Puts a split in force at once, in place of any before; promoting a version is a split of 100 to it (or DELETE, when it is the newest). A split sends each share of the worker's unpinned requests (/<name>/…) to its version; pinned requests (/<name>@<version>/…) are never split. A visitor stays on one version: the runtime_visitor cookie on the workers' origin holds a random id, hashed with the worker's name into one of 100 buckets, the newest version of the split taking the lowest buckets, so every instance agrees and growing the newest version's share keeps its visitors on it. Requests without the cookie split by the header split_header names, or at random (and get the cookie). Every worker answer names its version in X-Worker-Version. A version of the split that is disabled later leaves its share to the newest enabled version. The split is kept in the key store: it holds across restarts and, in a cluster, on every instance.
+         * @description Puts a split in force at once, in place of any before; promoting a version is a split of 100 to it (or DELETE, when it is the activeVersion). A split sends each share of the worker's unpinned requests (/<name>/…) to its version; pinned requests (/<name>@<version>/…) are never split. A visitor stays on one version: the runtime_visitor cookie on the workers' origin holds a random id, hashed with the worker's name into one of 100 buckets, the newest version of the split taking the lowest buckets, so every instance agrees and growing the newest version's share keeps its visitors on it. Requests without the cookie split by the header split_header names, or at random (and get the cookie). Every worker answer names its version in X-Worker-Version. A version of the split that is disabled later, or that this instance holds back because its health check runs or failed (failedVersions), leaves its share to the worker's activeVersion. The split is kept in the key store: it holds across restarts and, in a cluster, on every instance.
          */
         put: operations["setWorkerTraffic"];
         post?: never;
         /**
          * End a worker's traffic split
-         * @description Unpinned requests go to the newest enabled version again. Ending no split is not an error.
+         * @description Unpinned requests go to the worker's activeVersion again. Ending no split is not an error.
          */
         delete: operations["deleteWorkerTraffic"];
         options?: never;
@@ -1167,7 +1215,7 @@ export interface paths {
         put?: never;
         /**
          * Serve a worker version again
-         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
+         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["enableWorker"];
         delete?: never;
@@ -1282,6 +1330,16 @@ export interface components {
             code: string;
             /** @description what went wrong and what to do about it */
             message: string;
+        };
+        FailedVersion: {
+            /**
+             * Format: date-time
+             * @description when the check ended
+             */
+            at?: string;
+            /** @description why: what the health check answered last, or how the process failed to start */
+            reason: string;
+            version: string;
         };
         FileBatchRequest: {
             paths: string[];
@@ -1399,6 +1457,8 @@ export interface components {
         };
         KeyList: {
             keys: components["schemas"]["KeyRecord"][];
+            /** @description on a page (limit or cursor given) that is not the last: pass as cursor for the next page */
+            nextCursor?: string;
         };
         KeyRecord: {
             /** @description Unix seconds */
@@ -1556,6 +1616,8 @@ export interface components {
             version: string;
         };
         PoolProcess: {
+            /** @description crash-looping: the crashes in a row */
+            crashes?: number;
             /** @description requests being served now */
             inFlight: number;
             /** Format: date-time */
@@ -1570,14 +1632,19 @@ export interface components {
             restarts: number;
             /**
              * Format: date-time
+             * @description crash-looping: when a request may start the version's process again
+             */
+            retryAt?: string;
+            /**
+             * Format: date-time
              * @description when it began accepting connections; absent while starting
              */
             startedAt?: string;
             /**
-             * @description draining: out of the pool, finishing its requests before it stops
+             * @description draining: out of the pool, finishing its requests before it stops; crash-looping: the version's process crashed repeatedly (each time within 30 s of its start) and is not running: it starts again on a request after retryAt, each wait twice the one before, up to 30 s
              * @enum {string}
              */
-            state: "starting" | "running" | "draining";
+            state: "starting" | "running" | "draining" | "crash-looping";
             version: string;
             worker: string;
         };
@@ -1608,6 +1675,47 @@ export interface components {
             step: number;
             /** @description every worker request together; memoryBytes: every worker process together (0 with none running) */
             workers: components["schemas"]["StatsSeries"];
+        };
+        SecretBy: {
+            /** @description the key's id; 0 for the root key */
+            id: number;
+            keyPrefix: string;
+            name: string;
+        };
+        SecretRecord: {
+            /** @description the environment variable the worker's processes get */
+            name: string;
+            /**
+             * Format: date-time
+             * @description when it was last set
+             */
+            updatedAt: string;
+            /** @description the key that set it last */
+            updatedBy: components["schemas"]["SecretBy"];
+        };
+        SecretValue: {
+            /** @description the secret's value, at most 32 KiB, no NUL byte; it is sealed at once and never shown again */
+            value: string;
+        };
+        SecretsChange: {
+            /** @description secrets to set, by name; their values are sealed at once and never shown again */
+            set?: {
+                [key: string]: string;
+            };
+            /** @description names of secrets to remove; each must exist */
+            unset?: string[];
+        };
+        SecretsChanged: {
+            data: {
+                /** @description the versions whose running process was restarted with the new secrets here; empty when none was running */
+                restarted: string[];
+                /** @description the names set */
+                set: string[];
+                /** @description the names removed */
+                unset: string[];
+                worker: string;
+            };
+            success: boolean;
         };
         Session: {
             authenticated: boolean;
@@ -1700,8 +1808,12 @@ export interface components {
             worker: string;
         };
         WorkerRecord: {
+            /** @description the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled */
+            activeVersion?: string;
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
+            /** @description installed versions whose check failed on this instance: they take no unpinned traffic (pinned requests still reach them). A version leaves the list when it passes a later check (upload it again, or enable it again) */
+            failedVersions: components["schemas"]["FailedVersion"][];
             /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint) or process (a program of its own, which writes the worker's logs); a version whose manifest cannot be read is left out */
             kinds: {
                 [key: string]: string;
@@ -1712,7 +1824,7 @@ export interface components {
             path: string;
             /** @description true only when source is uploaded */
             removable: boolean;
-            /** @description the version /<name>/ serves: the highest enabled one (latest counts as the newest); absent when none is enabled */
+            /** @description the version /<name>/ serves (outside the shares of a traffic split); the same as activeVersion */
             served?: string;
             /** @description bytes in each version's regular files (links not followed), by version, as of the last scan of its folder */
             sizes: {
@@ -1730,6 +1842,11 @@ export interface components {
                 restarted: string[];
             };
             success: boolean;
+        };
+        WorkerSecrets: {
+            /** @description by name */
+            secrets: components["schemas"]["SecretRecord"][];
+            worker: string;
         };
         WorkerStats: {
             /** @description steps in each array (360: the last hour) */
@@ -2715,22 +2832,40 @@ export interface operations {
     };
     listKeys: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description records per page, 1 to 500 (default 50 when cursor is given); without limit and cursor the answer is the whole listing, unpaginated */
+                limit?: number;
+                /** @description the X-Next-Cursor of the previous page (a key id; keys come by ascending id); pages come in that order, so a record present throughout a walk is on exactly one page however others come and go */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The keys */
+            /** @description The keys, or a page of them */
             200: {
                 headers: {
+                    /** @description the cursor of the next page, to pass as cursor; only on a page (limit or cursor given) that is not the last */
+                    "X-Next-Cursor"?: string;
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["KeyList"];
+                };
+            };
+            /** @description A malformed limit or cursor (BAD_REQUEST) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
                 };
             };
             /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
@@ -5129,22 +5264,40 @@ export interface operations {
     };
     listWorkers: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description records per page, 1 to 500 (default 50 when cursor is given); without limit and cursor the answer is the whole listing, unpaginated */
+                limit?: number;
+                /** @description the X-Next-Cursor of the previous page (opaque; workers come by name); pages come in that order, so a record present throughout a walk is on exactly one page however others come and go */
+                cursor?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The workers */
+            /** @description The workers, or a page of them */
             200: {
                 headers: {
+                    /** @description the cursor of the next page, to pass as cursor; only on a page (limit or cursor given) that is not the last */
+                    "X-Next-Cursor"?: string;
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["WorkerRecord"][];
+                };
+            };
+            /** @description A malformed limit or cursor (BAD_REQUEST) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
                 };
             };
             /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
@@ -6525,7 +6678,7 @@ export interface operations {
             query?: {
                 /** @description 1 or true: run every check of the upload and answer what it would do, installing nothing */
                 dryRun?: "1" | "true" | "0" | "false";
-                /** @description 1 to 99: install the new version and, in the same step, send this percentage of unpinned requests to it and the rest to the version served until then (the largest share of a split in force, else the newest enabled version), so it never serves everyone; promote it with PUT traffic (100 to it) or DELETE traffic */
+                /** @description 1 to 99: install the new version and, in the same step, send this percentage of unpinned requests to it and the rest to the version served until then (the largest share of a split in force, else the worker's activeVersion), so it never serves everyone; a process worker's canary gets its share only once it has passed its health check, and when it fails the check the upload answers 422 HEALTHCHECK_FAILED and the split before the upload is put back (none, usually); promote it with PUT traffic (100 to it) or DELETE traffic */
                 canary?: number;
             };
             header?: never;
@@ -6595,6 +6748,17 @@ export interface operations {
             };
             /** @description Over max_upload_size, max_unpacked_size or max_archive_entries (PAYLOAD_TOO_LARGE, naming the limit) */
             413: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; the message gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            422: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
@@ -6914,6 +7078,364 @@ export interface operations {
                 };
             };
             /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    listWorkerSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The worker's secrets, by name */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerSecrets"];
+                };
+            };
+            /** @description Malformed scope or worker name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:secrets (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No secrets_key is configured (SECRETS_NOT_CONFIGURED); the message says how to configure one; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    changeWorkerSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SecretsChange"];
+            };
+        };
+        responses: {
+            /** @description Changed; the worker's running processes were restarted with the new secrets */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsChanged"];
+                };
+            };
+            /** @description Malformed body, a name that is not an environment variable name or one the runtime sets (INVALID_SECRET_NAME), a value over 32 KiB or with a NUL byte (INVALID_SECRET_VALUE), more than 100 secrets (TOO_MANY_SECRETS); Malformed scope or worker name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:secrets (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description A secret to remove does not exist (SECRET_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No secrets_key is configured (SECRETS_NOT_CONFIGURED); the message says how to configure one; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    setWorkerSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME or LISTEN_*) */
+                secret: string;
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SecretValue"];
+            };
+        };
+        responses: {
+            /** @description Changed; the worker's running processes were restarted with the new secrets */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsChanged"];
+                };
+            };
+            /** @description Malformed body, a name that is not an environment variable name or one the runtime sets (INVALID_SECRET_NAME), a value over 32 KiB or with a NUL byte (INVALID_SECRET_VALUE), more than 100 secrets (TOO_MANY_SECRETS); Malformed scope or worker name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:secrets (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No secrets_key is configured (SECRETS_NOT_CONFIGURED); the message says how to configure one; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    deleteWorkerSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME or LISTEN_*) */
+                secret: string;
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Changed; the worker's running processes were restarted with the new secrets */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecretsChanged"];
+                };
+            };
+            /** @description Malformed secret name (INVALID_SECRET_NAME); Malformed scope or worker name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:secrets (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker has no such secret (SECRET_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No secrets_key is configured (SECRETS_NOT_CONFIGURED); the message says how to configure one; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
                 headers: {
                     /** @description correlation id of the request */
@@ -7565,6 +8087,17 @@ export interface operations {
             };
             /** @description A folder earlier in the list already provides this name, or an enabled plugin's base would hide the worker (WORKER_CONFLICT) */
             409: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; the message gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            422: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;

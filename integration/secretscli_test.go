@@ -1,0 +1,158 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/internal/testkit"
+)
+
+// runWithInput runs the client's command args with stdin as its standard input.
+func (c *cli) runWithInput(stdin string, args ...string) (string, string, int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, append([]string{"runtime"}, args...)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + c.config, "XDG_CONFIG_HOME=" + c.config}, c.env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	stdout, stderr, code, err := testkit.Run(cmd)
+	if err != nil {
+		c.t.Fatalf("running %v: %v", args, err)
+	}
+	return stdout, stderr, code
+}
+
+// TestCLISecrets: secrets set reads the value from stdin (an argument is refused, pointing
+// there), list shows names and never values, unset removes; deploy --secrets-file sets a
+// .env file's secrets before the upload, so the new version starts with them, and with
+// --dry-run names them and sends nothing. No value is ever printed.
+func TestCLISecrets(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": newSecretsKey(t)}})
+	c := newCLI(t)
+	c.env = []string{"RUNTIME_URL=" + s.URL, "RUNTIME_API_KEY=" + rootKey}
+	const value = "piped-value-93317"
+
+	out, errOut, code := c.run("secrets", "set", "@team/api", "TOKEN", value)
+	if code != 1 || !strings.Contains(errOut, "reads the value from standard input, never from an argument") {
+		t.Errorf("secrets set with the value as an argument: exit %d, %q %q", code, out, errOut)
+	}
+	if out, errOut, code := c.runWithInput("", "secrets", "set", "@team/api", "TOKEN"); code != 1 || !strings.Contains(errOut, "no value for TOKEN on standard input") {
+		t.Errorf("secrets set with nothing on stdin: exit %d, %q %q", code, out, errOut)
+	}
+	out, errOut, code = c.runWithInput(value+"\n", "secrets", "set", "@team/api", "TOKEN")
+	if code != 0 || !strings.Contains(out, "Set secret TOKEN of @team/api") {
+		t.Fatalf("secrets set: exit %d, %q %q", code, out, errOut)
+	}
+	c.runWithInput("second", "secrets", "set", "@team/api", "SECOND")
+	out = c.ok("secrets", "list", "@team/api")
+	if !strings.Contains(out, "TOKEN") || !strings.Contains(out, "SECOND") || !strings.Contains(out, "root") {
+		t.Errorf("secrets list printed %q", out)
+	}
+	out = c.ok("secrets", "unset", "@team/api", "SECOND")
+	if !strings.Contains(out, "Removed secret SECOND of @team/api") {
+		t.Errorf("secrets unset printed %q", out)
+	}
+	if out := c.ok("secrets", "list", "@team/api", "--json"); strings.Contains(out, "SECOND") || !strings.Contains(out, `"TOKEN"`) {
+		t.Errorf("after unset, secrets list --json printed %q", out)
+	}
+	if _, errOut, code := c.runWithInput("x", "secrets", "set", "@team/api", "PORT"); code != 1 || !strings.Contains(errOut, "INVALID_SECRET_NAME") {
+		t.Errorf("secrets set PORT: exit %d, %q", code, errOut)
+	}
+
+	// deploy --secrets-file: the process worker's first process has them.
+	dir := t.TempDir()
+	server, err := os.ReadFile(harness.TestWorker(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"manifest.yaml": "name: '@team/api'\nversion: 1.0.0\nentrypoint: server\n"})
+	if err := os.WriteFile(filepath.Join(dir, "server"), server, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	envFile := filepath.Join(t.TempDir(), ".env")
+	env := "# production\nexport DB_URL=\"postgres://u:p%40ss-1181@db/x\"\nFLAG='on # not a comment'\nPLAIN=plain-4471 # a comment\n\n"
+	if err := os.WriteFile(envFile, []byte(env), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = c.ok("deploy", dir, "--secrets-file", envFile, "--dry-run")
+	if !strings.Contains(out, "Would set secrets DB_URL, FLAG, PLAIN (dry run: not sent)") {
+		t.Errorf("deploy --dry-run printed %q", out)
+	}
+	if list := c.ok("secrets", "list", "@team/api"); strings.Contains(list, "DB_URL") {
+		t.Error("a dry run set the secrets")
+	}
+	out = c.ok("deploy", dir, "--secrets-file", envFile)
+	if !strings.Contains(out, "Set secrets DB_URL, FLAG, PLAIN") {
+		t.Errorf("deploy printed %q", out)
+	}
+	e := echoOf(t, s.Get("/@team/api/"))
+	for name, want := range map[string]string{"DB_URL": "postgres://u:p%40ss-1181@db/x", "FLAG": "on # not a comment", "PLAIN": "plain-4471", "TOKEN": value} {
+		if got, _ := envOf(e, name); got != want {
+			t.Errorf("the deployed worker's %s = %q, want %q", name, got, want)
+		}
+	}
+	if _, errOut, code := c.run("deploy", dir, "--secrets-file", filepath.Join(dir, "missing.env")); code != 1 || !strings.Contains(errOut, "missing.env") {
+		t.Errorf("deploy with a missing secrets file: exit %d, %q", code, errOut)
+	}
+}
+
+// TestSecretsRotate: rotate re-seals every secret under the new key (the old from
+// RUNTIME_SECRETS_KEY_OLD), the runtime started with the new key gives the worker the same
+// value, and one still holding the old key does not start the worker without it; a second
+// rotation has nothing to do, and a wrong old key changes nothing.
+func TestSecretsRotate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	oldKey, newKey := newSecretsKey(t), newSecretsKey(t)
+	start := func(key string) *harness.Server {
+		return harness.Start(t, harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": key}})
+	}
+	s := start(oldKey)
+	processWorker(t, s, "app", "1.0.0", "")
+	const value = "rotate-me-55190"
+	setSecret(t, s, rootKey, "app", "TOKEN", value)
+	setSecret(t, s, rootKey, "app", "OTHER", "other-value")
+	s.Stop()
+
+	rotate := func(old, new string) (string, error) {
+		return harness.RunCommand(t, dir, map[string]string{"RUNTIME_SECRETS_KEY_OLD": old, "RUNTIME_SECRETS_KEY": new},
+			"runtime", "secrets", "rotate", "--config", filepath.Join(dir, "Caddyfile"), "--adapter", "caddyfile")
+	}
+	if out, err := rotate(newSecretsKey(t), newKey); err == nil || !strings.Contains(out, "neither the old key") {
+		t.Fatalf("rotate with a wrong old key: %v\n%s", err, out)
+	}
+	out, err := rotate(oldKey, newKey)
+	if err != nil || !strings.Contains(out, "re-sealed 2 secrets under key") {
+		t.Fatalf("rotate: %v\n%s", err, out)
+	}
+	if out, err := rotate(oldKey, newKey); err != nil || !strings.Contains(out, "re-sealed 0 secrets") {
+		t.Errorf("a second rotate: %v\n%s", err, out)
+	}
+	if strings.Contains(out, value) {
+		t.Error("rotate printed a value")
+	}
+
+	s = start(newKey)
+	if got, _ := envOf(echoOf(t, s.Get("/app/")), "TOKEN"); got != value {
+		t.Errorf("after rotation the worker's TOKEN = %q, want %q", got, value)
+	}
+	s.Stop()
+
+	s = start(oldKey)
+	resp := s.Get("/app/")
+	if resp.Status == 200 || !strings.Contains(s.Logs(), "sealed under another secrets key") {
+		t.Errorf("with the old key after rotation, /app/ = %s; want the worker not started, saying why", resp)
+	}
+	var list api.WorkerSecrets
+	if resp := s.Get(secretsPath(s, "app"), harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&list) != nil || len(list.Secrets) != 2 {
+		t.Errorf("GET secrets with the old key = %s", resp)
+	}
+}
