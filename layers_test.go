@@ -75,6 +75,8 @@ func TestLayers(t *testing.T) {
 		"secrets":  {"handlers", "serving", "caddymodule", "workers", "keystore", "config", "packages"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
+		// Host names are a leaf the API, the data plane, the CLI and the settings share.
+		"hosts": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "packages", "keystore", "config"},
 		// The package store is a leaf the API and the reconciler use: it knows none of them.
 		"packagestore": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "packages", "plugins", "keystore"},
 		// The reconciler is an engine under the glue: it converges the catalogs (packages) with the
@@ -133,8 +135,9 @@ func TestCaddyStaysInTheGlue(t *testing.T) {
 // and mount the API: no JSON type of the API is built there.
 func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
 	// Cluster and Instances are what the API is given in cluster mode, as PluginHost is;
-	// SecretsOptions is how it is given the secrets key.
-	allowed := []string{"API", "New", "Options", "PluginHost", "Cluster", "Instances", "SecretsOptions", "APIKeyHeader", "SessionCookie", "HostSessionCookie"}
+	// SecretsOptions is how it is given the secrets key; ConnContext is registered with the
+	// server so that listings can write their answers in one go.
+	allowed := []string{"API", "New", "Options", "PluginHost", "Cluster", "Instances", "SecretsOptions", "APIKeyHeader", "SessionCookie", "HostSessionCookie", "ConnContext"}
 	files, err := filepath.Glob("internal/caddymodule/*.go")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ type Discovery struct {
 	API     string `json:"api" doc:"the API path in effect as the client sees it, e.g. /api, /_/api, or /hp/api when the runtime is mounted at /hp"`
 	Version string `json:"version" doc:"runtime version"`
 	Workers string `json:"workers,omitempty" doc:"the workers' base URL when they are served on another origin, e.g. https://apps.example.com (a worker is at <workers>/<name>/), as configured in workers_url; absent when they share this origin"`
+	// WorkersDomain extends the spec's document: each worker's own host.
+	WorkersDomain string `json:"workersDomain,omitempty" doc:"set when each worker has a host of its own (workers_domain): the domain as a base URL, e.g. https://apps.example.com; worker app is then at https://app.apps.example.com/ and @team/app at https://app.team.apps.example.com/ (the listing's url says which workers have one). Absent when unset"`
 }
 
 // Health is the body of the health probes.

@@ -35,6 +35,9 @@ type WorkerRecord struct {
 	// instance sees them: each instance checks new versions for itself.
 	ActiveVersion  string          `json:"activeVersion,omitempty" doc:"the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled"`
 	FailedVersions []FailedVersion `json:"failedVersions" doc:"installed versions whose check failed on this instance: they take no unpinned traffic (pinned requests still reach them). A version leaves the list when it passes a later check (upload it again, or enable it again)"`
+	// URL and NoHost extend it too: the worker's own host under workers_domain.
+	URL    string `json:"url,omitempty" doc:"the worker's own host, e.g. https://app.apps.example.com/, when workers_domain is set; it serves what the unpinned path serves (pinned versions stay on the path form). Absent when workers_domain is unset or the name cannot be a host name"`
+	NoHost string `json:"noHost,omitempty" doc:"set when workers_domain is set but the name cannot be a host name (a part holds '.' or '_', or is longer than 63): why the worker is served at its path only"`
 }
 
 // FailedVersion is a worker version that did not pass its check.

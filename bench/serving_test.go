@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -18,8 +19,9 @@ import (
 )
 
 // BenchmarkServing compares, on one runtime process, a static worker's index file with Caddy's
-// own file_server on the same file, and a process worker with Caddy's reverse_proxy straight
-// to another instance of the same program; the pairs alternate round by round.
+// own file_server on the same file, and a process worker, on a port and on the unix socket it
+// is handed (listen: socket), with Caddy's reverse_proxy straight to another instance of the
+// same program over TCP; the pairs alternate round by round.
 func BenchmarkServing(b *testing.B) {
 	backend := startBackend(b)
 	site := `	handle_path /fs/* {
@@ -37,12 +39,14 @@ func BenchmarkServing(b *testing.B) {
 	writeWorker(b, s, "site", "name: site\nversion: 1.0.0\nentrypoint: index.html\n", map[string]string{"index.html": page})
 	writeWorker(b, s, "spa", "name: spa\nversion: 1.0.0\nentrypoint: index.html\ninjectBase: true\n", map[string]string{"index.html": page})
 	writeProcessWorker(b, s, "proc", "")
+	writeProcessWorker(b, s, "sock", "listen: socket\n")
 
 	client, conns := newClient()
 	defer client.CloseIdleConnections()
 	reqs := map[string]*http.Request{}
 	for name, path := range map[string]string{
 		"static-worker": "/site/", "file-server": "/fs/", "process-worker": "/proc/sleep?d=0", "reverse-proxy": "/rp/sleep?d=0",
+		"socket-worker": "/sock/sleep?d=0",
 		"pinned-worker": "/site@^1.0.0/", "inject-base": "/spa/",
 	} {
 		req, err := newRequest(s.URL+path, nil)
@@ -52,7 +56,7 @@ func BenchmarkServing(b *testing.B) {
 		reqs[name] = req
 	}
 	// Both sides of each pair answer the same bytes.
-	for _, pair := range [][2]string{{"static-worker", "file-server"}, {"process-worker", "reverse-proxy"}} {
+	for _, pair := range [][2]string{{"static-worker", "file-server"}, {"process-worker", "reverse-proxy"}, {"socket-worker", "reverse-proxy"}} {
 		a, c := fetch(b, client, reqs[pair[0]]), fetch(b, client, reqs[pair[1]])
 		if a != c {
 			b.Fatalf("%s answers %q, %s answers %q", pair[0], a, pair[1], c)
@@ -69,7 +73,7 @@ func BenchmarkServing(b *testing.B) {
 			b.Fatalf("warming up: %v", err)
 		}
 	}
-	names := []string{"static-worker", "file-server", "process-worker", "reverse-proxy", "pinned-worker", "inject-base"}
+	names := []string{"static-worker", "file-server", "process-worker", "reverse-proxy", "socket-worker", "pinned-worker", "inject-base"}
 	for i := range *rounds {
 		for j := range names {
 			name := names[(i+j)%len(names)]
@@ -116,36 +120,102 @@ func BenchmarkManyWorkers(b *testing.B) {
 }
 
 // BenchmarkColdStart times the first byte of a process worker's first request, starting the
-// process each time (disabling and enabling the version stops it; that is not timed).
+// process each time (disabling and enabling the version stops it; that is not timed), against
+// a bare start of the same program: started as a plain child of the benchmark on a free port,
+// timed from its start until the first byte of the same request, dialled again every 100 µs
+// until it listens. The worker that takes its listener as descriptor 3 (listen: socket, in a
+// network of its own when the benchmark runs as root) and the one polled on its port alternate
+// with the bare start, request by request.
 func BenchmarkColdStart(b *testing.B) {
 	s := harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Global: accessLog})
-	writeProcessWorker(b, s, "cold", "")
+	writeProcessWorker(b, s, "coldport", "")
+	// Every layer: as root, the worker handed its listener also gets a network of its own.
+	iso := s
+	if os.Geteuid() == 0 {
+		iso = harness.Start(b, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Global: accessLog,
+			App: "worker_network isolated"})
+	}
+	writeProcessWorker(b, iso, "cold", "listen: socket\n")
 	client, _ := newClient()
 	defer client.CloseIdleConnections()
-	toggle := func(verb string) {
-		if resp := s.Do("POST", s.API+"/workers/_/cold/1.0.0/"+verb, harness.WithKey(rootKey)); resp.Status != 200 {
+	bin := harness.TestWorker(b)
+	var sock, port, bare []time.Duration
+	for range b.N {
+		sock = append(sock, coldStart(b, iso, client, "cold"))
+		bare = append(bare, bareStart(b, bin))
+		port = append(port, coldStart(b, s, client, "coldport"))
+	}
+	b.ReportMetric(ms(percentile(sock, 0.5)), "p50-ms")
+	b.ReportMetric(ms(percentile(sock, 0.9)), "p90-ms")
+	b.ReportMetric(ms(percentile(port, 0.5)), "port-p50-ms")
+	b.ReportMetric(ms(percentile(bare, 0.5)), "bare-p50-ms")
+	b.ReportMetric(ms(percentile(bare, 0.9)), "bare-p90-ms")
+	b.ReportMetric(float64(percentile(sock, 0.5))/float64(2*percentile(bare, 0.5)+5*time.Millisecond), "p50/budget")
+	b.ReportMetric(float64(percentile(sock, 0.9))/float64(3*percentile(bare, 0.9)), "p90/budget")
+}
+
+// coldStart stops the worker's process, then times its next request from the runtime until
+// the first byte of the answer.
+func coldStart(b *testing.B, s *harness.Server, client *http.Client, name string) time.Duration {
+	b.StopTimer()
+	defer b.StartTimer()
+	for _, verb := range []string{"disable", "enable"} {
+		if resp := s.Do("POST", s.API+"/workers/_/"+name+"/1.0.0/"+verb, harness.WithKey(rootKey)); resp.Status != 200 {
 			b.Fatalf("%s: %s", verb, resp)
 		}
 	}
-	var total time.Duration
-	for range b.N {
-		b.StopTimer()
-		toggle("disable")
-		toggle("enable")
-		req, _ := http.NewRequest("GET", s.URL+"/cold/sleep?d=0", nil)
-		b.StartTimer()
-		start := time.Now()
-		resp, err := client.Do(req) // returns at the first byte of the answer
-		total += time.Since(start)
-		b.StopTimer()
-		if err != nil || resp.StatusCode != 200 {
-			b.Fatalf("cold request: %v %v", err, resp)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		b.StartTimer()
+	req, _ := http.NewRequest("GET", s.URL+"/"+name+"/sleep?d=0", nil)
+	start := time.Now()
+	resp, err := client.Do(req) // returns at the first byte of the answer
+	took := time.Since(start)
+	if err != nil || resp.StatusCode != 200 {
+		b.Fatalf("cold request: %v %v", err, resp)
 	}
-	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/start")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return took
+}
+
+// bareStart times the program started plainly on a free port until the first byte of the
+// same request, dialled again every 100 µs until it listens.
+func bareStart(b *testing.B, bin string) time.Duration {
+	b.StopTimer()
+	defer b.StartTimer()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOST=127.0.0.1", "PORT=" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)}
+	ownSession(cmd)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			for {
+				conn, err := net.Dial("tcp", addr)
+				if err == nil || ctx.Err() != nil {
+					return conn, err
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/sleep?d=0", nil)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	took := time.Since(start)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err != nil || resp.StatusCode != 200 {
+		b.Fatalf("bare request: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	return took
 }
 
 // startBackend runs the test worker on a free port for reverse_proxy, until the benchmark ends.

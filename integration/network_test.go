@@ -163,3 +163,52 @@ func TestWorkerNetworkIsolated(t *testing.T) {
 		t.Fatalf("a worker that ignores its listener = %s, want 503 WORKER_UNAVAILABLE naming descriptor 3", resp)
 	}
 }
+
+// TestWorkerListenSocket: with listen: socket a worker of the host's network is handed its
+// listener as descriptor 3 (LISTEN_FDS=1, LISTEN_PID its own pid, no PORT) and serves there;
+// one that starts listening late answers too, as does a late one on its port. A worker that
+// ignores LISTEN_FDS, one that never listens and one that exits first answer 503
+// WORKER_UNAVAILABLE saying why, as does one that never listens on its port; a worker without
+// listen keeps its PORT, and a bad value refuses the upload.
+func TestWorkerListenSocket(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	processWorker(t, s, "sock", "1.0.0", "listen: socket\nenv:\n  LISTEN_PID: '1'\n")
+	e := echoOf(t, s.Get("/sock/"))
+	env := strings.Join(e.Env, "\n") + "\n"
+	if !strings.Contains(env, "LISTEN_FDS=1\n") || !strings.Contains(env, fmt.Sprintf("LISTEN_PID=%d\n", e.PID)) ||
+		strings.Contains(env, "\nPORT=") || strings.Contains(env, "\nHOST=") {
+		t.Errorf("a worker with listen: socket has the environment:\n%s", env)
+	}
+	switchProtocols(t, s.URL+"/sock/upgrade")
+
+	processWorker(t, s, "plain", "1.0.0", "")
+	if _, ok := workerEnv(t, s, "/plain/", "PORT"); !ok {
+		t.Error("a worker without listen has no PORT")
+	}
+	processWorker(t, s, "late", "1.0.0", "listen: socket\nenv:\n  START_DELAY: 700ms\n")
+	processWorker(t, s, "lateport", "1.0.0", "env:\n  START_DELAY: 700ms\n")
+	for _, base := range []string{"/late/", "/lateport/"} {
+		echoOf(t, s.Get(base))
+	}
+
+	tests := []struct{ name, extra, says string }{
+		{"deaf", "listen: socket\nstartTimeout: 2s\nenv:\n  IGNORE_LISTEN_FDS: '1'\n", "did not accept connections on its listener within startTimeout 2s"},
+		{"never", "listen: socket\nstartTimeout: 2s\nenv:\n  TESTWORKER_MODE: sleeper\n", "did not accept connections on its listener within startTimeout 2s"},
+		{"quitter", "listen: socket\nenv:\n  EXIT_AT_START: '1'\n", "exited before accepting a connection on its listener, descriptor 3"},
+		{"neverport", "startTimeout: 2s\nenv:\n  TESTWORKER_MODE: sleeper\n", "did not listen on PORT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			processWorker(t, s, tt.name, "1.0.0", tt.extra)
+			resp := s.Get("/" + tt.name + "/")
+			if resp.Status != 503 || resp.ErrorCode() != "WORKER_UNAVAILABLE" || !strings.Contains(body(resp), tt.says) {
+				t.Errorf("GET /%s/ = %s, want 503 WORKER_UNAVAILABLE saying %q", tt.name, resp, tt.says)
+			}
+		})
+	}
+
+	resp := s.Upload(s.API+"/workers/upload", "a.tgz", harness.TarGz(t, pkg("name: bad\nversion: 1.0.0\nentrypoint: server\nlisten: fd3\n",
+		harness.File{Name: "server", Body: "#!/bin/sh\n", Mode: 0o755})...), harness.WithKey(rootKey))
+	refused(t, "an upload with listen: fd3", resp, 400, "INVALID_MANIFEST", `listen "fd3"`)
+}

@@ -33,6 +33,7 @@ var readmeDocs = []string{
 	"docs/authentication.md",
 	"docs/security.md",
 	"docs/cluster.md",
+	"docs/hosts.md",
 	"docs/architecture.md",
 	"docs/troubleshooting.md",
 	"examples/README.md",

@@ -1,7 +1,8 @@
 // Command hello is an example process worker: an HTTP server that greets and shows what the
 // runtime tells it about each request. It serves on $HOST:$PORT, or, when the runtime hands it
-// a listening socket (worker_network isolated: LISTEN_FDS=1 and LISTEN_PID its own pid, the
-// socket being descriptor 3, as systemd's socket activation does), on that socket.
+// a listening socket (listen: socket or worker_network isolated: LISTEN_FDS=1 and LISTEN_PID
+// its own pid, the socket being descriptor 3, as systemd's socket activation does), on that
+// socket.
 package main
 
 import (

@@ -119,6 +119,8 @@ func mountOf(paths []string) string {
 //			worker_log_rate <lines per second>
 //			worker_log_lines <lines kept per worker>
 //			plugin_handlers <module...>
+//			workers_domain  <domain or base URL>
+//			domain_resolvers <host[:port]...>
 //		}
 //	}
 func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -164,6 +166,7 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 	lists := map[string]*[]string{
 		"worker_dirs": &v.WorkerDirs, "plugin_dirs": &v.PluginDirs, "worker_read_dirs": &v.WorkerReadDirs,
 		"serve": &v.Serve, "process_workers": &v.ProcessWorkers, "plugin_handlers": &v.PluginHandlers,
+		"domain_resolvers": &v.DomainResolvers,
 	}
 	sizes := map[string]*int64{"max_upload_size": &v.MaxUploadSize, "max_unpacked_size": &v.MaxUnpackedSize, "worker_memory": &v.WorkerMemory,
 		"worker_scratch": &v.WorkerScratch}
@@ -173,7 +176,8 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey, "secrets_key": &v.SecretsKey,
 		"session_ttl": &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "split_header": &v.SplitHeader, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,
 		"worker_group": &v.WorkerGroup, "scratch_dir": &v.ScratchDir, "worker_network": &v.WorkerNetwork, "worker_cpu": &v.WorkerCPU,
-		"sync_url": &v.SyncURL, "sync_token": &v.SyncToken, "sync_interval": &v.SyncInterval}
+		"sync_url": &v.SyncURL, "sync_token": &v.SyncToken, "sync_interval": &v.SyncInterval,
+		"workers_domain": &v.WorkersDomain}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		name := d.Val()

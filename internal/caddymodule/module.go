@@ -3,6 +3,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -103,27 +104,31 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	shared, instances, missing := h.state.handlerCluster()
 	h.api, err = handlers.New(handlers.Options{
-		Prefix:       settings.APIPrefix,
-		Version:      version.String(),
-		WorkersURL:   settings.WorkersURL,
-		Logger:       h.logger,
-		Ready:        h.state.readiness,
-		RootKey:      settings.RootKey,
-		Keys:         h.state.keyStore,
-		SessionTTL:   settings.SessionTTL,
-		Workers:      h.state.workers,
-		Plugins:      h.state.plugins,
-		Pool:         h.state.workerPool,
-		Activations:  h.state.activations,
-		Activator:    h.state.activator,
-		PluginHost:   h.plugins,
-		WorkerPolicy: workerPolicy,
-		PluginPolicy: pluginPolicy,
-		Metrics:      runtimeMetrics,
-		Cluster:      shared,
-		Instances:    instances,
-		ApplyTraffic: h.state.applyTraffic,
-		Secrets:      handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
+		Prefix:          settings.APIPrefix,
+		Version:         version.String(),
+		WorkersURL:      settings.WorkersURL,
+		WorkersDomain:   settings.WorkersDomain,
+		DomainResolvers: settings.DomainResolvers,
+		OwnHosts:        h.state.ownHosts,
+		DomainsChanged:  func(ctx context.Context) { _ = h.state.refreshDomains(ctx) },
+		Logger:          h.logger,
+		Ready:           h.state.readiness,
+		RootKey:         settings.RootKey,
+		Keys:            h.state.keyStore,
+		SessionTTL:      settings.SessionTTL,
+		Workers:         h.state.workers,
+		Plugins:         h.state.plugins,
+		Pool:            h.state.workerPool,
+		Activations:     h.state.activations,
+		Activator:       h.state.activator,
+		PluginHost:      h.plugins,
+		WorkerPolicy:    workerPolicy,
+		PluginPolicy:    pluginPolicy,
+		Metrics:         runtimeMetrics,
+		Cluster:         shared,
+		Instances:       instances,
+		ApplyTraffic:    h.state.applyTraffic,
+		Secrets:         handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
 	})
 	if err != nil {
 		return err
@@ -134,7 +139,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	workers := serving.New(serving.Options{
 		Workers: h.state.workers, Pool: h.state.workerPool, Versions: h.state.versions, Activations: h.state.activations, Reserved: workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
-		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing,
+		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing, Hosts: &h.state.hosts,
 		Splits: h.state.splits, SplitHeader: settings.SplitHeader,
 	})
 	h.units = &pluginhost.Chain{Plugins: h.plugins, Workers: workers, Exempt: h.api, Logger: h.logger}
@@ -190,7 +195,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		r = r.WithContext(mount.With(r.Context(), p))
 	}
 	serve := h.settings.Serve
+	_, _, hosted := h.state.hosts.Worker(r.Host)
 	switch {
+	case hosted && serve.Workers:
+		// A worker's own host is the worker's alone: its /api and /cpanel paths too.
+		h.serveUnits(w, r)
+		return nil
 	case h.api.Owns(r.URL.Path):
 		if !serve.API {
 			envelope.Write(w, notServed("the API is not served on this host; use the API's own host"))
@@ -219,11 +229,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		envelope.Write(w, notServed("workers are not served on this host"))
 	default:
-		var failed *envelope.Error
-		serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { failed = h.units.Serve(w, r) })
-		if failed != nil {
-			return h.fail(w, r, failed)
-		}
+		return h.serveUnits(w, r)
+	}
+	return nil
+}
+
+// serveUnits serves r with what was uploaded: hooks, plugin routes, workers.
+func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) error {
+	var failed *envelope.Error
+	serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { failed = h.units.Serve(w, r) })
+	if failed != nil {
+		return h.fail(w, r, failed)
 	}
 	return nil
 }

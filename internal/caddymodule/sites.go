@@ -16,16 +16,13 @@ import (
 // warnedSameSite holds the host pairs already warned about, so a reload does not repeat them.
 var warnedSameSite sync.Map
 
-// warnSameSite warns when workers are served on a host of the API's registrable domain (or on
-// the API's own host, on another port): a worker's page can set cookies there that browsers
-// send to the API, such as a session cookie of its author's. The hosts come from the host
-// matchers of the site blocks and from workers_url; a block without one names no host.
-func (a *App) warnSameSite() {
+// siteHosts are the host names of the site blocks serving the API, and those serving workers
+// (with workers_url's).
+func (a *App) siteHosts() (apiHosts, workerHosts []string) {
 	hosts := map[*Handler][]string{}
 	for _, srv := range a.servers() {
 		handlerHosts(srv.Routes, nil, hosts)
 	}
-	var apiHosts, workerHosts []string
 	for h, names := range hosts {
 		serve := h.settings.Serve
 		switch {
@@ -39,6 +36,15 @@ func (a *App) warnSameSite() {
 			workerHosts = append(workerHosts, names...)
 		}
 	}
+	return apiHosts, workerHosts
+}
+
+// warnSameSite warns when workers are served on a host of the API's registrable domain (or on
+// the API's own host, on another port): a worker's page can set cookies there that browsers
+// send to the API, such as a session cookie of its author's. The hosts come from the host
+// matchers of the site blocks and from workers_url (siteHosts); a block without one names no
+// host.
+func (a *App) warnSameSite(apiHosts, workerHosts []string) {
 	for _, api := range apiHosts {
 		for _, workers := range workerHosts {
 			domain, ok := sameSite(api, workers)

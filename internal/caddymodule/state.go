@@ -22,6 +22,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/events"
+	hostspkg "github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
@@ -115,6 +116,16 @@ type state struct {
 	trafficMu   sync.Mutex // one applyTraffic at a time, so a later read is never replaced by an earlier one
 	stopTraffic chan struct{}
 	trafficDone chan struct{} // closed when the traffic watcher has stopped
+	// hosts maps host names to workers: the latest config's workers_domain, and the verified
+	// custom domains.
+	hosts hostspkg.Router
+	// apiHosts are the host names of the latest config's site blocks serving the API: no
+	// worker may take one as a custom domain.
+	apiHosts atomic.Pointer[[]string]
+	// stopDomains ends the loop that keeps hosts' custom domains as the key store holds them,
+	// which closes domainsDone.
+	stopDomains chan struct{}
+	domainsDone chan struct{}
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
@@ -285,6 +296,11 @@ func (s *state) open() error {
 	}
 	s.workerChanges.Subscribe(s.activator.Changed)
 	s.pool.Store(pool)
+	if err := s.refreshDomains(context.Background()); err != nil {
+		return err
+	}
+	s.stopDomains, s.domainsDone = make(chan struct{}), make(chan struct{})
+	go s.followDomains(store)
 	s.startSecrets(store)
 	if s.clustered() {
 		return s.openCluster(store)
@@ -514,6 +530,10 @@ func (s *state) Destruct() error {
 		s.unwatch() // before the pool closes under it
 	}
 	s.closeCluster() // before the key store and the catalogs close under it
+	if s.stopDomains != nil {
+		close(s.stopDomains)
+		<-s.domainsDone // before the store closes under it
+	}
 	s.stopSecrets()
 	if s.stopPrune != nil {
 		close(s.stopPrune)
@@ -561,6 +581,9 @@ type App struct {
 	// the App holds it, so Cleanup releases it exactly once.
 	state    *state
 	stateKey string
+	// live is state once the app has started it, read without a lock by the TLS permission
+	// module during handshakes.
+	live atomic.Pointer[state]
 	// joined is set once a handler has joined; written is the process-wide settings as
 	// written for it: AppValues and the ones it carries itself (the deprecated form). Every
 	// other handler must come to the same.
@@ -723,6 +746,9 @@ func (a *App) Start() error {
 	if err := a.state.start(); err != nil {
 		return err
 	}
+	// Here, not in join: a config that fails to start leaves the running one's domain.
+	a.state.hosts.SetDomain(a.settings.WorkersDomain)
+	a.live.Store(a.state)
 	addr := instanceAddress(a.servers(), hostname)
 	a.state.address.Store(&addr)
 	if a.settings.RootKey == "" {
@@ -733,7 +759,9 @@ func (a *App) Start() error {
 	if a.sharesOrigin {
 		warnSharedOrigin(a.logger)
 	}
-	a.warnSameSite()
+	apiHosts, workerHosts := a.siteHosts()
+	a.state.apiHosts.Store(&apiHosts)
+	a.warnSameSite(apiHosts, workerHosts)
 	for _, host := range a.hosts {
 		host.Load()
 	}

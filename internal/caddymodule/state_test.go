@@ -71,6 +71,8 @@ func TestStateSettings(t *testing.T) {
 		"worker_log_rate":  func(s *config.Settings) { s.WorkerLogRate++ },
 		"worker_log_lines": func(s *config.Settings) { s.WorkerLogLines++ },
 		"plugin_handlers":  func(s *config.Settings) { s.PluginHandlers = append(s.PluginHandlers, "reverse_proxy") },
+		"workers_domain":   func(s *config.Settings) { s.WorkersDomain.Name = "apps.example.com" },
+		"domain_resolvers": func(s *config.Settings) { s.DomainResolvers = []string{"127.0.0.1:53"} },
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {

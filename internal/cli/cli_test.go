@@ -23,6 +23,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/handlers"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/plugins"
@@ -55,6 +56,12 @@ type testRuntime struct {
 
 func newRuntime(t *testing.T, ready func() error) *testRuntime {
 	t.Helper()
+	return newRuntimeWith(t, func(o *handlers.Options) { o.Ready = ready })
+}
+
+// newRuntimeWith is newRuntime with the API's options as set changes them.
+func newRuntimeWith(t *testing.T, set func(*handlers.Options)) *testRuntime {
+	t.Helper()
 	dir := t.TempDir()
 	store, err := keystore.Open(context.Background(), filepath.Join(dir, "keys.db"))
 	if err != nil {
@@ -77,10 +84,12 @@ func newRuntime(t *testing.T, ready func() error) *testRuntime {
 	}
 	policy := plugins.Policy{Handlers: plugins.DefaultHandlers, Reserved: packages.ReservedNames("/api")}
 	host := &planHost{plugins: pluginCatalog, workers: workerCatalog, policy: policy}
-	api, err := handlers.New(handlers.Options{Prefix: "/api", Version: "v1.2.3", RootKey: rootKey, Ready: ready,
+	opts := handlers.Options{Prefix: "/api", Version: "v1.2.3", RootKey: rootKey,
 		Keys: func() (*keystore.Store, error) { return store, nil }, Workers: workerCatalog, Plugins: pluginCatalog,
 		Pool: func() *workers.Pool { return pool }, PluginHost: host, PluginPolicy: policy,
-		WorkerPolicy: workers.Policy{ProcessWorkers: config.Namespaces{All: true}, Reserved: policy.Reserved}})
+		WorkerPolicy: workers.Policy{ProcessWorkers: config.Namespaces{All: true}, Reserved: policy.Reserved}}
+	set(&opts)
+	api, err := handlers.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,6 +313,50 @@ func TestHealth(t *testing.T) {
 		{"bad URL", []string{"health", "--url", "ftp://x"}, 1, "http(s)"},
 		{"not a runtime", []string{"health", "--url", rt.URL + "/api"}, 1, "NOT_FOUND: no API route at /api/.well-known/runtime"},
 	})
+}
+
+// TestDeployHostURL: with workers_domain, deploy prints the worker's own host for the unpinned
+// URL, and the listing reports it, or why a name has none.
+func TestDeployHostURL(t *testing.T) {
+	t.Parallel()
+	rt := newRuntimeWith(t, func(o *handlers.Options) {
+		o.WorkersDomain = hosts.Domain{Name: "apps.localhost", Scheme: "http", Port: "8080"}
+	})
+	u := ciUser(t, rt)
+	tests := []struct{ name, first string }{
+		{"app", "http://app.apps.localhost:8080/"},
+		{"@team/tool", "http://tool.team.apps.localhost:8080/"},
+		{"my_app", rt.URL + "/my_app/"},
+	}
+	for _, tt := range tests {
+		var deployed struct{ URLs []string }
+		if err := json.Unmarshal([]byte(u.ok("deploy", site(t, tt.name, "1.0.0"), "--json")), &deployed); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{tt.first, rt.URL + "/" + tt.name + "@1.0.0/"}; !reflect.DeepEqual(deployed.URLs, want) {
+			t.Errorf("deploy %s: urls %v, want %v", tt.name, deployed.URLs, want)
+		}
+	}
+	listed := map[string]map[string]any{}
+	for _, w := range rt.get(t, "/workers").([]any) {
+		rec := w.(map[string]any)
+		listed[rec["name"].(string)] = rec
+	}
+	if got := listed["app"]["url"]; got != "http://app.apps.localhost:8080/" {
+		t.Errorf("app's url = %v", got)
+	}
+	if got, _ := listed["my_app"]["noHost"].(string); listed["my_app"]["url"] != nil || !strings.Contains(got, "path only") {
+		t.Errorf("my_app: url %v, noHost %q", listed["my_app"]["url"], got)
+	}
+	resp, err := http.Get(rt.URL + "/.well-known/runtime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d struct{ WorkersDomain string }
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || d.WorkersDomain != "http://apps.localhost:8080" {
+		t.Errorf("discovery: workersDomain %q, %v", d.WorkersDomain, err)
+	}
 }
 
 func TestDeploy(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/client"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/packages"
 )
 
@@ -187,6 +188,13 @@ func deploy(e *env, args []string) error {
 			base = strings.TrimRight(d.Workers, "/")
 		}
 		out.URLs = []string{base + "/" + packed.Name + "/", base + "/" + packed.Name + "@" + packed.Version + "/"}
+		// With workers_domain the worker's own host replaces its unpinned path; pinned
+		// versions stay on the path form.
+		if domain, err := hosts.ParseDomain(d.WorkersDomain); err == nil && domain.Name != "" {
+			if u, err := domain.URL(packed.Name); err == nil {
+				out.URLs[0] = u + "/"
+			}
+		}
 	}
 	if wait && !dryRun {
 		if out.Wait, err = waitConverged(e, c, uploadChange(out.Upload), waitTimeout); err != nil {

@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/mount"
 	"github.com/caddy-runtime/runtime/internal/secrets"
 )
@@ -111,6 +113,13 @@ type AppValues struct {
 	WorkerLogLines int `json:"worker_log_lines,omitempty"`
 	// PluginHandlers lists the handler modules plugin routes may use.
 	PluginHandlers []string `json:"plugin_handlers,omitempty"`
+	// WorkersDomain gives each worker a host of its own under it: <name>.<domain> and
+	// <name>.<scope>.<domain>, e.g. "apps.example.com", or a base URL such as
+	// "http://apps.localhost:8080" whose scheme and port the workers' URLs carry.
+	WorkersDomain string `json:"workers_domain,omitempty"`
+	// DomainResolvers are the DNS servers (host or host:port) asked for the TXT records that
+	// verify custom domains; none: the system's resolver.
+	DomainResolvers []string `json:"domain_resolvers,omitempty"`
 }
 
 // Settings are the effective settings of a runtime instance.
@@ -148,6 +157,8 @@ type Settings struct {
 	WorkerLogRate   int     // lines per second
 	WorkerLogLines  int     // lines kept per worker
 	PluginHandlers  []string
+	WorkersDomain   hosts.Domain // Name "" when unset
+	DomainResolvers []string     // host:port; none for the system's resolver
 }
 
 // SyncSettings are the settings of a sync-mode key store.
@@ -223,6 +234,8 @@ var Definitions = []Definition{
 	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100", Process},
 	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000", Process},
 	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode", Process},
+	{"workers_domain", "RUNTIME_WORKERS_DOMAIN", "", Process},
+	{"domain_resolvers", "RUNTIME_DOMAIN_RESOLVERS", "", Process},
 }
 
 // Written is the setting as the Caddyfile writes it: its name, and for a field of the s3
@@ -371,6 +384,14 @@ func ResolveApp(v AppValues, getenv func(string) string) (Settings, error) {
 	if err := r.isolation(v, &s); err != nil {
 		return s, err
 	}
+	raw, fromEnv = r.pick("workers_domain", v.WorkersDomain)
+	if s.WorkersDomain, err = hosts.ParseDomain(raw); err != nil {
+		return s, r.fail("workers_domain", fromEnv, raw, err)
+	}
+	list, fromEnv := r.list("domain_resolvers", v.DomainResolvers)
+	if s.DomainResolvers, err = checkResolvers(list); err != nil {
+		return s, r.fail("domain_resolvers", fromEnv, strings.Join(list, " "), err)
+	}
 	// The package store is the runtime app's module, which sets its settings in place of these.
 	s.PackageStore.Kind = StoreLocal
 	return s, nil
@@ -492,6 +513,23 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("must be more than 0 bytes and at most 1PiB")
 	}
 	return int64(n), nil
+}
+
+// checkResolvers checks DNS server addresses, host or host:port, and gives each its port (53
+// when left out).
+func checkResolvers(list []string) ([]string, error) {
+	var out []string
+	for _, addr := range list {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			host, port = strings.Trim(addr, "[]"), "53"
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" || strings.ContainsAny(host, "/ ") {
+			return nil, fmt.Errorf("%q is not a DNS server address: write host or host:port, e.g. 1.1.1.1 or 127.0.0.1:5353", addr)
+		}
+		out = append(out, net.JoinHostPort(host, port))
+	}
+	return out, nil
 }
 
 func absDir(p string) (string, error) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +279,11 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"network from env", Values{}, map[string]string{"RUNTIME_WORKER_NETWORK": "none"}, []string{"worker_network", "from environment variable RUNTIME_WORKER_NETWORK", "host or isolated"}, ""},
 		{"scratch", Values{}, map[string]string{"RUNTIME_WORKER_SCRATCH": "lots"}, []string{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "100MiB"}, ""},
 		{"negative scratch", Values{AppValues: AppValues{WorkerScratch: -1}}, nil, []string{"worker_scratch", "positive"}, ""},
+		{"workers domain an IP", Values{AppValues: AppValues{WorkersDomain: "10.0.0.1"}}, nil, []string{"workers_domain", "IP address"}, "environment"},
+		{"workers domain from env", Values{}, map[string]string{"RUNTIME_WORKERS_DOMAIN": "apps_x.example.com"},
+			[]string{"workers_domain", "from environment variable RUNTIME_WORKERS_DOMAIN", "not a domain"}, ""},
+		{"domain resolvers", Values{}, map[string]string{"RUNTIME_DOMAIN_RESOLVERS": "1.1.1.1 127.0.0.1:99999"},
+			[]string{"domain_resolvers", "from environment variable RUNTIME_DOMAIN_RESOLVERS", "host:port"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,6 +301,30 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 				t.Errorf("error %q reveals %q", err, tt.absent)
 			}
 		})
+	}
+}
+
+// TestResolveHosts: workers_domain and domain_resolvers as written, from the environment, and
+// unset.
+func TestResolveHosts(t *testing.T) {
+	tests := []struct {
+		name      string
+		values    AppValues
+		env       map[string]string
+		domain    string // as a base URL
+		resolvers []string
+	}{
+		{"unset", AppValues{}, nil, "", nil},
+		{"written", AppValues{WorkersDomain: "Apps.Example.com", DomainResolvers: []string{"1.1.1.1", "[::1]:5353"}}, nil,
+			"https://apps.example.com", []string{"1.1.1.1:53", "[::1]:5353"}},
+		{"from the environment", AppValues{}, map[string]string{"RUNTIME_WORKERS_DOMAIN": "http://apps.localhost:8080",
+			"RUNTIME_DOMAIN_RESOLVERS": "127.0.0.1:5353,9.9.9.9"}, "http://apps.localhost:8080", []string{"127.0.0.1:5353", "9.9.9.9:53"}},
+	}
+	for _, tt := range tests {
+		s, err := ResolveApp(tt.values, envMap(tt.env))
+		if err != nil || s.WorkersDomain.BaseURL() != tt.domain || !slices.Equal(s.DomainResolvers, tt.resolvers) {
+			t.Errorf("%s: workers_domain %q, domain_resolvers %q, %v", tt.name, s.WorkersDomain.BaseURL(), s.DomainResolvers, err)
+		}
 	}
 }
 

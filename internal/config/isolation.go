@@ -263,10 +263,10 @@ func (v *SiteValues) ListFields() []*[]string { return []*[]string{&v.Serve} }
 // StringFields are the written process-wide string settings.
 func (v *AppValues) StringFields() []*string {
 	return []*string{&v.StateDir, &v.RootKey, &v.SecretsKey, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.SplitHeader, &v.KeyStore, &v.SyncURL, &v.SyncToken, &v.SyncInterval,
-		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerNetwork, &v.WorkerCPU}
+		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerNetwork, &v.WorkerCPU, &v.WorkersDomain}
 }
 
 // ListFields are the written process-wide list settings.
 func (v *AppValues) ListFields() []*[]string {
-	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.ProcessWorkers, &v.PluginHandlers}
+	return []*[]string{&v.WorkerDirs, &v.PluginDirs, &v.WorkerReadDirs, &v.ProcessWorkers, &v.PluginHandlers, &v.DomainResolvers}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/internal/mount"
@@ -42,6 +43,18 @@ type Options struct {
 	// WorkersURL is the workers' base URL when they are served on another origin, for
 	// discovery; "" when they share the API's.
 	WorkersURL string
+	// WorkersDomain gives each worker a host of its own when its Name is set (workers_domain):
+	// listings and discovery report the hosts.
+	WorkersDomain hosts.Domain
+	// DomainResolvers are the DNS servers asked for custom domains' TXT records; none: the
+	// system's resolver.
+	DomainResolvers []string
+	// OwnHosts returns the host names serving the API, which no custom domain may take; the
+	// request's own host is refused too.
+	OwnHosts func() []string
+	// DomainsChanged is told after a change to the custom domains, so serving and the TLS
+	// permission reflect it before the answer.
+	DomainsChanged func(context.Context)
 	// Logger receives errors and the audit log.
 	Logger *zap.Logger
 	// Ready reports why the runtime cannot take traffic yet (starting, shutting down), or nil.

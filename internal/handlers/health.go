@@ -21,10 +21,11 @@ func (a *API) healthRoutes() []route {
 		{
 			method: "GET", path: api.DiscoveryPath, id: "discover", tag: "discovery", public: true,
 			summary:     "Discover the API path, the runtime version and where workers are served",
-			description: "Clients read `api` to find the API path, which moves under a configured prefix, and `workers` to build links to workers when they are served on their own origin.",
+			description: "Clients read `api` to find the API path, which moves under a configured prefix, `workers` to build links to workers when they are served on their own origin, and `workersDomain` when each worker has a host of its own.",
 			responses:   []response{{status: http.StatusOK, description: "The API path and version, and the workers' base URL", body: api.Discovery{}}},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
-				envelope.WriteJSON(w, http.StatusOK, api.Discovery{API: a.apiPath(r), Version: a.opts.Version, Workers: a.opts.WorkersURL})
+				envelope.WriteJSON(w, http.StatusOK, api.Discovery{API: a.apiPath(r), Version: a.opts.Version, Workers: a.opts.WorkersURL,
+					WorkersDomain: a.opts.WorkersDomain.BaseURL()})
 				return nil
 			},
 		},

@@ -105,6 +105,13 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		a.activation(&rec, u)
+		if d := a.opts.WorkersDomain; d.Name != "" {
+			if url, err := d.URL(u.Name); err != nil {
+				rec.NoHost = err.Error()
+			} else {
+				rec.URL = url + "/"
+			}
+		}
 		return rec
 	})
 }

@@ -13,7 +13,7 @@ type MigrateReport struct {
 }
 
 // Migrate copies the local store at path (its keys, revoked ones included, its sessions, its
-// audit trail and the workers' secrets, still sealed) into the empty primary opts names, in one transaction, with the salt of
+// audit trail, the workers' secrets, still sealed, and their custom domains) into the empty primary opts names, in one transaction, with the salt of
 // its root sessions, so every credential works as before; then it makes the file a replica of
 // that primary, so the runtime starts on it with key_store sync. A primary that holds any
 // row is refused: merging two stores could give two keys one id.
@@ -52,7 +52,7 @@ func Migrate(ctx context.Context, path string, opts SyncOptions) (MigrateReport,
 	err = runWrite(ctx, primary, func(tx writeTx) error {
 		var held int
 		if err := tx.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM api_keys) + (SELECT COUNT(*) FROM sessions)
-			+ (SELECT COUNT(*) FROM audit) + (SELECT COUNT(*) FROM worker_secrets)`).Scan(&held); err != nil {
+			+ (SELECT COUNT(*) FROM audit) + (SELECT COUNT(*) FROM worker_secrets) + (SELECT COUNT(*) FROM worker_domains)`).Scan(&held); err != nil {
 			return err
 		}
 		if held > 0 {

@@ -126,10 +126,16 @@ var keyTables = []syncedTable{
 	{"sessions", "id, token_hash, key_id, root_fp, created_at, expires_at, last_seen_at, user_agent, ended_at, change_seq"},
 	{"audit", "id, at, actor_id, actor_name, actor_prefix, action, target, scope, outcome, request_id, remote_addr, details, change_seq"},
 	{"worker_secrets", secretColumns},
+	// Custom domains are settings, not archives: they go with the keys.
+	{"worker_domains", domainColumns},
 }
 
-// secretsTable is the index of worker_secrets in keyTables (and syncedTables).
-const secretsTable = 3
+// secretsTable and domainsTable are the indexes of worker_secrets and worker_domains in
+// keyTables (and syncedTables).
+const (
+	secretsTable = 3
+	domainsTable = 4
+)
 
 // syncedTables are the tables a replica pulls by change number: keyTables, in their order,
 // then the desired state's units, reload requests and traffic splits.
@@ -539,6 +545,9 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	}
 	if len(pulled[secretsTable]) > 0 || cursor < 0 {
 		r.s.secretsChangedNow()
+	}
+	if len(pulled[domainsTable]) > 0 || cursor < 0 {
+		r.s.domainsChangedNow()
 	}
 	return nil
 }

@@ -317,6 +317,9 @@ func TestMigrate(t *testing.T) {
 	if _, err := local.ChangeSecrets(ctx, "@team/app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, p); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := local.AttachDomain(ctx, "shop.example.org", "@team/app", p); err != nil {
+		t.Fatal(err)
+	}
 	local.Close()
 
 	rep, err := Migrate(ctx, path, SyncOptions{URL: primary.URL})
@@ -350,6 +353,9 @@ func TestMigrate(t *testing.T) {
 		}
 		if secrets, err := s.Secrets(ctx, "@team/app"); err != nil || len(secrets) != 1 || secrets[0].Sealed != "sealed" {
 			t.Errorf("%s: the secrets = %+v, %v", name, secrets, err)
+		}
+		if domains, err := s.Domains(ctx, "@team/app"); err != nil || len(domains) != 1 || domains[0].Domain != "shop.example.org" {
+			t.Errorf("%s: the domains = %+v, %v", name, domains, err)
 		}
 	}
 

@@ -134,7 +134,25 @@ var migrations = []string{
 	);
 	 CREATE INDEX worker_secrets_change ON worker_secrets (change_seq);
 	 UPDATE store_meta SET value = '3' WHERE name = 'units_schema'`,
-	// 9: traffic splits (units_schema 4): one row per worker with the split of its unpinned
+	// 9: custom domains of workers (units_schema 4): one row per domain, kept as a tombstone
+	// when removed so that a pull sees the removal, stamped with change numbers. Additive.
+	`CREATE TABLE worker_domains (
+		domain            TEXT    PRIMARY KEY,
+		worker            TEXT    NOT NULL,
+		scope             TEXT    NOT NULL DEFAULT '',
+		token             TEXT    NOT NULL,
+		verified_at       INTEGER NOT NULL DEFAULT 0,
+		checked_at        INTEGER NOT NULL DEFAULT 0,
+		check_error       TEXT    NOT NULL DEFAULT '',
+		removed_at        INTEGER NOT NULL DEFAULT 0,
+		created_at        INTEGER NOT NULL,
+		changed_by_id     INTEGER NOT NULL DEFAULT 0,
+		changed_by_prefix TEXT    NOT NULL DEFAULT '',
+		change_seq        INTEGER NOT NULL
+	);
+	 CREATE INDEX worker_domains_change ON worker_domains (change_seq);
+	 UPDATE store_meta SET value = '4' WHERE name = 'units_schema'`,
+	// 10: traffic splits (units_schema 5): one row per worker with the split of its unpinned
 	// requests in force, a JSON list of {version, percent}; an ended split stays as a row with
 	// the empty list, so that a pull sees the end. Pulled by change number like the units.
 	`CREATE TABLE traffic_splits (
@@ -147,7 +165,7 @@ var migrations = []string{
 		change_seq        INTEGER NOT NULL
 	);
 	 CREATE INDEX traffic_splits_change ON traffic_splits (change_seq);
-	 UPDATE store_meta SET value = '4' WHERE name = 'units_schema'`,
+	 UPDATE store_meta SET value = '5' WHERE name = 'units_schema'`,
 }
 
 // SchemaVersion is the schema version this package writes.
@@ -157,7 +175,7 @@ var SchemaVersion = len(migrations)
 // this package writes, kept in store_meta as units_schema. A migration that changes those
 // tables raises it in the same statement list, and stays additive: instances of a cluster
 // are upgraded one at a time, and a newer one migrates the shared primary first.
-const UnitsSchemaVersion = 4
+const UnitsSchemaVersion = 5
 
 // SchemaError refuses a database whose schema is newer than this runtime knows: a newer
 // runtime wrote it, and reading or writing its rows with an older idea of them could

@@ -118,6 +118,7 @@ type Store struct {
 	unitsChanged                                chan struct{} // see UnitsChanged
 	trafficChanged                              chan struct{} // see TrafficChanged
 	secretsChanged                              chan struct{} // see SecretsChanged
+	domainsChanged                              chan struct{} // see DomainsChanged
 }
 
 // Open opens the local key store at path and migrates its schema. A new store is created
@@ -152,7 +153,7 @@ func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now, unitsChanged: make(chan struct{}, 1), trafficChanged: make(chan struct{}, 1),
-		secretsChanged: make(chan struct{}, 1)}
+		secretsChanged: make(chan struct{}, 1), domainsChanged: make(chan struct{}, 1)}
 	fail := func(format string, args ...any) (*Store, error) {
 		s.closeStatements()
 		db.Close()

@@ -49,7 +49,7 @@ func (c *Chain) Serve(w http.ResponseWriter, r *http.Request) *envelope.Error {
 	}
 	dispatch := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
-		if routes, ok := t.bases[first]; ok {
+		if routes, ok := t.bases[first]; ok && !c.Workers.Hosted(r) {
 			return routes.ServeHTTP(w, r)
 		}
 		if answer := c.Workers.Serve(w, r); answer != nil {

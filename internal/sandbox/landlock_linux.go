@@ -1,11 +1,9 @@
 package sandbox
 
 import (
-	"fmt"
-	"os"
-	"unsafe"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/caddy-runtime/runtime/internal/launch"
 )
 
 // Access rights of Landlock rules, by what a folder is for.
@@ -21,10 +19,7 @@ const (
 )
 
 // Rule gives access to a path and everything beneath it.
-type Rule struct {
-	Path   string `json:"path"`
-	Access uint64 `json:"access"`
-}
+type Rule = launch.Rule
 
 // landlockABI returns the kernel's Landlock ABI version, 0 when Landlock is unavailable.
 func landlockABI() int {
@@ -47,53 +42,15 @@ func handledAccess(abi int) uint64 {
 	return access
 }
 
-// restrictThread confines the calling OS thread, and every process it starts from now on, to
-// the rules. With ABI 6 it also stops signals and abstract unix sockets reaching processes
-// outside the worker. The caller must hold the thread (runtime.LockOSThread) and have set
-// no_new_privs.
-func restrictThread(abi int, rules []Rule) error {
-	handled := handledAccess(abi)
-	attr := unix.LandlockRulesetAttr{Access_fs: handled}
-	size := unsafe.Sizeof(attr.Access_fs)
+// landlockRuleset is the ruleset a worker runs under: every filesystem right the ABI knows is
+// handled, so anything not granted is denied. With ABI 6 it also stops signals and abstract
+// unix sockets reaching processes outside the worker.
+func landlockRuleset(abi int, rules []Rule) *launch.Landlock {
+	ll := &launch.Landlock{Handled: handledAccess(abi), FileAccess: llFile, Rules: rules}
 	if abi >= 6 {
-		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-		size = unsafe.Sizeof(attr)
+		ll.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 	}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
-	if errno != 0 {
-		return fmt.Errorf("landlock ruleset: %v", errno)
-	}
-	defer unix.Close(int(fd))
-	for _, r := range rules {
-		if err := addRule(int(fd), r, handled); err != nil {
-			return err
-		}
-	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); errno != 0 {
-		return fmt.Errorf("landlock restrict: %v", errno)
-	}
-	return nil
-}
-
-func addRule(ruleset int, r Rule, handled uint64) error {
-	f, err := os.OpenFile(r.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil // a system folder this machine lacks
-		}
-		return fmt.Errorf("landlock rule for %s: %v", r.Path, err)
-	}
-	defer f.Close()
-	access := r.Access & handled
-	if fi, err := f.Stat(); err == nil && !fi.IsDir() {
-		access &= llFile
-	}
-	attr := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(f.Fd())}
-	if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH,
-		uintptr(unsafe.Pointer(&attr)), 0, 0, 0); errno != 0 {
-		return fmt.Errorf("landlock rule for %s: %v", r.Path, errno)
-	}
-	return nil
+	return ll
 }
 
 // systemRules are the folders every worker may read and execute: programs, libraries and the
@@ -104,13 +61,13 @@ func systemRules() []Rule {
 	var rules []Rule
 	for _, dir := range []string{"/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc",
 		"/run/systemd/resolve", "/nix/store"} {
-		rules = append(rules, Rule{dir, llExec})
+		rules = append(rules, Rule{Path: dir, Access: llExec})
 	}
 	for _, dir := range []string{"/proc", "/sys"} {
-		rules = append(rules, Rule{dir, llRead})
+		rules = append(rules, Rule{Path: dir, Access: llRead})
 	}
 	for _, dev := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
-		rules = append(rules, Rule{dev, unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE})
+		rules = append(rules, Rule{Path: dev, Access: unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE})
 	}
 	return rules
 }

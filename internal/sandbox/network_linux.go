@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,52 +12,16 @@ import (
 // namespace of its own, where the only interface is its loopback, so a worker reaches neither
 // another worker's ports, nor the runtime's, nor any other address. It serves on a unix socket
 // the runtime creates in a folder only the runtime may open and hands over as descriptor 3,
-// the way systemd's socket activation does (LISTEN_FDS=1, LISTEN_PID, which the exec gate sets:
-// the worker's pid is known only after the fork). The runtime connects
+// the way systemd's socket activation does (LISTEN_FDS=1, LISTEN_PID, which the launcher's
+// stage sets to its own pid before it executes the worker's program in its place). The same
+// hand-over serves workers of the host's network whose manifest asks for it (listen: socket).
+// The runtime connects
 // to that socket by its path; the worker needs only the descriptor, so no worker can reach any
 // socket's path, and accept() on a passed listener needs no socket of its own (which the
 // seccomp layer refuses for AF_UNIX).
 
-// listenEnv is env with the listener (descriptor 3) announced in LISTEN_FDS and LISTEN_PID, the
-// pid of the calling process, which executes the worker's program and so is the worker; any
-// LISTEN_* the manifest set is replaced.
-func listenEnv(env []string) []string {
-	out := []string{ListenPrefix + "FDS=1", ListenPrefix + "PID=" + strconv.Itoa(os.Getpid())}
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, ListenPrefix) {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// listenerFD is the launcher's descriptor of the worker's listener: after the launch spec (3).
-const listenerFD = 4
-
-// loopbackUp brings up the loopback interface of the launcher's new network namespace, where
-// it starts down; it needs the launcher's CAP_NET_ADMIN, so it runs before any confinement.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("bringing up the loopback: %v", err)
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bringing up the loopback: %v", err)
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("bringing up the loopback: %v", err)
-	}
-	return nil
-}
-
 // socketFolder creates the folder of the workers' listeners, which only the runtime's account
-// may open. It lives in the system's temporary folder, whose short path keeps every socket
+// may open (Landlock keeps workers of the same account out of it). It lives in the system's temporary folder, whose short path keeps every socket
 // path within the 107 bytes a unix socket address holds.
 func socketFolder() (string, error) {
 	dir, err := os.MkdirTemp("", "runtime-net-")
@@ -104,7 +66,7 @@ func pending(listener *os.File) bool {
 	return waiting
 }
 
-// socketPath is the path of the listener of the worker numbered n.
-func socketPath(folder string, n int64) string {
-	return filepath.Join(folder, fmt.Sprintf("w%d.sock", n))
+// socketPath is the path of the listener of the worker id names.
+func socketPath(folder, id string) string {
+	return filepath.Join(folder, id+".sock")
 }

@@ -68,6 +68,10 @@ type Spec struct {
 	// it has exited. Limits.Scratch bounds it.
 	Scratch string
 	Limits  Limits
+	// Listen hands the worker a listening unix socket as descriptor 3 with LISTEN_FDS=1 and
+	// LISTEN_PID (socket activation), where the sandbox can (Linux); Process.Socket is its
+	// path. An isolated network always does.
+	Listen bool
 	// OverScratch, when a watcher rather than the kernel bounds the scratch folder, is told
 	// why once the folder passes its limit or cannot be measured, just before the sandbox
 	// kills the worker. It must not wait for the worker to exit.

@@ -8,14 +8,17 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/caddy-runtime/runtime/internal/launch"
 	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
@@ -26,14 +29,20 @@ type Sandbox struct {
 	cg        *cgroups
 	parent    string // the runtime's parent cgroup name
 	seq       atomic.Int64
-	cred      *syscall.Credential // nil: workers keep the runtime's account
+	cred      *launch.Cred // nil: workers keep the runtime's account
 	layers    Layers
 	nonDump   bool
-	seccomp   bool
+	seccomp   []launch.Filter // the workers' filter, nil without one
 	readRules []Rule
-	sockets   string // the folder of the workers' listeners; "" when workers share the host's network
-	exe       string // the runtime binary, which the socket activation gate runs
+	sockets   string // the folder of the workers' listeners
+	isolated  bool   // each worker has a network namespace of its own
 	noTmpfs   error  // why workers get no tmpfs scratch folder; nil when they do
+
+	mu        sync.Mutex
+	spare     *spare // a launcher ready for the next worker, or nil
+	refilling bool   // a spare is being started
+	refills   sync.WaitGroup
+	closed    bool
 }
 
 var sandboxes atomic.Int64
@@ -42,11 +51,7 @@ var sandboxes atomic.Int64
 // processes, resolves the worker account, probes Landlock and tmpfs scratch folders, and
 // creates the runtime's cgroups.
 func New(opts Options) (*Sandbox, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding the runtime binary, which starts the workers: %v", err)
-	}
-	s := &Sandbox{opts: opts, abi: landlockABI(), exe: exe}
+	s := &Sandbox{opts: opts, abi: landlockABI()}
 	s.nonDump = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) == nil
 	if opts.User != "" {
 		cred, err := lookupCredential(opts.User, opts.Group)
@@ -55,14 +60,17 @@ func New(opts Options) (*Sandbox, error) {
 		}
 		s.cred = cred
 	}
-	if opts.IsolateNetwork {
-		if err := s.isolateNetwork(); err != nil {
-			return nil, err
-		}
+	if opts.IsolateNetwork && os.Geteuid() != 0 {
+		return nil, fmt.Errorf("worker_network isolated: the runtime must run as root to give each worker a network namespace of its own")
+	}
+	s.isolated = opts.IsolateNetwork
+	var err error
+	if s.sockets, err = socketFolder(); err != nil {
+		return nil, err
 	}
 	s.readRules = systemRules()
 	for _, dir := range opts.ReadDirs {
-		s.readRules = append(s.readRules, Rule{dir, llExec})
+		s.readRules = append(s.readRules, Rule{Path: dir, Access: llExec})
 	}
 	s.parent = fmt.Sprintf("%s%d-%d", parentPrefix, os.Getpid(), sandboxes.Add(1))
 	s.cg = newCgroups(s.parent)
@@ -71,7 +79,7 @@ func New(opts Options) (*Sandbox, error) {
 	return s, nil
 }
 
-func lookupCredential(name, group string) (*syscall.Credential, error) {
+func lookupCredential(name, group string) (*launch.Cred, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
 		if u, err = user.LookupId(name); err != nil {
@@ -92,19 +100,19 @@ func lookupCredential(name, group string) (*syscall.Credential, error) {
 	if os.Geteuid() != 0 && uid != os.Geteuid() {
 		return nil, fmt.Errorf("worker_user %q: the runtime must run as root to start workers as another user", name)
 	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+	return &launch.Cred{UID: uint32(uid), GID: uint32(gid), Groups: []uint32{}}, nil
 }
 
 func (s *Sandbox) probe() Layers {
 	l := Layers{Launcher: true, NoNewPrivs: true, Capabilities: true, Landlock: s.abi, Cgroup: s.cg.mode, NonDumpable: s.nonDump,
 		Network: NetworkHost}
-	if s.sockets != "" {
+	if s.isolated {
 		l.Network = NetworkIsolated
 	}
 	if err := probeSeccomp(); err != nil {
 		l.Warnings = append(l.Warnings, Warning{"no seccomp filter for process workers (" + err.Error() + "): they can use io_uring, open unix sockets (Caddy's admin socket among them), create namespaces and ptrace", troubleshooting.NoSeccomp})
 	} else {
-		s.seccomp, l.Seccomp = true, seccompRefusals()
+		s.seccomp, l.Seccomp = seccompFilter(), seccompRefusals()
 	}
 	switch {
 	case s.cred != nil:
@@ -155,10 +163,23 @@ func (s *Sandbox) Layers() Layers { return s.layers }
 
 // IsolatedNetwork reports whether each worker runs in a network of its own and serves on the
 // listener the sandbox hands it (Process.Socket).
-func (s *Sandbox) IsolatedNetwork() bool { return s.sockets != "" }
+func (s *Sandbox) IsolatedNetwork() bool { return s.isolated }
 
-// Close removes the runtime's parent cgroups; call it once every worker has stopped.
+// SocketActivation reports whether a worker can be handed its listener (Spec.Listen).
+func (s *Sandbox) SocketActivation() bool { return true }
+
+// Close stops the spare launcher and removes the runtime's parent cgroups; call it once every
+// worker has stopped.
 func (s *Sandbox) Close() {
+	s.mu.Lock()
+	s.closed = true
+	sp := s.spare
+	s.spare = nil
+	s.mu.Unlock()
+	if sp != nil {
+		sp.discard()
+	}
+	s.refills.Wait() // a spare being started is discarded, its cgroups removed before their parents
 	dirs := []string{s.cg.v2}
 	for _, d := range s.cg.bases {
 		dirs = append(dirs, d)
@@ -177,12 +198,16 @@ func (s *Sandbox) Close() {
 type Process struct {
 	cmd   *exec.Cmd
 	group *group
-	// The worker's listener in an isolated network: the runtime keeps a copy, to see whether
-	// the worker accepts, until the worker exits.
+	// The listener the worker was handed (Spec.Listen, an isolated network): the runtime
+	// keeps a copy, to see whether the worker accepts, until the worker exits.
 	listener *os.File
 	socket   string
 	scratch  string
 	unwatch  func() // stops the scratch watcher
+	// The read ends of the worker's stdout and stderr, copied to the writers given to Start.
+	outputs []*os.File
+	copying sync.WaitGroup
+	exited  atomic.Bool // Wait saw the launcher exit
 }
 
 // Start starts the worker of spec under a launcher; its output goes to stdout and stderr.
@@ -200,93 +225,249 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 
 func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	limits := spec.Limits.Cap(s.opts.Caps)
-	l := launch{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, ABI: s.abi, Cred: s.cred, Scratch: s.tmpfs(spec.Scratch, limits.Scratch),
-		Seccomp: s.seccomp}
-	l.Rules = append(append([]Rule{{spec.Dir, llExec}}, s.readRules...), Rule{spec.Scratch, llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
-	n := s.seq.Add(1)
-	g, left, err := s.cg.create(fmt.Sprintf("w%d", n), limits)
+	l := launch.Spec{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Cred: s.cred, Tmpfs: s.tmpfs(spec.Scratch, limits.Scratch),
+		Seccomp: s.seccomp, Network: s.isolated, Listen: s.isolated || spec.Listen}
+	if s.abi > 0 {
+		l.Landlock = landlockRuleset(s.abi, append(append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...),
+			Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE}))
+	}
+	sp, err := s.take()
 	if err != nil {
+		return nil, err
+	}
+	// The spare's v2 leaf, which it was cloned into, becomes the worker's.
+	g, left, err := s.cg.create(sp.id, limits)
+	if err != nil {
+		sp.discard()
 		return nil, err
 	}
 	proc := &Process{group: g, scratch: spec.Scratch, unwatch: func() {}}
-	if s.sockets != "" {
-		l.Network = true
-		l.Rules = append(l.Rules, Rule{s.exe, llExec}) // the socket activation gate
-		proc.socket = socketPath(s.sockets, n)
+	fail := func(err error) (*Process, error) {
+		sp.discard()
+		proc.release()
+		return nil, err
+	}
+	if l.Listen {
+		proc.socket = socketPath(s.sockets, sp.id)
 		if proc.listener, err = listen(proc.socket); err != nil {
-			g.remove()
-			return nil, err
+			return fail(err)
 		}
 	}
-	l.Cgroup1 = g.v1
-	l.Rlimits = left
+	l.Rlimits = rlimits(left)
 	payload, err := json.Marshal(l)
 	if err != nil {
-		proc.release()
-		return nil, err
+		return fail(err)
 	}
-	r, w, err := os.Pipe()
+	outR, outW, err := os.Pipe()
 	if err != nil {
-		proc.release()
-		return nil, err
+		return fail(err)
 	}
-	defer r.Close()
-	cmd := exec.Command("/proc/self/exe", launcherArg)
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{r}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// The launcher's own group, so a stop reaches it; killed with the runtime.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if l.Network {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, proc.listener) // the launcher's listenerFD
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return fail(err)
 	}
-	if l.Scratch != nil {
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNS // for the scratch tmpfs
+	files := []*os.File{outW, errW}
+	if l.Listen {
+		files = append(files, proc.listener)
 	}
-	if g.v2 != "" {
-		// The launcher starts in the worker's v2 leaf, so the worker, cloned from it, starts
-		// there too: the launcher's seccomp-bound thread could not clone it into a cgroup
-		// (clone3). Its few threads and megabytes count against v2 limits with the worker's.
-		leaf, err := os.Open(g.v2)
-		if err != nil {
-			proc.release()
-			return nil, fmt.Errorf("opening cgroup %s: %v", g.v2, err)
-		}
-		defer leaf.Close()
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(leaf.Fd())
+	err = sendLaunch(sp.spec, payload, files)
+	sp.spec.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return fail(fmt.Errorf("handing the worker to its launcher: %v", err))
 	}
-	// A descendant that outlives the worker and holds its output open must not stall Wait.
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		proc.release()
-		return nil, err
-	}
-	proc.cmd = cmd
-	_, werr := w.Write(payload)
-	w.Close()
-	if werr != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		proc.release()
-		return nil, werr
-	}
-	if l.Scratch == nil {
+	proc.cmd = sp.cmd
+	proc.outputs = []*os.File{outR, errR}
+	proc.copying.Add(2)
+	go proc.copy(stdout, outR)
+	go proc.copy(stderr, errR)
+	if l.Tmpfs == nil {
 		proc.unwatch = watch(spec, limits.Scratch, proc.Kill)
 	}
 	return proc, nil
 }
 
-// isolateNetwork prepares worker_network isolated: creating network namespaces takes root.
-func (s *Sandbox) isolateNetwork() error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("worker_network isolated: the runtime must run as root to give each worker a network namespace of its own")
+// copy passes one stream of the worker's output on until every writer has closed it.
+func (p *Process) copy(w io.Writer, r *os.File) {
+	defer p.copying.Done()
+	_, _ = io.Copy(w, r)
+}
+
+// spare is a launcher started ahead of need, whose stage waits for its launch spec.
+type spare struct {
+	cmd   *exec.Cmd
+	spec  *os.File // the runtime's end of the stage's spec socket
+	id    string   // the worker's name among the cgroups and sockets
+	leaf  string   // the v2 cgroup it was cloned into, "" without one
+	v1    []string // the v1 cgroups its stage joins
+	flags uintptr  // the namespaces it was cloned into
+}
+
+// cloneflags are the namespaces a launcher starts in: they are the same for every worker of
+// the sandbox, so a spare can be cloned into them before the worker is known. A worker whose
+// scratch folder gets no tmpfs has a mount namespace of its own all the same, a copy of the
+// runtime's.
+func (s *Sandbox) cloneflags() uintptr {
+	var flags uintptr
+	if s.isolated {
+		flags |= syscall.CLONE_NEWNET
 	}
-	var err error
-	s.sockets, err = socketFolder()
-	return err
+	if s.noTmpfs == nil {
+		flags |= syscall.CLONE_NEWNS // for scratch tmpfs folders
+	}
+	return flags
+}
+
+// take returns the spare launcher, or starts one now if none is ready, and has another one
+// started for the next worker.
+func (s *Sandbox) take() (*spare, error) {
+	flags := s.cloneflags()
+	s.mu.Lock()
+	sp := s.spare
+	s.spare = nil
+	s.mu.Unlock()
+	defer s.refill()
+	if sp != nil && sp.flags == flags && sp.alive() {
+		return sp, nil
+	}
+	if sp != nil {
+		go sp.discard() // killed from outside, or a test changed the sandbox
+	}
+	return s.newSpare(flags)
+}
+
+// refill starts a spare in the background unless one is ready or being started.
+func (s *Sandbox) refill() {
+	s.mu.Lock()
+	if s.closed || s.spare != nil || s.refilling {
+		s.mu.Unlock()
+		return
+	}
+	s.refilling = true
+	s.refills.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.refills.Done()
+		sp, err := s.newSpare(s.cloneflags())
+		s.mu.Lock()
+		s.refilling = false
+		keep := err == nil && !s.closed && s.spare == nil
+		if keep {
+			s.spare = sp
+		}
+		s.mu.Unlock()
+		if err == nil && !keep {
+			sp.discard()
+		}
+	}()
+}
+
+// newSpare starts a launcher that waits for a launch spec, cloned into the namespaces and
+// into a v2 cgroup leaf of its own, which becomes its worker's: moving a process between
+// cgroups later waits for the kernel's RCU grace period, milliseconds. It gets no environment,
+// the root folder, and no descriptor but its spec socket (and /dev/null as 0, 1 and 2); its
+// own group, so a stop reaches it, and it dies with the runtime.
+func (s *Sandbox) newSpare(flags uintptr) (*spare, error) {
+	sp := &spare{id: fmt.Sprintf("w%d", s.seq.Add(1)), flags: flags}
+	for _, c := range controllers {
+		base := s.cg.bases[c]
+		if dir := filepath.Join(base, sp.id); base != "" && base != s.cg.v2 && !slices.Contains(sp.v1, dir) {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				sp.removeLeaf()
+				return nil, fmt.Errorf("cgroup %s: %v", dir, err)
+			}
+			sp.v1 = append(sp.v1, dir)
+		}
+	}
+	cmd := exec.Command("/proc/self/exe", append([]string{launch.LauncherArg}, sp.v1...)...)
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: flags}
+	if s.cg.v2 != "" {
+		dir := filepath.Join(s.cg.v2, sp.id)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			sp.removeLeaf()
+			return nil, fmt.Errorf("cgroup %s: %v", dir, err)
+		}
+		sp.leaf = dir
+		leaf, err := os.Open(dir)
+		if err != nil {
+			sp.removeLeaf()
+			return nil, fmt.Errorf("opening cgroup %s: %v", sp.leaf, err)
+		}
+		defer leaf.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(leaf.Fd())
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		sp.removeLeaf()
+		return nil, fmt.Errorf("spec socket: %v", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "spec"), os.NewFile(uintptr(fds[1]), "spec")
+	defer theirs.Close()
+	cmd.ExtraFiles = []*os.File{theirs} // launch.SpecFD
+	if err := cmd.Start(); err != nil {
+		ours.Close()
+		sp.removeLeaf()
+		return nil, err
+	}
+	sp.cmd, sp.spec = cmd, ours
+	return sp, nil
+}
+
+// alive reports whether the spare's launcher has not exited, without reaping it.
+func (sp *spare) alive() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, sp.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo == 0
+}
+
+// discard stops a spare that will not be used, and removes its cgroup.
+func (sp *spare) discard() {
+	sp.spec.Close()
+	_ = syscall.Kill(-sp.cmd.Process.Pid, syscall.SIGKILL)
+	_ = sp.cmd.Wait()
+	sp.removeLeaf()
+}
+
+// removeLeaf removes the spare's cgroups once their processes are gone (the stage may outlive
+// the launcher by a moment).
+func (sp *spare) removeLeaf() {
+	g := &group{dirs: sp.v1}
+	if sp.leaf != "" {
+		g.dirs = append(g.dirs, sp.leaf)
+	}
+	g.remove()
+}
+
+// sendLaunch writes the launch spec to the stage's socket with the descriptors beside it.
+func sendLaunch(sock *os.File, payload []byte, files []*os.File) error {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	rc, err := sock.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		n, err := unix.SendmsgN(int(fd), payload, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
+		for err == nil && n < len(payload) {
+			payload = payload[n:]
+			n, err = unix.SendmsgN(int(fd), payload, nil, nil, unix.MSG_NOSIGNAL)
+		}
+		serr = err
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 // release removes what Start made for a worker that has exited or never started.
@@ -300,15 +481,27 @@ func (p *Process) release() {
 
 // tmpfs returns the tmpfs to mount on a worker's scratch folder, nil when a watcher bounds it
 // instead.
-func (s *Sandbox) tmpfs(dir string, size int64) *scratchTmpfs {
+func (s *Sandbox) tmpfs(dir string, size int64) *launch.Tmpfs {
 	if s.noTmpfs != nil || size <= 0 || dir == "" {
 		return nil
 	}
-	t := &scratchTmpfs{Path: dir, Size: size}
+	var uid, gid uint32
 	if s.cred != nil {
-		t.UID, t.GID = s.cred.Uid, s.cred.Gid
+		uid, gid = s.cred.UID, s.cred.GID
 	}
-	return t
+	return &launch.Tmpfs{Path: dir, Options: tmpfsOptions(size, uid, gid)}
+}
+
+// rlimits are the limits no cgroup holds, and no core dumps.
+func rlimits(l Limits) []launch.Rlimit {
+	out := []launch.Rlimit{{Resource: unix.RLIMIT_CORE, Value: 0}}
+	if l.Memory > 0 {
+		out = append(out, launch.Rlimit{Resource: unix.RLIMIT_DATA, Value: uint64(l.Memory)})
+	}
+	if l.Processes > 0 {
+		out = append(out, launch.Rlimit{Resource: unix.RLIMIT_NPROC, Value: uint64(l.Processes)})
+	}
+	return out
 }
 
 // prepareScratch empties the worker's scratch folder, owned by the worker's account.
@@ -320,7 +513,7 @@ func (s *Sandbox) prepareScratch(dir string) error {
 		return fmt.Errorf("scratch folder: %v", err)
 	}
 	if s.cred != nil {
-		return os.Chown(dir, int(s.cred.Uid), int(s.cred.Gid))
+		return os.Chown(dir, int(s.cred.UID), int(s.cred.GID))
 	}
 	return nil
 }
@@ -335,6 +528,21 @@ func (p *Process) State() string { return p.cmd.ProcessState.String() }
 // removes its scratch folder.
 func (p *Process) Wait() error {
 	err := p.cmd.Wait()
+	p.exited.Store(true)
+	// A descendant that outlives the worker and holds its output open must not stall Wait.
+	copied := make(chan struct{})
+	go func() { p.copying.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
+		for _, f := range p.outputs {
+			f.Close()
+		}
+		<-copied
+	}
+	for _, f := range p.outputs {
+		f.Close()
+	}
 	p.unwatch()
 	p.group.stop()
 	p.release()
@@ -342,12 +550,16 @@ func (p *Process) Wait() error {
 	return err
 }
 
-// Socket is the path of the worker's listener in an isolated network, "" otherwise.
+// Socket is the path of the listener the worker was handed (Spec.Listen, or an isolated
+// network), "" otherwise.
 func (p *Process) Socket() string { return p.socket }
 
 // Pending reports whether connections wait on the worker's listener that it has not
-// accepted; always false without one.
-func (p *Process) Pending() bool { return p.listener != nil && pending(p.listener) }
+// accepted, or that it never will: it has exited (its listener is closed then); always false
+// without one.
+func (p *Process) Pending() bool {
+	return p.listener != nil && (p.exited.Load() || pending(p.listener))
+}
 
 // Terminate asks the worker to stop; its launcher ends every descendant after a grace period.
 func (p *Process) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }

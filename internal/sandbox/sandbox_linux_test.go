@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-runtime/runtime/internal/launch"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 	"golang.org/x/sys/unix"
 )
@@ -325,8 +326,8 @@ func TestScratchWatcher(t *testing.T) {
 	}
 }
 
-// TestWorkerCgroup: the worker starts in its own v2 cgroup, into which the launcher clones it
-// with clone3, although the filter refuses clone3 to the worker.
+// TestWorkerCgroup: the worker starts in its own v2 cgroup, which its stage joins before it
+// confines itself.
 func TestWorkerCgroup(t *testing.T) {
 	sb := newSandbox(t)
 	if sb.cg.v2 == "" || len(sb.Layers().Seccomp) == 0 {
@@ -357,27 +358,89 @@ func TestWorkerInheritedDescriptors(t *testing.T) {
 	}
 }
 
-// TestCloexecEach: the fallback for kernels without close_range marks every descriptor from
-// 3 up close-on-exec.
-func TestCloexecEach(t *testing.T) {
-	fds := make([]int, 3)
-	for i := range fds {
-		fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0) // without O_CLOEXEC
+// TestSpareLauncher: a launcher is started ahead of need, holding no environment and no
+// descriptor but its spec socket (and /dev/null as 0, 1 and 2), and each worker takes the
+// spare and leaves another in its place; one killed while it waited is replaced.
+func TestSpareLauncher(t *testing.T) {
+	sb := newSandbox(t)
+	if out, errOut := run(t, sb, "echo first", Limits{}); strings.TrimSpace(out) != "first" {
+		t.Fatalf("first worker: %q %q", out, errOut)
+	}
+	sp := readySpare(t, sb)
+	for _, pid := range []int{sp.cmd.Process.Pid, stagePid(t, sp.cmd.Process.Pid)} {
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || len(environ) != 0 {
+			t.Errorf("process %d of the spare has environment %q (%v), want none", pid, environ, err)
+		}
+		entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer unix.Close(fd)
-		fds[i] = fd
-	}
-	if err := cloexecEach(); err != nil {
-		t.Fatal(err)
-	}
-	for _, fd := range fds {
-		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
-			t.Errorf("descriptor %d: flags %d, %v", fd, flags, err)
+		for _, e := range entries {
+			target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+			fd, _ := strconv.Atoi(e.Name())
+			if fd < 3 && target != os.DevNull || fd == 3 && !strings.HasPrefix(target, "socket:") {
+				t.Errorf("process %d of the spare holds descriptor %d: %s", pid, fd, target)
+			}
 		}
 	}
-	if flags, _ := unix.FcntlInt(2, unix.F_GETFD, 0); flags&unix.FD_CLOEXEC != 0 {
-		t.Error("stderr was marked close-on-exec")
+	if out, _ := run(t, sb, "echo second", Limits{}); strings.TrimSpace(out) != "second" {
+		t.Fatalf("second worker: %q", out)
+	}
+	if err := syscall.Kill(sp.cmd.Process.Pid, 0); err == nil {
+		t.Error("the spare was not the one the second worker took")
+	}
+	next := readySpare(t, sb)
+	stage := stagePid(t, next.cmd.Process.Pid)
+	_ = syscall.Kill(-next.cmd.Process.Pid, syscall.SIGKILL)
+	testkit.Eventually(t, "the spare to die", 10*time.Second, func() bool {
+		return !next.alive() && syscall.Kill(stage, 0) != nil
+	})
+	if out, errOut := run(t, sb, "echo third", Limits{}); strings.TrimSpace(out) != "third" {
+		t.Fatalf("a worker after its spare was killed: %q %q", out, errOut)
+	}
+}
+
+// readySpare waits for the sandbox's spare launcher.
+func readySpare(t *testing.T, sb *Sandbox) *spare {
+	var sp *spare
+	testkit.Eventually(t, "a spare launcher", 10*time.Second, func() bool {
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
+		sp = sb.spare
+		return sp != nil
+	})
+	return sp
+}
+
+// stagePid finds the launcher's child, its stage, once started.
+func stagePid(t *testing.T, launcher int) int {
+	var kids []int
+	testkit.Eventually(t, "the launcher's stage", 10*time.Second, func() bool {
+		kids = launch.Children(launcher)
+		return len(kids) == 1
+	})
+	return kids[0]
+}
+
+// TestListenerHandedOver: a worker of the host's network that asks for it gets a listener as
+// descriptor 3, with LISTEN_FDS=1 and its own pid in LISTEN_PID, and the runtime its path.
+func TestListenerHandedOver(t *testing.T) {
+	sb := newSandbox(t)
+	root := t.TempDir()
+	var out testkit.Buffer
+	p, err := sb.Start(Spec{Argv: []string{"/bin/sh", "-c", `echo "pid=$$ fds=$LISTEN_FDS listen_pid=$LISTEN_PID"; readlink /proc/self/fd/3; ls /proc/$$/fd`},
+		Dir: root, Env: []string{"PATH=/usr/bin:/bin", "LISTEN_PID=1"}, Scratch: filepath.Join(root, "scratch"), Listen: true}, &out, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Socket() == "" {
+		t.Error("no socket path for the runtime")
+	}
+	p.Wait()
+	lines := strings.Fields(out.String())
+	if len(lines) != 8 || lines[0] != strings.Replace(lines[2], "listen_pid", "pid", 1) || lines[1] != "fds=1" ||
+		!strings.HasPrefix(lines[3], "socket:[") || !slices.Equal(lines[4:], []string{"0", "1", "2", "3"}) {
+		t.Fatalf("worker output %q, want its own pid in LISTEN_PID, LISTEN_FDS=1, a socket as descriptor 3 and descriptors 0 to 3 only", out.String())
 	}
 }

@@ -34,6 +34,10 @@ func (s *Sandbox) Layers() Layers {
 // IsolatedNetwork is false: outside Linux workers share the host's network.
 func (s *Sandbox) IsolatedNetwork() bool { return false }
 
+// SocketActivation is false: outside Linux no listener is handed over (Spec.Listen), and
+// workers listen on a port.
+func (s *Sandbox) SocketActivation() bool { return false }
+
 // Close does nothing here.
 func (s *Sandbox) Close() {}
 

@@ -5,9 +5,10 @@ package sandbox
 import (
 	"fmt"
 	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/caddy-runtime/runtime/internal/launch"
 )
 
 // refusal is one entry of the seccomp filter every worker runs under: the calls it covers,
@@ -135,17 +136,14 @@ func seccompProgram() []unix.SockFilter {
 	return append(prog, stmt(ret, allow))
 }
 
-// installSeccomp puts the filter on the calling thread, which must hold no_new_privs; the
-// program it executes next runs under it, and so does everything that program starts.
-func installSeccomp() error {
+// seccompFilter is the program as a worker's stage installs it.
+func seccompFilter() []launch.Filter {
 	prog := seccompProgram()
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(prog)
-	if errno != 0 {
-		return fmt.Errorf("seccomp: %v", errno)
+	out := make([]launch.Filter, len(prog))
+	for i, f := range prog {
+		out[i] = launch.Filter{Code: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}
 	}
-	return nil
+	return out
 }
 
 // probeSeccomp installs the filter on a thread of its own, which then ends, and checks that
@@ -159,7 +157,7 @@ func probeSeccomp() error {
 			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 				return fmt.Errorf("no_new_privs: %v", err)
 			}
-			if err := installSeccomp(); err != nil {
+			if err := launch.InstallSeccomp(seccompFilter()); err != nil {
 				return err
 			}
 			// A bad descriptor: the kernel would answer EBADF, the filter answers first.

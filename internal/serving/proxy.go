@@ -81,7 +81,7 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, 
 		addr = socketHost(addr)
 	}
 	target := &proxyTarget{addr: addr, base: t.Base, rest: t.Rest, name: name, limit: limit,
-		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx}
+		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx, lease: lease}
 	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
 	if target.failed != nil {
 		return target.failed
@@ -95,6 +95,7 @@ type proxyTarget struct {
 	limit                             int64
 	timeout                           time.Duration
 	ctx                               context.Context // carries the worker's timeout
+	lease                             *workers.Lease
 	failed                            *envelope.Error // the proxy's error answer, returned, not written
 }
 
@@ -104,7 +105,7 @@ type proxyTargetKey struct{}
 // request's target travels in its context.
 func (s *Server) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:  newWorkerTransport(),
+		Transport:  newDirectTransport(newWorkerTransport(), 64, 30*time.Second),
 		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -146,6 +147,9 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 				t.failed = envelope.Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout)
 			case errors.Is(err, context.Canceled):
 				// The client went away; nobody reads an answer.
+			case t.lease.Err() != nil:
+				// The request waited in the queue of a listener the process never served.
+				t.failed = envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "%v", t.lease.Err())
 			default:
 				s.opts.Logger.Warn("worker request failed", zap.String("worker", t.name), zap.String("request_id", t.requestID), zap.Error(err))
 				t.failed = envelope.Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err)
@@ -168,6 +172,11 @@ func socketOf(addr string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	return socketOfHost(host)
+}
+
+// socketOfHost returns the socket path a host names, if it names one.
+func socketOfHost(host string) (string, bool) {
 	name, ok := strings.CutSuffix(host, socketSuffix)
 	if !ok {
 		return "", false

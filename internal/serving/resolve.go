@@ -40,6 +40,21 @@ func Resolve(c *packages.Catalog, act *workers.Activations, urlPath string, spli
 	if !ok {
 		return Target{}, name, ErrNotWorkerPath
 	}
+	return resolveName(c, act, name, pin, base, rest, split)
+}
+
+// ResolveHost maps a request on worker name's own host (see package hosts) to a worker version:
+// the whole path is the worker's, and the version is chosen as for an unpinned path, the
+// traffic split (split; nil: none) included.
+func ResolveHost(c *packages.Catalog, act *workers.Activations, name, urlPath string, split func(packages.Unit) (packages.Version, bool)) (Target, string, error) {
+	if urlPath == "" {
+		urlPath = "/"
+	}
+	return resolveName(c, act, name, "", "", urlPath, split)
+}
+
+// resolveName is the one choice of a version for a request, by path or by host.
+func resolveName(c *packages.Catalog, act *workers.Activations, name, pin, base, rest string, split func(packages.Unit) (packages.Version, bool)) (Target, string, error) {
 	u, ok := c.Find(name)
 	if !ok {
 		return Target{}, name, ErrNoSuchWorker

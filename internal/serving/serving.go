@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/internal/mount"
 	"github.com/caddy-runtime/runtime/internal/packages"
@@ -49,6 +50,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Metrics counts the requests each worker served; nil counts nothing.
 	Metrics *metrics.Set
+	// Hosts maps host names to workers (workers_domain, custom domains): a request on a
+	// worker's host is that worker's, whatever its path. Nil routes by path alone.
+	Hosts *hosts.Router
 	// Missing, when set, is told that a request names a worker this instance does not serve
 	// (unknown, no enabled version, none matching the pin): in cluster mode it may have been
 	// uploaded or enabled elsewhere since the last pull. It reports whether the worker may be
@@ -81,6 +85,13 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts}
 	s.proxy = s.newProxy()
 	return s
+}
+
+// Hosted reports whether r is on a worker's own host (see Options.Hosts): its whole path is
+// the worker's, so no plugin route takes it.
+func (s *Server) Hosted(r *http.Request) bool {
+	_, _, ok := s.opts.Hosts.Worker(r.Host)
+	return ok
 }
 
 // StripCredentials removes the runtime's credentials from a request header (see
@@ -123,7 +134,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *servedAs) 
 	if c == nil {
 		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
-	first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	hostName, _, hosted := s.opts.Hosts.Worker(r.Host)
+	first := hostName
+	if !hosted {
+		first, _, _ = strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	}
 	if packages.IsReserved(first, s.opts.Reserved) {
 		// A worker put there by hand is not served either.
 		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "/%s/ is reserved by the runtime; no worker is served there", first)
@@ -131,10 +146,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *servedAs) 
 	at := mount.Path(r.Context())
 	var vi visit
 	split := func(u packages.Unit) (packages.Version, bool) { return s.splitChoice(u, r, &vi) }
-	t, name, err := Resolve(c, s.opts.Activations, r.URL.Path, split)
+	resolve := func() (Target, string, error) {
+		if hosted {
+			return ResolveHost(c, s.opts.Activations, hostName, r.URL.Path, split)
+		}
+		return Resolve(c, s.opts.Activations, r.URL.Path, split)
+	}
+	t, name, err := resolve()
 	if s.opts.Missing != nil && (errors.Is(err, ErrNoSuchWorker) || errors.Is(err, ErrNoEnabledVersion) || errors.Is(err, ErrNoMatchingPin)) &&
 		s.opts.Missing(r.Context(), name) {
-		t, name, err = Resolve(c, s.opts.Activations, r.URL.Path, split)
+		t, name, err = resolve()
 	}
 	switch {
 	case errors.Is(err, ErrNotWorkerPath):

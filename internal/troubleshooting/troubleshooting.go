@@ -37,6 +37,8 @@ const (
 	PrimaryUnreachable     Anchor = "key-store-primary-unreachable"
 	PluginNotLoaded        Anchor = "plugin-not-loaded"
 	ScratchLeftover        Anchor = "scratch-folder-left-by-an-earlier-runtime"
+	CheckFailed            Anchor = "worker-version-failed-its-check"
+	CrashLooping           Anchor = "worker-crash-looping"
 )
 
 // All lists every anchor, in the guide's order.
@@ -44,7 +46,7 @@ var All = []Anchor{
 	BootstrapKeyCreated, BootstrapKeyDeleted, NoBootstrapKey, StatePermissions, DeprecatedSiteSettings,
 	ShortRootKey, RootKeyInConfig, S3SecretInConfig, SecretsKeyInConfig, SharedOrigin, SameSite, AccessLog, AdminOnTCP,
 	NoSeccomp, WorkersAsRoot, NoLandlock, NoTmpfs, NoCgroup, PrivateFolderReadable, Unconfined,
-	PrimaryUnreachable, PluginNotLoaded, ScratchLeftover,
+	PrimaryUnreachable, PluginNotLoaded, ScratchLeftover, CheckFailed, CrashLooping,
 }
 
 // URL is the link to the paragraph.

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // CodeHealthcheckFailed answers an upload or enable whose version was installed or enabled
@@ -267,7 +268,7 @@ func (a *Activator) check(ctx context.Context, name, version string) error {
 	pool.StopUnit(name, version) // pinned requests start it again
 	out := lastOutput(pool.Logs(), name, version, began)
 	log.Warn("worker version failed its check: installed but not activated; the version served before goes on serving",
-		zap.String("check", checkName(m)), zap.String("reason", reason))
+		zap.String("check", checkName(m)), zap.String("reason", reason), troubleshooting.CheckFailed.Field())
 	return &CheckError{Name: name, Version: version, Reason: reason, Output: out}
 }
 

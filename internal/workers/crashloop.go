@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // CrashLooping is the state the pool status gives a version whose process crashed
@@ -35,7 +37,8 @@ func (p *Pool) crashLoopLocked(pr *proc, b *backoff) {
 		ev.CrashLooping(pr.name)
 	}
 	pr.logger.Warn("worker is crash-looping: its process keeps crashing soon after it starts; each restart waits twice as long as the one before, up to 30s",
-		zap.Int("crashes", b.count), zap.Duration("next_start_after", time.Until(b.until).Round(time.Millisecond)))
+		zap.Int("crashes", b.count), zap.Duration("next_start_after", time.Until(b.until).Round(time.Millisecond)),
+		troubleshooting.CrashLooping.Field())
 }
 
 // recoverLocked forgets the crashes of the versions whose process has now run for

@@ -62,7 +62,19 @@ type Manifest struct {
 	// Healthcheck, when set, is what a new version of a process worker must answer before it
 	// is served (see Activator); nil: listening on PORT within startTimeout is enough.
 	Healthcheck *Healthcheck `yaml:"healthcheck"`
+	// Listen is how the process takes connections: ListenPort or ListenSocket.
+	Listen string `yaml:"listen"`
 }
+
+// How a process worker takes connections (manifest key listen).
+const (
+	// ListenPort: it listens on $HOST:$PORT, which the runtime polls until it accepts.
+	ListenPort = "port"
+	// ListenSocket: it accepts on the listening socket the runtime hands over as descriptor 3
+	// (socket activation); it is ready the moment it starts, and the first requests wait in
+	// the socket's queue. Where the sandbox cannot hand one over (not Linux) it gets a PORT.
+	ListenSocket = "socket"
+)
 
 // Limits are the resources a process worker asks for; the operator's settings cap them.
 type Limits struct {
@@ -87,6 +99,13 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	}
 	if m.Limits.Processes < 0 || m.Limits.CPU < 0 {
 		return m, fmt.Errorf("limits.processes and limits.cpu must be positive")
+	}
+	switch m.Listen {
+	case "":
+		m.Listen = ListenPort
+	case ListenPort, ListenSocket:
+	default:
+		return m, fmt.Errorf("listen %q: write port (the worker listens on $PORT) or socket (it accepts on descriptor 3, LISTEN_FDS)", m.Listen)
 	}
 	for key, def := range map[*Duration]time.Duration{&m.Timeout: DefaultTimeout, &m.TTL: DefaultTTL, &m.StartTimeout: DefaultStartTimeout} {
 		if *key == 0 {

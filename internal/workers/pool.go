@@ -156,12 +156,14 @@ type proc struct {
 	logger  *zap.Logger
 	secrets map[string]string // its environment's secrets, set by launch
 
-	network, addr string       // "tcp" and host:port, or "unix" and the socket's path (isolated network)
+	network, addr string       // "tcp" and host:port, or "unix" and the path of the socket it was handed
 	pid           atomic.Int64 // set once started, for its output lines
 	cmd           *sandbox.Process
-	ready         chan struct{} // closed when started or failed
-	err           error         // why the start failed, set before ready closes
-	exited        chan struct{} // closed when the process has exited
+	ready         chan struct{}         // closed when started or failed
+	err           error                 // why the start failed, set before ready closes
+	lateErr       atomic.Pointer[error] // why a process handed its listener never served
+	accepted      atomic.Bool           // it was handed its listener and was seen accepting
+	exited        chan struct{}         // closed when the process has exited
 
 	// A request changes these without the pool's lock. retiring is set with the lock held,
 	// once the process is out of the table; a request that counted itself in inflight and then
@@ -186,6 +188,31 @@ func (l *Lease) Network() string { return l.p.network }
 
 // Addr is the process's host:port, or the path of its unix socket.
 func (l *Lease) Addr() string { return l.p.addr }
+
+// Err tells, after a request to the process failed, why the process never served: it was
+// handed its listener and took the request before it had accepted a connection, then exited
+// or passed its startTimeout. It is nil for a process seen accepting.
+func (l *Lease) Err() error {
+	pr := l.p
+	if pr.network != "unix" || pr.accepted.Load() {
+		return nil
+	}
+	// A request waiting in the queue fails when the listener closes, just after the process
+	// has exited: the pool hears of the exit right after.
+	select {
+	case <-pr.exited:
+	case <-time.After(time.Second):
+		return nil
+	}
+	if err := pr.lateErr.Load(); err != nil {
+		return *err
+	}
+	if pr.accepted.Load() {
+		return nil
+	}
+	return fmt.Errorf("worker %s@%s did not start: it exited before accepting a connection on its listener, descriptor 3 (%s)",
+		pr.name, pr.version, pr.cmd.State())
+}
 
 // PID is the process id.
 func (l *Lease) PID() int { return l.p.cmd.Pid() }
@@ -423,23 +450,25 @@ func (p *Pool) Close() {
 	p.opts.Sandbox.Close()
 }
 
-// start launches the process and waits until it accepts connections.
+// start launches the process and waits until it accepts connections; one handed its listener
+// is ready at once (see watchAccept).
 func (pr *proc) start() {
 	defer close(pr.ready)
 	var err error
-	if pr.pool.opts.Sandbox.IsolatedNetwork() {
+	sb := pr.pool.opts.Sandbox
+	if sb.IsolatedNetwork() || pr.m.Listen == ListenSocket && sb.SocketActivation() {
 		// The sandbox hands the worker a listener, whose path it tells once started.
 		pr.network = "unix"
-		if err = pr.launch(0); err == nil {
+		if err = pr.launch(0, true); err == nil {
 			pr.addr = pr.cmd.Socket()
-			err = pr.awaitAccept()
+			err = pr.queueProbe()
 		}
 	} else {
 		var port int
 		pr.network = "tcp"
 		if port, err = freePort(); err == nil {
 			pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			err = pr.launch(port)
+			err = pr.launch(port, false)
 		}
 		if err == nil {
 			err = pr.awaitReady()
@@ -471,6 +500,9 @@ func (pr *proc) start() {
 	pr.pool.opts.Events.ProcessStarted(pr.name)
 	pr.pool.mu.Unlock()
 	pr.logger.Info("worker started", zap.Int("pid", pr.cmd.Pid()), zap.String("addr", pr.addr))
+	if pr.network == "unix" {
+		go pr.watchAccept()
+	}
 }
 
 func freePort() (int, error) {
@@ -483,7 +515,7 @@ func freePort() (int, error) {
 }
 
 // launch starts the process, confined, in its version folder with a minimal environment.
-func (pr *proc) launch(port int) error {
+func (pr *proc) launch(port int, listen bool) error {
 	argv, err := pr.argv()
 	if err != nil {
 		return err
@@ -505,7 +537,7 @@ func (pr *proc) launch(port int) error {
 	}
 	stdout, stderr := output("stdout"), output("stderr")
 	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox(),
-		OverScratch: pr.overScratch}
+		OverScratch: pr.overScratch, Listen: listen}
 	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
 	if err != nil {
 		return err
@@ -597,9 +629,12 @@ func RuntimeVariable(name string) bool {
 	return strings.HasPrefix(name, sandbox.ListenPrefix)
 }
 
-// awaitReady waits until the process accepts connections, exits, or startTimeout passes.
+// awaitReady waits until the process accepts connections, exits, or startTimeout passes. It
+// tries again soon at first, a program's start often takes a few milliseconds, then less and
+// less often.
 func (pr *proc) awaitReady() error {
 	deadline := time.Now().Add(time.Duration(pr.m.StartTimeout))
+	wait := readyPoll
 	for {
 		conn, err := net.DialTimeout("tcp", pr.addr, 100*time.Millisecond)
 		if err == nil {
@@ -609,41 +644,73 @@ func (pr *proc) awaitReady() error {
 		select {
 		case <-pr.exited:
 			return fmt.Errorf("it exited before listening on PORT (%s)", pr.cmd.State())
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(wait):
 		}
+		wait = min(wait*3/2, readyPollMax)
 		if time.Now().After(deadline) {
 			return fmt.Errorf("it did not listen on PORT %s within startTimeout %s", pr.addr, time.Duration(pr.m.StartTimeout))
 		}
 	}
 }
 
-// awaitAccept waits until the process accepts a connection on the listener it was handed
-// (which accepts connections into its queue from the start), exits, or startTimeout passes:
-// one connection is made and waits in the queue until the worker takes it.
-func (pr *proc) awaitAccept() error {
-	timeout := time.Duration(pr.m.StartTimeout)
-	conn, err := net.DialTimeout("unix", pr.addr, timeout)
+// The first and the longest wait between two looks at a starting process.
+const (
+	readyPoll    = 500 * time.Microsecond
+	readyPollMax = 20 * time.Millisecond
+)
+
+// queueProbe makes one connection to the listener the process was handed, and closes it: it
+// waits in the listener's queue, where the listener takes connections from the start, until
+// the process accepts it (see watchAccept).
+func (pr *proc) queueProbe() error {
+	conn, err := net.DialTimeout("unix", pr.addr, time.Duration(pr.m.StartTimeout))
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	return conn.Close()
+}
+
+// watchAccept watches a process handed its listener, which takes requests from the moment it
+// starts (they wait in the listener's queue): once it has accepted the probe, it is known to
+// serve; one that exits before, or has not accepted within startTimeout, is stopped and the
+// requests that waited for it answer why (Lease.Err).
+func (pr *proc) watchAccept() {
+	timeout := time.Duration(pr.m.StartTimeout)
 	deadline := time.Now().Add(timeout)
+	wait := readyPoll
 	for pr.cmd.Pending() {
 		select {
 		case <-pr.exited:
-			return fmt.Errorf("it exited before accepting a connection on its listener, descriptor 3 (%s)", pr.cmd.State())
-		case <-time.After(20 * time.Millisecond):
+			return // a crash, counted already; Lease.Err says why
+
+		case <-time.After(wait):
 		}
+		wait = min(wait*3/2, readyPollMax)
 		if time.Now().After(deadline) {
-			return fmt.Errorf("it did not accept connections on its listener within startTimeout %s: with worker_network isolated "+
-				"a worker has no PORT and must serve on descriptor 3 (LISTEN_FDS, socket activation)", timeout)
+			pr.failLate(fmt.Errorf("it did not accept connections on its listener within startTimeout %s: a worker with listen: socket, "+
+				"or under worker_network isolated, gets no PORT and must serve on descriptor 3 (LISTEN_FDS, socket activation)", timeout))
+			return
 		}
 	}
-	select {
-	case <-pr.exited:
-		return fmt.Errorf("it exited at start (%s)", pr.cmd.State())
-	default:
-		return nil
+	pr.accepted.Store(true)
+}
+
+// failLate records why a process that was taking requests never served, and stops it.
+func (pr *proc) failLate(err error) {
+	err = fmt.Errorf("worker %s@%s did not start: %v", pr.name, pr.version, err)
+	pr.lateErr.Store(&err)
+	pr.logger.Error("worker did not start", zap.Error(err))
+	p := pr.pool
+	p.mu.Lock()
+	p.dropLocked(pr)
+	pr.retiring.Store(true)
+	stop := pr.stopping.CompareAndSwap(false, true)
+	if stop {
+		p.noteCrashLocked(pr)
+	}
+	p.mu.Unlock()
+	if stop {
+		pr.kill()
 	}
 }
 

@@ -80,6 +80,9 @@ func get(t testing.TB, p *Pool, name, dir string, m Manifest, path string) (echo
 		}}}
 	resp, err := client.Get("http://worker" + path)
 	if err != nil {
+		if lerr := l.Err(); lerr != nil {
+			return echo{}, lerr // as the proxy answers
+		}
 		return echo{}, err
 	}
 	defer resp.Body.Close()
@@ -459,9 +462,72 @@ func TestPoolIsolatedNetwork(t *testing.T) {
 	m := manifest(t, map[string]string{"IGNORE_LISTEN_FDS": "1"})
 	m.StartTimeout = Duration(time.Second)
 	_, err = get(t, p, "deaf", t.TempDir(), m, "/")
-	var ue *UnavailableError
-	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "descriptor 3") || !strings.Contains(ue.Reason, "startTimeout 1s") {
-		t.Fatalf("a worker that ignores its listener: %v, want unavailable naming descriptor 3 and startTimeout", err)
+	if err == nil || !strings.Contains(err.Error(), "descriptor 3") || !strings.Contains(err.Error(), "startTimeout 1s") {
+		t.Fatalf("a worker that ignores its listener: %v, want an error naming descriptor 3 and startTimeout", err)
+	}
+}
+
+// TestPoolListen: a worker with listen: socket is handed its listener in the host's network,
+// and takes requests from the moment it starts: they wait in the listener's queue. One that
+// listens late still answers; one that never accepts there, or exits first, fails saying why,
+// as does a worker on a port that never listens.
+func TestPoolListen(t *testing.T) {
+	p, _ := newPool(t, 8)
+	socket := func(env map[string]string) Manifest {
+		m := manifest(t, env)
+		m.Listen = ListenSocket
+		m.StartTimeout = Duration(2 * time.Second)
+		return m
+	}
+	e, err := get(t, p, "sock", t.TempDir(), socket(map[string]string{"LISTEN_PID": "1"}), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Join(e.Env, "\n") + "\n"
+	if !strings.Contains(env, "LISTEN_FDS=1\n") || !strings.Contains(env, fmt.Sprintf("LISTEN_PID=%d\n", e.PID)) || strings.Contains(env, "PORT=") {
+		t.Errorf("environment of a worker with listen: socket:\n%s", env)
+	}
+
+	// Ready before it accepts: the lease comes while the probe still waits in the queue.
+	late := t.TempDir()
+	lm := socket(map[string]string{"START_DELAY": "3s"})
+	lm.StartTimeout = Duration(20 * time.Second)
+	l, err := p.Acquire(context.Background(), "late", "1.0.0", late, lm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.p.cmd.Pending() {
+		t.Error("the lease waited for the worker to accept")
+	}
+	l.Release()
+	if _, err := get(t, p, "late", late, lm, "/"); err != nil {
+		t.Errorf("a worker that accepts late: %v", err)
+	}
+	if _, err := get(t, p, "late-port", t.TempDir(), manifest(t, map[string]string{"START_DELAY": "300ms"}), "/"); err != nil {
+		t.Errorf("a worker that listens on its port late: %v", err)
+	}
+
+	never := manifest(t, map[string]string{"TESTWORKER_MODE": "sleeper"})
+	never.StartTimeout = Duration(time.Second)
+	tests := []struct {
+		name string
+		m    Manifest
+		want []string
+	}{
+		{"ignores its listener", socket(map[string]string{"IGNORE_LISTEN_FDS": "1"}), []string{"descriptor 3", "startTimeout 2s", "LISTEN_FDS"}},
+		{"never listens on its listener", socket(map[string]string{"TESTWORKER_MODE": "sleeper"}), []string{"descriptor 3", "startTimeout 2s"}},
+		{"exits before it accepts", socket(map[string]string{"EXIT_AT_START": "1"}), []string{"exited before accepting", "descriptor 3", "exit status 2"}},
+		{"never listens on its port", never, []string{"did not listen on PORT", "startTimeout 1s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := get(t, p, tt.name, t.TempDir(), tt.m, "/")
+			for _, want := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v, want it to say %q", err, want)
+				}
+			}
+		})
 	}
 }
 

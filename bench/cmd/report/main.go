@@ -92,6 +92,13 @@ var checks = []check{
 			"as each worker does (the kernel schedules a session as one group).",
 	},
 	{
+		title: "process worker on its socket (`listen: socket`) / `reverse_proxy` throughput", a: "BenchmarkServing/socket-worker", b: "BenchmarkServing/reverse-proxy",
+		metric: "req/s", target: 1.2,
+		what: "the row above with the worker handed its listener as descriptor 3: the runtime proxies to it over the unix " +
+			"socket, not loopback TCP, with keep-alive connections pooled per worker; `reverse_proxy` still goes to the other " +
+			"instance of the program over TCP.",
+	},
+	{
 		title: "pinned version (`/site@^1.0.0/`) / unpinned static worker throughput", a: "BenchmarkServing/pinned-worker", b: "BenchmarkServing/static-worker",
 		metric: "req/s", target: 0.95,
 		what: "the static worker's index file through a semver-range pin against the same file unpinned, on the process of " +
@@ -117,15 +124,56 @@ var checks = []check{
 			"`Set-Cookie`) against requests with one.",
 	},
 	{
+		title: "static worker at its own host / at its path throughput", a: "BenchmarkHosts/by-host", b: "BenchmarkHosts/by-path",
+		metric: "req/s", target: 0.95,
+		what: "a static worker's index file at the worker's host under `workers_domain` (`Host: site.apps.localhost`) " +
+			"against the same file at its path (`/site/`), on one runtime process: routing by host is a map lookup of the " +
+			"host's labels, with the version chosen as for the path.",
+	},
+	{
+		title: "TLS permission check over 10 000 names (µs)", a: "BenchmarkHostPermission", metric: "µs/check", target: 50, atMost: true,
+		what: "the answer of `tls.permission.runtime` (`serving.HostServed`, which the module calls) over 5 000 workers and " +
+			"5 000 verified custom domains, asked in turn for a worker's host, a scoped worker's host, a custom domain and two " +
+			"names it refuses, in one goroutine: from memory (the host router and the worker catalog's snapshot), never the key store.",
+	},
+	{
 		title: "64 connections over 50 workers / over one worker throughput", a: "BenchmarkManyWorkers/fifty-workers", b: "BenchmarkManyWorkers/one-worker",
 		metric: "req/s", target: 0.9,
 		what: "64 keep-alive connections each sending requests to 50 static workers in turn against the same connections " +
 			"all sending to one of them, on one runtime process: finding a worker's version takes no lock.",
 	},
 	{
-		title: "process worker cold start to first byte (ms)", a: "BenchmarkColdStart", metric: "ms/start", info: true,
-		what: "the first request to a process worker whose process is not running: start, readiness, proxying, " +
-			"until the answer's first byte (stopping it between rounds is not timed).",
+		title: "process worker cold start to first byte, p50 (ms)", a: "BenchmarkColdStart", metric: "p50-ms", info: true,
+		what: "the first request to a process worker whose process is not running (`listen: socket`: it is handed its " +
+			"listener as descriptor 3), with every sandbox layer the machine has on (the benchmark runs as root: cgroups, " +
+			"Landlock, seccomp, a scratch tmpfs, and `worker_network isolated`; not `worker_user`): start, proxying, until " +
+			"the answer's first byte; disabling and enabling the version between requests, which stops the process, is not timed.",
+	},
+	{
+		title: "process worker cold start to first byte, p90 (ms)", a: "BenchmarkColdStart", metric: "p90-ms", info: true,
+		what: "the 90th percentile of the same starts.",
+	},
+	{
+		title: "bare start of the same program to first byte, p50 (ms)", a: "BenchmarkColdStart", metric: "bare-p50-ms", info: true,
+		what: "the test worker started by the benchmark itself on a free port, unconfined, timed from its start until the " +
+			"first byte of the same request, dialled again every 100 µs until it listens; alternating with the starts above.",
+	},
+	{
+		title: "bare start of the same program to first byte, p90 (ms)", a: "BenchmarkColdStart", metric: "bare-p90-ms", info: true,
+		what: "the 90th percentile of the same bare starts.",
+	},
+	{
+		title: "cold start p50 / (2 × bare start p50 + 5 ms)", a: "BenchmarkColdStart", metric: "p50/budget", target: 1, atMost: true,
+		what: "the median cold start against its budget: twice the median bare start plus 5 ms.",
+	},
+	{
+		title: "cold start p90 / (3 × bare start p90)", a: "BenchmarkColdStart", metric: "p90/budget", target: 1, atMost: true,
+		what: "the 90th percentile of the cold starts against three times that of the bare starts.",
+	},
+	{
+		title: "process worker cold start with `listen: port`, p50 (ms)", a: "BenchmarkColdStart", metric: "port-p50-ms", info: true,
+		what: "the same program as a worker that listens on `$PORT`, which the runtime polls (after 0.5 ms, then half as " +
+			"long again each time), on a runtime with `worker_network host`, alternating with the starts above.",
 	},
 	{
 		title: "plugin reload with 50 plugins (ms)", a: "BenchmarkPluginReload", metric: "ms/reload", target: 100, atMost: true,

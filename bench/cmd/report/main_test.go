@@ -33,16 +33,20 @@ BenchmarkServing/static-worker-2     	   10000	    100000 ns/op	     10000 req/s
 BenchmarkServing/file-server-2       	   10000	    100000 ns/op	     10500 req/s
 BenchmarkServing/process-worker-2    	   10000	    100000 ns/op	      8000 req/s
 BenchmarkServing/reverse-proxy-2     	   10000	    100000 ns/op	     10000 req/s
+BenchmarkServing/socket-worker-2     	   10000	    100000 ns/op	     12500 req/s
 BenchmarkServing/pinned-worker-2     	   10000	    100000 ns/op	      9800 req/s
 BenchmarkServing/inject-base-2       	   10000	    100000 ns/op	      9000 req/s
 BenchmarkSplit/no-split-2            	   10000	    100000 ns/op	     10000 req/s
 BenchmarkSplit/split-2               	   10000	    100000 ns/op	      9700 req/s
 BenchmarkSplit/split-no-cookie-2     	   10000	    100000 ns/op	      8500 req/s
+BenchmarkHosts/by-host-2             	   10000	    100000 ns/op	      9700 req/s
+BenchmarkHosts/by-path-2             	   10000	    100000 ns/op	     10000 req/s
+BenchmarkHostPermission-2            	 1000000	      2400 ns/op	         2.400 µs/check
 BenchmarkManyWorkers/one-worker-2    	   10000	    100000 ns/op	     10000 req/s
 BenchmarkManyWorkers/fifty-workers-2 	   10000	    100000 ns/op	      9500 req/s
 BenchmarkManyWorkers/fifty-workers#01-2	   10000	    100000 ns/op	      8000 req/s
 BenchmarkManyWorkers/one-worker#01-2 	   10000	    100000 ns/op	     10000 req/s
-BenchmarkColdStart-2                 	      48	  24398436 ns/op	        22.68 ms/start
+BenchmarkColdStart-2                 	      48	  24398436 ns/op	         4.000 bare-p50-ms	         6.000 bare-p90-ms	        11.00 p50-ms	         0.8462 p50/budget	        20.00 p90-ms	         1.111 p90/budget	        15.00 port-p50-ms
 BenchmarkPluginReload-2              	     100	  30000000 ns/op	        30.0 ms/reload
 BenchmarkHooks/no-hooks-2            	   10000	    100000 ns/op	     10000 req/s
 BenchmarkHooks/five-hooks-2          	   10000	    100000 ns/op	      9500 req/s
@@ -89,7 +93,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 71 || len(res.order) != 41 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 75 || len(res.order) != 45 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -113,10 +117,17 @@ func TestReport(t *testing.T) {
 		"| process worker / `reverse_proxy` throughput | 0.800 | ≥ 0.90 | **FAIL** |",
 		"| pinned version (`/site@^1.0.0/`) / unpinned static worker throughput | 0.980 | ≥ 0.95 | **PASS** |",
 		"| `injectBase` page / plain static file throughput | 0.900 | ≥ 0.95 | **FAIL** |",
+		"| static worker at its own host / at its path throughput | 0.970 | ≥ 0.95 | **PASS** |",
+		"| TLS permission check over 10 000 names (µs) | 2.400 | ≤ 50.00 | **PASS** |",
 		// per-round ratios 0.95 and 0.8
 		"| a worker with a traffic split / without one throughput | 0.970 | ≥ 0.95 | **PASS** |",
 		"| 64 connections over 50 workers / over one worker throughput | 0.875 | ≥ 0.90 | **FAIL** |",
-		"| process worker cold start to first byte (ms) | 22.680 | — | measured |",
+		"| process worker cold start to first byte, p50 (ms) | 11.000 | — | measured |",
+		"| bare start of the same program to first byte, p50 (ms) | 4.000 | — | measured |",
+		"| cold start p50 / (2 × bare start p50 + 5 ms) | 0.846 | ≤ 1.00 | **PASS** |",
+		"| cold start p90 / (3 × bare start p90) | 1.111 | ≤ 1.00 | **FAIL** |",
+		"| process worker cold start with `listen: port`, p50 (ms) | 15.000 | — | measured |",
+		"| process worker on its socket (`listen: socket`) / `reverse_proxy` throughput | 1.250 | ≥ 1.20 | **PASS** |",
 		"| plugin reload with 50 plugins (ms) | 30.000 | ≤ 100.00 | **PASS** |",
 		"| 5 pass-through hooks / no hooks throughput | 0.950 | ≥ 0.90 | **PASS** |",
 		"| ListWorkers | 1 | 8500000 | 8.5 ms/list |",

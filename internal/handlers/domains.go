@@ -1,0 +1,195 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/hosts"
+	"github.com/caddy-runtime/runtime/internal/keystore"
+)
+
+// Error codes of custom domains.
+const (
+	CodeInvalidDomain  = "INVALID_DOMAIN"
+	CodeDomainReserved = "DOMAIN_RESERVED"
+	CodeDomainTaken    = "DOMAIN_TAKEN"
+	CodeDomainNotFound = "DOMAIN_NOT_FOUND"
+)
+
+func (a *API) domainRoutes() []route {
+	badName := errorResponse(http.StatusBadRequest, "Malformed scope or name (INVALID_PACKAGE_NAME)")
+	namespace := errorResponse(http.StatusForbidden, "The worker is outside the key's namespaces (NAMESPACE_DENIED)")
+	return []route{
+		{
+			method: "GET", path: "/workers/{scope}/{name}/domains", id: "listWorkerDomains", tag: "workers", permission: keystore.WorkersRead,
+			summary:     "List a worker's custom domains",
+			description: "Each domain with its state: pending until a DNS check finds the token in its TXT record, then verified and served. {scope} is _ or @scope.",
+			responses: []response{
+				{status: http.StatusOK, description: "The domains, by name", body: []api.WorkerDomain{}},
+				badName, namespace,
+			},
+			handle: a.listDomains,
+		},
+		{
+			method: "PUT", path: "/workers/{scope}/{name}/domains/{domain}", id: "attachWorkerDomain", tag: "workers", permission: keystore.WorkersInstall,
+			summary: "Attach a custom domain to a worker, or check it again",
+			description: "Attaches the domain and answers the token that a DNS TXT record `_runtime-challenge.<domain>` must hold; " +
+				"the domain is served, and allowed a certificate on demand, once a check finds it. Each PUT checks the record " +
+				"(DNS only, through the system's resolver or domain_resolvers); PUT again once the record is in place. " +
+				"Refused: IP literals and names that are not DNS names (INVALID_DOMAIN), the API's own hosts and names under " +
+				"workers_domain (DOMAIN_RESERVED), a domain attached to another worker (DOMAIN_TAKEN).",
+			responses: []response{
+				{status: http.StatusOK, description: "The domain, its token and the check's outcome", body: api.WorkerDomain{}},
+				errorResponse(http.StatusBadRequest, "Malformed name, or a domain that cannot be attached (INVALID_PACKAGE_NAME, INVALID_DOMAIN, DOMAIN_RESERVED)"),
+				namespace,
+				errorResponse(http.StatusNotFound, "No such worker (WORKER_NOT_FOUND)"),
+				errorResponse(http.StatusConflict, "The domain is attached to another worker (DOMAIN_TAKEN)"),
+			},
+			handle: a.attachDomain,
+		},
+		{
+			method: "DELETE", path: "/workers/{scope}/{name}/domains/{domain}", id: "detachWorkerDomain", tag: "workers", permission: keystore.WorkersInstall,
+			summary:     "Detach a custom domain from a worker",
+			description: "The domain is no longer served and gets no new certificate; one already issued stays cached until it expires.",
+			responses: []response{
+				{status: http.StatusOK, description: "Detached", body: api.Success{}},
+				badName, namespace,
+				errorResponse(http.StatusNotFound, "The worker holds no such domain (DOMAIN_NOT_FOUND)"),
+			},
+			handle: a.detachDomain,
+		},
+	}
+}
+
+// domainsOf reads and authorizes the worker whose domains a request is about, and returns the
+// key store holding them.
+func (a *API) domainsOf(r *http.Request) (string, *keystore.Store, error) {
+	name, _, err := workerTarget(r)
+	if err != nil {
+		return "", nil, err
+	}
+	store, err := a.keyStore()
+	return name, store, err
+}
+
+func (a *API) listDomains(w http.ResponseWriter, r *http.Request) error {
+	name, store, err := a.domainsOf(r)
+	if err != nil {
+		return err
+	}
+	list, err := store.Domains(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	out := make([]api.WorkerDomain, 0, len(list))
+	for _, d := range list {
+		out = append(out, domainRecord(d))
+	}
+	envelope.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (a *API) attachDomain(w http.ResponseWriter, r *http.Request) error {
+	name, _, err := workerTarget(r)
+	if err != nil {
+		return err
+	}
+	c, err := catalog(a.opts.Workers)
+	if err != nil {
+		return err
+	}
+	if _, ok := c.Find(name); !ok {
+		return envelope.Errorf(http.StatusNotFound, "WORKER_NOT_FOUND", "no worker named %q", name)
+	}
+	own := []string{hosts.Normalize(r.Host)}
+	if a.opts.OwnHosts != nil {
+		own = append(own, a.opts.OwnHosts()...)
+	}
+	domain, err := hosts.CheckCustom(r.PathValue("domain"), a.opts.WorkersDomain, own)
+	p := principalOf(r.Context())
+	refuse := func(status int, code string, err error) error {
+		a.auditScoped(r, "worker.domain.attach", name+" "+r.PathValue("domain"), keystore.NamespaceOf(name), "failed", &p, zap.String("reason", err.Error()))
+		return envelope.Errorf(status, code, "%v", err)
+	}
+	switch {
+	case errors.Is(err, hosts.ErrOwnHost) || errors.Is(err, hosts.ErrUnderDomain):
+		return refuse(http.StatusBadRequest, CodeDomainReserved, err)
+	case err != nil:
+		return refuse(http.StatusBadRequest, CodeInvalidDomain, err)
+	}
+	store, err := a.keyStore()
+	if err != nil {
+		return err
+	}
+	d, err := store.AttachDomain(r.Context(), domain, name, p)
+	if errors.Is(err, keystore.ErrDomainTaken) {
+		return refuse(http.StatusConflict, CodeDomainTaken, errors.New(domain+" is attached to another worker; detach it there first"))
+	}
+	if err != nil {
+		return err
+	}
+	if !d.Verified() {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		checkErr := a.verifier().Check(ctx, domain, d.Token)
+		cancel()
+		reason := ""
+		if checkErr != nil {
+			reason = checkErr.Error()
+		}
+		if d, err = store.RecordDomainCheck(r.Context(), domain, name, checkErr == nil, reason); err != nil {
+			return err
+		}
+	}
+	if a.opts.DomainsChanged != nil {
+		a.opts.DomainsChanged(r.Context())
+	}
+	rec := domainRecord(d)
+	a.auditScoped(r, "worker.domain.attach", name+" "+domain, keystore.NamespaceOf(name), "success", &p,
+		zap.String("domain", domain), zap.String("state", rec.State))
+	envelope.WriteJSON(w, http.StatusOK, rec)
+	return nil
+}
+
+func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
+	name, store, err := a.domainsOf(r)
+	if err != nil {
+		return err
+	}
+	p := principalOf(r.Context())
+	domain := hosts.Normalize(r.PathValue("domain"))
+	err = store.RemoveDomain(r.Context(), domain, name, p)
+	if errors.Is(err, keystore.ErrDomainNotFound) {
+		return envelope.Errorf(http.StatusNotFound, CodeDomainNotFound, "worker %s holds no domain %s", name, domain)
+	}
+	if err != nil {
+		return err
+	}
+	if a.opts.DomainsChanged != nil {
+		a.opts.DomainsChanged(r.Context())
+	}
+	a.auditScoped(r, "worker.domain.detach", name+" "+domain, keystore.NamespaceOf(name), "success", &p, zap.String("domain", domain))
+	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
+	return nil
+}
+
+// verifier checks the TXT records of custom domains.
+func (a *API) verifier() hosts.Verifier { return hosts.Verifier{Resolvers: a.opts.DomainResolvers} }
+
+func domainRecord(d keystore.WorkerDomain) api.WorkerDomain {
+	rec := api.WorkerDomain{Domain: d.Domain, Worker: d.Worker, State: "pending", Record: hosts.ChallengeLabel + "." + d.Domain,
+		Token: d.Token, URL: "https://" + d.Domain + "/", Error: d.CheckError}
+	if d.Verified() {
+		rec.State = "verified"
+		rec.VerifiedAt = timestamp(time.Unix(d.VerifiedAt, 0))
+	}
+	if d.CheckedAt != 0 {
+		rec.CheckedAt = timestamp(time.Unix(d.CheckedAt, 0))
+	}
+	return rec
+}

@@ -1,0 +1,186 @@
+package keystore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// ErrDomainTaken is an attach of a domain that another worker holds.
+var ErrDomainTaken = errors.New("the domain is attached to another worker")
+
+// ErrDomainNotFound is a change to a domain the worker does not hold.
+var ErrDomainNotFound = errors.New("no such domain")
+
+// WorkerDomain is a custom domain attached to a worker: served once a DNS TXT record proved the
+// attacher controls it (VerifiedAt set). Removed domains stay as tombstones (RemovedAt set) so
+// that every instance learns of the removal. Times are Unix seconds.
+type WorkerDomain struct {
+	Domain          string // lower case, no trailing dot
+	Worker          string // "app" or "@team/app"
+	Scope           string // the namespace of Worker, "" when unscoped
+	Token           string // the value the TXT record must hold
+	VerifiedAt      int64  // 0 until verified
+	CheckedAt       int64  // the last check, 0 before any
+	CheckError      string // why the last check failed, "" when it passed or none ran
+	RemovedAt       int64
+	CreatedAt       int64
+	ChangedByID     int64
+	ChangedByPrefix string
+	Change          int64
+}
+
+// Verified reports whether the domain is served.
+func (d WorkerDomain) Verified() bool { return d.VerifiedAt != 0 && d.RemovedAt == 0 }
+
+// domainColumns are the columns of worker_domains, change_seq last (as syncedTables wants).
+const domainColumns = "domain, worker, scope, token, verified_at, checked_at, check_error, removed_at, created_at, changed_by_id, changed_by_prefix, change_seq"
+
+func scanDomain(row scanner) (WorkerDomain, error) {
+	var d WorkerDomain
+	err := row.Scan(&d.Domain, &d.Worker, &d.Scope, &d.Token, &d.VerifiedAt, &d.CheckedAt, &d.CheckError, &d.RemovedAt, &d.CreatedAt,
+		&d.ChangedByID, &d.ChangedByPrefix, &d.Change)
+	return d, err
+}
+
+// newToken returns a fresh verification token: 128 random bits in hex.
+func newToken() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic("keystore: no randomness: " + err.Error())
+	}
+	return "runtime-" + hex.EncodeToString(b)
+}
+
+// AttachDomain attaches domain (checked by the caller) to worker, by by, and returns its row:
+// a new one with a fresh token, or the live one when the worker holds it already. A domain
+// another worker holds is ErrDomainTaken.
+func (s *Store) AttachDomain(ctx context.Context, domain, worker string, by Principal) (WorkerDomain, error) {
+	defer s.timed("attach_domain")()
+	if err := checkRef(UnitRef{Kind: UnitWorker, Name: worker}, true); err != nil {
+		return WorkerDomain{}, err
+	}
+	if err := checkText("domain", "BAD_REQUEST", domain, 253); err != nil {
+		return WorkerDomain{}, err
+	}
+	var out WorkerDomain
+	err := s.write(ctx, func(tx writeTx) error {
+		cur, err := scanDomain(tx.QueryRowContext(ctx, `SELECT `+domainColumns+` FROM worker_domains WHERE domain = ?`, domain))
+		switch {
+		case err == nil && cur.RemovedAt == 0 && cur.Worker != worker:
+			return ErrDomainTaken
+		case err == nil && cur.RemovedAt == 0:
+			out = cur
+			return nil
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("reading domain %s: %w", domain, err)
+		}
+		scope := NamespaceOf(worker)
+		now := s.now().Unix()
+		out = WorkerDomain{Domain: domain, Worker: worker, Scope: scope, Token: newToken(), CreatedAt: now,
+			ChangedByID: by.ID, ChangedByPrefix: by.KeyPrefix, Change: tx.seq}
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO worker_domains (`+domainColumns+`) VALUES (?, ?, ?, ?, 0, 0, '', 0, ?, ?, ?, ?)`,
+			domain, worker, scope, out.Token, now, by.ID, by.KeyPrefix, tx.seq)
+		if err != nil {
+			return fmt.Errorf("attaching domain %s: %w", domain, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return WorkerDomain{}, err
+	}
+	s.domainsChangedNow()
+	return out, nil
+}
+
+// RecordDomainCheck stores the outcome of a DNS check of worker's domain: verified, or the
+// reason it failed (a verified domain stays verified). It returns the row as stored.
+func (s *Store) RecordDomainCheck(ctx context.Context, domain, worker string, verified bool, reason string) (WorkerDomain, error) {
+	defer s.timed("check_domain")()
+	var out WorkerDomain
+	err := s.write(ctx, func(tx writeTx) error {
+		now := s.now().Unix()
+		verifiedAt := "verified_at"
+		if verified {
+			verifiedAt = "CASE WHEN verified_at = 0 THEN ? ELSE verified_at END"
+		}
+		args := []any{}
+		if verified {
+			args = append(args, now)
+		}
+		args = append(args, now, reason, tx.seq, domain, worker)
+		res, err := tx.ExecContext(ctx, `UPDATE worker_domains SET verified_at = `+verifiedAt+`, checked_at = ?, check_error = ?, change_seq = ?
+			WHERE domain = ? AND worker = ? AND removed_at = 0`, args...)
+		if err != nil {
+			return fmt.Errorf("recording the check of domain %s: %w", domain, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrDomainNotFound
+		}
+		out, err = scanDomain(tx.QueryRowContext(ctx, `SELECT `+domainColumns+` FROM worker_domains WHERE domain = ?`, domain))
+		return err
+	})
+	if err != nil {
+		return WorkerDomain{}, err
+	}
+	s.domainsChangedNow()
+	return out, nil
+}
+
+// RemoveDomain detaches domain from worker, by by.
+func (s *Store) RemoveDomain(ctx context.Context, domain, worker string, by Principal) error {
+	defer s.timed("remove_domain")()
+	err := s.write(ctx, func(tx writeTx) error {
+		now := s.now().Unix()
+		res, err := tx.ExecContext(ctx, `UPDATE worker_domains SET removed_at = ?, changed_by_id = ?, changed_by_prefix = ?, change_seq = ?
+			WHERE domain = ? AND worker = ? AND removed_at = 0`, now, by.ID, by.KeyPrefix, tx.seq, domain, worker)
+		if err != nil {
+			return fmt.Errorf("removing domain %s: %w", domain, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrDomainNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.domainsChangedNow()
+	return nil
+}
+
+// Domains returns the live domains as this instance holds them, of worker only when worker is
+// not "", by domain.
+func (s *Store) Domains(ctx context.Context, worker string) ([]WorkerDomain, error) {
+	defer s.timed("list_domains")()
+	rows, err := s.db.QueryContext(ctx, `SELECT `+domainColumns+` FROM worker_domains
+		WHERE removed_at = 0 AND (? = '' OR worker = ?) ORDER BY domain`, worker, worker)
+	if err != nil {
+		return nil, fmt.Errorf("reading the domains: %v", err)
+	}
+	defer rows.Close()
+	out := []WorkerDomain{}
+	for rows.Next() {
+		d, err := scanDomain(rows)
+		if err != nil {
+			return nil, fmt.Errorf("reading the domains: %v", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// DomainsChanged returns the channel that receives a value after the domains this instance
+// holds have changed: a change made here, or a pull that brought changed rows. Signals that
+// come while one waits are merged into it.
+func (s *Store) DomainsChanged() <-chan struct{} { return s.domainsChanged }
+
+func (s *Store) domainsChangedNow() {
+	select {
+	case s.domainsChanged <- struct{}{}:
+	default:
+	}
+}
