@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/packages"
 )
 
@@ -209,5 +210,34 @@ func TestSplitAllocations(t *testing.T) {
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per choice", name, n)
 		}
+	}
+}
+
+// TestServeSplitByHost: a request on the worker's own host is split as its path is, the same
+// visitor getting the same version on both.
+func TestServeSplitByHost(t *testing.T) {
+	_, splits, c := splitWorker(t, "")
+	var router hosts.Router
+	router.SetDomain(hosts.Domain{Name: "apps.example.com", Scheme: "https"})
+	s := New(Options{Workers: c, Splits: splits, Hosts: &router})
+	splits.Replace(map[string][]Share{"app": {{"1.0.0", 50}, {"2.0.0", 50}}})
+	sides := map[string]int{}
+	for i := range 40 {
+		id := fmt.Sprintf("visitor%08d", i)
+		want := map[bool]string{true: "2.0.0", false: "1.0.0"}[Bucket(id, "app") < 50]
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host = "app.apps.example.com"
+		r.Header.Set("Cookie", VisitorCookie+"="+id)
+		rec := httptest.NewRecorder()
+		if answer := s.Serve(rec, r); answer != nil || rec.Body.String() != want || rec.Header().Get(VersionHeader) != want {
+			t.Fatalf("visitor %s on the host: %v %q, want %s", id, answer, rec.Body, want)
+		}
+		if path := get(t, s, "/app/", http.Header{"Cookie": {VisitorCookie + "=" + id}}); path.Body.String() != want {
+			t.Fatalf("visitor %s: %q at the path, %s on the host", id, path.Body, want)
+		}
+		sides[want]++
+	}
+	if len(sides) != 2 {
+		t.Errorf("40 visitors on one side only: %v", sides)
 	}
 }
