@@ -29,8 +29,8 @@ type WorkerRecord struct {
 	Sizes map[string]int64 `json:"sizes" doc:"bytes in each version's regular files (links not followed), by version, as of the last scan of its folder"`
 	// Kinds extends it too: clients offer logs of process and WebAssembly workers alone.
 	Kinds map[string]string `json:"kinds" doc:"how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint), process (a program of its own, which writes the worker's logs) or wasm (a WebAssembly module run for each request, whose standard error is the worker's logs); a version whose manifest cannot be read is left out"`
-	// Served extends it too: which version /<name>/ answers with.
-	Served string `json:"served,omitempty" doc:"the version /<name>/ serves; the same as activeVersion"`
+	// Served extends it too: which version /<name>/ answers with when no split share applies.
+	Served string `json:"served,omitempty" doc:"the version /<name>/ serves (outside the shares of a traffic split); the same as activeVersion"`
 	// ActiveVersion and FailedVersions extend it too (health-gated activation), as this
 	// instance sees them: each instance checks new versions for itself.
 	ActiveVersion  string          `json:"activeVersion,omitempty" doc:"the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled"`
@@ -62,6 +62,8 @@ type WorkerUploaded struct {
 	Success bool `json:"success"`
 	Data    struct {
 		Worker InstalledUnit `json:"worker"`
+		// Split is set by an upload with ?canary.
+		Split []TrafficShare `json:"split,omitempty" doc:"with ?canary=N: the traffic split the upload put in force, N percent to the new version and the rest to the version served until then"`
 	} `json:"data"`
 }
 

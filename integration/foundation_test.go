@@ -229,8 +229,8 @@ func TestCaddyAccessLog(t *testing.T) {
 			map[string]any{"key_id": float64(0), "key_prefix": "root"}},
 		{"refused key", s.API + "/admin/session", []harness.Option{harness.WithKey(k.Secret + "x")}, "",
 			map[string]any{"key_id": nil, "key_prefix": nil, "status": float64(401)}},
-		{"worker", "/site/", nil, "", map[string]any{"worker": "site", "key_id": nil}},
-		{"plugin", "/greet/", nil, "", map[string]any{"plugin": "greet", "worker": nil}},
+		{"worker", "/site/", nil, "", map[string]any{"worker": "site", "worker_version": "1.0.0", "key_id": nil}},
+		{"plugin", "/greet/", nil, "", map[string]any{"plugin": "greet", "worker": nil, "worker_version": nil}},
 		{"malformed incoming id", "/api/health", nil, "bad id <x>", map[string]any{"status": float64(200)}},
 	}
 	for _, tt := range tests {

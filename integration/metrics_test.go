@@ -63,10 +63,14 @@ func TestMetrics(t *testing.T) {
 	s.Get(s.API + "/no-such-route")                                                                    // unmatched
 	uploadOK(t, s, "workers", "site.tgz", harness.TarGz(t, pkg("name: site\nversion: 1.0.0\n", harness.File{Name: "index.html", Body: "<p>hi</p>"})...), rootKey)
 	for range 2 {
-		echoOf(t, apps.Get("/@team/echo/"))
+		resp := apps.Get("/@team/echo/")
+		echoOf(t, resp)
+		if v := resp.Header.Get("X-Worker-Version"); v != "1.0.0" {
+			t.Errorf("a process worker's answer names version %q, want 1.0.0", v)
+		}
 	}
-	if resp := apps.Get("/site/"); resp.Status != 200 {
-		t.Fatalf("GET /site/ = %s", resp)
+	if resp := apps.Get("/site/"); resp.Status != 200 || resp.Header.Get("X-Worker-Version") != "1.0.0" {
+		t.Fatalf("GET /site/ = %s (X-Worker-Version %q)", resp, resp.Header.Get("X-Worker-Version"))
 	}
 	apps.Get("/@team/echo/crash") // the process exits: a crash
 	harness.Eventually(t, "the crashed worker to serve again", 10*time.Second, func() bool {
@@ -105,7 +109,7 @@ func TestMetrics(t *testing.T) {
 		`runtime_auth_failures_total{reason="missing_credential"}`:                            1,
 		`runtime_auth_failures_total{reason="invalid_key"}`:                                   1,
 		`runtime_auth_failures_total{reason="permission"}`:                                    1,
-		`runtime_worker_requests_total{code="200",worker="site"}`:                             1,
+		`runtime_worker_requests_total{code="200",version="1.0.0",worker="site"}`:             1,
 		`runtime_worker_process_crashes_total{worker="@team/echo"}`:                           1,
 		`runtime_worker_process_restarts_total{worker="@team/echo"}`:                          1,
 		`runtime_install_duration_seconds_count{kind="worker",outcome="installed"}`:           1,
@@ -113,12 +117,12 @@ func TestMetrics(t *testing.T) {
 	m := scrape(t, s)
 	check(m, exact)
 	atLeast(m, map[string]float64{
-		`runtime_worker_requests_total{code="200",worker="@team/echo"}`:      3,
-		`runtime_worker_request_duration_seconds_count{worker="@team/echo"}`: 4,
-		`runtime_worker_process_starts_total{worker="@team/echo"}`:           2,
-		`runtime_install_bytes_total{kind="worker"}`:                         float64(len("<p>hi</p>")),
-		`runtime_plugin_reload_duration_seconds_count`:                       1,
-		`runtime_keystore_query_duration_seconds_count{op="verify"}`:         1,
+		`runtime_worker_requests_total{code="200",version="1.0.0",worker="@team/echo"}`:      3,
+		`runtime_worker_request_duration_seconds_count{version="1.0.0",worker="@team/echo"}`: 4,
+		`runtime_worker_process_starts_total{worker="@team/echo"}`:                           2,
+		`runtime_install_bytes_total{kind="worker"}`:                                         float64(len("<p>hi</p>")),
+		`runtime_plugin_reload_duration_seconds_count`:                                       1,
+		`runtime_keystore_query_duration_seconds_count{op="verify"}`:                         1,
 	})
 	harness.Eventually(t, "the restarted process to be the only one running", 10*time.Second, func() bool {
 		m := scrape(t, s)

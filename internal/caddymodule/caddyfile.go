@@ -95,6 +95,7 @@ func mountOf(paths []string) string {
 //			session_ttl     <duration>
 //			audit_retention <duration>
 //			retire_delay    <duration>
+//			split_header    <header name>
 //			max_upload_size <size>
 //			max_unpacked_size <size>
 //			max_archive_entries <count>
@@ -174,7 +175,7 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 		"worker_processes": &v.WorkerProcesses, "worker_log_rate": &v.WorkerLogRate,
 		"worker_log_lines": &v.WorkerLogLines}
 	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey, "secrets_key": &v.SecretsKey,
-		"session_ttl": &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,
+		"session_ttl": &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "split_header": &v.SplitHeader, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,
 		"worker_group": &v.WorkerGroup, "scratch_dir": &v.ScratchDir, "worker_network": &v.WorkerNetwork, "worker_cpu": &v.WorkerCPU,
 		"sync_url": &v.SyncURL, "sync_token": &v.SyncToken, "sync_interval": &v.SyncInterval,
 		"workers_domain": &v.WorkersDomain}

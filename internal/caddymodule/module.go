@@ -127,6 +127,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Metrics:         runtimeMetrics,
 		Cluster:         shared,
 		Instances:       instances,
+		ApplyTraffic:    h.state.applyTraffic,
 		Secrets:         handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
 	})
 	if err != nil {
@@ -140,6 +141,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Reserved:    workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
 		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing, Hosts: &h.state.hosts,
+		Splits: h.state.splits, SplitHeader: settings.SplitHeader,
 	})
 	h.units = &pluginhost.Chain{Plugins: h.plugins, Workers: workers, Exempt: h.api, Logger: h.logger}
 	// Followed log streams end when this handler's server begins to shut down (a reload

@@ -114,6 +114,11 @@ type state struct {
 	// activations say which version of each worker is active here; activator checks new ones.
 	activations *workerspkg.Activations
 	activator   *workerspkg.Activator
+	// splits are the traffic splits in force, read from the key store (see applyTraffic).
+	splits      *serving.Splits
+	trafficMu   sync.Mutex // one applyTraffic at a time, so a later read is never replaced by an earlier one
+	stopTraffic chan struct{}
+	trafficDone chan struct{} // closed when the traffic watcher has stopped
 	// hosts maps host names to workers: the latest config's workers_domain, and the verified
 	// custom domains.
 	hosts hostspkg.Router
@@ -156,6 +161,7 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 		workers:  packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
 		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
 		versions: serving.NewVersions(),
+		splits:   serving.NewSplits(),
 	}
 	st.activations = workerspkg.NewActivations(workerspkg.ActivationsPath(s.StateDir), logger.Named("workers"))
 	st.activator = workerspkg.NewActivator(workerspkg.ActivatorOptions{Workers: st.workers, Pool: st.workerPool,
@@ -235,6 +241,11 @@ func (s *state) open() error {
 	s.keys.Store(store)
 	s.stopPrune, s.pruned = make(chan struct{}), make(chan struct{})
 	go s.pruneAudit(store)
+	if err := s.applyTraffic(context.Background()); err != nil {
+		return fmt.Errorf("reading the traffic splits: %v", err)
+	}
+	s.stopTraffic, s.trafficDone = make(chan struct{}), make(chan struct{})
+	go s.watchTraffic(store)
 	why, err := store.RemoveStaleBootstrap(context.Background())
 	if err != nil {
 		return fmt.Errorf("checking the bootstrap key: %v", err)
@@ -303,6 +314,44 @@ func (s *state) open() error {
 		return s.openCluster(store)
 	}
 	return nil
+}
+
+// applyTraffic puts the traffic splits the key store holds in force.
+func (s *state) applyTraffic(ctx context.Context) error {
+	store := s.keys.Load()
+	if store == nil {
+		return errStarting
+	}
+	s.trafficMu.Lock()
+	defer s.trafficMu.Unlock()
+	all, err := store.TrafficSplits(ctx)
+	if err != nil {
+		return err
+	}
+	splits := make(map[string][]serving.Share, len(all))
+	for _, t := range all {
+		for _, sh := range t.Shares {
+			splits[t.Name] = append(splits[t.Name], serving.Share{Version: sh.Version, Percent: sh.Percent})
+		}
+	}
+	s.splits.Replace(splits)
+	return nil
+}
+
+// watchTraffic applies the traffic splits again whenever the key store's change (a pull
+// brought a split set on another instance), until the state is released.
+func (s *state) watchTraffic(store *keystore.Store) {
+	defer close(s.trafficDone)
+	for {
+		select {
+		case <-store.TrafficChanged():
+			if err := s.applyTraffic(context.Background()); err != nil {
+				s.logger.Error("applying the traffic splits; the ones before stay in force", zap.Error(err))
+			}
+		case <-s.stopTraffic:
+			return
+		}
+	}
 }
 
 // auditPruneEvery is how often the audit trail drops the entries past its retention.
@@ -497,6 +546,10 @@ func (s *state) Destruct() error {
 	if s.stopPrune != nil {
 		close(s.stopPrune)
 		<-s.pruned // before the store closes under it
+	}
+	if s.stopTraffic != nil {
+		close(s.stopTraffic)
+		<-s.trafficDone
 	}
 	s.activator.Close() // before the pool: a check cut short is not a failed one
 	if pool := s.pool.Swap(nil); pool != nil {

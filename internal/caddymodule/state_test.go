@@ -31,6 +31,7 @@ func TestStateSettings(t *testing.T) {
 		"session_ttl":         func(s *config.Settings) { s.SessionTTL++ },
 		"audit_retention":     func(s *config.Settings) { s.AuditRetention++ },
 		"retire_delay":        func(s *config.Settings) { s.RetireDelay++ },
+		"split_header":        func(s *config.Settings) { s.SplitHeader = "X-User-Id" },
 		"max_upload_size":     func(s *config.Settings) { s.MaxUploadSize++ },
 		"max_unpacked_size":   func(s *config.Settings) { s.MaxUnpackedSize++ },
 		"max_archive_entries": func(s *config.Settings) { s.MaxArchiveEntries++ },

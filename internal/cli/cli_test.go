@@ -713,3 +713,61 @@ func TestCommandsReturnTheirFailure(t *testing.T) {
 		t.Errorf("health of no server returned %v, printed %q and %q", err, out.String(), errOut.String())
 	}
 }
+
+func TestRolloutCommands(t *testing.T) {
+	t.Parallel()
+	rt := newRuntime(t, nil)
+	u := ciUser(t, rt)
+	split := func() string {
+		t.Helper()
+		t2 := rt.get(t, "/workers/_/shop/traffic").(map[string]any)
+		return fmt.Sprint(t2["split"])
+	}
+	u.ok("deploy", site(t, "shop", "1.0.0"))
+	out := u.ok("deploy", site(t, "shop", "1.1.0"), "--canary", "10")
+	if !strings.Contains(out, "Canary: shop: 1.0.0 90%, 1.1.0 10%") {
+		t.Errorf("deploy --canary printed %q", out)
+	}
+	if got := split(); got != "[map[percent:10 version:1.1.0] map[percent:90 version:1.0.0]]" {
+		t.Errorf("after deploy --canary 10: %s", got)
+	}
+	if out := u.ok("rollout", "set", "shop", "1.1.0=30"); out != "shop: 1.1.0 30%, 1.0.0 70%\n" {
+		t.Errorf("rollout set one share printed %q", out)
+	}
+	if out := u.ok("rollout", "show", "shop"); out != "shop: 1.1.0 30%, 1.0.0 70%\n" {
+		t.Errorf("rollout show printed %q", out)
+	}
+	got := u.json("rollout", "set", "shop", "1.0.0=50", "1.1.0=50").(map[string]any)
+	if fmt.Sprint(got["split"]) != "[map[percent:50 version:1.1.0] map[percent:50 version:1.0.0]]" {
+		t.Errorf("rollout set --json = %v", got)
+	}
+	if out := u.ok("rollout", "promote", "shop"); !strings.Contains(out, "Promoted shop 1.1.0") || !strings.Contains(out, "no split") {
+		t.Errorf("rollout promote of the newest printed %q", out)
+	}
+	if got := split(); got != "[]" {
+		t.Errorf("promoting the newest left the split %s", got)
+	}
+	u.ok("rollout", "promote", "shop", "1.0.0")
+	if got := split(); got != "[map[percent:100 version:1.0.0]]" {
+		t.Errorf("promoting 1.0.0: %s", got)
+	}
+	u.ok("rollout", "set", "shop", "1.0.0=80", "1.1.0=20")
+	if out := u.ok("rollout", "abort", "shop"); !strings.Contains(out, "Aborted shop 1.1.0") {
+		t.Errorf("rollout abort printed %q", out)
+	}
+	shop := rt.get(t, "/workers").([]any)[0].(map[string]any)
+	if split() != "[]" || !reflect.DeepEqual(shop["disabledVersions"], []any{"1.1.0"}) || shop["served"] != "1.0.0" {
+		t.Errorf("after abort: split %s, worker %v", split(), shop)
+	}
+	u.checkExits([]exits{
+		{"canary out of range", []string{"deploy", site(t, "shop", "1.2.0"), "--canary", "100"}, 1, "--canary is a percentage from 1 to 99"},
+		{"canary of a new worker", []string{"deploy", site(t, "fresh", "1.0.0"), "--canary", "10"}, 1, "NO_SERVED_VERSION"},
+		{"not VERSION=PERCENT", []string{"rollout", "set", "shop", "1.0.0"}, 1, "is not VERSION=PERCENT"},
+		{"one share, no split", []string{"rollout", "set", "shop", "1.0.0=50"}, 1, "name every version"},
+		{"not summing to 100", []string{"rollout", "set", "shop", "1.0.0=50", "1.1.0=10"}, 1, "INVALID_SPLIT"},
+		{"disabled version", []string{"rollout", "set", "shop", "1.0.0=50", "1.1.0=50"}, 1, "WORKER_VERSION_DISABLED"},
+		{"nothing to abort", []string{"rollout", "abort", "shop"}, 1, "no canary to abort"},
+		{"nothing to promote", []string{"rollout", "promote", "shop"}, 1, "no split to promote"},
+		{"no such worker", []string{"rollout", "show", "nope"}, 1, "WORKER_NOT_FOUND"},
+	})
+}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +24,7 @@ import (
 )
 
 func deployCommand() caddycmd.Command {
-	return command("deploy", "[DIR] [--plugin] [--dry-run] [--wait [--wait-timeout D]] [--secrets-file FILE] [--json]", "Pack a folder and install it as a worker (or a plugin)",
+	return command("deploy", "[DIR] [--plugin] [--dry-run] [--canary N] [--wait [--wait-timeout D]] [--secrets-file FILE] [--json]", "Pack a folder and install it as a worker (or a plugin)",
 		`Reads DIR's manifest.yaml (or package.json), checks its name and version with the runtime's
 rules, packs the folder as a .tgz (leaving out .git, node_modules and what .runtimeignore names;
 "deploy: {include: [node_modules]}" in the manifest takes node_modules back in), uploads it,
@@ -32,6 +34,10 @@ now. --plugin installs a plugin and reloads the plugins. A folder whose manifest
 plugin's keys (routes, onRequest, base) is refused without --plugin, and one that declares none
 of them (nor menus) with it. The runtime refuses a process worker whose program (its entrypoint,
 or a relative path as its command's first word) is not in the archive or not executable.
+
+--canary N installs a worker's new version with N % (1 to 99) of its unpinned requests, the
+rest staying on the version served until then, sticky per visitor; grow, promote or abort it
+with caddy runtime rollout.
 
 --wait waits until every instance serves the upload. In a cluster (a package store is
 configured) the upload's answer carries the change number it created: deploy polls GET cluster
@@ -49,11 +55,13 @@ sends nothing. Values never appear in the output.
 Example:
   caddy runtime deploy ./site --url https://runtime.example.com --key "$RUNTIME_API_KEY"
   caddy runtime deploy ./site --wait --wait-timeout 5m
+  caddy runtime deploy ./site --canary 10
   caddy runtime deploy --plugin ./my-plugin
   caddy runtime deploy ./api --secrets-file .env.production`,
 		func(cmd *cobra.Command) {
 			cmd.Flags().Bool("plugin", false, "deploy a plugin, then reload the plugins")
 			cmd.Flags().Bool("dry-run", false, "check the archive on the runtime without installing it")
+			cmd.Flags().Int("canary", 0, "send this percentage (1 to 99) of the worker's unpinned requests to the new version, the rest to the version served until then")
 			cmd.Flags().Bool("wait", false, "wait until every instance of a cluster has applied the upload, and a process worker has answered its first request (up to --wait-timeout)")
 			cmd.Flags().Duration("wait-timeout", 2*time.Minute, "how long --wait waits, e.g. 90s or 5m")
 			cmd.Flags().String("secrets-file", "", "a .env-style file of secrets (NAME=value lines) to set on the worker before the upload")
@@ -83,6 +91,10 @@ func deploy(e *env, args []string) error {
 	}
 	plugin, _ := e.cmd.Flags().GetBool("plugin")
 	dryRun, _ := e.cmd.Flags().GetBool("dry-run")
+	canary, _ := e.cmd.Flags().GetInt("canary")
+	if canary != 0 && (canary < 1 || canary > 99 || plugin) {
+		return usagef("--canary is a percentage from 1 to 99 of a worker's traffic (plugins have none)")
+	}
 	wait, _ := e.cmd.Flags().GetBool("wait")
 	waitTimeout, _ := e.cmd.Flags().GetDuration("wait-timeout")
 	if waitTimeout <= 0 {
@@ -125,9 +137,16 @@ func deploy(e *env, args []string) error {
 	if plugin {
 		surface = "/plugins"
 	}
-	path := surface + "/upload"
+	query := url.Values{}
 	if dryRun {
-		path += "?dryRun=1"
+		query.Set("dryRun", "1")
+	}
+	if canary > 0 {
+		query.Set("canary", strconv.Itoa(canary))
+	}
+	path := surface + "/upload"
+	if len(query) > 0 {
+		path += "?" + query.Encode()
 	}
 	var progress func(int64)
 	if interactive(e.errOut) && !e.json {
@@ -189,7 +208,8 @@ func deploy(e *env, args []string) error {
 	}
 	var staged struct {
 		Data struct {
-			Replaces bool `json:"replaces"`
+			Replaces bool               `json:"replaces"`
+			Split    []api.TrafficShare `json:"split"`
 		} `json:"data"`
 	}
 	_ = json.Unmarshal(out.Upload, &staged)
@@ -211,6 +231,10 @@ func deploy(e *env, args []string) error {
 			fmt.Fprintf(w, "Deployed %s %s\n", packed.Name, packed.Version)
 			for _, u := range out.URLs {
 				fmt.Fprintf(w, "  %s\n", u)
+			}
+			if len(staged.Data.Split) > 0 {
+				fmt.Fprintf(w, "Canary: %s; grow it with %s rollout set, then rollout promote or rollout abort\n",
+					describeSplit(packed.Name, staged.Data.Split), program(e.cmd))
 			}
 		}
 		switch {

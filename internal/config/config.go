@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -62,6 +63,9 @@ type AppValues struct {
 	AuditRetention string `json:"audit_retention,omitempty"`
 	// RetireDelay is how long a replaced or removed unit folder stays readable, e.g. "2s".
 	RetireDelay string `json:"retire_delay,omitempty"`
+	// SplitHeader names the request header that splits requests without a visitor cookie
+	// between the versions of a traffic split, e.g. "X-User-Id"; unset, they split at random.
+	SplitHeader string `json:"split_header,omitempty"`
 	// MaxUploadSize is the largest accepted upload, in bytes.
 	MaxUploadSize int64 `json:"max_upload_size,omitempty"`
 	// MaxUnpackedSize bounds the bytes an archive may unpack to.
@@ -136,6 +140,7 @@ type Settings struct {
 	SessionTTL        time.Duration
 	AuditRetention    time.Duration
 	RetireDelay       time.Duration
+	SplitHeader       string // canonical form; "" splits cookie-less requests at random
 	MaxUploadSize     int64
 	MaxUnpackedSize   int64
 	MaxArchiveEntries int
@@ -208,6 +213,7 @@ var Definitions = []Definition{
 	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h", Process},
 	{"audit_retention", "RUNTIME_AUDIT_RETENTION", "90d", Process},
 	{"retire_delay", "RUNTIME_RETIRE_DELAY", "2s", Process},
+	{"split_header", "RUNTIME_SPLIT_HEADER", "", Process},
 	{"max_upload_size", "RUNTIME_MAX_UPLOAD_SIZE", "100MiB", Process},
 	{"max_unpacked_size", "RUNTIME_MAX_UNPACKED_SIZE", "1GiB", Process},
 	{"max_archive_entries", "RUNTIME_MAX_ARCHIVE_ENTRIES", "20000", Process},
@@ -364,6 +370,10 @@ func ResolveApp(v AppValues, getenv func(string) string) (Settings, error) {
 	if s.RetireDelay, err = ParseRetireDelay(raw); err != nil {
 		return s, r.fail("retire_delay", fromEnv, raw, err)
 	}
+	raw, fromEnv = r.pick("split_header", v.SplitHeader)
+	if s.SplitHeader, err = ParseSplitHeader(raw); err != nil {
+		return s, r.fail("split_header", fromEnv, raw, err)
+	}
 	if s.MaxUploadSize, err = r.size("max_upload_size", v.MaxUploadSize); err != nil {
 		return s, err
 	}
@@ -475,6 +485,27 @@ func (r resolver) count(name string, written int) (int, error) {
 		return 0, r.fail(name, fromEnv, raw, err)
 	}
 	return n, nil
+}
+
+// ParseSplitHeader checks a header name for split_header and returns it in canonical form;
+// "" stays "". The runtime's own credential headers and cookies are refused: they would
+// split by a secret.
+func ParseSplitHeader(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return "", fmt.Errorf("a header name holds letters, digits and !#$%%&'*+-.^_`|~ only")
+		}
+	}
+	canonical := http.CanonicalHeaderKey(s)
+	switch canonical {
+	case "Cookie", "Authorization", "X-Api-Key", "Proxy-Authorization":
+		return "", fmt.Errorf("%s carries credentials; name a header that identifies the user, such as X-User-Id", canonical)
+	}
+	return canonical, nil
 }
 
 // ParseCount parses a positive whole number of at most 10 000 000.

@@ -235,6 +235,8 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 		{"retention from env", Values{}, map[string]string{"RUNTIME_AUDIT_RETENTION": "90"}, []string{"audit_retention", "from environment variable RUNTIME_AUDIT_RETENTION", "bare number"}, ""},
 		{"retire delay negative", Values{AppValues: AppValues{RetireDelay: "-1s"}}, nil, []string{"retire_delay", "negative"}, "RUNTIME_RETIRE_DELAY"},
 		{"retire delay from env", Values{}, map[string]string{"RUNTIME_RETIRE_DELAY": "soon"}, []string{"retire_delay", "from environment variable RUNTIME_RETIRE_DELAY", "2s"}, ""},
+		{"split header not a name", Values{AppValues: AppValues{SplitHeader: "X User"}}, nil, []string{"split_header", "letters, digits"}, "RUNTIME_SPLIT_HEADER"},
+		{"split header a credential", Values{}, map[string]string{"RUNTIME_SPLIT_HEADER": "x-api-key"}, []string{"split_header", "from environment variable RUNTIME_SPLIT_HEADER", "X-Api-Key carries credentials"}, ""},
 		{"sync without a url", Values{AppValues: AppValues{KeyStore: "sync"}}, nil, []string{"sync_url", "needs the primary's URL", "RUNTIME_AUTH_DB_SYNC_URL"}, ""},
 		{"sync url with a token", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: "libsql://db.example.com?authToken=s3cret"}}, nil,
 			[]string{"sync_url", "must not carry credentials", "sync_token"}, "s3cret"},
@@ -426,5 +428,18 @@ func TestResolveSync(t *testing.T) {
 				t.Fatalf("Sync = %+v, want %+v", s.Sync, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseSplitHeader(t *testing.T) {
+	for in, want := range map[string]string{"": "", "x-user-id": "X-User-Id", "X-Tenant": "X-Tenant"} {
+		if got, err := ParseSplitHeader(in); err != nil || got != want {
+			t.Errorf("ParseSplitHeader(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"Cookie", "authorization", "X User", "X-Ä"} {
+		if got, err := ParseSplitHeader(in); err == nil {
+			t.Errorf("ParseSplitHeader(%q) = %q, want an error", in, got)
+		}
 	}
 }

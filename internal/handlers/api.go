@@ -90,6 +90,10 @@ type Options struct {
 	Cluster Cluster
 	// Instances answers GET cluster; nil answers 503 while the runtime is starting.
 	Instances Instances
+	// ApplyTraffic puts the traffic splits of the key store in force on this instance; the
+	// API calls it after it changed one, so that the next request here is split by it. Nil:
+	// the splits are not served by this instance.
+	ApplyTraffic func(ctx context.Context) error
 	// Secrets gives the workers' secrets; the zero value answers every secrets route with
 	// SECRETS_NOT_CONFIGURED.
 	Secrets SecretsOptions

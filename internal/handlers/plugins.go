@@ -58,7 +58,7 @@ func (a *API) pluginRoutes() []route {
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install and the load plan the next reload would make (PluginDryRun)",
 				body: api.PluginUploaded{}, alt: []any{api.PluginDryRun{}}}}, uploadErrors("plugin")...),
-			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Plugins }, "plugin.upload", func(in api.InstalledUnit) any {
+			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Plugins }, "plugin.upload", func(in api.InstalledUnit, _ []keystore.Share) any {
 				var body api.PluginUploaded
 				body.Success, body.Data.Plugin, body.Data.ReloadRequired = true, in, true
 				body.Data.Message = "installed; POST " + a.opts.Prefix + "/plugins/reload to load it"

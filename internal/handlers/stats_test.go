@@ -37,9 +37,9 @@ func TestStatsRoutes(t *testing.T) {
 	team := key(keystore.NewKey{Name: "team", Role: keystore.RoleEditor, Namespaces: []string{"@team"}})
 	keysOnly := key(keystore.NewKey{Name: "auditor", Role: keystore.RoleCustom, Permissions: []string{keystore.KeysRead}})
 
-	set.WorkerRequest("app", 200, 2*time.Millisecond)
-	set.WorkerRequest("app", 502, 40*time.Millisecond)
-	set.WorkerRequest("@team/web", 200, time.Millisecond)
+	set.WorkerRequest("app", "1.0.0", 200, 2*time.Millisecond)
+	set.WorkerRequest("app", "1.0.0", 502, 40*time.Millisecond)
+	set.WorkerRequest("@team/web", "1.0.0", 200, time.Millisecond)
 	set.History().Memory(map[string]int64{"app": 8 << 20})
 
 	for _, tt := range []struct {

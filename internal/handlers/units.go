@@ -245,7 +245,12 @@ func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string,
 // uploadHandler installs an upload into the catalog c returns and answers with the body
 // built from the install. With ?dryRun=1 it stops before installing and answers with dry's
 // body instead: every check has run and nothing outside the temporary folder was written.
-func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(api.InstalledUnit) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
+//
+// A worker upload with ?canary=N also puts a traffic split in force, N percent to the new
+// version and the rest to the version served until then, before the version is installed:
+// no instance that installs it serves it to everyone, even for a moment. A failed install
+// puts the split before back.
+func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(api.InstalledUnit, []keystore.Share) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		cat, err := catalog(c())
 		if err != nil {
@@ -254,6 +259,12 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		dryRun, err := boolQuery(r, "dryRun")
 		if err != nil {
 			return err
+		}
+		canary := 0
+		if cat.Layout().Versioned {
+			if canary, err = canaryQuery(r); err != nil {
+				return err
+			}
 		}
 		// Timed from the first byte read, so a slow client counts in: it is what uploaders wait.
 		start, outcome, bytes := time.Now(), "refused", int64(0)
@@ -267,6 +278,25 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			return err
 		}
 		defer s.Discard()
+		var split, before []keystore.Share
+		var store *keystore.Store
+		if canary > 0 {
+			if store, err = a.keyStore(); err == nil {
+				split, before, err = a.canarySplit(r, store, s.Name, s.Version, canary)
+			}
+			if err == nil && !dryRun {
+				_, err = a.storeTraffic(r, store, s.Name, split)
+			}
+			if err != nil {
+				if !dryRun {
+					a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
+				}
+				return inputError(err)
+			}
+			if !dryRun {
+				a.audit(r, trafficAuditAction, s.Name, "success", &p, splitField(split))
+			}
+		}
 		if dryRun {
 			out, err := dry(r, s)
 			if err != nil {
@@ -286,6 +316,9 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 				a.forget(s.Name, s.Version)
 			}
 			a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
+			if canary > 0 {
+				a.restoreTraffic(r, store, s.Name, before)
+			}
 			return packageError(storeError(w, err))
 		}
 		outcome, bytes = "installed", in.Bytes
@@ -295,12 +328,15 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		if versioned {
 			// Installed either way; the answer says whether it is served.
 			if err := a.activated(r, in.Name, in.Version, checks); err != nil {
+				if canary > 0 {
+					return a.canaryFailed(r, store, in.Name, before, err)
+				}
 				return err
 			}
 		}
 		unit := installedUnit(in)
 		unit.Change = change
-		envelope.WriteJSON(w, http.StatusOK, body(unit))
+		envelope.WriteJSON(w, http.StatusOK, body(unit, split))
 		return nil
 	}
 }

@@ -3,6 +3,7 @@ package handlers
 import (
 	"encoding/base64"
 	"net/http"
+	"slices"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/keystore"
@@ -59,13 +60,16 @@ func (a *API) workerRoutes() []route {
 			summary: "Upload a worker",
 			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
 				"atomically. The archive's files sit at its root or in a single package/ folder. " + activationDoc + clusterUploadDoc,
-			params:  dryRunParam,
+			params:  append(slices.Clone(dryRunParam), canaryParams...),
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
-				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, append(uploadErrors("worker"), healthcheckFailed)...),
-			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in api.InstalledUnit) any {
+				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, canaryErrors(append(uploadErrors("worker"), healthcheckFailed))...),
+			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in api.InstalledUnit, split []keystore.Share) any {
 				var body api.WorkerUploaded
 				body.Success, body.Data.Worker = true, in
+				for _, sh := range split {
+					body.Data.Split = append(body.Data.Split, api.TrafficShare{Version: sh.Version, Percent: sh.Percent})
+				}
 				return body
 			}, func(_ *http.Request, s *packages.Staged) (any, error) {
 				var body api.WorkerDryRun
@@ -174,5 +178,13 @@ func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 	if version == "" {
 		target, local = name, func() error { return c.Remove(name) }
 	}
-	return a.act(w, r, "worker.delete", target, func() error { return a.removeUnit(r, c, name, version, local) }, api.Success{Success: true})
+	return a.act(w, r, "worker.delete", target, func() error {
+		if err := a.removeUnit(r, c, name, version, local); err != nil {
+			return err
+		}
+		if version == "" {
+			a.endTraffic(r, name)
+		}
+		return nil
+	}, api.Success{Success: true})
 }

@@ -138,8 +138,9 @@ const (
 )
 
 // syncedTables are the tables a replica pulls by change number: keyTables, in their order,
-// then the desired state's units and reload requests.
-var syncedTables = append(slices.Clip(keyTables), syncedTable{"unit_versions", unitColumns}, syncedTable{"unit_reloads", reloadColumns})
+// then the desired state's units, reload requests and traffic splits.
+var syncedTables = append(slices.Clip(keyTables), syncedTable{"unit_versions", unitColumns}, syncedTable{"unit_reloads", reloadColumns},
+	syncedTable{"traffic_splits", trafficColumns})
 
 // replica keeps a sync-mode store's file up to date with the primary: it pulls the rows
 // changed since its cursor every interval, and sooner when a credential is unknown.
@@ -538,6 +539,9 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	}
 	if len(pulled[len(keyTables)])+len(pulled[len(keyTables)+1]) > 0 || cursor < 0 { // unit_versions, unit_reloads
 		r.s.unitsChangedNow()
+	}
+	if len(pulled[len(keyTables)+2]) > 0 || cursor < 0 { // traffic_splits
+		r.s.trafficChangedNow()
 	}
 	if len(pulled[secretsTable]) > 0 || cursor < 0 {
 		r.s.secretsChangedNow()

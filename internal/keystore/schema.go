@@ -152,6 +152,20 @@ var migrations = []string{
 	);
 	 CREATE INDEX worker_domains_change ON worker_domains (change_seq);
 	 UPDATE store_meta SET value = '4' WHERE name = 'units_schema'`,
+	// 10: traffic splits (units_schema 5): one row per worker with the split of its unpinned
+	// requests in force, a JSON list of {version, percent}; an ended split stays as a row with
+	// the empty list, so that a pull sees the end. Pulled by change number like the units.
+	`CREATE TABLE traffic_splits (
+		name              TEXT    PRIMARY KEY,
+		scope             TEXT    NOT NULL DEFAULT '',
+		split             TEXT    NOT NULL DEFAULT '[]',
+		updated_at        INTEGER NOT NULL,
+		changed_by_id     INTEGER NOT NULL DEFAULT 0,
+		changed_by_prefix TEXT    NOT NULL DEFAULT '',
+		change_seq        INTEGER NOT NULL
+	);
+	 CREATE INDEX traffic_splits_change ON traffic_splits (change_seq);
+	 UPDATE store_meta SET value = '5' WHERE name = 'units_schema'`,
 }
 
 // SchemaVersion is the schema version this package writes.
@@ -161,7 +175,7 @@ var SchemaVersion = len(migrations)
 // this package writes, kept in store_meta as units_schema. A migration that changes those
 // tables raises it in the same statement list, and stays additive: instances of a cluster
 // are upgraded one at a time, and a newer one migrates the shared primary first.
-const UnitsSchemaVersion = 4
+const UnitsSchemaVersion = 5
 
 // SchemaError refuses a database whose schema is newer than this runtime knows: a newer
 // runtime wrote it, and reading or writing its rows with an older idea of them could

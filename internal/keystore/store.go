@@ -116,6 +116,7 @@ type Store struct {
 	keyByHash, keyByID, sessionByHash, listKeys *sql.Stmt
 	observer                                    atomic.Pointer[Observer]
 	unitsChanged                                chan struct{} // see UnitsChanged
+	trafficChanged                              chan struct{} // see TrafficChanged
 	secretsChanged                              chan struct{} // see SecretsChanged
 	domainsChanged                              chan struct{} // see DomainsChanged
 }
@@ -151,8 +152,8 @@ func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now, unitsChanged: make(chan struct{}, 1), secretsChanged: make(chan struct{}, 1),
-		domainsChanged: make(chan struct{}, 1)}
+	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now, unitsChanged: make(chan struct{}, 1), trafficChanged: make(chan struct{}, 1),
+		secretsChanged: make(chan struct{}, 1), domainsChanged: make(chan struct{}, 1)}
 	fail := func(format string, args ...any) (*Store, error) {
 		s.closeStatements()
 		db.Close()

@@ -40,7 +40,7 @@ type Set struct {
 	wasmModules     *prometheus.CounterVec
 
 	workersMu sync.RWMutex
-	workers   map[string]struct{} // the worker names with series of their own
+	workers   map[string]map[string]struct{} // the worker names with series of their own, and their versions that have
 
 	poolsMu sync.Mutex
 	pools   map[*poolSource]struct{}
@@ -64,10 +64,10 @@ func New() *Set {
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "auth_failures_total",
 			Help: "Management API requests refused by authentication or authorization, by reason."}, []string{"reason"}),
 		workerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_requests_total",
-			Help: "Requests served by workers, by worker name and status code."}, []string{"worker", "code"}),
+			Help: "Requests served by workers, by worker name, version and status code."}, []string{"worker", "version", "code"}),
 		workerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "worker_request_duration_seconds",
-			Help: "Time to serve a worker request, until its handler returned, by worker name.", Buckets: prometheus.DefBuckets},
-			[]string{"worker"}),
+			Help: "Time to serve a worker request, until its handler returned, by worker name and version.", Buckets: prometheus.DefBuckets},
+			[]string{"worker", "version"}),
 		processStarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_process_starts_total",
 			Help: "Worker processes started and ready, by worker name."}, []string{"worker"}),
 		processCrashes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "worker_process_crashes_total",
@@ -95,7 +95,7 @@ func New() *Set {
 		wasmModules: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "wasm_modules_ready_total",
 			Help: "WebAssembly modules made ready to run, by source: compiled, or read from the compilation cache in state_dir (cache)."},
 			[]string{"source"}),
-		workers: map[string]struct{}{},
+		workers: map[string]map[string]struct{}{},
 		pools:   map[*poolSource]struct{}{},
 		history: NewHistory(nil),
 	}
@@ -176,26 +176,59 @@ func (s *Set) AddPool(count func() map[string]int) (remove func()) {
 	}
 }
 
+// MaxVersionSeries caps the versions of one worker that get series of their own; requests to
+// further versions count under the version label "other".
+const MaxVersionSeries = 20
+
+// OtherVersion is the version label of the versions past MaxVersionSeries, and of the
+// workers past MaxWorkerSeries.
+const OtherVersion = "other"
+
 // workerLabel is the label of a worker name: the name itself for the first MaxWorkerSeries
 // names seen, OtherWorker after that.
 func (s *Set) workerLabel(name string) string {
+	label, _ := s.workerLabels(name, "")
+	return label
+}
+
+// workerLabels are the labels of a worker name and version: the name itself for the first
+// MaxWorkerSeries names seen, OtherWorker after that; the version itself for the first
+// MaxVersionSeries versions of a worker seen, OtherVersion after that ("" stays "").
+func (s *Set) workerLabels(name, version string) (string, string) {
 	s.workersMu.RLock()
-	_, ok := s.workers[name]
-	n := len(s.workers)
+	versions, ok := s.workers[name]
+	_, vok := versions[version]
+	n, nv := len(s.workers), len(versions)
 	s.workersMu.RUnlock()
-	if ok {
-		return name
+	if ok && (vok || version == "") {
+		return name, version
 	}
-	if n >= MaxWorkerSeries {
-		return OtherWorker
+	if !ok && n >= MaxWorkerSeries {
+		return OtherWorker, OtherVersion
+	}
+	if ok && nv >= MaxVersionSeries {
+		return name, OtherVersion
 	}
 	s.workersMu.Lock()
 	defer s.workersMu.Unlock()
-	if _, ok := s.workers[name]; !ok && len(s.workers) >= MaxWorkerSeries {
-		return OtherWorker
+	versions, ok = s.workers[name]
+	if !ok {
+		if len(s.workers) >= MaxWorkerSeries {
+			return OtherWorker, OtherVersion
+		}
+		versions = map[string]struct{}{}
+		s.workers[name] = versions
 	}
-	s.workers[name] = struct{}{}
-	return name
+	if version == "" {
+		return name, version
+	}
+	if _, vok := versions[version]; !vok {
+		if len(versions) >= MaxVersionSeries {
+			return name, OtherVersion
+		}
+		versions[version] = struct{}{}
+	}
+	return name, version
 }
 
 // APIRequest counts an API request answered with status by the route pattern (e.g.
@@ -246,14 +279,14 @@ func (s *Set) AuthFailure(reason string) {
 	s.authFailures.WithLabelValues(reason).Inc()
 }
 
-// WorkerRequest counts a request a worker answered with status in d.
-func (s *Set) WorkerRequest(worker string, status int, d time.Duration) {
+// WorkerRequest counts a request that version of worker answered with status in d.
+func (s *Set) WorkerRequest(worker, version string, status int, d time.Duration) {
 	if s == nil {
 		return
 	}
-	label := s.workerLabel(worker)
-	s.workerRequests.WithLabelValues(label, code(status)).Inc()
-	s.workerDuration.WithLabelValues(label).Observe(d.Seconds())
+	label, vlabel := s.workerLabels(worker, version)
+	s.workerRequests.WithLabelValues(label, vlabel, code(status)).Inc()
+	s.workerDuration.WithLabelValues(label, vlabel).Observe(d.Seconds())
 	s.history.WorkerRequest(worker, status, d)
 }
 

@@ -36,8 +36,8 @@ func TestCounts(t *testing.T) {
 	s.APIRequest("GET /health", 200)
 	s.APIRequest("unmatched", 404)
 	s.AuthFailure("missing_credential")
-	s.WorkerRequest("@team/app", 200, 3*time.Millisecond)
-	s.WorkerRequest("@team/app", 503, time.Millisecond)
+	s.WorkerRequest("@team/app", "1.2.0", 200, 3*time.Millisecond)
+	s.WorkerRequest("@team/app", "1.3.0", 503, time.Millisecond)
 	s.ProcessStarted("@team/app")
 	s.ProcessCrashed("@team/app")
 	s.ProcessRestarted("@team/app")
@@ -60,10 +60,10 @@ runtime_api_requests_total{code="404",route="unmatched"} 1
 # HELP runtime_auth_failures_total Management API requests refused by authentication or authorization, by reason.
 # TYPE runtime_auth_failures_total counter
 runtime_auth_failures_total{reason="missing_credential"} 1
-# HELP runtime_worker_requests_total Requests served by workers, by worker name and status code.
+# HELP runtime_worker_requests_total Requests served by workers, by worker name, version and status code.
 # TYPE runtime_worker_requests_total counter
-runtime_worker_requests_total{code="200",worker="@team/app"} 1
-runtime_worker_requests_total{code="503",worker="@team/app"} 1
+runtime_worker_requests_total{code="200",version="1.2.0",worker="@team/app"} 1
+runtime_worker_requests_total{code="503",version="1.3.0",worker="@team/app"} 1
 # HELP runtime_worker_process_starts_total Worker processes started and ready, by worker name.
 # TYPE runtime_worker_process_starts_total counter
 runtime_worker_process_starts_total{worker="@team/app"} 1
@@ -100,7 +100,7 @@ runtime_worker_processes{state="starting"} 0
 		t.Fatal(err)
 	}
 	for name, n := range map[string]int{
-		"runtime_worker_request_duration_seconds": 1, "runtime_install_duration_seconds": 2,
+		"runtime_worker_request_duration_seconds": 2, "runtime_install_duration_seconds": 2,
 		"runtime_plugin_reload_duration_seconds": 1, "runtime_keystore_query_duration_seconds": 1,
 	} {
 		if got := testutil.CollectAndCount(s, name); got != n {
@@ -123,17 +123,36 @@ runtime_worker_processes{state="starting"} 0
 func TestWorkerSeriesCap(t *testing.T) {
 	s := New()
 	for i := range MaxWorkerSeries + 50 {
-		s.WorkerRequest(fmt.Sprintf("w%03d", i), 200, time.Millisecond)
+		s.WorkerRequest(fmt.Sprintf("w%03d", i), "1.0.0", 200, time.Millisecond)
 	}
-	s.WorkerRequest("w000", 200, time.Millisecond) // a worker seen before keeps its series
+	s.WorkerRequest("w000", "1.0.0", 200, time.Millisecond) // a worker seen before keeps its series
 	if got := testutil.CollectAndCount(s, "runtime_worker_requests_total"); got != MaxWorkerSeries+1 {
 		t.Fatalf("series = %d, want %d (the cap and other)", got, MaxWorkerSeries+1)
 	}
-	if got := testutil.ToFloat64(s.workerRequests.WithLabelValues(OtherWorker, "200")); got != 50 {
+	if got := testutil.ToFloat64(s.workerRequests.WithLabelValues(OtherWorker, OtherVersion, "200")); got != 50 {
 		t.Fatalf("other = %v, want 50", got)
 	}
-	if got := testutil.ToFloat64(s.workerRequests.WithLabelValues("w000", "200")); got != 2 {
+	if got := testutil.ToFloat64(s.workerRequests.WithLabelValues("w000", "1.0.0", "200")); got != 2 {
 		t.Fatalf("w000 = %v, want 2", got)
+	}
+}
+
+// TestVersionSeriesCap checks that the versions of one worker get series of their own up to
+// MaxVersionSeries, and count as other after that, the worker keeping its name.
+func TestVersionSeriesCap(t *testing.T) {
+	s := New()
+	for i := range MaxVersionSeries + 5 {
+		s.WorkerRequest("app", fmt.Sprintf("1.0.%d", i), 200, time.Millisecond)
+	}
+	s.WorkerRequest("app", "1.0.0", 200, time.Millisecond)
+	if got := testutil.CollectAndCount(s, "runtime_worker_requests_total"); got != MaxVersionSeries+1 {
+		t.Fatalf("series = %d, want %d (the cap and other)", got, MaxVersionSeries+1)
+	}
+	if got := testutil.ToFloat64(s.workerRequests.WithLabelValues("app", OtherVersion, "200")); got != 5 {
+		t.Fatalf("other = %v, want 5", got)
+	}
+	if got := testutil.ToFloat64(s.workerRequests.WithLabelValues("app", "1.0.0", "200")); got != 2 {
+		t.Fatalf("1.0.0 = %v, want 2", got)
 	}
 }
 
@@ -141,7 +160,7 @@ func TestNilSet(t *testing.T) {
 	var s *Set
 	s.APIRequest("x", 200)
 	s.AuthFailure("x")
-	s.WorkerRequest("x", 200, 0)
+	s.WorkerRequest("x", "1.0.0", 200, 0)
 	s.ProcessStarted("x")
 	s.ProcessCrashed("x")
 	s.ProcessRestarted("x")

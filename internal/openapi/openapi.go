@@ -133,4 +133,5 @@ type Schema struct {
 	Examples             []any              `json:"examples,omitempty"`
 	MinLength            *int               `json:"minLength,omitempty"`
 	Minimum              *float64           `json:"minimum,omitempty"`
+	Maximum              *float64           `json:"maximum,omitempty"`
 }

@@ -126,8 +126,10 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			s.opts.Credentials.Strip(h)
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			// The response already carries the runtime's id; the proxy would add the worker's.
+			// The response already carries the runtime's id and version; the proxy would add
+			// the worker's.
 			resp.Header.Del(trace.RequestIDHeader)
+			resp.Header.Del(VersionHeader)
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// A protocol switch writes its header on the hijacked connection, past the
 				// writer that guards the session cookie everywhere else.

@@ -32,27 +32,29 @@ var (
 )
 
 // Resolve maps a URL path to a worker version: /<name>/… or /@scope/<name>/…, served by the
-// version Unpinned chooses from the worker's activation on this instance (act; nil knows
-// none), or pinned with /<name>@<version or semver range>/….
-func Resolve(c *packages.Catalog, act *workers.Activations, urlPath string) (Target, string, error) {
+// version Unpinned chooses from the worker's traffic split (split picks; nil: no split) and its
+// activation on this instance (act; nil knows none), or pinned with
+// /<name>@<version or semver range>/…, which no split changes.
+func Resolve(c *packages.Catalog, act *workers.Activations, urlPath string, split func(packages.Unit) (packages.Version, bool)) (Target, string, error) {
 	name, pin, base, rest, ok := splitPath(urlPath)
 	if !ok {
 		return Target{}, name, ErrNotWorkerPath
 	}
-	return resolveName(c, act, name, pin, base, rest)
+	return resolveName(c, act, name, pin, base, rest, split)
 }
 
 // ResolveHost maps a request on worker name's own host (see package hosts) to a worker version:
-// the whole path is the worker's, and the version is chosen as for an unpinned path.
-func ResolveHost(c *packages.Catalog, act *workers.Activations, name, urlPath string) (Target, string, error) {
+// the whole path is the worker's, and the version is chosen as for an unpinned path, the
+// traffic split (split; nil: none) included.
+func ResolveHost(c *packages.Catalog, act *workers.Activations, name, urlPath string, split func(packages.Unit) (packages.Version, bool)) (Target, string, error) {
 	if urlPath == "" {
 		urlPath = "/"
 	}
-	return resolveName(c, act, name, "", "", urlPath)
+	return resolveName(c, act, name, "", "", urlPath, split)
 }
 
 // resolveName is the one choice of a version for a request, by path or by host.
-func resolveName(c *packages.Catalog, act *workers.Activations, name, pin, base, rest string) (Target, string, error) {
+func resolveName(c *packages.Catalog, act *workers.Activations, name, pin, base, rest string, split func(packages.Unit) (packages.Version, bool)) (Target, string, error) {
 	u, ok := c.Find(name)
 	if !ok {
 		return Target{}, name, ErrNoSuchWorker
@@ -60,7 +62,7 @@ func resolveName(c *packages.Catalog, act *workers.Activations, name, pin, base,
 	var v packages.Version
 	var err error
 	if pin == "" {
-		v, err = Unpinned(u, act.Get(name))
+		v, err = Unpinned(u, act.Get(name), split)
 	} else {
 		v, err = choose(u, pin)
 	}
@@ -98,10 +100,16 @@ func splitPath(p string) (name, pin, base, rest string, ok bool) {
 	return name, pin, base, rest, packages.ValidateName(name) == nil
 }
 
-// Unpinned chooses the version an unpinned request gets when no traffic split is set (a split,
-// when there is one, is chosen before it): the worker's active version on this instance
-// (workers.ActiveVersion).
-func Unpinned(u packages.Unit, a workers.Activation) (packages.Version, error) {
+// Unpinned chooses the version an unpinned request gets, in order: the traffic split's pick
+// (split; nil: no split), unless that version is disabled or held on this instance (its check
+// runs or failed, so it was not activated here: it gets no share); then the worker's active
+// version on this instance (workers.ActiveVersion).
+func Unpinned(u packages.Unit, a workers.Activation, split func(packages.Unit) (packages.Version, bool)) (packages.Version, error) {
+	if split != nil {
+		if v, ok := split(u); ok && v.Enabled && !a.Held(v.Version) {
+			return v, nil
+		}
+	}
 	v, ok := workers.ActiveVersion(u, a)
 	if !ok {
 		return packages.Version{}, ErrNoEnabledVersion

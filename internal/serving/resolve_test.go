@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/workers"
 )
 
 func TestSplitPath(t *testing.T) {
@@ -73,9 +74,44 @@ func TestResolve(t *testing.T) {
 		{"/", "", "", ErrNotWorkerPath},
 	}
 	for round, tt := range append(tests, tests...) { // the second round with the pins parsed
-		got, _, err := Resolve(c, nil, tt.path)
+		got, _, err := Resolve(c, nil, tt.path, nil)
 		if !errors.Is(err, tt.err) || err == nil && (got.Version.Version != tt.version || got.Base != tt.base) {
 			t.Errorf("round %d: Resolve(%q) = %s %s, %v; want %s %s, %v", round/len(tests)+1, tt.path, got.Version.Version, got.Base, err, tt.version, tt.base, tt.err)
+		}
+	}
+}
+
+// TestUnpinnedOrder: an unpinned request gets the split's pick unless this instance holds that
+// version back (its check runs or failed) or it is disabled; then the active version.
+func TestUnpinnedOrder(t *testing.T) {
+	u := packages.Unit{Name: "app", Versions: []packages.Version{
+		{Version: "1.0.0", Enabled: true}, {Version: "1.1.0", Enabled: true}, {Version: "1.2.0"}}}
+	pick := func(version string) func(packages.Unit) (packages.Version, bool) {
+		return func(u packages.Unit) (packages.Version, bool) {
+			v, ok := u.Find(version)
+			return v, ok && v.Enabled
+		}
+	}
+	failed := []workers.Failure{{Version: "1.1.0", Reason: "no"}}
+	for _, tt := range []struct {
+		name  string
+		split func(packages.Unit) (packages.Version, bool)
+		a     workers.Activation
+		want  string
+	}{
+		{"no split: the newest enabled", nil, workers.Activation{}, "1.1.0"},
+		{"no split: the active version", nil, workers.Activation{Active: "1.0.0"}, "1.0.0"},
+		{"the split's pick before the active version", pick("1.1.0"), workers.Activation{Active: "1.0.0"}, "1.1.0"},
+		{"the split's pick, older than the active version", pick("1.0.0"), workers.Activation{Active: "1.1.0"}, "1.0.0"},
+		{"a pick being checked: the active version", pick("1.1.0"), workers.Activation{Active: "1.0.0", Checking: []string{"1.1.0"}}, "1.0.0"},
+		{"a pick being checked, none active: the newest healthy", pick("1.1.0"), workers.Activation{Checking: []string{"1.1.0"}}, "1.0.0"},
+		{"a pick that failed its check: the active version", pick("1.1.0"), workers.Activation{Active: "1.0.0", Failed: failed}, "1.0.0"},
+		{"a disabled pick: the active version", pick("1.2.0"), workers.Activation{Active: "1.0.0"}, "1.0.0"},
+		{"no pick: the active version", func(packages.Unit) (packages.Version, bool) { return packages.Version{}, false }, workers.Activation{Active: "1.0.0"}, "1.0.0"},
+	} {
+		v, err := Unpinned(u, tt.a, tt.split)
+		if err != nil || v.Version != tt.want {
+			t.Errorf("%s: Unpinned = %q, %v; want %q", tt.name, v.Version, err, tt.want)
 		}
 	}
 }

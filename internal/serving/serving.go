@@ -60,6 +60,11 @@ type Options struct {
 	// uploaded or enabled elsewhere since the last pull. It reports whether the worker may be
 	// here now, and then the request is resolved once more. Rate-limit it: anyone can ask.
 	Missing func(ctx context.Context, name string) bool
+	// Splits are the traffic splits in force; nil splits nothing.
+	Splits *Splits
+	// SplitHeader names the request header whose value splits requests that carry no visitor
+	// cookie (an API client's user id, say); "" or a request without it: a random visitor id.
+	SplitHeader string
 }
 
 // Server serves workers.
@@ -104,8 +109,8 @@ func (s *Server) StripCredentials(h http.Header) { s.opts.Credentials.Strip(h) }
 func (s *Server) Serve(w http.ResponseWriter, r *http.Request) *envelope.Error {
 	sw := &trace.StatusRecorder{ResponseWriter: w}
 	start := time.Now()
-	var name string // set once the path names an installed worker: only those are counted
-	err := s.serve(sw, r, &name)
+	var served servedAs // set once the path names an installed worker: only those are counted
+	err := s.serve(sw, r, &served)
 	var answer *envelope.Error
 	if err != nil && !errors.As(err, &answer) {
 		s.opts.Logger.Error("serving a worker failed", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
@@ -116,17 +121,20 @@ func (s *Server) Serve(w http.ResponseWriter, r *http.Request) *envelope.Error {
 		s.opts.Logger.Warn("a worker failed after it began to answer", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(answer))
 		answer = nil
 	}
-	if name != "" {
+	if served.name != "" {
 		status := sw.Status
 		if answer != nil {
 			status = answer.Status
 		}
-		s.opts.Metrics.WorkerRequest(name, status, time.Since(start))
+		s.opts.Metrics.WorkerRequest(served.name, served.version, status, time.Since(start))
 	}
 	return answer
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *string) error {
+// servedAs is the worker and version a request resolved to.
+type servedAs struct{ name, version string }
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *servedAs) error {
 	c := s.opts.Workers
 	if c == nil {
 		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
@@ -141,11 +149,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *string) er
 		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "/%s/ is reserved by the runtime; no worker is served there", first)
 	}
 	at := mount.Path(r.Context())
+	var vi visit
+	split := func(u packages.Unit) (packages.Version, bool) { return s.splitChoice(u, r, &vi) }
 	resolve := func() (Target, string, error) {
 		if hosted {
-			return ResolveHost(c, s.opts.Activations, hostName, r.URL.Path)
+			return ResolveHost(c, s.opts.Activations, hostName, r.URL.Path, split)
 		}
-		return Resolve(c, s.opts.Activations, r.URL.Path)
+		return Resolve(c, s.opts.Activations, r.URL.Path, split)
 	}
 	t, name, err := resolve()
 	if s.opts.Missing != nil && (errors.Is(err, ErrNoSuchWorker) || errors.Is(err, ErrNoEnabledVersion) || errors.Is(err, ErrNoMatchingPin)) &&
@@ -165,7 +175,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, named *string) er
 		return err
 	}
 	trace.LogField(r.Context(), zap.String("worker", name))
-	*named = name
+	trace.LogField(r.Context(), zap.String("worker_version", t.Version.Version))
+	*named = servedAs{name, t.Version.Version}
+	w.Header().Set(VersionHeader, t.Version.Version)
+	s.splitAnswer(w, r, &vi)
 	served, err := s.opts.Versions.Get(t.Version)
 	if err != nil {
 		return envelope.Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %s@%s: %v", name, t.Version.Version, err)

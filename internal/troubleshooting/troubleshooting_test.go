@@ -19,6 +19,7 @@ import (
 // the guide does not explain: the file and the start of the message.
 var notAtStartUp = map[string][]string{
 	"internal/handlers/files.go":    {"download failed after it started"},
+	"internal/handlers/traffic.go":  {"the traffic split of a removed worker could not be ended"},
 	"internal/serving/serving.go":   {"a worker failed after it began to answer"},
 	"internal/serving/proxy.go":     {"worker request failed"},
 	"internal/pluginhost/chain.go":  {"onRequest hook failed"},

@@ -121,6 +121,19 @@ var checks = []check{
 			"same page from a worker without it, on the same process: the rewritten page is kept per version and base.",
 	},
 	{
+		title: "a worker with a traffic split / without one throughput", a: "BenchmarkSplit/split", b: "BenchmarkSplit/no-split",
+		metric: "req/s", target: 0.95,
+		what: "a static worker's page whose unpinned requests a split shares between two versions (90/10) against an " +
+			"identical worker without a split, on one runtime process, from 100 visitors in turn, each sending its " +
+			"`runtime_visitor` cookie: the split is read without a lock and the visitor's bucket hashed without allocating.",
+	},
+	{
+		title: "a split worker, requests without a cookie / with one throughput", a: "BenchmarkSplit/split-no-cookie", b: "BenchmarkSplit/split",
+		metric: "req/s", info: true,
+		what: "the split worker of the row above, requests without a visitor cookie (each gets a new random id and a " +
+			"`Set-Cookie`) against requests with one.",
+	},
+	{
 		title: "static worker at its own host / at its path throughput", a: "BenchmarkHosts/by-host", b: "BenchmarkHosts/by-path",
 		metric: "req/s", target: 0.95,
 		what: "a static worker's index file at the worker's host under `workers_domain` (`Host: site.apps.localhost`) " +

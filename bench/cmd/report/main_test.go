@@ -40,6 +40,9 @@ BenchmarkServing/reverse-proxy-2     	   10000	    100000 ns/op	     10000 req/s
 BenchmarkServing/socket-worker-2     	   10000	    100000 ns/op	     12500 req/s
 BenchmarkServing/pinned-worker-2     	   10000	    100000 ns/op	      9800 req/s
 BenchmarkServing/inject-base-2       	   10000	    100000 ns/op	      9000 req/s
+BenchmarkSplit/no-split-2            	   10000	    100000 ns/op	     10000 req/s
+BenchmarkSplit/split-2               	   10000	    100000 ns/op	      9700 req/s
+BenchmarkSplit/split-no-cookie-2     	   10000	    100000 ns/op	      8500 req/s
 BenchmarkHosts/by-host-2             	   10000	    100000 ns/op	      9700 req/s
 BenchmarkHosts/by-path-2             	   10000	    100000 ns/op	     10000 req/s
 BenchmarkHostPermission-2            	 1000000	      2400 ns/op	         2.400 µs/check
@@ -134,6 +137,7 @@ func TestReport(t *testing.T) {
 		"| static worker at its own host / at its path throughput | 0.970 | ≥ 0.95 | **PASS** |",
 		"| TLS permission check over 10 000 names (µs) | 2.400 | ≤ 50.00 | **PASS** |",
 		// per-round ratios 0.95 and 0.8
+		"| a worker with a traffic split / without one throughput | 0.970 | ≥ 0.95 | **PASS** |",
 		"| 64 connections over 50 workers / over one worker throughput | 0.875 | ≥ 0.90 | **FAIL** |",
 		"| process worker cold start to first byte, p50 (ms) | 11.000 | — | measured |",
 		"| bare start of the same program to first byte, p50 (ms) | 4.000 | — | measured |",

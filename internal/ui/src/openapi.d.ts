@@ -1180,6 +1180,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/workers/{scope}/{name}/traffic": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a worker's traffic split
+         * @description The split of the worker's unpinned requests between its versions; empty when none is in force. A split sends each share of the worker's unpinned requests (/<name>/…) to its version; pinned requests (/<name>@<version>/…) are never split. A visitor stays on one version: the runtime_visitor cookie on the workers' origin holds a random id, hashed with the worker's name into one of 100 buckets, the newest version of the split taking the lowest buckets, so every instance agrees and growing the newest version's share keeps its visitors on it. Requests without the cookie split by the header split_header names, or at random (and get the cookie). Every worker answer names its version in X-Worker-Version. A version of the split that is disabled later, or that this instance holds back because its health check runs or failed (failedVersions), leaves its share to the worker's activeVersion. The split is kept in the key store: it holds across restarts and, in a cluster, on every instance.
+         */
+        get: operations["getWorkerTraffic"];
+        /**
+         * Split a worker's traffic between versions
+         * @description Puts a split in force at once, in place of any before; promoting a version is a split of 100 to it (or DELETE, when it is the activeVersion). A split sends each share of the worker's unpinned requests (/<name>/…) to its version; pinned requests (/<name>@<version>/…) are never split. A visitor stays on one version: the runtime_visitor cookie on the workers' origin holds a random id, hashed with the worker's name into one of 100 buckets, the newest version of the split taking the lowest buckets, so every instance agrees and growing the newest version's share keeps its visitors on it. Requests without the cookie split by the header split_header names, or at random (and get the cookie). Every worker answer names its version in X-Worker-Version. A version of the split that is disabled later, or that this instance holds back because its health check runs or failed (failedVersions), leaves its share to the worker's activeVersion. The split is kept in the key store: it holds across restarts and, in a cluster, on every instance.
+         */
+        put: operations["setWorkerTraffic"];
+        post?: never;
+        /**
+         * End a worker's traffic split
+         * @description Unpinned requests go to the worker's activeVersion again. Ending no split is not an error.
+         */
+        delete: operations["deleteWorkerTraffic"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/workers/{scope}/{name}/{version}": {
         parameters: {
             query?: never;
@@ -1251,7 +1279,7 @@ export interface components {
             name: string;
         };
         AuditEntry: {
-            /** @description e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, plugin.upload, plugin.reload, files.upload */
+            /** @description e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, worker.traffic, plugin.upload, plugin.reload, files.upload */
             action: string;
             /** @description who acted; absent when nobody was authenticated (a refused login) */
             actor?: components["schemas"]["AuditActor"];
@@ -1781,6 +1809,16 @@ export interface components {
         Success: {
             success: boolean;
         };
+        TrafficRequest: {
+            /** @description the enabled versions and their shares, each version once, the percentages summing to 100; one version at 100 sends every unpinned request to it */
+            split: components["schemas"]["TrafficShare"][];
+        };
+        TrafficShare: {
+            /** @description the whole percentage of unpinned requests this version serves, 1 to 100 */
+            percent: number;
+            /** @description an enabled version of the worker */
+            version: string;
+        };
         UploadForm: {
             /**
              * Format: binary
@@ -1859,7 +1897,7 @@ export interface components {
             path: string;
             /** @description true only when source is uploaded */
             removable: boolean;
-            /** @description the version /<name>/ serves; the same as activeVersion */
+            /** @description the version /<name>/ serves (outside the shares of a traffic split); the same as activeVersion */
             served?: string;
             /** @description bytes in each version's regular files (links not followed), by version, as of the last scan of its folder */
             sizes: {
@@ -1907,8 +1945,24 @@ export interface components {
             data: components["schemas"]["WorkerToggle"];
             success: boolean;
         };
+        WorkerTraffic: {
+            /** @description the key store's change number of the last change; in cluster mode an instance has it once its appliedChange reaches it */
+            change?: number;
+            /** @description the key prefix of the key that last set or ended it (the root key's is root) */
+            changedBy?: string;
+            name: string;
+            /** @description the split in force, newest version first; empty when none is: unpinned requests get the newest enabled version */
+            split: components["schemas"]["TrafficShare"][];
+            /**
+             * Format: date-time
+             * @description when the split was last set or ended
+             */
+            updatedAt?: string;
+        };
         WorkerUploaded: {
             data: {
+                /** @description with ?canary=N: the traffic split the upload put in force, N percent to the new version and the rest to the version served until then */
+                split?: components["schemas"]["TrafficShare"][];
                 worker: components["schemas"]["InstalledUnit"];
             };
             success: boolean;
@@ -6699,6 +6753,8 @@ export interface operations {
             query?: {
                 /** @description 1 or true: run every check of the upload and answer what it would do, installing nothing */
                 dryRun?: "1" | "true" | "0" | "false";
+                /** @description 1 to 99: install the new version and, in the same step, send this percentage of unpinned requests to it and the rest to the version served until then (the largest share of a split in force, else the worker's activeVersion), so it never serves everyone; a process worker's canary gets its share only once it has passed its health check, and when it fails the check the upload answers 422 HEALTHCHECK_FAILED and the split before the upload is put back (none, usually); promote it with PUT traffic (100 to it) or DELETE traffic */
+                canary?: number;
             };
             header?: never;
             path?: never;
@@ -6721,7 +6777,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkerUploaded"] | components["schemas"]["WorkerDryRun"];
                 };
             };
-            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST, INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it), INVALID_MODULE (a WebAssembly worker's module is not a file of the archive, not a WebAssembly binary module, or imports anything but functions of WASI preview 1; the message names the import) or NO_WORKER_DIRS */
+            /** @description NO_FILE_PROVIDED, INVALID_FILE_TYPE, INVALID_ARCHIVE, PATH_TRAVERSAL, MISSING_PACKAGE_NAME, INVALID_PACKAGE_NAME (malformed or reserved), INVALID_PACKAGE_VERSION, INVALID_MANIFEST, INVALID_ENTRYPOINT (a process worker's program, its entrypoint or a relative path as its command's first word, is not a file of the archive or not executable; the message names it), INVALID_MODULE (a WebAssembly worker's module is not a file of the archive, not a WebAssembly binary module, or imports anything but functions of WASI preview 1; the message names the import) or NO_WORKER_DIRS; a canary that is not a whole percentage from 1 to 99 (INVALID_CANARY) */
             400: {
                 headers: {
                     /** @description correlation id of the request */
@@ -6754,7 +6810,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description A folder earlier in the list already provides this name, or an enabled plugin's base would hide the worker (WORKER_CONFLICT) */
+            /** @description A folder earlier in the list already provides this name, or an enabled plugin's base would hide the worker (WORKER_CONFLICT); with canary, a worker that serves no version yet (NO_SERVED_VERSION) or an upload of the version served now (CANARY_ALREADY_SERVED) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
@@ -7825,6 +7881,297 @@ export interface operations {
                 };
             };
             /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    getWorkerTraffic: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The split in force */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerTraffic"];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    setWorkerTraffic: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TrafficRequest"];
+            };
+        };
+        responses: {
+            /** @description The split in force */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerTraffic"];
+                };
+            };
+            /** @description A malformed body (BAD_REQUEST), a split that is empty, names a version twice, has a share outside 1 to 100 or does not sum to 100 (INVALID_SPLIT), or a malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND), or a version of the split is not installed (WORKER_VERSION_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description A version of the split is disabled (WORKER_VERSION_DISABLED); enable it first */
+            409: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Cluster mode: the key store primary cannot be reached (KEY_STORE_UNAVAILABLE); nothing changed; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    deleteWorkerTraffic: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The split in force */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerTraffic"];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Cluster mode: the key store primary cannot be reached (KEY_STORE_UNAVAILABLE); nothing changed; The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
                 headers: {
                     /** @description correlation id of the request */
