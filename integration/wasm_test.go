@@ -50,7 +50,8 @@ func TestWasmWorker(t *testing.T) {
 			t.Fatalf("GET = %s", resp)
 		}
 		if resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("X-Wasm") != "yes" || len(resp.Header.Values("Set-Cookie")) != 2 ||
-			len(resp.Header.Values("X-Request-Id")) != 1 || resp.Header.Get("X-Request-Id") != "trace-9" {
+			len(resp.Header.Values("X-Request-Id")) != 1 || resp.Header.Get("X-Request-Id") != "trace-9" ||
+			len(resp.Header.Values("X-Worker-Version")) != 1 || resp.Header.Get("X-Worker-Version") != "1.0.0" {
 			t.Errorf("headers = %v", resp.Header)
 		}
 		for k, want := range map[string]string{

@@ -110,8 +110,9 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 	if err != nil {
 		return envelope.Errorf(http.StatusBadGateway, CodeWorkerFailed, "worker %q did not answer as CGI: %v", name, err)
 	}
-	// The answer carries the runtime's request id already.
+	// The answer carries the runtime's request id and the version already.
 	resp.Header.Del(trace.RequestIDHeader)
+	resp.Header.Del(VersionHeader)
 	h := w.Header()
 	for k, vs := range resp.Header {
 		h[k] = append(h[k], vs...)

@@ -98,7 +98,7 @@ func main() {
 		if c := q.Get("cookie"); c != "" { // a cookie of the caller's choosing
 			extra = "Set-Cookie: " + c + "\r\n"
 		}
-		fmt.Printf("Status: %s\r\nContent-Type: application/json\r\nX-Wasm: yes\r\nX-Request-Id: the-module's\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n%s\r\n%s", status, extra, out)
+		fmt.Printf("Status: %s\r\nContent-Type: application/json\r\nX-Wasm: yes\r\nX-Request-Id: the-module's\r\nX-Worker-Version: 9.9.9\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n%s\r\n%s", status, extra, out)
 	}
 }
 
