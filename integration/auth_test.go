@@ -345,8 +345,8 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := s.Get(s.API+"/keys/meta", harness.WithKey(rootKey)).JSON(&meta); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(meta.Roles, ",") != "admin,editor,viewer,custom" || len(meta.Permissions) != 11 ||
-		strings.Join(meta.ExpiresIn, ",") != "never,30d,90d,1y" || len(meta.RolePermissions["admin"]) != 11 || len(meta.RolePermissions["custom"]) != 0 {
+	if strings.Join(meta.Roles, ",") != "admin,editor,viewer,custom" || len(meta.Permissions) != 12 ||
+		strings.Join(meta.ExpiresIn, ",") != "never,30d,90d,1y" || len(meta.RolePermissions["admin"]) != 12 || len(meta.RolePermissions["custom"]) != 0 {
 		t.Errorf("meta = %+v", meta)
 	}
 
