@@ -148,8 +148,12 @@ func TestSecretsRotate(t *testing.T) {
 
 	s = start(oldKey)
 	resp := s.Get("/app/")
-	if resp.Status == 200 || !strings.Contains(s.Logs(), "sealed under another secrets key") {
+	if resp.Status == 200 || !strings.Contains(string(resp.Body), "sealed under another secrets key") {
 		t.Errorf("with the old key after rotation, /app/ = %s; want the worker not started, saying why", resp)
+	}
+	// The log line is written as the answer goes out: wait for it rather than race it.
+	if _, err := s.WaitLog("worker did not start", 5*time.Second); err != nil {
+		t.Errorf("with the old key after rotation, no log says why the worker did not start: %v", err)
 	}
 	var list api.WorkerSecrets
 	if resp := s.Get(secretsPath(s, "app"), harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&list) != nil || len(list.Secrets) != 2 {
