@@ -239,11 +239,14 @@ func TestWasmWorker(t *testing.T) {
 }
 
 // TestWasmCompileCache restarts the runtime: its first request compiles nothing, the module
-// comes from the compilation cache in state_dir, as the metric tells.
+// comes from the compilation cache in state_dir, as the metric tells. The modules kept compiled
+// at the stop are loaded again before the restarted runtime reports ready; one never requested
+// is not.
 func TestWasmCompileCache(t *testing.T) {
 	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "cached", "1.0.0", ""), rootKey)
+	uploadOK(t, s, "workers", "idle.tgz", wasmPackage(t, "idle", "1.0.0", ""), rootKey)
 	var wg sync.WaitGroup
 	for range 4 { // first requests at once share one compilation
 		wg.Go(func() {
@@ -264,6 +267,9 @@ func TestWasmCompileCache(t *testing.T) {
 	}
 	if err := again.WaitReady(30 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+	if m := scrape(t, again); m[compiled] != 0 || m[cached] != 1 {
+		t.Fatalf("ready after the restart: compiled %v, cache %v; want the module requested before the stop loaded from the cache, and no other", m[compiled], m[cached])
 	}
 	if resp := again.Get("/cached/"); resp.Status != 200 {
 		t.Fatalf("after the restart = %s", resp)

@@ -80,11 +80,17 @@ func (s *state) admit(kind string, md packages.Metadata) error {
 	return plugins.Admit(md, pluginPolicy, true, plugins.World{Workers: packages.Names(installed[packages.WorkerLayout.Noun]), Bases: bases})
 }
 
-// readiness reports why the runtime cannot take traffic yet: starting or stopping, or, in a
-// cluster, before its first pass has gone through the desired state.
+// readiness reports why the runtime cannot take traffic yet: starting or stopping, loading the
+// WebAssembly modules it kept compiled before a restart, or, in a cluster, before its first
+// pass has gone through the desired state.
 func (s *state) readiness() error {
 	if err := s.ready(); err != nil {
 		return err
+	}
+	if w := s.wasm.Load(); w != nil {
+		if err := w.warming(); err != nil {
+			return err
+		}
 	}
 	if !s.clustered() {
 		return nil

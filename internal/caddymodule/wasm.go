@@ -2,10 +2,17 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/packages"
@@ -18,11 +25,28 @@ import (
 // restarts.
 const wasmCacheDir = "wasm-cache"
 
+// wasmRecentFile names, in state_dir, the modules kept compiled in memory when the runtime
+// last stopped, the most recently used first: the next start loads them again (from the
+// compilation cache) before it reports ready, so their first requests only run them.
+const wasmRecentFile = "wasm-recent.json"
+
+// wasmWarmLimit bounds how long readiness waits for that warm-up; past it the runtime
+// reports ready and the warm-up goes on (a request for a module not warm yet loads it itself,
+// or waits for the warm-up's load of it).
+const wasmWarmLimit = 10 * time.Second
+
+var errWarming = errors.New("the runtime is loading the compiled WebAssembly modules it kept before its restart")
+
 // wasmState is the state's part for WebAssembly workers: the engine, with its compilation
 // cache in state_dir, and the output log their standard error goes to.
 type wasmState struct {
 	engine *wasm.Engine
 	output *workerspkg.OutputLog
+	// warmed is closed when the warm-up (warmWasm) has ended, which stopWarm cuts short;
+	// readiness waits for it until warmUntil.
+	warmed    chan struct{}
+	warmUntil time.Time
+	stopWarm  context.CancelFunc
 	// secrets keeps each worker's opened secrets between requests, dropped when they change
 	// (forgetWasmSecrets); gen counts the drops, so a read that a change overtook is not kept.
 	mu      sync.Mutex
@@ -103,14 +127,94 @@ func (s *state) openWasm(logs *workerspkg.LogBook) error {
 			engine.Forget(serving.WasmVersionKey(ch.Name, ch.Version))
 		}
 	})
+	ctx, stop := context.WithCancel(context.Background())
+	w.warmed, w.warmUntil, w.stopWarm = make(chan struct{}), time.Now().Add(wasmWarmLimit), stop
 	s.wasm.Store(w)
+	go s.warmWasm(ctx, w)
 	return nil
 }
 
-func (s *state) closeWasm() {
-	if w := s.wasm.Swap(nil); w != nil {
-		w.engine.Close()
+// warming reports errWarming while the warm-up runs, for at most wasmWarmLimit.
+func (w *wasmState) warming() error {
+	select {
+	case <-w.warmed:
+		return nil
+	default:
 	}
+	if time.Now().After(w.warmUntil) {
+		return nil
+	}
+	return errWarming
+}
+
+// warmWasm loads the modules named in wasmRecentFile, the most recently used first, while the
+// budget has room: each still installed as it was (the same version folder and module file,
+// enabled) is made ready as its first request would make it.
+func (s *state) warmWasm(ctx context.Context, w *wasmState) {
+	defer close(w.warmed)
+	data, err := os.ReadFile(filepath.Join(s.settings.StateDir, wasmRecentFile))
+	if err != nil {
+		return
+	}
+	var keys []string
+	if err := json.Unmarshal(data, &keys); err != nil {
+		s.logger.Warn("ignoring the list of WebAssembly modules to load at start", zap.String("file", wasmRecentFile), zap.Error(err))
+		return
+	}
+	for _, key := range keys {
+		name, version, dir, module, ok := serving.ParseModuleKey(key)
+		if !ok || ctx.Err() != nil {
+			continue
+		}
+		u, found := s.workers.Find(name)
+		if !found {
+			continue
+		}
+		i := slices.IndexFunc(u.Versions, func(v packages.Version) bool { return v.Version == version && v.Path == dir && v.Enabled })
+		if i < 0 {
+			continue
+		}
+		v := u.Versions[i]
+		served, err := s.versions.Get(v)
+		if err != nil || served.Manifest.Runtime != workerspkg.RuntimeWasm || served.Manifest.Module != module {
+			continue
+		}
+		more, err := w.engine.Warm(ctx, serving.WasmModule(name, v, served))
+		if err != nil {
+			s.logger.Debug("a WebAssembly module was not loaded at start", zap.String("worker", name), zap.String("version", version), zap.Error(err))
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// closeWasm ends the warm-up, records which modules are kept compiled for the next start, and
+// closes the engine.
+func (s *state) closeWasm() {
+	w := s.wasm.Swap(nil)
+	if w == nil {
+		return
+	}
+	w.stopWarm()
+	<-w.warmed
+	if err := writeRecent(filepath.Join(s.settings.StateDir, wasmRecentFile), w.engine.Recent()); err != nil {
+		s.logger.Warn("the list of WebAssembly modules to load at the next start was not written", zap.Error(err))
+	}
+	w.engine.Close()
+}
+
+// writeRecent replaces the file at path with keys, whole or not at all.
+func writeRecent(path string, keys []string) error {
+	data, err := json.Marshal(keys)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // wasmHost is what the handler's serving of WebAssembly workers needs under settings, nil

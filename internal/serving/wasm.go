@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/mount"
+	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/trace"
 	"github.com/caddy-runtime/runtime/internal/wasm"
 	"github.com/caddy-runtime/runtime/internal/workers"
@@ -58,6 +59,30 @@ func WasmVersionKey(name, version string) string {
 	return name + "@" + version + "\x00"
 }
 
+// ParseModuleKey returns what ModuleKey made key from; ok is false for anything else.
+func ParseModuleKey(key string) (name, version, dir, module string, ok bool) {
+	parts := strings.Split(key, "\x00")
+	if len(parts) != 3 {
+		return "", "", "", "", false
+	}
+	at := strings.LastIndexByte(parts[0], '@')
+	if at <= 0 || at == len(parts[0])-1 {
+		return "", "", "", "", false
+	}
+	return parts[0][:at], parts[0][at+1:], parts[1], parts[2], true
+}
+
+// WasmModule is the module of worker name's version v as its requests run it: the same key
+// and read of the version, so that warming it (wasm.Engine.Warm) serves them.
+func WasmModule(name string, v packages.Version, served *Served) wasm.Module {
+	root, file := served.Root, served.Manifest.Module
+	return wasm.Module{
+		Key:    ModuleKey(name, v.Version, v.Path, file),
+		Serial: served.serial,
+		Read:   func() ([]byte, error) { return root.ReadFile(file) },
+	}
+}
+
 // serveWasm runs the version's module for the request in a fresh instance, with the CGI
 // contract (see wasmEnv), and writes its answer once the instance has ended.
 func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, served *Served, name string) error {
@@ -94,14 +119,9 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 	timeout := time.Duration(m.Timeout)
 	stderr := host.Output.Writer(name, t.Version.Version, "stderr", secrets)
 	defer stderr.Flush()
-	root := served.Root
-	out, err := host.Engine.Run(r.Context(), wasm.Module{
-		Key:    ModuleKey(name, t.Version.Version, t.Version.Path, m.Module),
-		Serial: served.serial,
-		Read:   func() ([]byte, error) { return root.ReadFile(m.Module) },
-	}, wasm.Request{
+	out, err := host.Engine.Run(r.Context(), WasmModule(name, t.Version, served), wasm.Request{
 		Args: []string{m.Module}, Env: wasmEnv(r, t, m, name, len(body), secrets), Stdin: body, Stderr: stderr,
-		FS: root.FS(), Memory: memory, Timeout: timeout,
+		FS: served.Root.FS(), Memory: memory, Timeout: timeout,
 	})
 	if err != nil {
 		return wasmError(name, timeout, err)

