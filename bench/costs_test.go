@@ -22,7 +22,9 @@ const costsKeys = 100
 // /api/workers with 1 000 workers on another; and the health probe with Caddy's respond
 // serving the same bytes on the first. All alternate round by round. The listings are asked
 // for in gzip, as browsers and Go's default client ask, and (the -identity requests) without
-// it, as curl and most scripts ask; the 1 000 workers also 100 at a time, every page in turn.
+// it, as curl and most scripts ask; the 1 000 workers also 100 at a time, every page in turn. A
+// bare net/http server answering as many bytes as the keys listing and as health gives that
+// pair's floor on the machine.
 func BenchmarkCosts(b *testing.B) {
 	// The respond route serves the health probe's bytes, which name the version (it serves a
 	// placeholder until they are known), with the same headers: the X-Request-Id that every
@@ -31,6 +33,7 @@ func BenchmarkCosts(b *testing.B) {
 		return "\thandle /respond {\n\t\theader Content-Type application/json\n\t\theader X-Request-Id {http.request.uuid}\n" +
 			"\t\trespond `" + body + "` 200\n\t}"
 	}
+	backend := startBackend(b)
 	small := startWithWorkers(b, 20, respondSite("pending"))
 	large := startWithWorkers(b, 1000, "")
 	admin := small.CreateKey(rootKey, map[string]any{"name": "bench-admin", "role": "admin"})
@@ -108,6 +111,20 @@ func BenchmarkCosts(b *testing.B) {
 		reqs["workers-1000-page-identity"] = append(reqs["workers-1000-page-identity"], req)
 	}
 	health := fetch(b, client, reqs["health"][0])
+	// The floor of the keys listing's row without gzip: a bare net/http server (the test
+	// worker, outside the runtime) answering as many bytes as the listing has, against as many
+	// as the health probe has, to the same client.
+	keysBody := fetch(b, client, reqs["keys-100-identity"][0])
+	for name, size := range map[string]int{"bare-health": len(health), "bare-keys": len(keysBody)} {
+		req, err := newRequest(fmt.Sprintf("http://%s/bytes?n=%d", backend, size), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := fetch(b, client, req); len(got) != size {
+			b.Fatalf("the bare server answers %d bytes, want %d", len(got), size)
+		}
+		reqs[name] = []*http.Request{req}
+	}
 	if err := small.Reload(harness.Config{Global: accessLog, Site: respondSite(health)}); err != nil {
 		b.Fatal(err)
 	}
@@ -123,7 +140,8 @@ func BenchmarkCosts(b *testing.B) {
 			resp.Header.Get("Content-Type") == "application/json" && len(resp.Header.Get("X-Request-Id")) == len("01234567-89ab-cdef-0123-456789abcdef")
 	})
 
-	order := []string{"health", "respond", "workers-20", "keys-100", "keys-100-identity", "health-1000", "workers-1000", "workers-1000-page-identity"}
+	order := []string{"health", "respond", "workers-20", "keys-100", "keys-100-identity", "health-1000", "workers-1000", "workers-1000-page-identity",
+		"bare-health", "bare-keys"}
 	for _, name := range order {
 		if err := loadEach(client, reqs[name], conns, warmUp); err != nil {
 			b.Fatalf("warming up %s: %v", name, err)

@@ -236,6 +236,15 @@ var checks = []check{
 			"(Linux), so that the header and the body reach the client together.",
 	},
 	{
+		title: "a bare `net/http` server, an answer of the keys listing's size / of health's size throughput",
+		a: "BenchmarkCosts/bare-keys", b: "BenchmarkCosts/bare-health", metric: "req/s", info: true,
+		what: "the floor of the row above on this machine: a Go `net/http` server outside the runtime (the test worker's " +
+			"`/bytes`, no routing, authentication, logging or headers beyond `Content-Type`) answering as many bytes as the " +
+			"keys listing without gzip, against as many as the health probe, to the same client in the same rounds. On two " +
+			"cores the client, the server and the kernel's loopback share the CPU, so the bytes themselves cost this much " +
+			"throughput whatever serves them.",
+	},
+	{
 		title: "health / Caddy `respond` throughput", a: "BenchmarkCosts/health", b: "BenchmarkCosts/respond",
 		metric: "req/s", target: 0.95,
 		what: "`GET /api/health` against a Caddy `respond` route (`handle /respond` in the same site) serving the same " +

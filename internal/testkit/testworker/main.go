@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -95,6 +96,13 @@ func main() {
 		case <-r.Context().Done():
 		}
 	})
+	http.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
+		// n bytes of JSON-like text in one write, as a bare net/http server answers.
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		_, _ = w.Write(filler(n))
+	})
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		e := Echo{PID: os.Getpid(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
@@ -115,6 +123,22 @@ func main() {
 	}
 	fmt.Fprintln(os.Stderr, err)
 	os.Exit(1)
+}
+
+// fillers keeps the answers of /bytes by size, built once.
+var fillers sync.Map
+
+// filler returns n bytes of text, the same bytes for the same n.
+func filler(n int) []byte {
+	if n < 0 || n > 1<<20 {
+		n = 0
+	}
+	if b, ok := fillers.Load(n); ok {
+		return b.([]byte)
+	}
+	b := []byte(strings.Repeat(`{"key":"value"},`, n/16+1)[:n])
+	fillers.Store(n, b)
+	return b
 }
 
 // listener is the socket handed over as descriptor 3, else a new one on $HOST:$PORT.
