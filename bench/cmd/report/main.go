@@ -236,8 +236,8 @@ var checks = []check{
 			"(Linux), so that the header and the body reach the client together.",
 	},
 	{
-		title: "a bare `net/http` server, an answer of the keys listing's size / of health's size throughput",
-		a: "BenchmarkCosts/bare-keys", b: "BenchmarkCosts/bare-health", metric: "req/s", info: true,
+		title: "a bare `net/http` server, an answer of the keys listing's size / of health's size throughput", a: "BenchmarkCosts/bare-keys",
+		b: "BenchmarkCosts/bare-health", metric: "req/s", info: true,
 		what: "the floor of the row above on this machine: a Go `net/http` server outside the runtime (the test worker's " +
 			"`/bytes`, no routing, authentication, logging or headers beyond `Content-Type`) answering as many bytes as the " +
 			"keys listing without gzip, against as many as the health probe, to the same client in the same rounds. On two " +
