@@ -240,6 +240,21 @@ func TestCustomDomains(t *testing.T) {
 		t.Errorf("DELETE it again = %s", resp)
 	}
 
+	// Removing a worker whole detaches its domains: uploaded again, it holds none, and the
+	// domain is free for another worker.
+	if resp := s.Do("DELETE", s.API+"/workers/@team/tool", root); resp.Status != 200 {
+		t.Fatalf("DELETE the worker @team/tool = %s", resp)
+	}
+	if resp := s.Upload(s.API+"/workers/upload", "w.tgz", siteArchive(t, "@team/tool", "1.0.0", "the tool again"), root); resp.Status != 200 {
+		t.Fatalf("upload @team/tool again = %s", resp)
+	}
+	if resp := s.Get(s.API+"/workers/@team/tool/domains", root); resp.Status != 200 || resp.JSON(&listed) != nil || len(listed) != 0 {
+		t.Errorf("GET domains of the worker uploaded again = %s, want none", resp)
+	}
+	if resp := s.Do("PUT", s.API+"/workers/_/shop/domains/tool.example.org", root); resp.Status != 200 {
+		t.Errorf("attaching the removed worker's domain to another = %s", resp)
+	}
+
 	var trail struct {
 		Entries []struct{ Action, Target, Outcome string }
 	}
@@ -251,7 +266,8 @@ func TestCustomDomains(t *testing.T) {
 		seen[e.Action+" "+e.Target+" "+e.Outcome] = true
 	}
 	for _, want := range []string{"worker.domain.attach shop " + domain + " success", "worker.domain.attach @team/tool tool.example.org success",
-		"worker.domain.detach shop " + domain + " success", "worker.domain.attach shop 127.0.0.1 failed"} {
+		"worker.domain.detach shop " + domain + " success", "worker.domain.attach shop 127.0.0.1 failed",
+		"worker.domain.detach @team/tool tool.example.org success"} {
 		if !seen[want] {
 			t.Errorf("the audit trail has no %q", want)
 		}

@@ -253,6 +253,61 @@ func TestSecretsRefusals(t *testing.T) {
 	}
 }
 
+// TestSecretsGoWithTheWorker: removing a worker whole removes its secrets (audited), so a
+// worker uploaded later under its name starts without them; removing one version keeps them.
+func TestSecretsGoWithTheWorker(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": newSecretsKey(t)}})
+	root := harness.WithKey(rootKey)
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		if resp := s.Upload(s.API+"/workers/upload", "app.tgz", siteArchive(t, "@team/app", v, "the app"), root); resp.Status != 200 {
+			t.Fatalf("upload %s = %s", v, resp)
+		}
+	}
+	setSecret(t, s, rootKey, "@team/app", "TOKEN", "gone-with-the-worker-1")
+	setSecret(t, s, rootKey, "@team/app", "OTHER", "gone-with-the-worker-2")
+	names := func() []string {
+		t.Helper()
+		var list api.WorkerSecrets
+		if resp := s.Get(secretsPath(s, "@team/app"), root); resp.Status != 200 || resp.JSON(&list) != nil {
+			t.Fatalf("GET secrets = %s", resp)
+		}
+		var out []string
+		for _, sec := range list.Secrets {
+			out = append(out, sec.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if resp := s.Do("DELETE", s.API+"/workers/@team/app/1.0.0", root); resp.Status != 200 {
+		t.Fatalf("DELETE a version = %s", resp)
+	}
+	if got := names(); !slices.Equal(got, []string{"OTHER", "TOKEN"}) {
+		t.Errorf("secrets after removing one version = %v, want both kept", got)
+	}
+	if resp := s.Do("DELETE", s.API+"/workers/@team/app", root); resp.Status != 200 {
+		t.Fatalf("DELETE the worker = %s", resp)
+	}
+	if got := names(); len(got) != 0 {
+		t.Errorf("secrets after removing the worker = %v, want none", got)
+	}
+	var trail struct {
+		Entries []struct {
+			Action, Target, Outcome string
+			Details                 map[string]any
+		}
+	}
+	if resp := s.Get(s.API+"/audit?action=worker.secrets", root); resp.Status != 200 || resp.JSON(&trail) != nil {
+		t.Fatalf("GET audit = %s", resp)
+	}
+	if len(trail.Entries) == 0 || trail.Entries[0].Outcome != "success" || !strings.Contains(fmt.Sprint(trail.Entries[0].Details), "OTHER TOKEN") {
+		t.Errorf("the audit trail's latest worker.secrets entry = %+v, want the removal of OTHER and TOKEN", trail.Entries)
+	}
+	if strings.Contains(s.Logs(), "gone-with-the-worker") {
+		t.Error("a secret's value reached the log")
+	}
+}
+
 // TestSecretsKeySetting: a secrets key that is not 32 bytes of base64 stops start-up with the
 // way to make one, never showing it; one written literally in the Caddyfile is warned about.
 func TestSecretsKeySetting(t *testing.T) {

@@ -178,6 +178,33 @@ func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// endDomains detaches the custom domains of name, a worker just removed whole; a failure is
+// logged with what to do.
+func (a *API) endDomains(r *http.Request, name string) {
+	store, err := a.keyStore()
+	if err != nil {
+		return
+	}
+	held, err := store.Domains(r.Context(), name)
+	if err != nil {
+		a.opts.Logger.Warn("the custom domains of a removed worker could not be read; detach them (DELETE domains) before a worker of that name is uploaded",
+			zap.String("worker", name), zap.Error(err))
+		return
+	}
+	p := principalOf(r.Context())
+	for _, d := range held {
+		if err := store.RemoveDomain(r.Context(), d.Domain, name, p); err != nil && !errors.Is(err, keystore.ErrDomainNotFound) {
+			a.opts.Logger.Warn("a custom domain of a removed worker could not be detached; detach it (DELETE domains) before a worker of that name is uploaded",
+				zap.String("worker", name), zap.String("domain", d.Domain), zap.Error(err))
+			continue
+		}
+		a.auditScoped(r, "worker.domain.detach", name+" "+d.Domain, keystore.NamespaceOf(name), "success", &p, zap.String("domain", d.Domain))
+	}
+	if len(held) > 0 && a.opts.DomainsChanged != nil {
+		a.opts.DomainsChanged(r.Context())
+	}
+}
+
 // verifier checks the TXT records of custom domains.
 func (a *API) verifier() hosts.Verifier { return hosts.Verifier{Resolvers: a.opts.DomainResolvers} }
 

@@ -244,6 +244,34 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string
 	return nil
 }
 
+// endSecrets removes the secrets of name, a worker just removed whole; a failure is logged
+// with what to do.
+func (a *API) endSecrets(r *http.Request, name string) {
+	store, err := a.keyStore()
+	if err != nil {
+		return
+	}
+	have, err := store.Secrets(r.Context(), name)
+	if err == nil && len(have) == 0 {
+		return
+	}
+	unset := make([]string, 0, len(have))
+	for _, s := range have {
+		unset = append(unset, s.Name)
+	}
+	p := principalOf(r.Context())
+	if err == nil {
+		_, err = store.ChangeSecrets(r.Context(), name, nil, unset, p)
+	}
+	if err != nil {
+		a.audit(r, "worker.secrets", name, "failed", &p, zap.Strings("set", []string{}), zap.Strings("unset", unset))
+		a.opts.Logger.Warn("the secrets of a removed worker could not be removed; remove them (DELETE secrets) before a worker of that name is uploaded",
+			zap.String("worker", name), zap.Error(err))
+		return
+	}
+	a.audit(r, "worker.secrets", name, "success", &p, zap.Strings("set", []string{}), zap.Strings("unset", unset))
+}
+
 // joinNames lists names for a message: "A", or "A, B or C" (one of them).
 func joinNames(names []string) string {
 	switch len(names) {

@@ -183,7 +183,11 @@ func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if version == "" {
+			// What belonged to the worker goes with it: a worker uploaded later under the
+			// same name starts without it.
 			a.endTraffic(r, name)
+			a.endSecrets(r, name)
+			a.endDomains(r, name)
 		}
 		return nil
 	}, api.Success{Success: true})
