@@ -121,17 +121,18 @@ func TestDeployWaitTimeout(t *testing.T) {
 	})
 	u := newUser(t, "RUNTIME_API_KEY="+rootKey)
 	u.checkExits([]exits{
-		{"unreadable", []string{"deploy", site(t, "app", "1.0.0"), "--url", starting.URL, "--wait", "--wait-timeout", "1s"}, 1,
-			"uploaded, but whether every instance applied change 7 could not be read within 1s: NOT_READY: the runtime is starting"},
-		{"no live instance", []string{"deploy", site(t, "app", "1.0.0"), "--url", allGone.URL, "--wait", "--wait-timeout", "1s"}, 1, "GET cluster listed no live instance within 1s to apply change 7"},
+		// Timeouts of a few seconds: a GET to the fake cluster must fit in one on a loaded machine.
+		{"unreadable", []string{"deploy", site(t, "app", "1.0.0"), "--url", starting.URL, "--wait", "--wait-timeout", "3s"}, 1,
+			"uploaded, but whether every instance applied change 7 could not be read within 3s: NOT_READY: the runtime is starting"},
+		{"no live instance", []string{"deploy", site(t, "app", "1.0.0"), "--url", allGone.URL, "--wait", "--wait-timeout", "3s"}, 1, "GET cluster listed no live instance within 3s to apply change 7"},
 		{"bad timeout", []string{"deploy", site(t, "app", "1.0.0"), "--url", never.URL, "--wait", "--wait-timeout", "0s"}, 1, "--wait-timeout must be positive"},
 		{"refused", []string{"deploy", site(t, "app", "1.0.0"), "--url", refused.URL, "--wait"}, 1, "uploaded, but its convergence cannot be read: PERMISSION_DENIED"},
 	})
-	r := u.run("deploy", site(t, "app", "1.0.0"), "--url", never.URL, "--wait", "--wait-timeout", "1s")
+	r := u.run("deploy", site(t, "app", "1.0.0"), "--url", never.URL, "--wait", "--wait-timeout", "3s")
 	if r.code != 1 || r.out != "" {
 		t.Fatalf("deploy --wait with a laggard: exit %d, out %q, want 1 and nothing", r.code, r.out)
 	}
-	if want := "error: uploaded, but after 1s 1 instance(s) have not applied change 7: b2 (10.0.0.2:443, at change 5, degraded)"; !strings.Contains(r.errOut, want) {
+	if want := "error: uploaded, but after 3s 1 instance(s) have not applied change 7: b2 (10.0.0.2:443, at change 5, degraded)"; !strings.Contains(r.errOut, want) {
 		t.Errorf("deploy --wait with a laggard says %q, want %q", r.errOut, want)
 	}
 	if strings.Contains(r.errOut, "a1") || strings.Contains(r.errOut, "c3") {
