@@ -158,7 +158,8 @@ func (s *state) warmWasm(ctx context.Context, w *wasmState) {
 	}
 	var keys []string
 	if err := json.Unmarshal(data, &keys); err != nil {
-		s.logger.Warn("ignoring the list of WebAssembly modules to load at start", zap.String("file", wasmRecentFile), zap.Error(err))
+		// Nothing to do about it: the next stop writes the file afresh.
+		s.logger.Info("ignoring the list of WebAssembly modules to load at start", zap.String("file", wasmRecentFile), zap.Error(err))
 		return
 	}
 	for _, key := range keys {

@@ -20,6 +20,9 @@ import (
 var notAtStartUp = map[string][]string{
 	"internal/handlers/files.go":    {"download failed after it started"},
 	"internal/handlers/traffic.go":  {"the traffic split of a removed worker could not be ended"},
+	"internal/handlers/secrets.go":  {"the secrets of a removed worker could not be removed"},
+	"internal/handlers/domains.go":  {"the custom domains of a removed worker could not be read", "a custom domain of a removed worker could not be detached"},
+	"internal/caddymodule/wasm.go":  {"the list of WebAssembly modules to load at the next start was not written"}, // at a stop
 	"internal/serving/serving.go":   {"a worker failed after it began to answer"},
 	"internal/serving/proxy.go":     {"worker request failed"},
 	"internal/pluginhost/chain.go":  {"onRequest hook failed"},
