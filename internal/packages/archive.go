@@ -84,11 +84,16 @@ func ExtractTarGz(r io.Reader, dest *os.Root, limits Limits) (Stats, error) {
 	return extractTarGz(r, dest, limits, true)
 }
 
-// extractTarGz is ExtractTarGz, writing one file at a time unless parallel.
+// extractTarGz is ExtractTarGz, writing one file at a time unless parallel (into an empty
+// dest, inline: see fileWriters).
 func extractTarGz(r io.Reader, dest *os.Root, limits Limits, parallel bool) (Stats, error) {
 	x := extractor{dest: dest, limits: limits}
-	if parallel && isEmpty(dest) {
-		x.startWriters()
+	if isEmpty(dest) {
+		n := 0 // inline
+		if parallel {
+			n = writerCount()
+		}
+		x.startWriters(n)
 	}
 	err := x.finish(x.tarGz(r))
 	if err == nil {

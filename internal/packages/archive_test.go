@@ -278,8 +278,9 @@ func regularBytes(dir string) int64 {
 	return n
 }
 
-// TestParallelExtraction extracts archives with the file writers and one entry at a time:
-// the trees, the stats and the refusals are the same, and the writers did write.
+// TestParallelExtraction extracts archives with the file writers (on goroutines, and inline as
+// a paced extraction does) and one entry at a time: the trees, the stats and the refusals are
+// the same, and the writers did write.
 func TestParallelExtraction(t *testing.T) {
 	link := func(name, target string) testkit.File {
 		return testkit.File{Name: name, Type: tar.TypeSymlink, Linkname: target}
@@ -310,12 +311,13 @@ func TestParallelExtraction(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := testkit.TarGz(t, tc.files...)
-			extract := func(parallel bool) (map[string]string, Stats, error, int64) {
+			// writers: -1 one entry at a time, 0 inline (a paced extraction), else goroutines.
+			extract := func(writers int) (map[string]string, Stats, error, int64) {
 				dest := t.TempDir()
 				x := extractor{dest: openRoot(t, dest), limits: DefaultLimits}
 				var written *atomic.Int64
-				if parallel {
-					x.startWriters()
+				if writers >= 0 {
+					x.startWriters(writers)
 					written = &x.w.written
 				}
 				err := x.finish(x.tarGz(bytes.NewReader(data)))
@@ -337,22 +339,28 @@ func TestParallelExtraction(t *testing.T) {
 				}
 				return tree, x.stats, err, n
 			}
-			wantTree, wantStats, wantErr, _ := extract(false)
-			tree, stats, err, written := extract(true)
-			if tc.code != "" {
-				if !IsCode(err, tc.code) || !IsCode(wantErr, tc.code) {
-					t.Fatalf("parallel: %v; one at a time: %v; want %s", err, wantErr, tc.code)
+			wantTree, wantStats, wantErr, _ := extract(-1)
+			for _, writers := range []int{writerCount(), 0} {
+				how := fmt.Sprintf("%d writers", writers)
+				if writers == 0 {
+					how = "inline"
 				}
-				return
-			}
-			if err != nil || wantErr != nil {
-				t.Fatalf("parallel: %v; one at a time: %v", err, wantErr)
-			}
-			if !reflect.DeepEqual(tree, wantTree) || stats != wantStats {
-				t.Fatalf("parallel wrote %v (%+v)\none at a time %v (%+v)", tree, stats, wantTree, wantStats)
-			}
-			if written < int64(tc.parallel) {
-				t.Fatalf("the writers wrote %d files, want at least %d", written, tc.parallel)
+				tree, stats, err, written := extract(writers)
+				if tc.code != "" {
+					if !IsCode(err, tc.code) || !IsCode(wantErr, tc.code) {
+						t.Fatalf("%s: %v; one at a time: %v; want %s", how, err, wantErr, tc.code)
+					}
+					continue
+				}
+				if err != nil || wantErr != nil {
+					t.Fatalf("%s: %v; one at a time: %v", how, err, wantErr)
+				}
+				if !reflect.DeepEqual(tree, wantTree) || stats != wantStats {
+					t.Fatalf("%s wrote %v (%+v)\none at a time %v (%+v)", how, tree, stats, wantTree, wantStats)
+				}
+				if written < int64(tc.parallel) {
+					t.Fatalf("%s: the writers wrote %d files, want at least %d", how, written, tc.parallel)
+				}
 			}
 		})
 	}

@@ -27,8 +27,13 @@ const (
 	maxOpenDirs = 256
 )
 
-// fileWriters create files handed to them on a few goroutines.
+// fileWriters create files handed to them on a few goroutines, or, inline, on the extractor's
+// own: a paced extraction (StageOptions.Pace) writes one file at a time, its writes counted
+// as its work, yet still one call to the file system per file into a folder kept open, with
+// its body read into a reused buffer, instead of walking the path and checking it for links
+// at every file (most of a paced install's CPU besides the file system's own work).
 type fileWriters struct {
+	inline  bool
 	jobs    chan fileJob
 	pending sync.WaitGroup // jobs handed out and not done
 	running sync.WaitGroup // the goroutines
@@ -49,10 +54,12 @@ type fileJob struct {
 
 var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// startWriters starts the writers of x.
-func (x *extractor) startWriters() {
-	n := min(max(runtime.GOMAXPROCS(0), 2), 4)
-	w := &fileWriters{jobs: make(chan fileJob, writerQueue)}
+// writerCount is how many goroutines create the files of an extraction that is not paced.
+func writerCount() int { return min(max(runtime.GOMAXPROCS(0), 2), 4) }
+
+// startWriters starts the n writers of x; with n 0, x writes inline.
+func (x *extractor) startWriters(n int) {
+	w := &fileWriters{jobs: make(chan fileJob, writerQueue), inline: n == 0}
 	w.running.Add(n)
 	for range n {
 		go w.run()
@@ -197,6 +204,17 @@ func (x *extractor) fast(dir *os.Root, name string, perm fs.FileMode, declared i
 	if err := x.wrote(n, err); err != nil {
 		buffers.Put(body)
 		return err
+	}
+	if x.w.inline {
+		err := writeWhole(fileJob{dir: dir, name: name, perm: perm, body: body})
+		if body.Cap() <= 2*maxBuffered {
+			buffers.Put(body)
+		}
+		if err != nil {
+			return err
+		}
+		x.w.written.Add(1)
+		return nil
 	}
 	x.w.pending.Add(1)
 	x.w.jobs <- fileJob{dir: dir, name: name, perm: perm, body: body}

@@ -142,7 +142,7 @@ func TestPacing(t *testing.T) {
 			}
 			// After a quiet spell, a small install fits in the burst.
 			s.clock.mu.Lock()
-			s.clock.t = s.clock.t.Add(time.Second)
+			s.clock.t = s.clock.t.Add(time.Duration(float64(paceBurst) / DefaultDuty)) // the bucket full again
 			s.clock.mu.Unlock()
 			small := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, tt.small, "1.0.0"))
 			b.sees(t, small.Change)

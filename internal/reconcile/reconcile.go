@@ -77,14 +77,16 @@ const (
 	DefaultRetryMin = 2 * time.Second
 	DefaultRetryMax = 5 * time.Minute
 	// DefaultDuty paces the installs of the passes after the first, while the instance
-	// serves, to a twentieth of one core: an install at full speed (gunzip, SHA-256,
+	// serves, to a fiftieth of one core: an install at full speed (gunzip, SHA-256,
 	// hundreds of files written) takes a core from the requests for as long as it lasts,
-	// which on a small machine cut serving to a twentieth while ten 1 MB workers came in,
-	// and a tenth still cost a tenth of the requests (bench: BenchmarkClusterReconcile).
-	// Converging a few seconds later under load costs nothing the cluster promises; the
-	// first pass, before the instance is ready, what a request waits for, and an instance
-	// that serves nothing (Options.Activity) are not paced.
-	DefaultDuty = 0.05
+	// which on a small machine cut serving to a twentieth while ten 1 MB workers came in;
+	// a tenth still cost a tenth of the requests, and a twentieth 8 % (bench:
+	// BenchmarkClusterReconcile): besides its own work, each install costs the machine work
+	// that pacing does not see (the file system's, the collection of its garbage), so the
+	// loss scales with the duty. Converging some seconds later under load costs nothing the
+	// cluster promises; the first pass, before the instance is ready, what a request waits
+	// for, and an instance that serves nothing (Options.Activity) are not paced.
+	DefaultDuty = 0.02
 )
 
 // Pacing is a token bucket of work time, filled at the duty: paceSlice is the debt at which a
