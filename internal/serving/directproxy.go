@@ -2,6 +2,7 @@ package serving
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -97,14 +98,16 @@ func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request, t *proxyTar
 		s.proxyFailed(t, err)
 		return
 	}
-	removeHopByHop(res.Header)
-	// The response already carries the runtime's id and version.
-	res.Header.Del(trace.RequestIDHeader)
-	res.Header.Del(VersionHeader)
 	h := w.Header()
-	for k, vv := range res.Header {
-		for _, v := range vv {
-			h.Add(k, v)
+	if res.Header != nil { // else readSimple put it in h
+		removeHopByHop(res.Header)
+		// The response already carries the runtime's id and version.
+		res.Header.Del(trace.RequestIDHeader)
+		res.Header.Del(VersionHeader)
+		for k, vv := range res.Header {
+			for _, v := range vv {
+				h.Add(k, v)
+			}
 		}
 	}
 	announced := len(res.Trailer)
@@ -116,7 +119,7 @@ func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request, t *proxyTar
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
 	w.WriteHeader(res.StatusCode)
-	if err := copyAnswer(w, res); err != nil {
+	if err := copyAnswer(w, res, h.Get("Content-Type")); err != nil {
 		defer res.Body.Close()
 		if r.Context().Value(http.ServerContextKey) != nil {
 			// The answer is cut: the client must not take it for whole.
@@ -147,9 +150,9 @@ func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request, t *proxyTar
 // copyAnswer copies the answer's body to w with a pooled buffer; a stream (an unknown length,
 // or server-sent events) is flushed as it comes, and its header at once, as the shared proxy
 // does.
-func copyAnswer(w http.ResponseWriter, res *http.Response) error {
+func copyAnswer(w http.ResponseWriter, res *http.Response, contentType string) error {
 	var dst io.Writer = w
-	if res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type")) {
+	if res.ContentLength == -1 || isEventStream(contentType) {
 		sw := &streamWriter{dst: w, flush: http.NewResponseController(w).Flush, pending: true}
 		// The header goes out at once unless the body's first bytes come first.
 		sw.t = time.AfterFunc(0, sw.delayedFlush)
@@ -303,6 +306,11 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, t *proxyTarget
 	if err := dc.bw.Flush(); err != nil {
 		return nil, err
 	}
+	if r.Method != http.MethodHead {
+		if res := readSimple(dc.br, w.Header()); res != nil {
+			return res, nil
+		}
+	}
 	// ReadResponse reads a HEAD answer's header alone.
 	req := &http.Request{Method: r.Method}
 	for {
@@ -321,6 +329,162 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, t *proxyTarget
 		clear(h)
 	}
 }
+
+// readSimple reads the head of the most common answer itself, straight into the client's
+// header h, as the shared proxy would leave it there (hop-by-hop headers and the worker's
+// X-Request-Id and X-Worker-Version dropped): an HTTP/1.1 final answer but 204 and 304, its
+// head whole in br's buffer, with one Content-Length and neither Transfer-Encoding nor
+// Trailer, each line a canonical name, a colon and a valid value. Anything else it leaves
+// unread, for http.ReadResponse, and returns nil. The answer's Header is nil: it is in h.
+func readSimple(br *bufio.Reader, h http.Header) *http.Response {
+	if _, err := br.Peek(1); err != nil {
+		return nil
+	}
+	b, _ := br.Peek(br.Buffered())
+	end := bytes.Index(b, []byte("\r\n\r\n"))
+	if end < 0 || len(b) < 13 || string(b[:9]) != "HTTP/1.1 " {
+		return nil
+	}
+	status := 0
+	for _, c := range b[9:12] {
+		if c < '0' || c > '9' {
+			return nil
+		}
+		status = status*10 + int(c-'0')
+	}
+	if status < 200 || status == http.StatusNoContent || status == http.StatusNotModified {
+		return nil
+	}
+	head := string(b[:end+2]) // one string for every name and value
+	first := strings.Index(head, "\r\n")
+	if rest := head[12:first]; rest != "" && rest[0] != ' ' {
+		return nil
+	}
+	fields := ""
+	if end > first {
+		fields = head[first+2 : end]
+	}
+	var storage [32][2]string
+	lines := storage[:0]
+	length := int64(-1)
+	var connection []string
+	for line := range strings.SplitSeq(fields, "\r\n") {
+		if fields == "" {
+			break
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || !canonicalName(k) || len(lines) == len(storage) {
+			return nil
+		}
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+				return nil
+			}
+		}
+		v = strings.Trim(v, " \t")
+		switch k {
+		case "Transfer-Encoding", "Trailer":
+			return nil
+		case "Content-Length":
+			if length >= 0 || v == "" || len(v) > 18 || strings.ContainsFunc(v, func(c rune) bool { return c < '0' || c > '9' }) {
+				return nil
+			}
+			length = 0
+			for _, c := range v {
+				length = length*10 + int64(c-'0')
+			}
+		case "Connection":
+			connection = append(connection, v)
+		}
+		lines = append(lines, [2]string{k, v})
+	}
+	if length < 0 {
+		return nil
+	}
+	closing := httpguts.HeaderValuesContainsToken(connection, "close")
+	if closing {
+		// ReadResponse drops a Connection header that says close, and with it what it lists:
+		// only the shared proxy's hop-by-hop list applies then.
+		connection = nil
+	}
+	var named []string // the names Connection lists, canonical
+	for _, f := range connection {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = textproto.TrimString(sf); sf != "" {
+				named = append(named, textproto.CanonicalMIMEHeaderKey(sf))
+			}
+		}
+	}
+	for _, kv := range lines {
+		k := kv[0]
+		if k == trace.RequestIDHeader || k == VersionHeader || slices.Contains(hopHeaders, k) || slices.Contains(named, k) {
+			continue
+		}
+		h[k] = append(h[k], kv[1])
+	}
+	br.Discard(end + 4)
+	res := &http.Response{StatusCode: status, ContentLength: length, Close: closing, Body: http.NoBody}
+	if length > 0 {
+		res.Body = &lengthBody{r: br, n: length}
+	}
+	return res
+}
+
+// lengthBody reads an answer's body of a known length, as http.ReadResponse's does.
+type lengthBody struct {
+	r io.Reader
+	n int64
+}
+
+func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.n {
+		p = p[:b.n]
+	}
+	n, err := b.r.Read(p)
+	b.n -= int64(n)
+	if err == io.EOF && b.n > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	if err == nil && b.n == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *lengthBody) Close() error { return nil }
+
+// canonicalName tells whether k is a header name in its canonical form.
+func canonicalName(k string) bool {
+	if k == "" {
+		return false
+	}
+	upper := true
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c == '-':
+			upper = true
+			continue
+		case 'A' <= c && c <= 'Z':
+			if !upper {
+				return false
+			}
+		case 'a' <= c && c <= 'z':
+			if upper {
+				return false
+			}
+		case '0' <= c && c <= '9':
+		default:
+			return false
+		}
+		upper = false
+	}
+	return true
+}
+
 
 // writeDirect writes the request the worker receives for r into bw: the shared proxy's,
 // byte for byte (http.Request.Write's order: the request line, Host, User-Agent, then the
