@@ -485,7 +485,6 @@ func canonicalName(k string) bool {
 	return true
 }
 
-
 // writeDirect writes the request the worker receives for r into bw: the shared proxy's,
 // byte for byte (http.Request.Write's order: the request line, Host, User-Agent, then the
 // other headers sorted by name; no Content-Length for a request without a body).
