@@ -25,7 +25,7 @@ type scriptedWorker struct {
 	got  []string
 }
 
-func newScriptedWorker(t *testing.T, answer func(request string) (string, bool)) *scriptedWorker {
+func newScriptedWorker(t testing.TB, answer func(request string) (string, bool)) *scriptedWorker {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "w.sock")
 	l, err := net.Listen("unix", path)
@@ -315,5 +315,37 @@ func TestDirectProxyRetry(t *testing.T) {
 		if kept != 1 {
 			t.Errorf("closing after each answer %v: %d connections kept, want 1", closeAfter, kept)
 		}
+	}
+}
+
+// BenchmarkDirectProxy compares the direct proxy with the shared one on a small answer from a
+// worker on its socket (the worker's own work included).
+func BenchmarkDirectProxy(b *testing.B) {
+	sw := newScriptedWorker(b, func(string) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nDate: Fri, 27 Nov 2026 10:00:00 GMT\r\n\r\nok", false
+	})
+	s := New(Options{Credentials: Credentials{Header: "X-API-Key", Cookies: []string{"rt_session"}}})
+	req := httptest.NewRequest("GET", "http://example.com/w/sleep?d=0", nil)
+	req.Header.Set("User-Agent", "Go-http-client/1.1")
+	req.Header.Set("Accept-Encoding", "gzip")
+	for _, name := range []string{"shared", "direct"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(req.Context(), time.Minute)
+				t := &proxyTarget{addr: sw.path, base: "/w/", rest: "/sleep", name: "w", limit: 1 << 20, timeout: time.Minute, requestID: "id", ctx: ctx}
+				w := httptest.NewRecorder()
+				if name == "direct" {
+					s.serveDirect(w, req, t)
+				} else {
+					t.addr = socketHost(sw.path)
+					s.proxy.ServeHTTP(w, req.WithContext(context.WithValue(ctx, proxyTargetKey{}, t)))
+				}
+				cancel()
+				if w.Code != 200 || t.failed != nil {
+					b.Fatalf("%d %v", w.Code, t.failed)
+				}
+			}
+		})
 	}
 }
