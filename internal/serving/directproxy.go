@@ -415,12 +415,18 @@ func readSimple(br *bufio.Reader, h http.Header) *http.Response {
 			}
 		}
 	}
-	for _, kv := range lines {
+	values := make([]string, len(lines)) // one array for the lines of every new name
+	for i, kv := range lines {
 		k := kv[0]
 		if k == trace.RequestIDHeader || k == VersionHeader || slices.Contains(hopHeaders, k) || slices.Contains(named, k) {
 			continue
 		}
-		h[k] = append(h[k], kv[1])
+		if vv, ok := h[k]; ok {
+			h[k] = append(vv, kv[1])
+		} else {
+			values[i] = kv[1]
+			h[k] = values[i : i+1 : i+1]
+		}
 	}
 	br.Discard(end + 4)
 	res := &http.Response{StatusCode: status, ContentLength: length, Close: closing, Body: http.NoBody}
