@@ -34,21 +34,46 @@ type Issuer interface {
 // only when it named a session cookie).
 func (c Credentials) Strip(h http.Header) {
 	for name, lines := range h {
-		switch {
-		case c.Header != "" && strings.EqualFold(name, c.Header):
-			delete(h, name)
-		case strings.EqualFold(name, "Authorization"):
-			setLines(h, name, slices.DeleteFunc(lines, c.carries))
-		case strings.EqualFold(name, "Cookie"):
-			kept := lines[:0]
-			for _, line := range lines {
-				if line = c.stripCookies(line); line != "" {
-					kept = append(kept, line)
-				}
-			}
+		if kept, changed := c.strip(name, lines); changed {
 			setLines(h, name, kept)
 		}
 	}
+}
+
+// concerns tells whether Strip may change the header name.
+func (c Credentials) concerns(name string) bool {
+	return c.Header != "" && strings.EqualFold(name, c.Header) || strings.EqualFold(name, "Authorization") || strings.EqualFold(name, "Cookie")
+}
+
+// strip returns the lines of the header name that Strip keeps, and whether they differ from
+// lines; lines itself is not changed.
+func (c Credentials) strip(name string, lines []string) ([]string, bool) {
+	switch {
+	case c.Header != "" && strings.EqualFold(name, c.Header):
+		return nil, true
+	case strings.EqualFold(name, "Authorization"):
+		if len(lines) > 0 && !slices.ContainsFunc(lines, c.carries) {
+			return lines, false
+		}
+		return slices.DeleteFunc(slices.Clone(lines), c.carries), true
+	case strings.EqualFold(name, "Cookie"):
+		var kept []string
+		changed := false
+		for i, line := range lines {
+			stripped := c.stripCookies(line)
+			if (stripped != line || stripped == "") && !changed {
+				kept, changed = append(kept, lines[:i]...), true
+			}
+			if changed && stripped != "" {
+				kept = append(kept, stripped)
+			}
+		}
+		if !changed && len(lines) > 0 {
+			return lines, false
+		}
+		return kept, true
+	}
+	return lines, false
 }
 
 // setLines sets a header's lines, or removes the header when none is left.

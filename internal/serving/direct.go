@@ -51,7 +51,11 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.fallback.RoundTrip(req)
 	}
 	for attempt := 0; ; attempt++ {
-		dc, kept, err := t.get(req.Context(), req.URL.Host)
+		path, ok := socketOfHost(req.URL.Host)
+		if !ok {
+			return nil, fmt.Errorf("%s names no worker socket", req.URL.Host)
+		}
+		dc, kept, err := t.get(req.Context(), req.URL.Host, path)
 		if err != nil {
 			return nil, err
 		}
@@ -67,6 +71,9 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 }
+
+// aLongTimeAgo is a deadline in the past, which interrupts a connection's reads and writes.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // closedByPeer tells whether err shows the other side closed the connection.
 func closedByPeer(err error) bool {
@@ -92,7 +99,7 @@ func (t *directTransport) roundTrip(dc *directConn, req *http.Request) (*http.Re
 	if err := dc.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { _ = dc.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = dc.SetDeadline(aLongTimeAgo) })
 	resp, err := dc.exchange(req)
 	if err != nil {
 		stop()
@@ -167,9 +174,9 @@ func (b *directBody) finish(complete bool) {
 	b.dc.Close()
 }
 
-// get returns a kept connection to the worker host names, the most recently used, or a new
-// one; kept tells which.
-func (t *directTransport) get(ctx context.Context, host string) (*directConn, bool, error) {
+// get returns a kept connection of those kept under host, the most recently used, or a new one
+// to the socket at path; kept tells which.
+func (t *directTransport) get(ctx context.Context, host, path string) (*directConn, bool, error) {
 	now := time.Now()
 	t.mu.Lock()
 	for list := t.idle[host]; len(list) > 0; list = t.idle[host] {
@@ -183,10 +190,6 @@ func (t *directTransport) get(ctx context.Context, host string) (*directConn, bo
 	}
 	delete(t.idle, host)
 	t.mu.Unlock()
-	path, ok := socketOfHost(host)
-	if !ok {
-		return nil, false, fmt.Errorf("%s names no worker socket", host)
-	}
 	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, false, err

@@ -75,14 +75,18 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, 
 		return err
 	}
 	defer lease.Release()
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	addr := lease.Addr()
-	if lease.Network() == "unix" {
-		addr = socketHost(addr)
-	}
-	target := &proxyTarget{addr: addr, base: t.Base, rest: t.Rest, name: name, limit: limit,
+	unix := lease.Network() == "unix"
+	target := &proxyTarget{addr: lease.Addr(), base: t.Base, rest: t.Rest, name: name, limit: limit,
 		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx, lease: lease}
-	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
+	if unix && directRequest(r) {
+		s.serveDirect(w, r, target)
+	} else {
+		if unix {
+			target.addr = socketHost(target.addr)
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
+	}
 	if target.failed != nil {
 		return target.failed
 	}
@@ -105,7 +109,7 @@ type proxyTargetKey struct{}
 // request's target travels in its context.
 func (s *Server) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:  newDirectTransport(newWorkerTransport(), 64, 30*time.Second),
+		Transport:  s.direct,
 		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -138,23 +142,28 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			return nil
 		},
 		ErrorHandler: func(_ http.ResponseWriter, r *http.Request, err error) {
-			t := r.Context().Value(proxyTargetKey{}).(*proxyTarget)
-			var tooLarge *http.MaxBytesError
-			switch {
-			case errors.As(err, &tooLarge):
-				t.failed = bodyTooLarge(t.name, t.limit)
-			case errors.Is(t.ctx.Err(), context.DeadlineExceeded):
-				t.failed = envelope.Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout)
-			case errors.Is(err, context.Canceled):
-				// The client went away; nobody reads an answer.
-			case t.lease.Err() != nil:
-				// The request waited in the queue of a listener the process never served.
-				t.failed = envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "%v", t.lease.Err())
-			default:
-				s.opts.Logger.Warn("worker request failed", zap.String("worker", t.name), zap.String("request_id", t.requestID), zap.Error(err))
-				t.failed = envelope.Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err)
-			}
+			s.proxyFailed(r.Context().Value(proxyTargetKey{}).(*proxyTarget), err)
 		},
+	}
+}
+
+// proxyFailed turns the error of a request the worker did not answer into the answer
+// serveProcess returns.
+func (s *Server) proxyFailed(t *proxyTarget, err error) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		t.failed = bodyTooLarge(t.name, t.limit)
+	case errors.Is(t.ctx.Err(), context.DeadlineExceeded):
+		t.failed = envelope.Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout)
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads an answer.
+	case t.lease != nil && t.lease.Err() != nil:
+		// The request waited in the queue of a listener the process never served.
+		t.failed = envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "%v", t.lease.Err())
+	default:
+		s.opts.Logger.Warn("worker request failed", zap.String("worker", t.name), zap.String("request_id", t.requestID), zap.Error(err))
+		t.failed = envelope.Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err)
 	}
 }
 

@@ -69,8 +69,9 @@ type Options struct {
 
 // Server serves workers.
 type Server struct {
-	opts  Options
-	proxy *httputil.ReverseProxy
+	opts   Options
+	proxy  *httputil.ReverseProxy
+	direct *directTransport // the kept connections to workers on their sockets
 }
 
 // New returns a Server.
@@ -87,7 +88,7 @@ func New(opts Options) *Server {
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, direct: newDirectTransport(newWorkerTransport(), 64, 30*time.Second)}
 	s.proxy = s.newProxy()
 	return s
 }
