@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"mime"
 	"net"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/caddy-runtime/runtime/internal/trace"
@@ -121,6 +121,10 @@ func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request, t *proxyTar
 	w.WriteHeader(res.StatusCode)
 	if err := copyAnswer(w, res, h.Get("Content-Type")); err != nil {
 		defer res.Body.Close()
+		if errors.As(err, new(workerReadError)) && !errors.Is(err, context.Canceled) {
+			s.opts.Logger.Warn("a worker failed after it began to answer", zap.String("worker", t.name),
+				zap.String("request_id", t.requestID), zap.Error(err))
+		}
 		if r.Context().Value(http.ServerContextKey) != nil {
 			// The answer is cut: the client must not take it for whole.
 			panic(http.ErrAbortHandler)
@@ -164,9 +168,6 @@ func copyAnswer(w http.ResponseWriter, res *http.Response, contentType string) e
 	buf := *bp
 	for {
 		nr, rerr := res.Body.Read(buf)
-		if rerr != nil && rerr != io.EOF && rerr != context.Canceled {
-			log.Printf("httputil: ReverseProxy read error during body copy: %v", rerr)
-		}
 		if nr > 0 {
 			nw, werr := dst.Write(buf[:nr])
 			if werr != nil {
@@ -180,10 +181,17 @@ func copyAnswer(w http.ResponseWriter, res *http.Response, contentType string) e
 			if rerr == io.EOF {
 				return nil
 			}
-			return rerr
+			return workerReadError{rerr}
 		}
 	}
 }
+
+// workerReadError is a failure to read the worker's answer, as opposed to one to write it to
+// the client (who may simply have gone).
+type workerReadError struct{ err error }
+
+func (e workerReadError) Error() string { return "reading the worker's answer: " + e.err.Error() }
+func (e workerReadError) Unwrap() error { return e.err }
 
 // streamWriter flushes each write, and the header once if no write came first.
 type streamWriter struct {
