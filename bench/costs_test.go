@@ -33,7 +33,8 @@ func BenchmarkCosts(b *testing.B) {
 		return "\thandle /respond {\n\t\theader Content-Type application/json\n\t\theader X-Request-Id {http.request.uuid}\n" +
 			"\t\trespond `" + body + "` 200\n\t}"
 	}
-	backend := startBackend(b)
+	// The bare server shares the client's session, as the runtime does (see likeRuntime).
+	backend := startBackend(b, likeRuntime)
 	small := startWithWorkers(b, 20, respondSite("pending"))
 	large := startWithWorkers(b, 1000, "")
 	admin := small.CreateKey(rootKey, map[string]any{"name": "bench-admin", "role": "admin"})

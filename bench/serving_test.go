@@ -23,7 +23,7 @@ import (
 // is handed (listen: socket), with Caddy's reverse_proxy straight to another instance of the
 // same program over TCP; the pairs alternate round by round.
 func BenchmarkServing(b *testing.B) {
-	backend := startBackend(b)
+	backend := startBackend(b, ownSession)
 	site := `	handle_path /fs/* {
 		root * ./data/apps/site/1.0.0
 		file_server
@@ -221,8 +221,9 @@ func bareStart(b *testing.B, bin string) time.Duration {
 	return took
 }
 
-// startBackend runs the test worker on a free port for reverse_proxy, until the benchmark ends.
-func startBackend(b *testing.B) string {
+// startBackend runs the test worker on a free port for reverse_proxy, until the benchmark ends,
+// started as place arranges (ownSession, as a process worker, or likeRuntime).
+func startBackend(b *testing.B, place func(*exec.Cmd)) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -231,7 +232,7 @@ func startBackend(b *testing.B) string {
 	l.Close()
 	cmd := exec.Command(harness.TestWorker(b))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOST=127.0.0.1", "PORT=" + strconv.Itoa(port)}
-	ownSession(cmd)
+	place(cmd)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}

@@ -12,3 +12,10 @@ import (
 func ownSession(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// likeRuntime starts cmd as integration/harness starts the runtime: in a process group of its
+// own within the benchmark's session, so it shares the client's scheduling entity as the
+// runtime does. It dies with the benchmark.
+func likeRuntime(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

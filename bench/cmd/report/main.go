@@ -239,8 +239,9 @@ var checks = []check{
 		title: "a bare `net/http` server, an answer of the keys listing's size / of health's size throughput", a: "BenchmarkCosts/bare-keys",
 		b: "BenchmarkCosts/bare-health", metric: "req/s", info: true,
 		what: "the floor of the row above on this machine: a Go `net/http` server outside the runtime (the test worker's " +
-			"`/bytes`, no routing, authentication, logging or headers beyond `Content-Type`) answering as many bytes as the " +
-			"keys listing without gzip, against as many as the health probe, to the same client in the same rounds. On two " +
+			"`/bytes`, no routing, authentication, logging or headers beyond `Content-Type`; started in the client's session, as " +
+			"the runtime is) answering as many bytes as the keys listing without gzip, against as many as the health probe, to " +
+			"the same client in the same rounds. On two " +
 			"cores the client, the server and the kernel's loopback share the CPU, so the bytes themselves cost this much " +
 			"throughput whatever serves them.",
 	},
