@@ -163,8 +163,11 @@ func (s *state) warmWasm(ctx context.Context, w *wasmState) {
 		return
 	}
 	for _, key := range keys {
+		if ctx.Err() != nil {
+			return
+		}
 		name, version, dir, module, ok := serving.ParseModuleKey(key)
-		if !ok || ctx.Err() != nil {
+		if !ok {
 			continue
 		}
 		u, found := s.workers.Find(name)

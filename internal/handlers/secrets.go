@@ -263,13 +263,13 @@ func (a *API) endSecrets(r *http.Request, name string) {
 	if err == nil {
 		_, err = store.ChangeSecrets(r.Context(), name, nil, unset, p)
 	}
+	outcome := "success"
 	if err != nil {
-		a.audit(r, "worker.secrets", name, "failed", &p, zap.Strings("set", []string{}), zap.Strings("unset", unset))
+		outcome = "failed"
 		a.opts.Logger.Warn("the secrets of a removed worker could not be removed; remove them (DELETE secrets) before a worker of that name is uploaded",
 			zap.String("worker", name), zap.Error(err))
-		return
 	}
-	a.audit(r, "worker.secrets", name, "success", &p, zap.Strings("set", []string{}), zap.Strings("unset", unset))
+	a.audit(r, "worker.secrets", name, outcome, &p, zap.Strings("set", []string{}), zap.Strings("unset", unset))
 }
 
 // joinNames lists names for a message: "A", or "A, B or C" (one of them).
