@@ -24,7 +24,8 @@ const costsKeys = 100
 // for in gzip, as browsers and Go's default client ask, and (the -identity requests) without
 // it, as curl and most scripts ask; the 1 000 workers also 100 at a time, every page in turn. A
 // bare net/http server answering as many bytes as the keys listing and as health gives that
-// pair's floor on the machine.
+// pair's floor on the machine, and the keys listing's first page of one key (the same request,
+// headers and work but a small body) what the listing costs without its bytes.
 func BenchmarkCosts(b *testing.B) {
 	// The respond route serves the health probe's bytes, which name the version (it serves a
 	// placeholder until they are known), with the same headers: the X-Request-Id that every
@@ -72,6 +73,11 @@ func BenchmarkCosts(b *testing.B) {
 		b.Fatalf("GET %s/keys = %s", small.API, resp)
 	}
 
+	if resp := small.Get(small.API+"/keys?limit=1", harness.WithKey(admin.Secret)); resp.Status != http.StatusOK || resp.JSON(&keys) != nil ||
+		len(keys.Keys) != 1 || resp.Header.Get("X-Next-Cursor") == "" {
+		b.Fatalf("GET %s/keys?limit=1 = %s", small.API, resp)
+	}
+
 	client, conns := newClient()
 	defer client.CloseIdleConnections()
 	reqs := map[string][]*http.Request{} // a benchmark's requests, sent in turn
@@ -85,6 +91,7 @@ func BenchmarkCosts(b *testing.B) {
 		"workers-20":        {small, small.API + "/workers", admin.Secret, false},
 		"keys-100":          {small, small.API + "/keys", admin.Secret, false},
 		"keys-100-identity": {small, small.API + "/keys", admin.Secret, true},
+		"keys-1-identity":   {small, small.API + "/keys?limit=1", admin.Secret, true},
 		"health-1000":       {large, large.API + "/health", "", false},
 		"workers-1000":      {large, large.API + "/workers", largeAdmin.Secret, false},
 	} {
@@ -141,7 +148,7 @@ func BenchmarkCosts(b *testing.B) {
 			resp.Header.Get("Content-Type") == "application/json" && len(resp.Header.Get("X-Request-Id")) == len("01234567-89ab-cdef-0123-456789abcdef")
 	})
 
-	order := []string{"health", "respond", "workers-20", "keys-100", "keys-100-identity", "health-1000", "workers-1000", "workers-1000-page-identity",
+	order := []string{"health", "respond", "workers-20", "keys-100", "keys-100-identity", "keys-1-identity", "health-1000", "workers-1000", "workers-1000-page-identity",
 		"bare-health", "bare-keys"}
 	for _, name := range order {
 		if err := loadEach(client, reqs[name], conns, warmUp); err != nil {

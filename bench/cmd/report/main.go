@@ -236,6 +236,14 @@ var checks = []check{
 			"(Linux), so that the header and the body reach the client together.",
 	},
 	{
+		title: "`GET /api/keys?limit=1` with 100 keys, without gzip / health throughput", a: "BenchmarkCosts/keys-1-identity",
+		b: "BenchmarkCosts/health", metric: "req/s", info: true,
+		what: "the listing of the row above without its bytes: its first page of one key (about 200 bytes of JSON), the " +
+			"same request, key check, kept listing and answer headers (`Cache-Control: no-store`, `Vary`, `X-Content-Type-Options`, " +
+			"`X-Next-Cursor`), against `GET /api/health` in the same rounds. What it loses is the authenticated listing's own " +
+			"cost; the row above pays that and the bytes' cost of the row below together.",
+	},
+	{
 		title: "a bare `net/http` server, an answer of the keys listing's size / of health's size throughput", a: "BenchmarkCosts/bare-keys",
 		b: "BenchmarkCosts/bare-health", metric: "req/s", info: true,
 		what: "the floor of the row above on this machine: a Go `net/http` server outside the runtime (the test worker's " +
