@@ -24,9 +24,10 @@ import (
 	"github.com/caddy-runtime/runtime/internal/trace"
 )
 
-// The direct proxy serves what the transport would send over a kept connection (see direct)
-// without httputil.ReverseProxy: the request line and headers go straight into the
-// connection's buffer, and the answer's headers and body straight to the client. It does
+// The direct proxy serves the requests to a worker on its socket that directRequest picks
+// without httputil.ReverseProxy, over connections of its own (directPool): the request line
+// and headers go straight into the connection's buffer, and the answer's headers and body
+// straight to the client. It does
 // what the shared proxy does for those requests, header by header (hop-by-hop headers both
 // ways, X-Forwarded-*, X-Base, X-Request-Id, credentials, 1xx answers, trailers, flushing of
 // streams), at a fraction of its allocations: the proxy's CPU is most of the runtime's share
@@ -274,7 +275,7 @@ func removeHopByHop(h http.Header) {
 // the request, which changes nothing, goes once more on a new one.
 func (s *Server) exchangeDirect(w http.ResponseWriter, r *http.Request, t *proxyTarget) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		dc, kept, err := s.direct.get(t.ctx, t.addr, t.addr)
+		dc, kept, err := s.direct.get(t.ctx, t.addr)
 		if err != nil {
 			return nil, err
 		}
@@ -298,7 +299,7 @@ func (s *Server) roundTripDirect(w http.ResponseWriter, r *http.Request, t *prox
 		stop()
 		return nil, err
 	}
-	body := &directBody{ReadCloser: res.Body, t: s.direct, dc: dc, stop: stop, keep: !res.Close}
+	body := &directBody{ReadCloser: res.Body, pool: s.direct, dc: dc, stop: stop, keep: !res.Close}
 	if res.Body == http.NoBody {
 		body.finish(true)
 		return res, nil

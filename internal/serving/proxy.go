@@ -109,7 +109,7 @@ type proxyTargetKey struct{}
 // request's target travels in its context.
 func (s *Server) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:  s.direct,
+		Transport:  newWorkerTransport(),
 		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)

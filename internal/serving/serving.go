@@ -71,7 +71,7 @@ type Options struct {
 type Server struct {
 	opts   Options
 	proxy  *httputil.ReverseProxy
-	direct *directTransport // the kept connections to workers on their sockets
+	direct *directPool // the kept connections of the direct proxy to workers on their sockets
 }
 
 // New returns a Server.
@@ -88,7 +88,7 @@ func New(opts Options) *Server {
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
 	}
-	s := &Server{opts: opts, direct: newDirectTransport(newWorkerTransport(), 64, 30*time.Second)}
+	s := &Server{opts: opts, direct: newDirectPool(64, 30*time.Second)}
 	s.proxy = s.newProxy()
 	return s
 }
