@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,7 +245,7 @@ func TestWasmWorker(t *testing.T) {
 // is not.
 func TestWasmCompileCache(t *testing.T) {
 	t.Parallel()
-	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Runtime: "\t\twasm_cache_size 512MiB"})
 	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "cached", "1.0.0", ""), rootKey)
 	uploadOK(t, s, "workers", "idle.tgz", wasmPackage(t, "idle", "1.0.0", ""), rootKey)
 	var wg sync.WaitGroup
@@ -261,12 +262,35 @@ func TestWasmCompileCache(t *testing.T) {
 		t.Fatalf("after the first requests: compiled %v, cache %v; want 1 and 0", m[compiled], m[cached])
 	}
 	s.Stop()
+	// Beside the module compiled above, the cache gets one no start used for 40 days and a
+	// file a stopped compilation left half written: the next start prunes both.
+	cacheFiles, err := filepath.Glob(filepath.Join(s.DataDir, "state", "wasm-cache", "*", "*"))
+	if err != nil || len(cacheFiles) != 1 {
+		t.Fatalf("the disk cache holds %v (%v), want the one module compiled", cacheFiles, err)
+	}
+	long := time.Now().Add(-40 * 24 * time.Hour)
+	stale := []string{filepath.Join(filepath.Dir(cacheFiles[0]), strings.Repeat("ab", 32)), cacheFiles[0] + ".123.tmp"}
+	for _, path := range stale {
+		if err := os.WriteFile(path, []byte("compiled long ago"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
 	again, err := s.Relaunch(t)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := again.WaitReady(30 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+	harness.Eventually(t, "the start to prune the disk cache", 10*time.Second, func() bool {
+		left, _ := filepath.Glob(filepath.Join(filepath.Dir(cacheFiles[0]), "*"))
+		return slices.Equal(left, cacheFiles)
+	})
+	if !strings.Contains(again.Logs(), "removed compiled WebAssembly modules") {
+		t.Errorf("the pruning was not logged:\n%s", again.Logs())
 	}
 	if m := scrape(t, again); m[compiled] != 0 || m[cached] != 1 {
 		t.Fatalf("ready after the restart: compiled %v, cache %v; want the module requested before the stop loaded from the cache, and no other", m[compiled], m[cached])

@@ -170,7 +170,8 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 		"domain_resolvers": &v.DomainResolvers,
 	}
 	sizes := map[string]*int64{"max_upload_size": &v.MaxUploadSize, "max_unpacked_size": &v.MaxUnpackedSize, "worker_memory": &v.WorkerMemory,
-		"worker_scratch": &v.WorkerScratch, "wasm_memory": &v.WasmMemory, "wasm_compiled_memory": &v.WasmCompiledMemory}
+		"worker_scratch": &v.WorkerScratch, "wasm_memory": &v.WasmMemory, "wasm_compiled_memory": &v.WasmCompiledMemory,
+		"wasm_cache_size": &v.WasmCacheSize}
 	counts := map[string]*int{"max_archive_entries": &v.MaxArchiveEntries, "pool_size": &v.PoolSize,
 		"worker_processes": &v.WorkerProcesses, "worker_log_rate": &v.WorkerLogRate,
 		"worker_log_lines": &v.WorkerLogLines}

@@ -111,6 +111,7 @@ type state struct {
 	// wasm runs WebAssembly workers (see wasm.go), set when the state has started.
 	wasm       atomic.Pointer[wasmState]
 	wasmBudget atomic.Int64 // wasm_compiled_memory of the latest config
+	wasmCache  atomic.Int64 // wasm_cache_size of the latest config
 	// activations say which version of each worker is active here; activator checks new ones.
 	activations *workerspkg.Activations
 	activator   *workerspkg.Activator
@@ -700,7 +701,7 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 	}
 	a.state.retention.Store(int64(a.settings.AuditRetention))
 	a.state.workers.SetRetireDelay(a.settings.RetireDelay)
-	a.state.setWasmBudget(a.settings.WasmCompiledMemory)
+	a.state.setWasmBudget(a.settings.WasmCompiledMemory, a.settings.WasmCacheSize)
 	a.state.plugins.SetRetireDelay(a.settings.RetireDelay)
 	return a.state, a.settings, nil
 }

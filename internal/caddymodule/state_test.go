@@ -76,6 +76,7 @@ func TestStateSettings(t *testing.T) {
 		"wasm_workers":         func(s *config.Settings) { s.WasmWorkers = config.Namespaces{} },
 		"wasm_memory":          func(s *config.Settings) { s.WasmMemory++ },
 		"wasm_compiled_memory": func(s *config.Settings) { s.WasmCompiledMemory++ },
+		"wasm_cache_size":      func(s *config.Settings) { s.WasmCacheSize++ },
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {

@@ -46,7 +46,8 @@ type wasmState struct {
 	// readiness waits for it until warmUntil.
 	warmed    chan struct{}
 	warmUntil time.Time
-	stopWarm  context.CancelFunc
+	stopWarm  context.CancelFunc // also ends the pruning of the disk cache
+	pruned    chan struct{}      // closed when pruneWasm has ended
 	// secrets keeps each worker's opened secrets between requests, dropped when they change
 	// (forgetWasmSecrets); gen counts the drops, so a read that a change overtook is not kept.
 	mu      sync.Mutex
@@ -97,12 +98,14 @@ func (s *state) forgetWasmSecrets(worker string) {
 	}
 }
 
-// setWasmBudget applies wasm_compiled_memory, the latest config's, now or when the engine
-// starts.
-func (s *state) setWasmBudget(n int64) {
-	s.wasmBudget.Store(n)
+// setWasmBudget applies wasm_compiled_memory and wasm_cache_size, the latest config's, now or
+// when the engine starts.
+func (s *state) setWasmBudget(memory, disk int64) {
+	s.wasmBudget.Store(memory)
+	s.wasmCache.Store(disk)
 	if w := s.wasm.Load(); w != nil {
-		w.engine.SetBudget(n)
+		w.engine.SetBudget(memory)
+		w.engine.SetCacheSize(disk)
 	}
 }
 
@@ -110,9 +113,10 @@ func (s *state) setWasmBudget(n int64) {
 // workers' log book, so GET workers/…/logs reads both kinds alike.
 func (s *state) openWasm(logs *workerspkg.LogBook) error {
 	engine, err := wasm.New(wasm.Options{
-		CacheDir: filepath.Join(s.settings.StateDir, wasmCacheDir),
-		Budget:   s.wasmBudget.Load(),
-		Observe:  runtimeMetrics.WasmModule,
+		CacheDir:  filepath.Join(s.settings.StateDir, wasmCacheDir),
+		Budget:    s.wasmBudget.Load(),
+		CacheSize: s.wasmCache.Load(),
+		Observe:   runtimeMetrics.WasmModule,
 	})
 	if err != nil {
 		return fmt.Errorf("WebAssembly workers: %v", err)
@@ -129,9 +133,43 @@ func (s *state) openWasm(logs *workerspkg.LogBook) error {
 	})
 	ctx, stop := context.WithCancel(context.Background())
 	w.warmed, w.warmUntil, w.stopWarm = make(chan struct{}), time.Now().Add(wasmWarmLimit), stop
+	w.pruned = make(chan struct{})
 	s.wasm.Store(w)
 	go s.warmWasm(ctx, w)
+	go s.pruneWasm(ctx, w)
 	return nil
+}
+
+// wasmPruneEvery is how often the disk cache of compiled modules is pruned while the runtime
+// runs; it is pruned at start too, once the warm-up has read what it loads.
+const wasmPruneEvery = 24 * time.Hour
+
+// pruneWasm prunes the disk cache of compiled modules (wasm.Engine.PruneCache) after the
+// warm-up and then every wasmPruneEvery, until ctx ends.
+func (s *state) pruneWasm(ctx context.Context, w *wasmState) {
+	defer close(w.pruned)
+	select {
+	case <-w.warmed:
+	case <-ctx.Done():
+		return
+	}
+	tick := time.NewTicker(wasmPruneEvery)
+	defer tick.Stop()
+	for {
+		removed, freed, err := w.engine.PruneCache(time.Now())
+		if removed > 0 {
+			s.logger.Info("removed compiled WebAssembly modules unused for a while or past wasm_cache_size from the disk cache",
+				zap.Int("files", removed), zap.Int64("bytes", freed))
+		}
+		if err != nil {
+			s.logger.Info("the disk cache of compiled WebAssembly modules was not pruned whole; the next pass tries again", zap.Error(err))
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // warming reports errWarming while the warm-up runs, for at most wasmWarmLimit.
@@ -202,6 +240,7 @@ func (s *state) closeWasm() {
 	}
 	w.stopWarm()
 	<-w.warmed
+	<-w.pruned
 	if err := writeRecent(filepath.Join(s.settings.StateDir, wasmRecentFile), w.engine.Recent()); err != nil {
 		s.logger.Warn("the list of WebAssembly modules to load at the next start was not written", zap.Error(err))
 	}

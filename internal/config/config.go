@@ -120,6 +120,9 @@ type AppValues struct {
 	WasmMemory int64 `json:"wasm_memory,omitempty"`
 	// WasmCompiledMemory bounds the memory compiled WebAssembly modules are kept in, in bytes.
 	WasmCompiledMemory int64 `json:"wasm_compiled_memory,omitempty"`
+	// WasmCacheSize bounds the compiled WebAssembly modules kept on disk in state_dir, in
+	// bytes; past it the least recently used are removed.
+	WasmCacheSize int64 `json:"wasm_cache_size,omitempty"`
 	// WorkersDomain gives each worker a host of its own under it: <name>.<domain> and
 	// <name>.<scope>.<domain>, e.g. "apps.example.com", or a base URL such as
 	// "http://apps.localhost:8080" whose scheme and port the workers' URLs carry.
@@ -168,6 +171,7 @@ type Settings struct {
 	WasmWorkers        Namespaces
 	WasmMemory         int64
 	WasmCompiledMemory int64
+	WasmCacheSize      int64
 	WorkersDomain      hosts.Domain // Name "" when unset
 	DomainResolvers    []string     // host:port; none for the system's resolver
 }
@@ -248,6 +252,7 @@ var Definitions = []Definition{
 	{"wasm_workers", "RUNTIME_WASM_WORKERS", "on", Process},
 	{"wasm_memory", "RUNTIME_WASM_MEMORY", "128MiB", Process},
 	{"wasm_compiled_memory", "RUNTIME_WASM_COMPILED_MEMORY", "256MiB", Process},
+	{"wasm_cache_size", "RUNTIME_WASM_CACHE_SIZE", "1GiB", Process},
 	{"workers_domain", "RUNTIME_WORKERS_DOMAIN", "", Process},
 	{"domain_resolvers", "RUNTIME_DOMAIN_RESOLVERS", "", Process},
 }

@@ -178,6 +178,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.WasmWorkers = Namespaces{All: true}
 	s.WasmMemory = 128 << 20
 	s.WasmCompiledMemory = 256 << 20
+	s.WasmCacheSize = 1 << 30
 }
 
 func TestResolveIsolation(t *testing.T) {

@@ -156,6 +156,9 @@ func (r resolver) isolation(v AppValues, s *Settings) error {
 	if s.WasmCompiledMemory, err = r.size("wasm_compiled_memory", v.WasmCompiledMemory); err != nil {
 		return err
 	}
+	if s.WasmCacheSize, err = r.size("wasm_cache_size", v.WasmCacheSize); err != nil {
+		return err
+	}
 	return nil
 }
 

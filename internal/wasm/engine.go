@@ -54,6 +54,10 @@ type Options struct {
 	CacheDir string
 	// Budget bounds the estimated memory of the compiled modules kept; 0 is DefaultBudget.
 	Budget int64
+	// CacheSize bounds the bytes of the disk cache (see PruneCache); 0 is DefaultCacheSize.
+	CacheSize int64
+	// CacheAge is how long a module unused stays in the disk cache; 0 is DefaultCacheAge.
+	CacheAge time.Duration
 	// Observe, when set, is told of every module made ready to run: cached when it came from
 	// the disk cache (or another version with the same bytes) rather than a compilation.
 	Observe func(cached bool)
@@ -69,6 +73,7 @@ type Engine struct {
 	// tell a compilation from a cache hit.
 	compiling sync.Mutex
 	budget    atomic.Int64
+	cacheSize atomic.Int64
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -95,6 +100,7 @@ type entry struct {
 func New(opts Options) (*Engine, error) {
 	e := &Engine{opts: opts, entries: map[string]*entry{}, lru: list.New()}
 	e.SetBudget(opts.Budget)
+	e.SetCacheSize(opts.CacheSize)
 	e.cache = wazero.NewCompilationCache()
 	if opts.CacheDir != "" {
 		var err error

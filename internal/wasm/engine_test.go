@@ -384,3 +384,116 @@ func TestCompileError(t *testing.T) {
 		t.Fatalf("a module importing env.f = %v", err)
 	}
 }
+
+// cacheFileSet lists the files of the disk cache in dir.
+func cacheFileSet(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out[path] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPruneCache: pruning the disk cache removes the modules unused for the cache age, then
+// the least recently used past the cache size, and files wazero left half written; a module
+// removed compiles again on the next start, one kept comes from the cache.
+func TestPruneCache(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := newEngine(t, Options{CacheDir: dir, CacheAge: 30 * 24 * time.Hour})
+	modules := map[string]Module{}
+	files := map[string]string{} // module → its cache file
+	sizes := map[string]int64{}
+	for _, name := range []string{"old", "idle", "used"} {
+		before := cacheFileSet(t, dir)
+		modules[name] = moduleOf(name, testkit.TinyWasm("Content-Type: text/plain\n\n"+name, WASI, "fd_write"))
+		if resp, err := cgi(t, e, modules[name], Request{}, "/", ""); err != nil || string(resp.Body) != name {
+			t.Fatalf("module %s: %v %v", name, resp, err)
+		}
+		for f := range cacheFileSet(t, dir) {
+			if !before[f] {
+				files[name] = f
+				info, err := os.Stat(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sizes[name] = info.Size()
+			}
+		}
+		if files[name] == "" {
+			t.Fatalf("module %s left no file in the cache", name)
+		}
+	}
+	now := time.Now()
+	touch := func(path string, ago time.Duration) {
+		t.Helper()
+		if err := os.Chtimes(path, now.Add(-ago), now.Add(-ago)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch(files["old"], 31*24*time.Hour)
+	touch(files["idle"], 48*time.Hour)
+	touch(files["used"], time.Minute)
+	cacheDir := filepath.Dir(files["used"])
+	for name, ago := range map[string]time.Duration{"stale.tmp": 2 * time.Hour, "writing.tmp": time.Minute} {
+		path := filepath.Join(cacheDir, files["used"][len(cacheDir)+1:]+"."+name)
+		if err := os.WriteFile(path, []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		touch(path, ago)
+	}
+	// Room for the module used a minute ago and the file being written, not for the idle one.
+	e.SetCacheSize(sizes["used"] + sizes["idle"] - 1)
+
+	removed, freed, err := e.PruneCache(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sizes["old"] + sizes["idle"] + 4; removed != 3 || freed != want {
+		t.Errorf("pruning removed %d files of %d bytes, want 3 of %d", removed, freed, want)
+	}
+	left := cacheFileSet(t, dir)
+	if len(left) != 2 || !left[files["used"]] || !left[files["used"]+".writing.tmp"] {
+		t.Errorf("after pruning the cache holds %v, want the used module and the file being written", left)
+	}
+
+	// As after a restart: the module kept comes from the cache, those removed compile again.
+	again := newEngine(t, Options{CacheDir: dir})
+	for name, mod := range modules {
+		if resp, err := cgi(t, again, mod, Request{}, "/", ""); err != nil || string(resp.Body) != name {
+			t.Fatalf("module %s after pruning: %v %v", name, resp, err)
+		}
+	}
+	if s := again.Stats(); s.Cached != 1 || s.Compiled != 2 {
+		t.Errorf("after pruning: %+v, want one module from the cache and two compiled", s)
+	}
+	// Pruning a cache it empties leaves the engine able to write into it.
+	if err := os.Remove(files["used"] + ".writing.tmp"); err != nil {
+		t.Fatal(err)
+	}
+	again.SetCacheSize(1)
+	if _, _, err := again.PruneCache(now); err != nil {
+		t.Fatal(err)
+	}
+	if left := cacheFileSet(t, dir); len(left) != 0 {
+		t.Fatalf("a cache of one byte holds %v", left)
+	}
+	fresh := moduleOf("fresh", testkit.TinyWasm("Content-Type: text/plain\n\nfresh", WASI, "fd_write"))
+	if resp, err := cgi(t, again, fresh, Request{}, "/", ""); err != nil || string(resp.Body) != "fresh" {
+		t.Fatalf("a module compiled after the cache was emptied: %v %v", resp, err)
+	}
+	if len(cacheFileSet(t, dir)) != 1 {
+		t.Errorf("the module compiled after the cache was emptied is not in it: %v", cacheFileSet(t, dir))
+	}
+	// An engine without a disk cache has nothing to prune.
+	if n, _, err := newEngine(t, Options{}).PruneCache(now); n != 0 || err != nil {
+		t.Errorf("pruning without a disk cache: %d %v", n, err)
+	}
+}
