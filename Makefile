@@ -104,7 +104,7 @@ integration: build
 ## its commands under caddy runtime and none at the top level, Caddy's own version untouched.
 ## xcaddy's default flags (cgo off, -trimpath, its build tags) would compile all of Caddy a
 ## third time; with the settings of the other steps it reuses what they compiled.
-RUNTIME_COMMANDS := login logout deploy rollback workers plugins keys health audit version build-info keystore-migrate backup
+RUNTIME_COMMANDS := login logout deploy rollback rollout workers plugins keys secrets domains cluster health audit version build-info keystore-migrate backup
 xcaddy:
 	CGO_ENABLED=$$(go env CGO_ENABLED) XCADDY_GO_BUILD_FLAGS="-ldflags='-w -s'" GOPRIVATE=$(MODULE) go tool xcaddy build $(CADDY_VERSION) --with $(MODULE)@v0.0.0=. --output bin/caddy
 	./bin/caddy list-modules | grep -qx 'http.handlers.runtime'
