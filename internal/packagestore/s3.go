@@ -399,13 +399,17 @@ func (s *S3) stat(ctx context.Context, op string, sum [32]byte) (Object, error) 
 	return Object{Sum: sum, Size: aws.ToInt64(head.ContentLength), Modified: aws.ToTime(head.LastModified)}, nil
 }
 
-// Delete removes the object of sum; S3 answers a missing object as removed.
+// Delete removes the object of sum; a missing object counts as removed. S3 answers so, but
+// a server may answer NoSuchKey to the second of two deletes at once (versitygw does).
 func (s *S3) Delete(ctx context.Context, sum [32]byte) error {
 	key := s.keys.of(sum)
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
-	return s.fail("delete", key, err)
+	if err = s.fail("delete", key, err); errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // List yields the store's objects, a page of up to 1000 at a time; other keys under the

@@ -62,6 +62,7 @@ BenchmarkCosts/keys-100-2            	   10000	     76923 ns/op	     13000 req/s
 BenchmarkCosts/health-1000-2         	   10000	     50000 ns/op	     20000 req/s
 BenchmarkCosts/workers-1000-2        	   10000	    111111 ns/op	      9000 req/s
 BenchmarkCosts/keys-100-identity-2   	   10000	     62500 ns/op	     16000 req/s
+BenchmarkCosts/keys-1-identity-2     	   10000	     35714 ns/op	     28000 req/s
 BenchmarkCosts/workers-1000-page-identity-2	   10000	     83333 ns/op	     12000 req/s
 BenchmarkCosts/bare-health-2         	   10000	     25000 ns/op	     40000 req/s
 BenchmarkCosts/bare-keys-2           	   10000	     31250 ns/op	     32000 req/s
@@ -72,6 +73,7 @@ BenchmarkCosts/keys-100#01-2         	   10000	     66666 ns/op	     15000 req/s
 BenchmarkCosts/health-1000#01-2      	   10000	     33333 ns/op	     30000 req/s
 BenchmarkCosts/workers-1000#01-2     	   10000	     62500 ns/op	     16000 req/s
 BenchmarkCosts/keys-100-identity#01-2	   10000	     41666 ns/op	     24000 req/s
+BenchmarkCosts/keys-1-identity#01-2  	   10000	     34482 ns/op	     29000 req/s
 BenchmarkCosts/workers-1000-page-identity#01-2	   10000	     71428 ns/op	     14000 req/s
 BenchmarkCosts/bare-health#01-2      	   10000	     25000 ns/op	     40000 req/s
 BenchmarkCosts/bare-keys#01-2        	   10000	     30769 ns/op	     32500 req/s
@@ -112,7 +114,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 94 || len(res.order) != 60 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 96 || len(res.order) != 61 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
