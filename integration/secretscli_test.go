@@ -160,3 +160,72 @@ func TestSecretsRotate(t *testing.T) {
 		t.Errorf("GET secrets with the old key = %s", resp)
 	}
 }
+
+// TestSecretsRotateOnline: a runtime given the new key as secrets_key and the old one as
+// secrets_key_old (by a reload) opens what either sealed and seals with the new one; secrets
+// rotate, run while it serves, re-seals the rest; once secrets_key_old is gone, every secret
+// still opens. No request fails meanwhile.
+func TestSecretsRotateOnline(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	oldKey, newKey := newSecretsKey(t), newSecretsKey(t)
+	s := harness.Start(t, harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": oldKey}})
+	processWorker(t, s, "app", "1.0.0", "")
+	const before, after = "sealed-under-the-old-key-4410", "sealed-under-the-new-key-8821"
+	setSecret(t, s, rootKey, "app", "BEFORE", before)
+
+	restart := func(why string) echoBody {
+		t.Helper()
+		if resp := s.Do("POST", s.API+"/workers/_/app/restart", harness.WithKey(rootKey)); resp.Status != 200 {
+			t.Fatalf("restart %s = %s", why, resp)
+		}
+		// A start that failed before waits out its back-off first.
+		harness.Eventually(t, "the worker to serve "+why, 10*time.Second, func() bool { return s.Get("/app/").Status == 200 })
+		return echoOf(t, s.Get("/app/"))
+	}
+	reload := func(app string) {
+		t.Helper()
+		if err := s.Reload(harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: app}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without the old key, the new one alone opens nothing sealed before.
+	reload("secrets_key " + newKey)
+	if resp := s.Do("POST", s.API+"/workers/_/app/restart", harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("restart = %s", resp)
+	}
+	if resp := s.Get("/app/"); resp.Status == 200 || !strings.Contains(string(resp.Body), "sealed under another secrets key") {
+		t.Errorf("with the new key alone, /app/ = %s; want the worker not started, saying why", resp)
+	}
+
+	reload("secrets_key " + newKey + "\n\t\tsecrets_key_old " + oldKey)
+	if got, _ := envOf(restart("with both keys"), "BEFORE"); got != before {
+		t.Errorf("with both keys, BEFORE = %q, want the value sealed under the old key", got)
+	}
+	setSecret(t, s, rootKey, "app", "AFTER", after)
+	e := echoOf(t, s.Get("/app/"))
+	if got, _ := envOf(e, "AFTER"); got != after {
+		t.Errorf("with both keys, AFTER = %q, want the value set then", got)
+	}
+
+	out, err := harness.RunCommand(t, dir, map[string]string{"RUNTIME_SECRETS_KEY_OLD": oldKey, "RUNTIME_SECRETS_KEY": newKey},
+		"runtime", "secrets", "rotate", "--config", filepath.Join(dir, "Caddyfile"), "--adapter", "caddyfile")
+	if err != nil || !strings.Contains(out, "re-sealed 1 secrets under key") {
+		t.Fatalf("rotate while the runtime runs: %v\n%s", err, out)
+	}
+	if resp := s.Get("/app/"); resp.Status != 200 {
+		t.Errorf("/app/ after the rotation = %s", resp)
+	}
+
+	reload("secrets_key " + newKey)
+	e = restart("with the new key alone, after the rotation")
+	for name, want := range map[string]string{"BEFORE": before, "AFTER": after} {
+		if got, _ := envOf(e, name); got != want {
+			t.Errorf("after the rotation, with the new key alone, %s = %q, want %q", name, got, want)
+		}
+	}
+	// secrets_key_old without secrets_key is refused, saying why.
+	if err := s.Reload(harness.Config{Dir: dir, App: "secrets_key_old " + oldKey}); err == nil || !strings.Contains(err.Error(), "set secrets_key too") {
+		t.Errorf("a reload with secrets_key_old alone: %v", err)
+	}
+}

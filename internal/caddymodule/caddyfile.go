@@ -92,6 +92,7 @@ func mountOf(paths []string) string {
 //			state_dir       <dir>
 //			root_key        <key>
 //			secrets_key     <32 random bytes in base64, e.g. {env.RUNTIME_SECRETS_KEY}>
+//			secrets_key_old <the previous secrets_key, while secrets rotate runs>
 //			session_ttl     <duration>
 //			audit_retention <duration>
 //			retire_delay    <duration>
@@ -176,7 +177,8 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 		"worker_processes": &v.WorkerProcesses, "worker_log_rate": &v.WorkerLogRate,
 		"worker_log_lines": &v.WorkerLogLines}
 	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey, "secrets_key": &v.SecretsKey,
-		"session_ttl": &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "split_header": &v.SplitHeader, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,
+		"secrets_key_old": &v.SecretsKeyOld,
+		"session_ttl":     &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "split_header": &v.SplitHeader, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,
 		"worker_group": &v.WorkerGroup, "scratch_dir": &v.ScratchDir, "worker_network": &v.WorkerNetwork, "worker_cpu": &v.WorkerCPU,
 		"sync_url": &v.SyncURL, "sync_token": &v.SyncToken, "sync_interval": &v.SyncInterval,
 		"workers_domain": &v.WorkersDomain}

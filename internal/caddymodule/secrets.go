@@ -17,6 +17,7 @@ import (
 // of each worker's secrets the running processes were started with.
 type secretState struct {
 	key  atomic.Pointer[secrets.Key] // nil when none is configured
+	old  atomic.Pointer[secrets.Key] // secrets_key_old: opens, never seals; nil when none
 	mu   sync.Mutex
 	seen map[string]int64 // guarded by mu
 	// restarted is, by worker, the versions its last change of secrets restarted, and that
@@ -33,17 +34,23 @@ type restart struct {
 }
 
 // setSecretsKey makes text (base64, checked by the settings; "" for none) the key the state
-// seals and opens secrets with.
-func (s *state) setSecretsKey(text string) error {
-	if text == "" {
-		s.secrets.key.Store(nil)
-		return nil
+// seals and opens secrets with, and old (likewise) the previous key, which opens the values
+// still sealed under it while secrets rotate has not re-sealed them.
+func (s *state) setSecretsKey(text, old string) error {
+	for _, k := range []struct {
+		setting, text string
+		into          *atomic.Pointer[secrets.Key]
+	}{{"secrets_key", text, &s.secrets.key}, {"secrets_key_old", old, &s.secrets.old}} {
+		if k.text == "" {
+			k.into.Store(nil)
+			continue
+		}
+		key, err := secrets.ParseKey(k.text)
+		if err != nil {
+			return fmt.Errorf("invalid %s: %v", k.setting, err)
+		}
+		k.into.Store(key)
 	}
-	key, err := secrets.ParseKey(text)
-	if err != nil {
-		return fmt.Errorf("invalid secrets_key: %v", err)
-	}
-	s.secrets.key.Store(key)
 	return nil
 }
 
@@ -65,9 +72,14 @@ func (s *state) workerSecrets(ctx context.Context, worker string) (map[string]st
 	if key == nil {
 		return nil, fmt.Errorf("worker %s has secrets, but no secrets_key is configured to open them: %s", worker, secretsKeyHint)
 	}
+	old := s.secrets.old.Load()
 	out := make(map[string]string, len(rows))
 	for _, r := range rows {
-		value, err := key.Open(r.Worker, r.Name, r.KeyID, r.Sealed)
+		k := key
+		if old != nil && r.KeyID == old.ID() {
+			k = old
+		}
+		value, err := k.Open(r.Worker, r.Name, r.KeyID, r.Sealed)
 		if err != nil {
 			return nil, fmt.Errorf("secret %s: %v", r.Name, err)
 		}

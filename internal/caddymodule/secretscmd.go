@@ -18,10 +18,6 @@ import (
 	"github.com/caddy-runtime/runtime/internal/secrets"
 )
 
-// OldSecretsKeyEnv names the variable that gives secrets rotate the key the secrets are
-// sealed under now.
-const OldSecretsKeyEnv = "RUNTIME_SECRETS_KEY_OLD"
-
 // WithSecretsRotate returns the client's secrets command with rotate beneath it (caddy runtime
 // secrets rotate), which re-seals every stored secret under a new key; the module's entry point
 // registers it under caddy runtime. rotate opens the key store itself, which the client,
@@ -43,18 +39,21 @@ func secretsRotateCommand() *cobra.Command {
 		Short: "Re-seal every worker's secrets under a new secrets_key",
 		Args:  cobra.NoArgs,
 		Long: `Re-seals every secret in the key store, in one transaction, under a new key: the old key
-comes from RUNTIME_SECRETS_KEY_OLD, the new one from the config's secrets_key (--config), else
-RUNTIME_SECRETS_KEY; both never from the command line, where other users of the machine could
-read them. Secrets sealed under the new key already are left alone, so running it again after
-an interruption finishes the work; a secret sealed under neither key stops it, changing nothing.
+comes from the config's secrets_key_old (--config), else RUNTIME_SECRETS_KEY_OLD; the new one
+from its secrets_key, else RUNTIME_SECRETS_KEY; both never from the command line, where other
+users of the machine could read them. Secrets sealed under the new key already are left alone,
+so running it again after an interruption finishes the work; a secret sealed under neither key
+stops it, changing nothing.
 
 The key store is the one the config names (state_dir, key_store; in sync mode its primary,
-through which every instance gets the re-sealed values). Stop the runtime (every instance of a
-cluster) first, rotate, then start it with the new key: a runtime still holding the old key
-cannot open the re-sealed values, and a worker process that starts then fails to start.
+through a replica of its own, and every instance gets the re-sealed values with its pulls).
+The runtime keeps running: first give every instance the new key as secrets_key and the old
+one as secrets_key_old (a reload is enough), so it seals with the new key and opens what
+either sealed; then rotate; then remove secrets_key_old. The processes of workers with secrets
+restart once, as after a change of their secrets, with the same values.
 
 Example:
-  RUNTIME_SECRETS_KEY_OLD="$OLD_KEY" RUNTIME_SECRETS_KEY="$(openssl rand -base64 32)" \
+  RUNTIME_SECRETS_KEY_OLD="$OLD_KEY" RUNTIME_SECRETS_KEY="$NEW_KEY" \
     caddy runtime secrets rotate --config Caddyfile`,
 	}
 	rotate.Flags().StringP("config", "c", "", "the runtime's config file, whose state_dir and key_store hold the secrets")
@@ -92,21 +91,20 @@ func rotateSecrets(fl caddycmd.Flags) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("invalid secrets_key: %v", err)
 	}
-	oldText := os.Getenv(OldSecretsKeyEnv)
-	if oldText == "" {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("no old key: set %s to the key the secrets are sealed under now", OldSecretsKeyEnv)
+	if settings.SecretsKeyOld == "" {
+		return caddy.ExitCodeFailedStartup, errors.New("no old key: set RUNTIME_SECRETS_KEY_OLD (or the config's secrets_key_old) to the key the secrets are sealed under now")
 	}
-	oldKey, err := secrets.ParseKey(oldText)
+	oldKey, err := secrets.ParseKey(settings.SecretsKeyOld)
 	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("invalid %s: %v", OldSecretsKeyEnv, err)
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("invalid secrets_key_old: %v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	store, err := openStoreOf(ctx, settings)
+	store, done, err := openStoreOf(ctx, settings)
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	defer store.Close()
+	defer done()
 	n, err := store.ResealSecrets(ctx, func(r keystore.SecretRecord) (string, string, bool, error) {
 		if r.KeyID == newKey.ID() {
 			return "", "", true, nil
@@ -131,27 +129,38 @@ func rotateSecrets(fl caddycmd.Flags) (int, error) {
 		enc.SetIndent("", "  ")
 		return caddy.ExitCodeSuccess, enc.Encode(out)
 	}
-	fmt.Printf("re-sealed %d secrets under key %s (was %s): start the runtime with the new key\n", n, out.KeyID, out.OldKeyID)
+	fmt.Printf("re-sealed %d secrets under key %s (was %s): secrets_key_old can go\n", n, out.KeyID, out.OldKeyID)
 	return caddy.ExitCodeSuccess, nil
 }
 
-// openStoreOf opens the key store settings name: the local file, or the replica of the
-// primary, which must be reachable, as every write goes there.
-func openStoreOf(ctx context.Context, st config.Settings) (*keystore.Store, error) {
+// openStoreOf opens the key store settings name: the local file, which a running runtime may
+// hold open too, or a replica of the primary in a folder of its own (the runtime's replica in
+// state_dir may be in use), which must reach the primary, as every write goes there. done
+// closes the store and removes that folder.
+func openStoreOf(ctx context.Context, st config.Settings) (store *keystore.Store, done func(), err error) {
 	path := filepath.Join(st.StateDir, keyStoreFile)
 	if st.KeyStore != "sync" {
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("no key store in state_dir %s: %v", st.StateDir, err)
+			return nil, nil, fmt.Errorf("no key store in state_dir %s: %v", st.StateDir, err)
 		}
-		return keystore.Open(ctx, path)
+		if store, err = keystore.Open(ctx, path); err != nil {
+			return nil, nil, err
+		}
+		return store, func() { store.Close() }, nil
 	}
-	store, err := keystore.OpenSync(ctx, path, keystore.SyncOptions{URL: st.Sync.URL, Token: st.Sync.Token, Interval: st.Sync.Interval})
+	dir, err := os.MkdirTemp("", "runtime-replica-*")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	store, err = keystore.OpenSync(ctx, filepath.Join(dir, keyStoreFile), keystore.SyncOptions{URL: st.Sync.URL, Token: st.Sync.Token, Interval: st.Sync.Interval})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	done = func() { store.Close(); os.RemoveAll(dir) }
 	if sync, _ := store.Sync(); !sync.Reachable || !sync.Synced {
-		store.Close()
-		return nil, fmt.Errorf("the key store primary %s cannot be reached: %s", st.Sync.URL, sync.Error)
+		done()
+		return nil, nil, fmt.Errorf("the key store primary %s cannot be reached: %s", st.Sync.URL, sync.Error)
 	}
-	return store, nil
+	return store, done, nil
 }

@@ -684,9 +684,13 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 		a.logger.Warn("root_key is written literally in the config, where the admin API and adapted JSON show it; "+
 			"use {env.RUNTIME_ROOT_KEY} instead", troubleshooting.RootKeyInConfig.Field())
 	}
-	if written.SecretsKey != "" && !strings.Contains(written.SecretsKey, "{") {
-		a.logger.Warn("secrets_key is written literally in the config, where the admin API and adapted JSON show it; "+
-			"use {env.RUNTIME_SECRETS_KEY} instead", troubleshooting.SecretsKeyInConfig.Field())
+	for _, k := range []struct{ setting, env, written string }{
+		{"secrets_key", "RUNTIME_SECRETS_KEY", written.SecretsKey}, {"secrets_key_old", "RUNTIME_SECRETS_KEY_OLD", written.SecretsKeyOld},
+	} {
+		if k.written != "" && !strings.Contains(k.written, "{") {
+			a.logger.Warn(k.setting+" is written literally in the config, where the admin API and adapted JSON show it; "+
+				"use {env."+k.env+"} instead", troubleshooting.SecretsKeyInConfig.Field())
+		}
 	}
 	key := stateKey(a.settings)
 	val, _, err := states.LoadOrNew(key, func() (caddy.Destructor, error) {
@@ -696,7 +700,7 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 		return nil, config.Settings{}, err
 	}
 	a.state, a.stateKey, a.joined, a.written = val.(*state), key, true, written
-	if err := a.state.setSecretsKey(a.settings.SecretsKey); err != nil {
+	if err := a.state.setSecretsKey(a.settings.SecretsKey, a.settings.SecretsKeyOld); err != nil {
 		return nil, config.Settings{}, err
 	}
 	a.state.retention.Store(int64(a.settings.AuditRetention))

@@ -28,6 +28,7 @@ func TestStateSettings(t *testing.T) {
 		"state_dir":           func(s *config.Settings) { s.StateDir = "/s" },
 		"root_key":            func(s *config.Settings) { s.RootKey = "another-root-key-0123456789" },
 		"secrets_key":         func(s *config.Settings) { s.SecretsKey = "k" },
+		"secrets_key_old":     func(s *config.Settings) { s.SecretsKeyOld = "k" },
 		"session_ttl":         func(s *config.Settings) { s.SessionTTL++ },
 		"audit_retention":     func(s *config.Settings) { s.AuditRetention++ },
 		"retire_delay":        func(s *config.Settings) { s.RetireDelay++ },

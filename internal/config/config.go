@@ -57,6 +57,10 @@ type AppValues struct {
 	// SecretsKey seals the workers' secrets: 32 random bytes in base64. Write it as a
 	// placeholder such as {env.RUNTIME_SECRETS_KEY} so it never lands in the adapted JSON.
 	SecretsKey string `json:"secrets_key,omitempty"`
+	// SecretsKeyOld is the previous secrets key, while secrets rotate moves the stored secrets
+	// to SecretsKey: it opens the values still sealed under it, and seals nothing. Write it as
+	// a placeholder such as {env.RUNTIME_SECRETS_KEY_OLD}.
+	SecretsKeyOld string `json:"secrets_key_old,omitempty"`
 	// SessionTTL is the lifetime of a cpanel session cookie, e.g. "30m", "24h", "7d", "2w".
 	SessionTTL string `json:"session_ttl,omitempty"`
 	// AuditRetention is how long the audit trail keeps an entry, e.g. "90d".
@@ -140,6 +144,7 @@ type Settings struct {
 	StateDir          string
 	RootKey           string
 	SecretsKey        string // base64, checked; "" when none is configured
+	SecretsKeyOld     string // base64, checked; "" when none is configured
 	SessionTTL        time.Duration
 	AuditRetention    time.Duration
 	RetireDelay       time.Duration
@@ -214,6 +219,7 @@ var Definitions = []Definition{
 	{"state_dir", "RUNTIME_STATE_DIR", "./data/state", Process},
 	{"root_key", "RUNTIME_ROOT_KEY", "", Process},
 	{"secrets_key", "RUNTIME_SECRETS_KEY", "", Process},
+	{"secrets_key_old", "RUNTIME_SECRETS_KEY_OLD", "", Process},
 	{"session_ttl", "RUNTIME_CPANEL_SESSION_TTL", "24h", Process},
 	{"audit_retention", "RUNTIME_AUDIT_RETENTION", "90d", Process},
 	{"retire_delay", "RUNTIME_RETIRE_DELAY", "2s", Process},
@@ -363,6 +369,16 @@ func ResolveApp(v AppValues, getenv func(string) string) (Settings, error) {
 		}
 	}
 	s.SecretsKey = raw
+	raw, fromEnv = r.pick("secrets_key_old", v.SecretsKeyOld)
+	if raw != "" {
+		if _, err := secrets.ParseKey(raw); err != nil {
+			return s, r.fail("secrets_key_old", fromEnv, "", err)
+		}
+		if s.SecretsKey == "" {
+			return s, r.fail("secrets_key_old", fromEnv, "", errors.New("opens what the previous key sealed while secrets_key, the new one, seals; set secrets_key too"))
+		}
+	}
+	s.SecretsKeyOld = raw
 	raw, fromEnv = r.pick("session_ttl", v.SessionTTL)
 	if s.SessionTTL, err = ParseSessionTTL(raw); err != nil {
 		return s, r.fail("session_ttl", fromEnv, raw, err)

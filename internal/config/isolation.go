@@ -275,7 +275,7 @@ func (v *SiteValues) ListFields() []*[]string { return []*[]string{&v.Serve} }
 
 // StringFields are the written process-wide string settings.
 func (v *AppValues) StringFields() []*string {
-	return []*string{&v.StateDir, &v.RootKey, &v.SecretsKey, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.SplitHeader, &v.KeyStore, &v.SyncURL, &v.SyncToken, &v.SyncInterval,
+	return []*string{&v.StateDir, &v.RootKey, &v.SecretsKey, &v.SecretsKeyOld, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.SplitHeader, &v.KeyStore, &v.SyncURL, &v.SyncToken, &v.SyncInterval,
 		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerNetwork, &v.WorkerCPU, &v.WorkersDomain}
 }
 
