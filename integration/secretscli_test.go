@@ -163,13 +163,29 @@ func TestSecretsRotate(t *testing.T) {
 
 // TestSecretsRotateOnline: a runtime given the new key as secrets_key and the old one as
 // secrets_key_old (by a reload) opens what either sealed and seals with the new one; secrets
-// rotate, run while it serves, re-seals the rest; once secrets_key_old is gone, every secret
-// still opens. No request fails meanwhile.
+// rotate, run while it serves, re-seals the rest (in sync mode through a replica of its own,
+// the instance getting the values with its pulls); once secrets_key_old is gone, every secret
+// still opens.
 func TestSecretsRotateOnline(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []string{"local", "sync"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			store := ""
+			if mode == "sync" {
+				store = syncRuntime(testkit.StartSqld(t), "") + "\n\t\t"
+			}
+			rotateOnline(t, store)
+		})
+	}
+}
+
+// rotateOnline runs TestSecretsRotateOnline with store, the key store's lines of the runtime
+// option.
+func rotateOnline(t *testing.T, store string) {
 	dir := t.TempDir()
 	oldKey, newKey := newSecretsKey(t), newSecretsKey(t)
-	s := harness.Start(t, harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": oldKey}})
+	s := harness.Start(t, harness.Config{Dir: dir, App: store, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": oldKey}})
 	processWorker(t, s, "app", "1.0.0", "")
 	const before, after = "sealed-under-the-old-key-4410", "sealed-under-the-new-key-8821"
 	setSecret(t, s, rootKey, "app", "BEFORE", before)
@@ -185,7 +201,7 @@ func TestSecretsRotateOnline(t *testing.T) {
 	}
 	reload := func(app string) {
 		t.Helper()
-		if err := s.Reload(harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: app}); err != nil {
+		if err := s.Reload(harness.Config{Dir: dir, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: store + app}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,7 +241,7 @@ func TestSecretsRotateOnline(t *testing.T) {
 		}
 	}
 	// secrets_key_old without secrets_key is refused, saying why.
-	if err := s.Reload(harness.Config{Dir: dir, App: "secrets_key_old " + oldKey}); err == nil || !strings.Contains(err.Error(), "set secrets_key too") {
+	if err := s.Reload(harness.Config{Dir: dir, App: store + "secrets_key_old " + oldKey}); err == nil || !strings.Contains(err.Error(), "set secrets_key too") {
 		t.Errorf("a reload with secrets_key_old alone: %v", err)
 	}
 }

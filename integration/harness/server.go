@@ -393,6 +393,9 @@ func (s *Server) Reload(cfg Config) error {
 		body, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("reload: %d %s", resp.StatusCode, body)
 	}
+	// The old config's server closes its idle connections: a request the client sent on one
+	// would fail, and one that is not idempotent would not be retried.
+	s.Client.CloseIdleConnections()
 	return nil
 }
 
