@@ -265,17 +265,35 @@ func (c *Catalog) Lookup(name string) (Unit, error) {
 	if err := ValidateName(name); err != nil {
 		return Unit{}, c.notFound(name)
 	}
-	units, _, _, err := c.Listing()
+	units, gen, cached, err := c.Listing()
 	if err != nil {
 		return Unit{}, err
 	}
-	for _, u := range units {
-		if u.Name == name {
-			u.Versions = slices.Clone(u.Versions) // the caller's, as from List
+	if u, ok := unitIn(units, name); ok {
+		return u, nil
+	}
+	if cached {
+		// A unit written by hand a moment ago may not be in the kept listing yet (the watcher
+		// reports it shortly): the folders, whose times the scan checks, decide.
+		if units, _, err = c.scan(c.watch(), gen); err != nil {
+			return Unit{}, err
+		}
+		if u, ok := unitIn(units, name); ok {
 			return u, nil
 		}
 	}
 	return Unit{}, c.notFound(name)
+}
+
+// unitIn returns the unit called name in units, a copy the caller may change.
+func unitIn(units []Unit, name string) (Unit, bool) {
+	for _, u := range units {
+		if u.Name == name {
+			u.Versions = slices.Clone(u.Versions) // the caller's, as from List
+			return u, true
+		}
+	}
+	return Unit{}, false
 }
 
 func (c *Catalog) notFound(name string) error {

@@ -109,3 +109,43 @@ func TestListingOfMissingFolder(t *testing.T) {
 		return err == nil && slices.ContainsFunc(units, func(u Unit) bool { return u.Name == "app" })
 	})
 }
+
+// TestLookupBeforeTheWatcher: a unit written by hand is found by Lookup (the management API's
+// way to a unit) at once, while the kept listing is still the one from before it, as in the
+// moment before the watcher reports the write.
+func TestLookupBeforeTheWatcher(t *testing.T) {
+	c, base := newCatalog(t, WorkerLayout)
+	defer c.Close()
+	write := func(rel, body string) {
+		t.Helper()
+		p := filepath.Join(base, "uploads", filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("@team/web/1.0.0/manifest.yaml", "name: '@team/web'\nversion: 1.0.0\n")
+	var before []Unit
+	testkit.Eventually(t, "a kept listing of @team/web", 5*time.Second, func() bool {
+		units, _, cached, err := c.Listing()
+		before = units
+		return err == nil && cached && describe(units) == "@team/web@1.0.0"
+	})
+	write("@team/off/1.0.0/manifest.yaml", "name: '@team/off'\nversion: 1.0.0\n")
+	// The watcher has reported the write by now, or will: put the listing from before it back
+	// under the current generation, as it is until the report comes.
+	time.Sleep(100 * time.Millisecond)
+	c.listed.Store(&unitListing{gen: c.listGen.Load(), units: before})
+	if units, _, cached, _ := c.Listing(); !cached || describe(units) != "@team/web@1.0.0" {
+		t.Fatalf("the kept listing is %q (cached %v), want the one from before the write", describe(units), cached)
+	}
+	u, err := c.Lookup("@team/off")
+	if err != nil || len(u.Versions) != 1 || u.Versions[0].Version != "1.0.0" {
+		t.Fatalf("Lookup of a unit written a moment ago = %+v, %v", u, err)
+	}
+	if _, err := c.Lookup("@team/none"); err == nil {
+		t.Error("Lookup of a unit on no disk found one")
+	}
+}
