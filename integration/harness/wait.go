@@ -5,7 +5,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
+
+// minSentWait bounds how long Stop waits for the requests it wants sent.
+const minSentWait = 10 * time.Second
 
 // Load is a set of clients sending requests in a loop until Stop.
 type Load struct {
@@ -43,9 +47,14 @@ func Hammer(tb testing.TB, clients int, request func(client, n int) error) *Load
 	return l
 }
 
-// Stop ends the load and waits for the clients; it returns an error naming the first failure
-// when any request failed, or when fewer than minSent were sent.
+// Stop ends the load, once at least minSent requests were sent (waiting up to minSentWait for
+// them: a loaded machine sends fewer in the same time), and waits for the clients; it returns
+// an error naming the first failure when any request failed, or when fewer than minSent were
+// sent.
 func (l *Load) Stop(minSent int64) error {
+	for deadline := time.Now().Add(minSentWait); l.sent.Load() < minSent && l.failed.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	l.halt()
 	if n := l.failed.Load(); n > 0 {
 		return fmt.Errorf("%d of %d requests failed; first: %v", n, l.sent.Load(), l.first.Load())
