@@ -33,13 +33,14 @@ type S3 struct {
 func StartS3(tb testing.TB) *S3 {
 	tb.Helper()
 	bin := serverBinary(tb, "VERSITYGW", VersityGWPath)
-	s := &S3{Region: "us-east-1", AccessKey: "test-" + rand.Text()[:8], SecretKey: rand.Text(), Port: FreePort(tb), root: tb.TempDir()}
-	s.Endpoint = "http://127.0.0.1:" + strconv.Itoa(s.Port)
+	s := &S3{Region: "us-east-1", AccessKey: "test-" + rand.Text()[:8], SecretKey: rand.Text(), root: tb.TempDir()}
 	s.server = server{out: &Buffer{}, dir: tb.TempDir(), ready: s.answers,
-		args: []string{bin, "--port", "127.0.0.1:" + strconv.Itoa(s.Port), "posix", s.root},
-		env:  []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey}}
+		env: []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey}}
 	tb.Cleanup(s.Stop)
-	s.run(tb)
+	s.runOnFreePort(tb, func(port int) {
+		s.Port, s.Endpoint = port, "http://127.0.0.1:"+strconv.Itoa(port)
+		s.args = []string{bin, "--port", "127.0.0.1:" + strconv.Itoa(port), "posix", s.root}
+	})
 	return s
 }
 

@@ -3,11 +3,15 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -70,5 +74,37 @@ func TestS3(t *testing.T) {
 	}
 	if got, err := get(c); err != nil || !strings.HasPrefix(string(got), "altered") {
 		t.Fatalf("the altered object reads %q, %v", got, err)
+	}
+}
+
+// TestStartOnATakenPort: a server whose port another process took between FreePort and its
+// start exits; the start notices at once (not after its timeout) and starts it again on
+// another port.
+func TestStartOnATakenPort(t *testing.T) {
+	t.Parallel()
+	bin := serverBinary(t, "VERSITYGW", VersityGWPath)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	s := &S3{AccessKey: "test-" + rand.Text()[:8], SecretKey: rand.Text(), root: t.TempDir()}
+	s.server = server{out: &Buffer{}, dir: t.TempDir(), ready: s.answers,
+		env: []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey}}
+	t.Cleanup(s.Stop)
+	var ports []int
+	began := time.Now()
+	s.runOnFreePort(t, func(port int) {
+		if ports = append(ports, port); len(ports) == 1 {
+			port = taken.Addr().(*net.TCPAddr).Port
+		}
+		s.Port, s.Endpoint = port, "http://127.0.0.1:"+strconv.Itoa(port)
+		s.args = []string{bin, "--port", "127.0.0.1:" + strconv.Itoa(port), "posix", s.root}
+	})
+	if len(ports) != 2 || s.Port != ports[1] || s.answers() != nil {
+		t.Fatalf("started on %d after trying %v; answers: %v", s.Port, ports, s.answers())
+	}
+	if d := time.Since(began); d >= startTimeout {
+		t.Errorf("the start took %s: the exit on the taken port was not noticed", d)
 	}
 }

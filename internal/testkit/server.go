@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,30 +35,78 @@ func serverBinary(tb testing.TB, env, rel string) string {
 // server is a server process of a test, started again by Restart on the same command line as
 // a server back from an outage; it stops when the test ends.
 type server struct {
-	args  []string // the whole command line
-	env   []string // added to the test's environment
-	dir   string
-	ready func() error // nil once the server answers
-	cmd   *exec.Cmd
-	out   *Buffer
+	args   []string // the whole command line
+	env    []string // added to the test's environment
+	dir    string
+	ready  func() error // nil once the server answers
+	cmd    *exec.Cmd
+	out    *Buffer
+	exited chan struct{} // closed once cmd has exited and been waited for
 }
 
-// run starts the server and waits until it answers.
+// startTimeout bounds how long a server may take to answer once started.
+const startTimeout = 30 * time.Second
+
+// errExited is a server that exited before it answered, typically because another process
+// took its port between FreePort and its start.
+var errExited = errors.New("exited before it answered")
+
+// runOnFreePort starts the server on a free port and waits until it answers: listen sets the
+// port in the server's command line (and wherever its caller keeps it). A server that exits
+// first, as one whose port another process took meanwhile, is started again on another port.
+func (s *server) runOnFreePort(tb testing.TB, listen func(port int)) {
+	tb.Helper()
+	for attempt := 1; ; attempt++ {
+		listen(FreePort(tb))
+		err := s.start()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errExited) || attempt == 3 {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// run starts the server on its command line as it is and waits until it answers.
 func (s *server) run(tb testing.TB) {
 	tb.Helper()
+	if err := s.start(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// start starts the server and waits until it answers, or exits (errExited, with its output),
+// or startTimeout passes.
+func (s *server) start() error {
+	name := filepath.Base(s.args[0])
 	s.cmd = exec.Command(s.args[0], s.args[1:]...)
 	s.cmd.Env = append(os.Environ(), s.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	s.cmd.Dir = s.dir
 	if err := s.cmd.Start(); err != nil {
-		tb.Fatalf("starting %s: %v", filepath.Base(s.args[0]), err)
+		return fmt.Errorf("starting %s: %v", name, err)
 	}
-	EventuallyNil(tb, 30*time.Second, func() error {
-		if s.cmd.ProcessState != nil {
-			return fmt.Errorf("%s exited: %s\n%s", filepath.Base(s.args[0]), s.cmd.ProcessState, s.out)
+	exited, cmd := make(chan struct{}), s.cmd
+	s.exited = exited
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	for deadline := time.Now().Add(startTimeout); ; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-exited:
+			return fmt.Errorf("%s %w (%s):\n%s", name, errExited, cmd.ProcessState, s.out)
+		default:
 		}
-		return s.ready()
-	})
+		err := s.ready()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still after %s: %v", startTimeout, err)
+		}
+	}
 }
 
 // Restart starts a stopped server again, as one back from an outage.
@@ -69,9 +118,14 @@ func (s *server) Restart(tb testing.TB) {
 
 // Stop stops the server, as an outage would; tests may call it early.
 func (s *server) Stop() {
-	if s.cmd != nil && s.cmd.Process != nil && s.cmd.ProcessState == nil {
+	if s.exited == nil {
+		return
+	}
+	select {
+	case <-s.exited:
+	default:
 		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
+		<-s.exited
 	}
 }
 

@@ -30,13 +30,15 @@ type Sqld struct {
 func StartSqld(tb testing.TB, args ...string) *Sqld {
 	tb.Helper()
 	bin := serverBinary(tb, "SQLD", SqldPath)
-	s := &Sqld{Port: FreePort(tb)}
-	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port)
-	s.server = server{out: &Buffer{}, dir: tb.TempDir(), ready: s.healthy,
-		args: append([]string{bin, "--no-welcome", "--disable-metrics", "--db-path", tb.TempDir() + "/data.sqld",
-			"--http-listen-addr", "127.0.0.1:" + strconv.Itoa(s.Port)}, args...)}
+	s := &Sqld{}
+	s.server = server{out: &Buffer{}, dir: tb.TempDir(), ready: s.healthy}
 	tb.Cleanup(s.Stop)
-	s.run(tb)
+	db := tb.TempDir() + "/data.sqld"
+	s.runOnFreePort(tb, func(port int) {
+		s.Port, s.URL = port, "http://127.0.0.1:"+strconv.Itoa(port)
+		s.args = append([]string{bin, "--no-welcome", "--disable-metrics", "--db-path", db,
+			"--http-listen-addr", "127.0.0.1:" + strconv.Itoa(port)}, args...)
+	})
 	return s
 }
 
