@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -396,7 +397,30 @@ func (s *Server) Reload(cfg Config) error {
 	// The old config's server closes its idle connections: a request the client sent on one
 	// would fail, and one that is not idempotent would not be retried.
 	s.Client.CloseIdleConnections()
-	return nil
+	return s.waitOldListener()
+}
+
+// waitOldListener waits until the old config's listener on the server's port is closed. Caddy
+// binds each config's listener with SO_REUSEPORT and answers the load before the old server has
+// surely closed its own: a connection the kernel gives the old socket in that time is reset,
+// or read by a server already shutting down, which closes it unanswered (EOF).
+func (s *Server) waitOldListener() error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := listeners(s.Port)
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			return nil // counted on Linux only; elsewhere a request may meet the race
+		case err != nil:
+			return fmt.Errorf("reload: counting the listeners on port %d: %w", s.Port, err)
+		case n <= 1:
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("reload: %d sockets still listen on port %d after 10 s; the old config's server did not close its own", n, s.Port)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // adminClient talks to Caddy's admin endpoint, which speaks HTTP/1.1 only.
