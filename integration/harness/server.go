@@ -102,14 +102,23 @@ type Server struct {
 // Start starts a runtime with cfg and waits until it is ready; it stops when the test ends.
 func Start(tb testing.TB, cfg Config) *Server {
 	tb.Helper()
-	s, err := Launch(tb, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := s.WaitReady(30 * time.Second); err != nil {
+	for attempt := 1; ; attempt++ {
+		s, err := Launch(tb, cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		err = s.WaitReady(30 * time.Second)
+		if err == nil {
+			return s
+		}
+		// A port FreePort gave can be taken before the runtime binds it (an outgoing
+		// connection's local port comes from the same range): the ports the harness chose move.
+		if attempt < 3 && cfg.Port == 0 && cfg.File == "" && s.WaitExit(time.Second) && strings.Contains(s.Logs(), "address already in use") {
+			tb.Logf("the runtime's port was taken before it started; starting it again on others:\n%s", s.tail(5))
+			continue
+		}
 		tb.Fatalf("%v\nlogs:\n%s", err, s.Logs())
 	}
-	return s
 }
 
 // Launch starts a runtime process without waiting for it to be ready.

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -22,16 +23,11 @@ type DNS struct {
 func StartDNS(tb testing.TB) *DNS {
 	tb.Helper()
 	d := &DNS{txt: map[string][]string{}}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, ln, err := listenUDPAndTCP()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	d.Addr = pc.LocalAddr().String()
-	ln, err := net.Listen("tcp", d.Addr)
-	if err != nil {
-		pc.Close()
-		tb.Fatal(err)
-	}
 	udp := &dns.Server{PacketConn: pc, Handler: d}
 	tcp := &dns.Server{Listener: ln, Handler: d}
 	go udp.ActivateAndServe()
@@ -71,4 +67,24 @@ func (d *DNS) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 		}
 	}
 	w.WriteMsg(m)
+}
+
+// listenUDPAndTCP listens on one port of 127.0.0.1 for both UDP and TCP, as a DNS server does.
+// The kernel picks a free UDP port, whose TCP twin may be taken (a client's ephemeral port comes
+// from the same range): another port is tried then.
+func listenUDPAndTCP() (net.PacketConn, net.Listener, error) {
+	var err error
+	for range 20 {
+		var pc net.PacketConn
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			return nil, nil, err
+		}
+		ln, lerr := net.Listen("tcp", pc.LocalAddr().String())
+		if lerr == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		err = lerr
+	}
+	return nil, nil, fmt.Errorf("no port free for both UDP and TCP on 127.0.0.1 in 20 tries: %w", err)
 }
