@@ -70,17 +70,30 @@ func (x *extractor) startWriters(n int) {
 func (w *fileWriters) run() {
 	defer w.running.Done()
 	for j := range w.jobs {
-		if w.failure() == nil {
-			if err := writeWhole(j); err != nil {
-				w.fail(err)
-			} else {
-				w.written.Add(1)
-			}
-		}
-		if j.body.Cap() <= 2*maxBuffered {
-			buffers.Put(j.body)
+		if w.failure() != nil {
+			recycle(j.body)
+		} else if err := w.write(j); err != nil {
+			w.fail(err)
 		}
 		w.pending.Done()
+	}
+}
+
+// write creates j's file, counts it, and gives its buffer back.
+func (w *fileWriters) write(j fileJob) error {
+	err := writeWhole(j)
+	recycle(j.body)
+	if err != nil {
+		return err
+	}
+	w.written.Add(1)
+	return nil
+}
+
+// recycle gives a file's buffer back to the pool, unless it grew too large to keep.
+func recycle(body *bytes.Buffer) {
+	if body.Cap() <= 2*maxBuffered {
+		buffers.Put(body)
 	}
 }
 
@@ -202,22 +215,15 @@ func (x *extractor) fast(dir *os.Root, name string, perm fs.FileMode, declared i
 	body.Grow(int(max(declared, 0)))
 	n, err := body.ReadFrom(src)
 	if err := x.wrote(n, err); err != nil {
-		buffers.Put(body)
+		recycle(body)
 		return err
 	}
+	j := fileJob{dir: dir, name: name, perm: perm, body: body}
 	if x.w.inline {
-		err := writeWhole(fileJob{dir: dir, name: name, perm: perm, body: body})
-		if body.Cap() <= 2*maxBuffered {
-			buffers.Put(body)
-		}
-		if err != nil {
-			return err
-		}
-		x.w.written.Add(1)
-		return nil
+		return x.w.write(j)
 	}
 	x.w.pending.Add(1)
-	x.w.jobs <- fileJob{dir: dir, name: name, perm: perm, body: body}
+	x.w.jobs <- j
 	return nil
 }
 
