@@ -98,10 +98,10 @@ func main() {
 	})
 	http.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
 		// n bytes of JSON-like text in one write, as a bare net/http server answers.
-		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		body := filler(r.URL.Query().Get("n"))
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(n))
-		_, _ = w.Write(filler(n))
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
 	})
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
@@ -128,9 +128,11 @@ func main() {
 // fillers keeps the answers of /bytes by size, built once.
 var fillers sync.Map
 
-// filler returns n bytes of text, the same bytes for the same n.
-func filler(n int) []byte {
-	if n < 0 || n > 1<<20 {
+// filler returns n bytes of text (none for an n not between 0 and 1 MiB), the same bytes for
+// the same n.
+func filler(count string) []byte {
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 0 || n > 1<<20 {
 		n = 0
 	}
 	if b, ok := fillers.Load(n); ok {
