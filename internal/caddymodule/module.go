@@ -113,6 +113,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		DomainsChanged:  func(ctx context.Context) { _ = h.state.refreshDomains(ctx) },
 		Logger:          h.logger,
 		Ready:           h.state.readiness,
+		Started:         h.state.awaitStart,
 		RootKey:         settings.RootKey,
 		Keys:            h.state.keyStore,
 		SessionTTL:      settings.SessionTTL,
@@ -237,6 +238,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 // serveUnits serves r with what was uploaded: hooks, plugin routes, workers.
 func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) error {
+	if err := h.state.awaitStart(r.Context()); err != nil {
+		return h.fail(w, r, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err))
+	}
 	var failed *envelope.Error
 	serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { failed = h.units.Serve(w, r) })
 	if failed != nil {
