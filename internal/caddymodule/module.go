@@ -302,7 +302,8 @@ func attachTrace(r *http.Request) {
 		add = extra.Add
 	}
 	client, _ := vars[caddyhttp.ClientIPVarKey].(string)
-	trace.Attach(vars, add, client)
+	trusted, _ := vars[caddyhttp.TrustedProxyVarKey].(bool)
+	trace.Attach(vars, add, client, trusted)
 }
 
 // requestUUID is Caddy's {http.request.uuid} of r, which also puts it on the access log line
