@@ -151,13 +151,6 @@ func TestSessionCookie(t *testing.T) {
 		t.Fatalf("session from a raw cookie = %d %+v", status, p)
 	}
 
-	for _, tt := range []struct{ proto, secure string }{{"https", "; Secure"}, {"https, http", "; Secure"}, {"http, https", ""}, {"HTTPS", "; Secure"}} {
-		set := login(t, s, rootKey, harness.WithHeader("X-Forwarded-Proto", tt.proto)).Header.Get("Set-Cookie")
-		if got := strings.Contains(set, "; Secure"); got != (tt.secure != "") {
-			t.Errorf("X-Forwarded-Proto %q: Set-Cookie %q", tt.proto, set)
-		}
-	}
-
 	// Login with a generated key, use the cookie, log out.
 	k := s.CreateKey(rootKey, map[string]any{"name": "browser", "role": "viewer"})
 	resp = login(t, s, k.Secret)
@@ -181,8 +174,42 @@ func TestSessionCookie(t *testing.T) {
 	if status, _ := sessionOf(t, s, harness.WithCookie("runtime_api_key", token)); status != 401 {
 		t.Fatalf("the cookie still works after logout (%d)", status)
 	}
-	if got := s.Do("DELETE", s.API+"/admin/session", harness.WithOrigin(""), harness.WithHeader("X-Forwarded-Proto", "https")).Header.Get("Set-Cookie"); !strings.Contains(got, "; Secure") {
-		t.Errorf("logout over https Set-Cookie = %q", got)
+}
+
+// TestForwardedProto checks that X-Forwarded-Proto makes the session cookie an HTTPS one
+// (Secure, with its __Host- twin) only when Caddy trusts the client as a proxy
+// (trusted_proxies): over plain HTTP, anyone else who claims https gets the plain cookie.
+func TestForwardedProto(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"RUNTIME_ROOT_KEY": rootKey}
+	g := harness.StartAll(t,
+		harness.Config{Name: "untrusted", Env: env},
+		harness.Config{Name: "trusted", Env: env, Global: "\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}"})
+	untrusted, trusted := g[0], g[1]
+	const plain = `^runtime_api_key=rts_[A-Za-z0-9_-]{43}; Max-Age=\d+; Path=/; HttpOnly; SameSite=Strict$`
+	for _, tt := range []struct {
+		proto string
+		https bool // from a trusted proxy
+	}{{"https", true}, {"https, http", true}, {"HTTPS", true}, {"http, https", false}, {"http", false}} {
+		lines := login(t, untrusted, rootKey, harness.WithHeader("X-Forwarded-Proto", tt.proto)).Header.Values("Set-Cookie")
+		if len(lines) != 1 || !regexp.MustCompile(plain).MatchString(lines[0]) {
+			t.Errorf("untrusted client, X-Forwarded-Proto %q: Set-Cookie %q, want the plain-HTTP cookie alone", tt.proto, lines)
+		}
+		lines = login(t, trusted, rootKey, harness.WithHeader("X-Forwarded-Proto", tt.proto)).Header.Values("Set-Cookie")
+		secure := len(lines) == 2 && strings.Contains(lines[0], "; Secure") && strings.HasPrefix(lines[1], "__Host-runtime_api_key=rts_") &&
+			strings.Contains(lines[1], "; Secure")
+		if tt.https && !secure || !tt.https && (len(lines) != 1 || !regexp.MustCompile(plain).MatchString(lines[0])) {
+			t.Errorf("trusted proxy, X-Forwarded-Proto %q: Set-Cookie %q, want the HTTPS cookies %v", tt.proto, lines, tt.https)
+		}
+	}
+	for _, tt := range []struct {
+		s      *harness.Server
+		secure bool
+	}{{untrusted, false}, {trusted, true}} {
+		got := tt.s.Do("DELETE", tt.s.API+"/admin/session", harness.WithOrigin(""), harness.WithHeader("X-Forwarded-Proto", "https")).Header.Get("Set-Cookie")
+		if strings.Contains(got, "; Secure") != tt.secure {
+			t.Errorf("%s: logout with X-Forwarded-Proto https: Set-Cookie %q, want Secure %v", tt.s.Name(), got, tt.secure)
+		}
 	}
 }
 

@@ -113,6 +113,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		DomainsChanged:  func(ctx context.Context) { _ = h.state.refreshDomains(ctx) },
 		Logger:          h.logger,
 		Ready:           h.state.readiness,
+		Started:         h.state.awaitStart,
 		RootKey:         settings.RootKey,
 		Keys:            h.state.keyStore,
 		SessionTTL:      settings.SessionTTL,
@@ -237,6 +238,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 // serveUnits serves r with what was uploaded: hooks, plugin routes, workers.
 func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) error {
+	if err := h.state.awaitStart(r.Context()); err != nil {
+		return h.fail(w, r, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err))
+	}
 	var failed *envelope.Error
 	serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { failed = h.units.Serve(w, r) })
 	if failed != nil {
@@ -298,7 +302,8 @@ func attachTrace(r *http.Request) {
 		add = extra.Add
 	}
 	client, _ := vars[caddyhttp.ClientIPVarKey].(string)
-	trace.Attach(vars, add, client)
+	trusted, _ := vars[caddyhttp.TrustedProxyVarKey].(bool)
+	trace.Attach(vars, add, client, trusted)
 }
 
 // requestUUID is Caddy's {http.request.uuid} of r, which also puts it on the access log line

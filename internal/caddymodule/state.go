@@ -103,11 +103,17 @@ type state struct {
 	phase     atomic.Int32
 	startOnce sync.Once
 	startErr  error
-	keys      atomic.Pointer[keystore.Store]
-	workers   *packages.Catalog
-	plugins   *packages.Catalog
-	pool      atomic.Pointer[workerspkg.Pool]
-	versions  *serving.Versions
+	// started is closed once the first config using the state has started (startResult nil)
+	// or failed to (its error), or the state went first; requests arriving meanwhile wait
+	// for it (awaitStart).
+	started     chan struct{}
+	startedOnce sync.Once
+	startResult error
+	keys        atomic.Pointer[keystore.Store]
+	workers     *packages.Catalog
+	plugins     *packages.Catalog
+	pool        atomic.Pointer[workerspkg.Pool]
+	versions    *serving.Versions
 	// wasm runs WebAssembly workers (see wasm.go), set when the state has started.
 	wasm       atomic.Pointer[wasmState]
 	wasmBudget atomic.Int64 // wasm_compiled_memory of the latest config
@@ -163,6 +169,7 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
 		versions: serving.NewVersions(),
 		splits:   serving.NewSplits(),
+		started:  make(chan struct{}),
 	}
 	st.activations = workerspkg.NewActivations(workerspkg.ActivationsPath(s.StateDir), logger.Named("workers"))
 	st.activator = workerspkg.NewActivator(workerspkg.ActivatorOptions{Workers: st.workers, Pool: st.workerPool,
@@ -513,6 +520,40 @@ var (
 	errShuttingDown = errors.New("the runtime is shutting down")
 )
 
+// startWait bounds how long a request that arrives while the runtime starts waits for it.
+const startWait = 30 * time.Second
+
+// markStarted ends the wait of requests that arrived during the start, with its outcome;
+// only the first call counts.
+func (s *state) markStarted(err error) {
+	s.startedOnce.Do(func() {
+		s.startResult = err
+		close(s.started)
+	})
+}
+
+// awaitStart waits until the runtime has started, so that a request arriving while it opens
+// its key store is answered as one after it: Caddy starts its apps in no set order, so the
+// listeners may serve before the runtime app has started. It gives up after startWait or
+// when ctx ends, and reports a failed start.
+func (s *state) awaitStart(ctx context.Context) error {
+	select {
+	case <-s.started:
+		return s.startResult
+	default:
+	}
+	timer := time.NewTimer(startWait)
+	defer timer.Stop()
+	select {
+	case <-s.started:
+		return s.startResult
+	case <-ctx.Done():
+		return errStarting
+	case <-timer.C:
+		return errStarting
+	}
+}
+
 // ready reports whether the runtime takes traffic.
 func (s *state) ready() error {
 	if caddy.Exiting() {
@@ -532,6 +573,7 @@ func (s *state) Destruct() error {
 	if s.phase.Swap(phaseStopped) == phaseStopped {
 		return nil
 	}
+	s.markStarted(errShuttingDown)
 	if s.unmeter != nil {
 		s.unmeter()
 	}
@@ -751,13 +793,14 @@ const sharedOriginWarning = "workers are served on the same origin as the API or
 	"a site block with serve api cpanel and workers_url, and another with serve workers (see docs/workers.md#workers-on-their-own-origin)"
 
 // Start starts the state the config's handlers share, and creates the bootstrap key when there
-// is no root key.
-func (a *App) Start() error {
+// is no root key. Requests that arrived meanwhile are answered once it returns.
+func (a *App) Start() (err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.state == nil {
 		return nil // no runtime handler in the config
 	}
+	defer func() { a.state.markStarted(err) }()
 	if err := a.state.start(); err != nil {
 		return err
 	}

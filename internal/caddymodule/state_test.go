@@ -1,11 +1,16 @@
 package caddymodule
 
 import (
+	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-runtime/runtime/internal/config"
 )
@@ -119,5 +124,52 @@ func TestStateSettings(t *testing.T) {
 		if want := slices.Contains(stateSettings, d.Name); named != want {
 			t.Errorf("docs/configuration.md, Reloads, names `%s`: %v, want %v", d.Name, named, want)
 		}
+	}
+}
+
+// TestAwaitStart checks that a request arriving during the start waits for its outcome, and
+// one whose client goes away stops waiting.
+func TestAwaitStart(t *testing.T) {
+	failed := errors.New("opening the key store: disk full")
+	tests := []struct {
+		name   string
+		start  func(s *state) // run while a request waits; nil: nothing ends the start
+		cancel bool           // the request's context ends
+		want   error
+	}{
+		{name: "started", start: func(s *state) { s.markStarted(nil) }},
+		{name: "failed start", start: func(s *state) { s.markStarted(failed) }, want: failed},
+		{name: "stopped before starting", start: func(s *state) { _ = s.Destruct() }, want: errShuttingDown},
+		{name: "client gone", cancel: true, want: errStarting},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newState(config.Settings{StateDir: filepath.Join(dir, "s"), ScratchDir: filepath.Join(dir, "scratch")}, nil, caddy.Log())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			got := make(chan error, 1)
+			go func() { got <- s.awaitStart(ctx) }()
+			select {
+			case err := <-got:
+				t.Fatalf("awaitStart returned %v before the start ended", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if tt.start != nil {
+				tt.start(s)
+			}
+			if tt.cancel {
+				cancel()
+			}
+			if err := <-got; !errors.Is(err, tt.want) {
+				t.Fatalf("awaitStart = %v, want %v", err, tt.want)
+			}
+			// Later requests get the same answer at once.
+			if tt.start != nil {
+				if err := s.awaitStart(context.Background()); !errors.Is(err, tt.want) {
+					t.Fatalf("awaitStart after the start = %v, want %v", err, tt.want)
+				}
+			}
+		})
 	}
 }

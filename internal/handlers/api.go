@@ -59,6 +59,10 @@ type Options struct {
 	Logger *zap.Logger
 	// Ready reports why the runtime cannot take traffic yet (starting, shutting down), or nil.
 	Ready func() error
+	// Started waits, bounded, until the runtime has started, and says why it has not; every
+	// route but the liveness and readiness probes waits for it, so that a request arriving
+	// during a normal start (the health check included) is answered as one after. Nil: no wait.
+	Started func(context.Context) error
 	// RootKey is the root key; empty when none is configured.
 	RootKey string
 	// Keys returns the key store, or an error saying why it is not open yet.
@@ -303,7 +307,10 @@ func (a *API) endpoint(rt route) http.Handler {
 		if !rt.probe {
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 		}
-		r, err := a.authorize(rt, r)
+		err := a.awaitStart(rt, r)
+		if err == nil {
+			r, err = a.authorize(rt, r)
+		}
 		if err == nil {
 			err = checkWriteQuery(rt, r)
 		}
@@ -334,6 +341,17 @@ func (a *API) endpoint(rt route) http.Handler {
 		}
 		envelope.Write(w, apiErr)
 	})
+}
+
+// awaitStart waits for the runtime's start unless rt answers at once while it starts.
+func (a *API) awaitStart(rt route, r *http.Request) error {
+	if rt.immediate || a.opts.Started == nil {
+		return nil
+	}
+	if err := a.opts.Started(r.Context()); err != nil {
+		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
+	}
+	return nil
 }
 
 // checkWriteQuery refuses a query parameter that a mutating route does not take: a misspelt

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"crypto/tls"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -35,34 +34,6 @@ func TestCookieValueRoundTrip(t *testing.T) {
 	} {
 		if got := decodeCookieValue(raw); got != want {
 			t.Errorf("decodeCookieValue(%q) = %q, want %q", raw, got, want)
-		}
-	}
-}
-
-func TestSecureRequest(t *testing.T) {
-	tests := []struct {
-		name  string
-		proto string
-		tls   bool
-		want  bool
-	}{
-		{"plain", "", false, false},
-		{"TLS", "", true, true},
-		{"proxy says https", "https", false, true},
-		{"proxy says http over TLS", "http", true, false},
-		{"first value counts", "http, https", true, false},
-		{"first value https", " https , http", false, true},
-	}
-	for _, tt := range tests {
-		r := httptest.NewRequest("POST", "/", nil)
-		if tt.proto != "" {
-			r.Header.Set("X-Forwarded-Proto", tt.proto)
-		}
-		if tt.tls {
-			r.TLS = &tls.ConnectionState{}
-		}
-		if got := secureRequest(r); got != tt.want {
-			t.Errorf("%s: secureRequest = %v", tt.name, got)
 		}
 	}
 }

@@ -32,12 +32,12 @@ func (a *API) healthRoutes() []route {
 		{
 			method: "GET", path: "/health", id: "health", probe: true, tag: "health", public: true,
 			summary:     "General health",
-			description: "Answers 200 whenever the runtime answers HTTP, with a fixed body cheap enough for frequent checks; `health/ready` says whether it should take traffic.",
+			description: "Answers 200 with a fixed body cheap enough for frequent checks once the runtime can answer its API: a request that arrives while it starts waits for the start, so that a script waiting for health can act at once. `health/ready` says whether it should take traffic, `health/live` whether the process answers at all.",
 			responses:   []response{{status: http.StatusOK, description: "The runtime is serving", body: api.Health{}}},
 			handle:      probe("healthy"),
 		},
 		{
-			method: "GET", path: "/health/ready", id: "healthReady", probe: true, tag: "health", public: true,
+			method: "GET", path: "/health/ready", id: "healthReady", probe: true, immediate: true, tag: "health", public: true,
 			summary: "Readiness probe",
 			description: "Answers 503 while the runtime is starting or shutting down, so a load balancer sends no new traffic, in sync mode until the key store's replica has pulled from its primary once, " +
 				"and in cluster mode until this instance's first reconcile has gone through the desired state. " +
@@ -49,7 +49,7 @@ func (a *API) healthRoutes() []route {
 			handle: a.ready(probe("ready")),
 		},
 		{
-			method: "GET", path: "/health/live", id: "healthLive", probe: true, tag: "health", public: true,
+			method: "GET", path: "/health/live", id: "healthLive", probe: true, immediate: true, tag: "health", public: true,
 			summary:     "Liveness probe",
 			description: "Answers 200 whenever the process answers HTTP, starting or shutting down included, so that a liveness check restarts only a runtime that answers nothing.",
 			responses:   []response{{status: http.StatusOK, description: "The process is alive", body: api.Health{}}},

@@ -30,6 +30,9 @@ type route struct {
 	// request, answered without the headers that guard other answers (nosniff, no-store):
 	// there is nothing in it to sniff or to keep from a cache.
 	probe bool
+	// immediate marks a route answered at once while the runtime starts (the liveness and
+	// readiness probes, whose answer is about the start); every other waits for the start.
+	immediate bool
 	// file marks an answer served with http.ServeContent (a ui.File): it answers conditional
 	// and range requests too.
 	file      bool

@@ -18,6 +18,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/mount"
 	"github.com/caddy-runtime/runtime/internal/openapi"
+	"github.com/caddy-runtime/runtime/internal/trace"
 )
 
 // SessionCookie carries a browser session: an opaque token (keystore.SessionPrefix), HttpOnly.
@@ -269,7 +270,7 @@ func (a *API) endOtherSessions(w http.ResponseWriter, r *http.Request) error {
 // request carries runtime_api_key cookies that the runtime may not have set, it also expires
 // every one of them it can name (see tossedCookieClears).
 func setSessionCookies(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	secure := secureRequest(r)
+	secure := trace.HTTPS(r)
 	h := w.Header()
 	h.Add("Set-Cookie", cookieLine(SessionCookie, value, maxAge, "/", "", secure))
 	if secure {
@@ -362,17 +363,6 @@ func hostWithoutPort(hostport string) string {
 		return strings.Trim(host, "[]")
 	}
 	return strings.Trim(hostport, "[]")
-}
-
-// secureRequest reports whether the client reached the runtime over HTTPS: the first
-// X-Forwarded-Proto value when present (a TLS-terminating proxy in front), else the
-// connection itself.
-func secureRequest(r *http.Request) bool {
-	if proto := r.Header.Get("X-Forwarded-Proto"); proto != "" {
-		first, _, _ := strings.Cut(proto, ",")
-		return strings.EqualFold(strings.TrimSpace(first), "https")
-	}
-	return r.TLS != nil
 }
 
 // encodeCookieValue percent-encodes everything but the characters encodeURIComponent keeps,

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"crypto/tls"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -68,7 +69,7 @@ func TestSetSessionCookies(t *testing.T) {
 			r = r.WithContext(mount.With(r.Context(), tt.mount))
 		}
 		if tt.https {
-			r.Header.Set("X-Forwarded-Proto", "https")
+			r.TLS = &tls.ConnectionState{}
 		}
 		if tt.cookie != "" {
 			r.Header.Set("Cookie", tt.cookie)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/internal/trace"
 )
 
 // VersionHeader names the worker version on every answer a worker gives, so the two sides of
@@ -224,14 +225,8 @@ func (s *Server) splitAnswer(w http.ResponseWriter, r *http.Request, vi *visit) 
 // year, out of reach of scripts; Secure when the request came over HTTPS.
 func setVisitorCookie(w http.ResponseWriter, r *http.Request, id string) {
 	c := VisitorCookie + "=" + id + "; Path=/; Max-Age=" + visitorMaxAge + "; HttpOnly; SameSite=Lax"
-	if r.TLS != nil || strings.EqualFold(firstValue(r.Header.Get("X-Forwarded-Proto")), "https") {
+	if trace.HTTPS(r) {
 		c += "; Secure"
 	}
 	w.Header().Add("Set-Cookie", c)
-}
-
-// firstValue is the first of a comma-separated header's values.
-func firstValue(v string) string {
-	first, _, _ := strings.Cut(v, ",")
-	return strings.TrimSpace(first)
 }

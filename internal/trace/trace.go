@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -24,8 +25,11 @@ type requestKey struct{}
 // server adding log fields and the id costs one context.
 type request struct {
 	id     string
-	client string          // the client's address as the host judges it; "" for the connection's peer
-	set    func(zap.Field) // outside Caddy: the host's; nil without an access log line
+	client string // the client's address as the host judges it; "" for the connection's peer
+	// trustedPeer: the host judged the connection's peer a proxy it trusts (in Caddy, one of
+	// the server's trusted_proxies), whose X-Forwarded-* headers speak for the client.
+	trustedPeer bool
+	set         func(zap.Field) // outside Caddy: the host's; nil without an access log line
 
 	// In a host server: the fields, put on the access log line as one inline field when it is written,
 	// since each field added to ExtraLogFields costs an allocation of its own. buf holds the
@@ -105,9 +109,9 @@ func WithLogFields(ctx context.Context, set func(zap.Field)) context.Context {
 // addLineField is set, its log fields go onto the host's access log line as one inline field,
 // written with the line (in Caddy, the request's ExtraLogFields.Add, as caddyauth puts the
 // user id there); clientAddr is the client's address as the host server judges it ("" for the
-// connection's peer).
-func Attach(vars map[string]any, addLineField func(zap.Field), clientAddr string) {
-	st := &request{client: clientAddr}
+// connection's peer), and trustedPeer whether it trusts the peer as a proxy.
+func Attach(vars map[string]any, addLineField func(zap.Field), clientAddr string, trustedPeer bool) {
+	st := &request{client: clientAddr, trustedPeer: trustedPeer}
 	if addLineField != nil {
 		st.inHost = true
 		st.fields = st.buf[:0]
@@ -177,6 +181,22 @@ func ClientAddr(r *http.Request) string {
 		return host
 	}
 	return r.RemoteAddr
+}
+
+// HTTPS reports whether the client reached the runtime over HTTPS: the connection is TLS, or
+// its peer is a proxy the host server trusts (Attach) and the first X-Forwarded-Proto value
+// it sent says https. Any other client's X-Forwarded-Proto is its own word and is ignored, so
+// a plain-HTTP client cannot ask for what only HTTPS gets (a Secure or __Host- cookie).
+func HTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	st := from(r.Context())
+	if st == nil || !st.trustedPeer {
+		return false
+	}
+	first, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(first), "https")
 }
 
 // ValidRequestID accepts ids of up to 128 characters from a conservative set, so a client
