@@ -180,7 +180,7 @@ func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := principalOf(r.Context())
 	domain := hosts.Normalize(r.PathValue("domain"))
-	err = store.RemoveDomain(r.Context(), domain, name, p)
+	err = a.removeDomain(r, store, domain, name, p)
 	if errors.Is(err, keystore.ErrDomainNotFound) {
 		return envelope.Errorf(http.StatusNotFound, CodeDomainNotFound, "worker %s holds no domain %s", name, domain)
 	}
@@ -190,8 +190,19 @@ func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
 	if a.opts.DomainsChanged != nil {
 		a.opts.DomainsChanged(r.Context())
 	}
-	a.auditScoped(r, "worker.domain.detach", name+" "+domain, keystore.NamespaceOf(name), "success", &p, zap.String("domain", domain))
 	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
+	return nil
+}
+
+// removeDomain detaches domain from worker name, by p, with its worker.domain.detach entry
+// written in the same transaction and logged once it is.
+func (a *API) removeDomain(r *http.Request, store *keystore.Store, domain, name string, p keystore.Principal) error {
+	field := zap.String("domain", domain)
+	entry := audited(auditEntry(r, "worker.domain.detach", name+" "+domain, keystore.NamespaceOf(name), "success"), &p, field)
+	if err := store.RemoveDomainAudited(r.Context(), domain, name, p, &entry); err != nil {
+		return err
+	}
+	a.logAudit(entry, field)
 	return nil
 }
 
@@ -210,12 +221,10 @@ func (a *API) endDomains(r *http.Request, name string) {
 	}
 	p := principalOf(r.Context())
 	for _, d := range held {
-		if err := store.RemoveDomain(r.Context(), d.Domain, name, p); err != nil && !errors.Is(err, keystore.ErrDomainNotFound) {
+		if err := a.removeDomain(r, store, d.Domain, name, p); err != nil && !errors.Is(err, keystore.ErrDomainNotFound) {
 			a.opts.Logger.Warn("a custom domain of a removed worker could not be detached; detach it (DELETE domains) before a worker of that name is uploaded",
 				zap.String("worker", name), zap.String("domain", d.Domain), zap.Error(err))
-			continue
 		}
-		a.auditScoped(r, "worker.domain.detach", name+" "+d.Domain, keystore.NamespaceOf(name), "success", &p, zap.String("domain", d.Domain))
 	}
 	if len(held) > 0 && a.opts.DomainsChanged != nil {
 		a.opts.DomainsChanged(r.Context())

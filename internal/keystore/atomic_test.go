@@ -3,16 +3,17 @@ package keystore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
-// TestAuditedWritesAreAtomic: a key and its audit entry are written together or not at all.
-// A trigger that refuses every audit insert stands for a crash between the two writes: the
-// creation and the revocation must then leave no change behind, on the local file and on a
-// sync-mode primary.
+// TestAuditedWritesAreAtomic: a key, a revocation, a session, a change of secrets or a detached
+// domain and its audit entry are written together or not at all. A trigger that refuses every
+// audit insert stands for a crash between the two writes: each change must then leave nothing
+// behind, on the local file and on a sync-mode primary.
 func TestAuditedWritesAreAtomic(t *testing.T) {
 	modes := []struct {
 		name string
@@ -48,6 +49,36 @@ func TestAuditedWritesAreAtomic(t *testing.T) {
 			if err := s.RevokeAudited(ctx, kept.ID, &AuditEntry{Action: "key.revoke", Outcome: "success"}); err == nil {
 				t.Error("RevokeAudited succeeded although its audit entry could not be stored")
 			}
+			if _, err := s.AttachDomain(ctx, "shop.example.org", "@team/app", 0, Principal{}); err != nil {
+				t.Fatal(err)
+			}
+			failing := &AuditEntry{Action: "change", Outcome: "success"}
+			if _, err := s.ChangeSecretsAudited(ctx, "@team/app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, Root(), failing); err == nil {
+				t.Error("ChangeSecretsAudited succeeded although its audit entry could not be stored")
+			}
+			if got, err := s.Secrets(ctx, "@team/app"); err != nil || len(got) != 0 {
+				t.Errorf("secrets after a failed audited change = %+v, %v; want none", got, err)
+			}
+			if err := s.RemoveDomainAudited(ctx, "shop.example.org", "@team/app", Principal{}, failing); err == nil {
+				t.Error("RemoveDomainAudited succeeded although its audit entry could not be stored")
+			}
+			if got, err := s.Domains(ctx, "@team/app"); err != nil || len(got) != 1 {
+				t.Errorf("domains after a failed audited detach = %+v, %v; want the domain still attached", got, err)
+			}
+			p, err := s.Verify(ctx, kept.Secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			login := NewSession{Principal: p, TTL: time.Hour, Audit: func(r SessionRecord) AuditEntry {
+				return AuditEntry{Action: "session.login", Target: fmt.Sprint(r.ID), Outcome: "success"}
+			}}
+			if _, _, err := s.CreateSession(ctx, login); err == nil {
+				t.Error("CreateSession succeeded although its audit entry could not be stored")
+			}
+			var sessions int
+			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&sessions); err != nil || sessions != 0 {
+				t.Errorf("sessions after a failed audited login = %d, %v; want none", sessions, err)
+			}
 			keys, err := s.List(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -66,6 +97,9 @@ func TestAuditedWritesAreAtomic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if _, _, err := s.CreateSession(ctx, login); err != nil {
+				t.Fatal(err)
+			}
 			if err := s.RevokeAudited(ctx, kept.ID, &AuditEntry{Action: "key.revoke", Target: "kept", Outcome: "success"}); err != nil {
 				t.Fatal(err)
 			}
@@ -73,8 +107,8 @@ func TestAuditedWritesAreAtomic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != 2 || got[0].Action != "key.revoke" || got[1].Action != "key.create" || got[1].Target != made.Name {
-				t.Errorf("audit trail = %+v; want key.create of audited, then key.revoke", got)
+			if len(got) != 3 || got[0].Action != "key.revoke" || got[1].Action != "session.login" || got[2].Action != "key.create" || got[2].Target != made.Name {
+				t.Errorf("audit trail = %+v; want key.create of audited, session.login, then key.revoke", got)
 			}
 		})
 	}

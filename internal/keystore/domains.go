@@ -195,6 +195,12 @@ func (s *Store) RecordDomainCheck(ctx context.Context, domain, worker string, ve
 
 // RemoveDomain detaches domain from worker, by by.
 func (s *Store) RemoveDomain(ctx context.Context, domain, worker string, by Principal) error {
+	return s.RemoveDomainAudited(ctx, domain, worker, by, nil)
+}
+
+// RemoveDomainAudited is RemoveDomain that also stores e, the detach's audit entry, in the
+// same transaction (none when e is nil).
+func (s *Store) RemoveDomainAudited(ctx context.Context, domain, worker string, by Principal, e *AuditEntry) error {
 	defer s.timed("remove_domain")()
 	err := s.write(ctx, func(tx writeTx) error {
 		now := s.now().Unix()
@@ -206,7 +212,7 @@ func (s *Store) RemoveDomain(ctx context.Context, domain, worker string, by Prin
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrDomainNotFound
 		}
-		return nil
+		return s.auditIn(ctx, tx, e)
 	})
 	if err != nil {
 		return err
