@@ -126,6 +126,25 @@ func (s *Store) AttachDomain(ctx context.Context, domain, worker string, maxPend
 	return out, nil
 }
 
+// DropExpiredDomains drops the claims still pending PendingDomainTTL after they were made,
+// as tombstones every instance learns of, and returns how many went. Listings skip them
+// already; this keeps the table and the router's view of pending names current. A store
+// holding none writes nothing.
+func (s *Store) DropExpiredDomains(ctx context.Context) (int, error) {
+	defer s.timed("drop_expired_domains")()
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_domains WHERE removed_at = 0 AND verified_at = 0 AND created_at <= ?`,
+		pendingSince(s.now().Unix())).Scan(&n); err != nil || n == 0 {
+		return 0, err
+	}
+	err := s.write(ctx, func(tx writeTx) error { return dropExpired(ctx, tx, s.now().Unix(), `1 = 1`) })
+	if err != nil {
+		return 0, err
+	}
+	s.domainsChangedNow()
+	return n, nil
+}
+
 // pendingSince is the creation time before which a pending claim has expired at now.
 func pendingSince(now int64) int64 { return now - int64(PendingDomainTTL/time.Second) }
 

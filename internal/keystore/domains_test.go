@@ -184,6 +184,25 @@ func TestDomainClaims(t *testing.T) {
 	if got, want := names(""), []string{"a.example.org @other/app"}; !slices.Equal(got, want) {
 		t.Errorf("Domains after PendingDomainTTL = %q, want %q (expired claims gone, the verified one kept)", got, want)
 	}
+	select { // the signal of the last attach
+	case <-s.DomainsChanged():
+	default:
+	}
+	if n, err := s.DropExpiredDomains(ctx); n != 2 || err != nil {
+		t.Errorf("DropExpiredDomains = %d, %v; want the 2 expired claims", n, err)
+	}
+	select {
+	case <-s.DomainsChanged():
+	default:
+		t.Error("DropExpiredDomains did not signal DomainsChanged")
+	}
+	var tombstones int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_domains WHERE removed_at != 0 AND verified_at = 0 AND worker = '@team/app'`).Scan(&tombstones); err != nil || tombstones != 3 {
+		t.Errorf("the squatter's dropped claims = %d, %v; want 3 tombstones (a, b, c)", tombstones, err)
+	}
+	if n, err := s.DropExpiredDomains(ctx); n != 0 || err != nil {
+		t.Errorf("DropExpiredDomains again = %d, %v; want none", n, err)
+	}
 	if _, err := s.RecordDomainCheck(ctx, "b.example.org", "@team/app", true, ""); !errors.Is(err, ErrDomainNotFound) {
 		t.Errorf("a passed check of an expired claim = %v, want ErrDomainNotFound", err)
 	}
