@@ -72,6 +72,18 @@ func certificateFor(s *harness.Server, name string) (*x509.Certificate, error) {
 	return conn.ConnectionState().PeerCertificates[0], nil
 }
 
+// uploadSites uploads a static worker at version 1.0.0 for each name and body in namesAndBodies,
+// as the root key.
+func uploadSites(t *testing.T, s *harness.Server, namesAndBodies ...string) {
+	t.Helper()
+	for i := 0; i+1 < len(namesAndBodies); i += 2 {
+		name := namesAndBodies[i]
+		if resp := s.Upload(s.API+"/workers/upload", "w.tgz", siteArchive(t, name, "1.0.0", namesAndBodies[i+1]), harness.WithKey(rootKey)); resp.Status != 200 {
+			t.Fatalf("upload %s = %s", name, resp)
+		}
+	}
+}
+
 // refusal waits for the permission module's debug line refusing name and returns its reason.
 func refusal(t *testing.T, s *harness.Server, name string) string {
 	t.Helper()
@@ -99,11 +111,7 @@ func TestWorkerHostsOverTLS(t *testing.T) {
 	t.Parallel()
 	s := startHosts(t, "")
 	root := harness.WithKey(rootKey)
-	for _, w := range []struct{ name, body string }{{"app", "the app"}, {"@team/tool", "the tool"}, {"sleeper", "asleep"}} {
-		if resp := s.Upload(s.API+"/workers/upload", "w.tgz", siteArchive(t, w.name, "1.0.0", w.body), root); resp.Status != 200 {
-			t.Fatalf("upload %s = %s", w.name, resp)
-		}
-	}
+	uploadSites(t, s, "app", "the app", "@team/tool", "the tool", "sleeper", "asleep")
 	if resp := s.Do("POST", s.API+"/workers/_/sleeper/1.0.0/disable", root); resp.Status != 200 {
 		t.Fatalf("disable sleeper = %s", resp)
 	}
@@ -167,11 +175,7 @@ func TestCustomDomains(t *testing.T) {
 	dns := testkit.StartDNS(t)
 	s := startHosts(t, "domain_resolvers "+dns.Addr)
 	root := harness.WithKey(rootKey)
-	for _, w := range []struct{ name, body string }{{"shop", "the shop"}, {"@team/tool", "the tool"}} {
-		if resp := s.Upload(s.API+"/workers/upload", "w.tgz", siteArchive(t, w.name, "1.0.0", w.body), root); resp.Status != 200 {
-			t.Fatalf("upload %s = %s", w.name, resp)
-		}
-	}
+	uploadSites(t, s, "shop", "the shop", "@team/tool", "the tool")
 	const domain = "shop.example.org"
 	var pending api.WorkerDomain
 	resp := s.Do("PUT", s.API+"/workers/_/shop/domains/Shop.Example.ORG", root)

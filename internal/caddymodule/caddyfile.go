@@ -122,6 +122,7 @@ func mountOf(paths []string) string {
 //			plugin_handlers <module...>
 //			workers_domain  <domain or base URL>
 //			domain_resolvers <host[:port]...>
+//			max_pending_domains <count per namespace>
 //		}
 //	}
 func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -175,7 +176,7 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 		"wasm_cache_size": &v.WasmCacheSize}
 	counts := map[string]*int{"max_archive_entries": &v.MaxArchiveEntries, "pool_size": &v.PoolSize,
 		"worker_processes": &v.WorkerProcesses, "worker_log_rate": &v.WorkerLogRate,
-		"worker_log_lines": &v.WorkerLogLines}
+		"worker_log_lines": &v.WorkerLogLines, "max_pending_domains": &v.MaxPendingDomains}
 	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey, "secrets_key": &v.SecretsKey,
 		"secrets_key_old": &v.SecretsKeyOld,
 		"session_ttl":     &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "split_header": &v.SplitHeader, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,

@@ -34,14 +34,25 @@ func (s *state) refreshDomains(ctx context.Context) error {
 
 // followDomains refreshes the router's custom domains after each change the key store
 // signals: one made here, or one a pull brought from another instance. A failed read is tried
-// again a little later; meanwhile the router keeps what it had.
+// again a little later; meanwhile the router keeps what it had. Every hour it drops the claims
+// pending for longer than keystore.PendingDomainTTL (the drop signals a change).
 func (s *state) followDomains(store *keystore.Store) {
 	defer close(s.domainsDone)
 	var retry <-chan time.Time
+	expire := time.NewTicker(time.Hour)
+	defer expire.Stop()
 	for {
 		select {
 		case <-store.DomainsChanged():
 		case <-retry:
+		case <-expire.C:
+			if n, err := store.DropExpiredDomains(context.Background()); err != nil {
+				s.logger.Warn("dropping expired custom domain claims; they are tried again in an hour (listings skip them meanwhile)", zap.Error(err))
+			} else if n > 0 {
+				s.logger.Info("dropped custom domain claims pending for too long", zap.Int("claims", n),
+					zap.Duration("pending_for", keystore.PendingDomainTTL))
+			}
+			continue
 		case <-s.stopDomains:
 			return
 		}

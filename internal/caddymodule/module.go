@@ -109,6 +109,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		WorkersURL:      settings.WorkersURL,
 		WorkersDomain:   settings.WorkersDomain,
 		DomainResolvers: settings.DomainResolvers,
+		PendingDomains:  settings.MaxPendingDomains,
 		OwnHosts:        h.state.ownHosts,
 		DomainsChanged:  func(ctx context.Context) { _ = h.state.refreshDomains(ctx) },
 		Logger:          h.logger,

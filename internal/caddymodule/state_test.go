@@ -83,6 +83,7 @@ func TestStateSettings(t *testing.T) {
 		"wasm_memory":          func(s *config.Settings) { s.WasmMemory++ },
 		"wasm_compiled_memory": func(s *config.Settings) { s.WasmCompiledMemory++ },
 		"wasm_cache_size":      func(s *config.Settings) { s.WasmCacheSize++ },
+		"max_pending_domains":  func(s *config.Settings) { s.MaxPendingDomains++ },
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {

@@ -134,6 +134,8 @@ type AppValues struct {
 	// DomainResolvers are the DNS servers (host or host:port) asked for the TXT records that
 	// verify custom domains; none: the system's resolver.
 	DomainResolvers []string `json:"domain_resolvers,omitempty"`
+	// MaxPendingDomains caps the custom domains a namespace may hold pending verification.
+	MaxPendingDomains int `json:"max_pending_domains,omitempty"`
 }
 
 // Settings are the effective settings of a runtime instance.
@@ -179,6 +181,7 @@ type Settings struct {
 	WasmCacheSize      int64
 	WorkersDomain      hosts.Domain // Name "" when unset
 	DomainResolvers    []string     // host:port; none for the system's resolver
+	MaxPendingDomains  int          // per namespace
 }
 
 // SyncSettings are the settings of a sync-mode key store.
@@ -261,6 +264,7 @@ var Definitions = []Definition{
 	{"wasm_cache_size", "RUNTIME_WASM_CACHE_SIZE", "1GiB", Process},
 	{"workers_domain", "RUNTIME_WORKERS_DOMAIN", "", Process},
 	{"domain_resolvers", "RUNTIME_DOMAIN_RESOLVERS", "", Process},
+	{"max_pending_domains", "RUNTIME_MAX_PENDING_DOMAINS", "10", Process},
 }
 
 // Written is the setting as the Caddyfile writes it: its name, and for a field of the s3
@@ -426,6 +430,9 @@ func ResolveApp(v AppValues, getenv func(string) string) (Settings, error) {
 	list, fromEnv := r.list("domain_resolvers", v.DomainResolvers)
 	if s.DomainResolvers, err = checkResolvers(list); err != nil {
 		return s, r.fail("domain_resolvers", fromEnv, strings.Join(list, " "), err)
+	}
+	if s.MaxPendingDomains, err = r.count("max_pending_domains", v.MaxPendingDomains); err != nil {
+		return s, err
 	}
 	// The package store is the runtime app's module, which sets its settings in place of these.
 	s.PackageStore.Kind = StoreLocal

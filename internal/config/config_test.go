@@ -179,6 +179,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.WasmMemory = 128 << 20
 	s.WasmCompiledMemory = 256 << 20
 	s.WasmCacheSize = 1 << 30
+	s.MaxPendingDomains = 10
 }
 
 func TestResolveIsolation(t *testing.T) {
@@ -288,6 +289,8 @@ func TestResolveErrorsNameTheSetting(t *testing.T) {
 			[]string{"workers_domain", "from environment variable RUNTIME_WORKERS_DOMAIN", "not a domain"}, ""},
 		{"domain resolvers", Values{}, map[string]string{"RUNTIME_DOMAIN_RESOLVERS": "1.1.1.1 127.0.0.1:99999"},
 			[]string{"domain_resolvers", "from environment variable RUNTIME_DOMAIN_RESOLVERS", "host:port"}, ""},
+		{"pending domains", Values{}, map[string]string{"RUNTIME_MAX_PENDING_DOMAINS": "0"}, []string{"max_pending_domains", "RUNTIME_MAX_PENDING_DOMAINS"}, ""},
+		{"negative pending domains", Values{AppValues: AppValues{MaxPendingDomains: -1}}, nil, []string{"max_pending_domains", "positive"}, "environment"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,6 +49,9 @@ type Options struct {
 	// DomainResolvers are the DNS servers asked for custom domains' TXT records; none: the
 	// system's resolver.
 	DomainResolvers []string
+	// PendingDomains caps the custom domains pending verification per namespace
+	// (max_pending_domains); 0: no cap.
+	PendingDomains int
 	// OwnHosts returns the host names serving the API, which no custom domain may take; the
 	// request's own host is refused too.
 	OwnHosts func() []string

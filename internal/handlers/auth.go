@@ -354,27 +354,53 @@ func (a *API) audit(r *http.Request, action, target, outcome string, actor *keys
 
 // auditScoped audits an action about the namespace scope ("" for none).
 func (a *API) auditScoped(r *http.Request, action, target, scope, outcome string, actor *keystore.Principal, extra ...zap.Field) {
-	a.record(r.Context(), keystore.AuditEntry{Action: action, Target: target, Scope: scope, Outcome: outcome,
-		RequestID: trace.RequestID(r.Context()), RemoteAddr: trace.ClientAddr(r)}, actor, extra...)
+	a.record(r.Context(), auditEntry(r, action, target, scope, outcome), actor, extra...)
+}
+
+// auditEntry is the entry of an action of r, without its actor and details (record adds them).
+func auditEntry(r *http.Request, action, target, scope, outcome string) keystore.AuditEntry {
+	return keystore.AuditEntry{Action: action, Target: target, Scope: scope, Outcome: outcome,
+		RequestID: trace.RequestID(r.Context()), RemoteAddr: trace.ClientAddr(r)}
 }
 
 // record logs an audit line for e, with extra as its details, and stores e in the audit
 // trail; ctx is the context of the request it is about, if any.
 func (a *API) record(ctx context.Context, e keystore.AuditEntry, actor *keystore.Principal, extra ...zap.Field) {
+	e = audited(e, actor, extra...)
+	a.logAudit(e, extra...)
+	a.storeAudit(ctx, e)
+}
+
+// audited is e with its actor and details (extra as JSON values): an entry ready to store,
+// by storeAudit or by the key store in the transaction of the change it records.
+func audited(e keystore.AuditEntry, actor *keystore.Principal, extra ...zap.Field) keystore.AuditEntry {
+	if actor != nil {
+		e.Actor = &keystore.AuditActor{ID: actor.ID, Name: actor.Name, KeyPrefix: actor.KeyPrefix}
+	}
+	e.Details = details(extra)
+	return e
+}
+
+// successEntry is the entry of r's successful action on target (scoped as audit scopes it),
+// for the key store to write in the transaction of the change itself; logAudit logs it once
+// that committed.
+func successEntry(r *http.Request, action, target string, actor *keystore.Principal, extra ...zap.Field) keystore.AuditEntry {
+	return audited(auditEntry(r, action, target, keystore.NamespaceOf(target), "success"), actor, extra...)
+}
+
+// logAudit logs the audit line of e, with extra as its details.
+func (a *API) logAudit(e keystore.AuditEntry, extra ...zap.Field) {
 	fields := []zap.Field{
 		zap.String("action", e.Action),
 		zap.String("target", e.Target),
 		zap.String("outcome", e.Outcome),
 		zap.String("request_id", e.RequestID),
 	}
-	if actor != nil {
+	if e.Actor != nil {
 		fields = append(fields, zap.Dict("actor",
-			zap.Int64("id", actor.ID), zap.String("name", actor.Name), zap.String("key_prefix", actor.KeyPrefix)))
-		e.Actor = &keystore.AuditActor{ID: actor.ID, Name: actor.Name, KeyPrefix: actor.KeyPrefix}
+			zap.Int64("id", e.Actor.ID), zap.String("name", e.Actor.Name), zap.String("key_prefix", e.Actor.KeyPrefix)))
 	}
 	a.auditLog.Info("audit", append(fields, extra...)...)
-	e.Details = details(extra)
-	a.storeAudit(ctx, e)
 }
 
 // storeAudit writes an entry to the audit trail. A failure is logged and never fails the

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -20,6 +21,7 @@ const (
 	CodeDomainReserved = "DOMAIN_RESERVED"
 	CodeDomainTaken    = "DOMAIN_TAKEN"
 	CodeDomainNotFound = "DOMAIN_NOT_FOUND"
+	CodeTooManyPending = "TOO_MANY_PENDING_DOMAINS"
 )
 
 func (a *API) domainRoutes() []route {
@@ -42,14 +44,17 @@ func (a *API) domainRoutes() []route {
 			description: "Attaches the domain and answers the token that a DNS TXT record `_runtime-challenge.<domain>` must hold; " +
 				"the domain is served, and allowed a certificate on demand, once a check finds it. Each PUT checks the record " +
 				"(DNS only, through the system's resolver or domain_resolvers); PUT again once the record is in place. " +
+				"A claim still pending after 7 days is dropped. A domain another worker claims but has not verified blocks " +
+				"nothing: this worker gets a token of its own, the first claim verified takes the domain and the others are dropped. " +
 				"Refused: IP literals and names that are not DNS names (INVALID_DOMAIN), the API's own hosts and names under " +
-				"workers_domain (DOMAIN_RESERVED), a domain attached to another worker (DOMAIN_TAKEN).",
+				"workers_domain (DOMAIN_RESERVED), a domain verified for another worker (DOMAIN_TAKEN), a new claim past " +
+				"max_pending_domains pending claims in the worker's namespace (TOO_MANY_PENDING_DOMAINS).",
 			responses: []response{
 				{status: http.StatusOK, description: "The domain, its token and the check's outcome", body: api.WorkerDomain{}},
 				errorResponse(http.StatusBadRequest, "Malformed name, or a domain that cannot be attached (INVALID_PACKAGE_NAME, INVALID_DOMAIN, DOMAIN_RESERVED)"),
 				namespace,
 				errorResponse(http.StatusNotFound, "No such worker (WORKER_NOT_FOUND)"),
-				errorResponse(http.StatusConflict, "The domain is attached to another worker (DOMAIN_TAKEN)"),
+				errorResponse(http.StatusConflict, "The domain is verified for another worker (DOMAIN_TAKEN), or the namespace holds max_pending_domains pending claims (TOO_MANY_PENDING_DOMAINS)"),
 			},
 			handle: a.attachDomain,
 		},
@@ -127,11 +132,18 @@ func (a *API) attachDomain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d, err := store.AttachDomain(r.Context(), domain, name, p)
-	if errors.Is(err, keystore.ErrDomainTaken) {
-		return refuse(http.StatusConflict, CodeDomainTaken, errors.New(domain+" is attached to another worker; detach it there first"))
+	taken := func() error {
+		return refuse(http.StatusConflict, CodeDomainTaken, errors.New(domain+" is verified for another worker; detach it there first"))
 	}
-	if err != nil {
+	d, err := store.AttachDomain(r.Context(), domain, name, a.opts.PendingDomains, p)
+	switch {
+	case errors.Is(err, keystore.ErrDomainTaken):
+		return taken()
+	case errors.Is(err, keystore.ErrTooManyPending):
+		return refuse(http.StatusConflict, CodeTooManyPending, fmt.Errorf("the namespace of %s holds %d custom domains pending verification, "+
+			"the most max_pending_domains allows: verify or detach one first (a claim still pending after %d days is dropped)",
+			name, a.opts.PendingDomains, int(keystore.PendingDomainTTL.Hours()/24)))
+	case err != nil:
 		return err
 	}
 	if !d.Verified() {
@@ -142,7 +154,12 @@ func (a *API) attachDomain(w http.ResponseWriter, r *http.Request) error {
 		if checkErr != nil {
 			reason = checkErr.Error()
 		}
-		if d, err = store.RecordDomainCheck(r.Context(), domain, name, checkErr == nil, reason); err != nil {
+		d, err = store.RecordDomainCheck(r.Context(), domain, name, checkErr == nil, reason)
+		// Another worker's claim was verified meanwhile, which dropped this one.
+		if errors.Is(err, keystore.ErrDomainTaken) || errors.Is(err, keystore.ErrDomainNotFound) {
+			return taken()
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -163,7 +180,7 @@ func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := principalOf(r.Context())
 	domain := hosts.Normalize(r.PathValue("domain"))
-	err = store.RemoveDomain(r.Context(), domain, name, p)
+	err = a.removeDomain(r, store, domain, name, p)
 	if errors.Is(err, keystore.ErrDomainNotFound) {
 		return envelope.Errorf(http.StatusNotFound, CodeDomainNotFound, "worker %s holds no domain %s", name, domain)
 	}
@@ -173,8 +190,19 @@ func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
 	if a.opts.DomainsChanged != nil {
 		a.opts.DomainsChanged(r.Context())
 	}
-	a.auditScoped(r, "worker.domain.detach", name+" "+domain, keystore.NamespaceOf(name), "success", &p, zap.String("domain", domain))
 	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
+	return nil
+}
+
+// removeDomain detaches domain from worker name, by p, with its worker.domain.detach entry
+// written in the same transaction and logged once it is.
+func (a *API) removeDomain(r *http.Request, store *keystore.Store, domain, name string, p keystore.Principal) error {
+	field := zap.String("domain", domain)
+	entry := audited(auditEntry(r, "worker.domain.detach", name+" "+domain, keystore.NamespaceOf(name), "success"), &p, field)
+	if err := store.RemoveDomainAudited(r.Context(), domain, name, p, &entry); err != nil {
+		return err
+	}
+	a.logAudit(entry, field)
 	return nil
 }
 
@@ -193,12 +221,10 @@ func (a *API) endDomains(r *http.Request, name string) {
 	}
 	p := principalOf(r.Context())
 	for _, d := range held {
-		if err := store.RemoveDomain(r.Context(), d.Domain, name, p); err != nil && !errors.Is(err, keystore.ErrDomainNotFound) {
+		if err := a.removeDomain(r, store, d.Domain, name, p); err != nil && !errors.Is(err, keystore.ErrDomainNotFound) {
 			a.opts.Logger.Warn("a custom domain of a removed worker could not be detached; detach it (DELETE domains) before a worker of that name is uploaded",
 				zap.String("worker", name), zap.String("domain", d.Domain), zap.Error(err))
-			continue
 		}
-		a.auditScoped(r, "worker.domain.detach", name+" "+d.Domain, keystore.NamespaceOf(name), "success", &p, zap.String("domain", d.Domain))
 	}
 	if len(held) > 0 && a.opts.DomainsChanged != nil {
 		a.opts.DomainsChanged(r.Context())

@@ -169,11 +169,17 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 		a.audit(r, "key.create", rec.Name, "denied", &p)
 		return err
 	}
-	created, err := store.Create(r.Context(), nk)
+	// The entry is written with the key, in one transaction: a crash cannot leave a key that
+	// the audit trail does not show.
+	var entry keystore.AuditEntry
+	created, err := store.CreateAudited(r.Context(), nk, func(k keystore.KeyRecord) keystore.AuditEntry {
+		entry = successEntry(r, "key.create", keyTarget(k.Name, k.ID), &p, keyField(k))
+		return entry
+	})
 	if err != nil {
 		return inputError(err)
 	}
-	a.audit(r, "key.create", keyTarget(created.Name, created.ID), "success", &p, keyField(created.KeyRecord))
+	a.logAudit(entry, keyField(created.KeyRecord))
 	envelope.WriteJSON(w, http.StatusOK, api.CreateKeyResponse{Success: true, Data: api.CreatedKey{
 		ID: created.ID, Name: created.Name, Key: created.Secret, KeyPrefix: created.KeyPrefix, Role: created.Role}})
 	return nil
@@ -223,12 +229,13 @@ func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 			"key %d holds permissions this key lacks (%s); only a key holding all of its permissions, or the root key, may revoke it",
 			id, strings.Join(missing, ", "))
 	}
-	if err := store.Revoke(r.Context(), id); errors.Is(err, keystore.ErrNotFound) {
+	entry := successEntry(r, "key.revoke", target, &p, keyField(rec))
+	if err := store.RevokeAudited(r.Context(), id, &entry); errors.Is(err, keystore.ErrNotFound) {
 		return envelope.Errorf(http.StatusNotFound, CodeKeyNotFound, "no active API key with id %d", id)
 	} else if err != nil {
 		return err
 	}
-	a.audit(r, "key.revoke", target, "success", &p, keyField(rec))
+	a.logAudit(entry, keyField(rec))
 	a.removeStaleBootstrap(r.Context(), store)
 	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
 	return nil

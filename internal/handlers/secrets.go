@@ -226,7 +226,8 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string
 	}
 	p := principalOf(r.Context())
 	fields := []zap.Field{zap.Strings("set", names), zap.Strings("unset", unset)}
-	change, err := store.ChangeSecrets(r.Context(), worker, sealed, unset, p)
+	entry := successEntry(r, "worker.secrets", worker, &p, fields...)
+	change, err := store.ChangeSecretsAudited(r.Context(), worker, sealed, unset, p, &entry)
 	if err != nil {
 		a.audit(r, "worker.secrets", worker, "failed", &p, fields...)
 		if errors.Is(err, keystore.ErrSecretNotFound) {
@@ -234,7 +235,7 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string
 		}
 		return inputError(err)
 	}
-	a.audit(r, "worker.secrets", worker, "success", &p, fields...)
+	a.logAudit(entry, fields...)
 	var body api.SecretsChanged
 	body.Success, body.Data.Worker, body.Data.Set, body.Data.Unset, body.Data.Restarted = true, worker, names, unset, []string{}
 	if a.opts.Secrets.Changed != nil {
@@ -260,16 +261,18 @@ func (a *API) endSecrets(r *http.Request, name string) {
 		unset = append(unset, s.Name)
 	}
 	p := principalOf(r.Context())
+	fields := []zap.Field{zap.Strings("set", []string{}), zap.Strings("unset", unset)}
+	entry := successEntry(r, "worker.secrets", name, &p, fields...)
 	if err == nil {
-		_, err = store.ChangeSecrets(r.Context(), name, nil, unset, p)
+		_, err = store.ChangeSecretsAudited(r.Context(), name, nil, unset, p, &entry)
 	}
-	outcome := "success"
-	if err != nil {
-		outcome = "failed"
-		a.opts.Logger.Warn("the secrets of a removed worker could not be removed; remove them (DELETE secrets) before a worker of that name is uploaded",
-			zap.String("worker", name), zap.Error(err))
+	if err == nil {
+		a.logAudit(entry, fields...)
+		return
 	}
-	a.audit(r, "worker.secrets", name, outcome, &p, zap.Strings("set", []string{}), zap.Strings("unset", unset))
+	a.opts.Logger.Warn("the secrets of a removed worker could not be removed; remove them (DELETE secrets) before a worker of that name is uploaded",
+		zap.String("worker", name), zap.Error(err))
+	a.audit(r, "worker.secrets", name, "failed", &p, fields...)
 }
 
 // joinNames lists names for a message: "A", or "A, B or C" (one of them).

@@ -152,12 +152,17 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var entry keystore.AuditEntry
 	token, sess, err := store.CreateSession(r.Context(), keystore.NewSession{
-		Principal: p, RootKey: a.opts.RootKey, TTL: a.opts.SessionTTL, UserAgent: r.UserAgent()})
+		Principal: p, RootKey: a.opts.RootKey, TTL: a.opts.SessionTTL, UserAgent: r.UserAgent(),
+		Audit: func(s keystore.SessionRecord) keystore.AuditEntry {
+			entry = successEntry(r, "session.login", p.Name, &p, zap.Int64("session", s.ID))
+			return entry
+		}})
 	if err != nil {
 		return err
 	}
-	a.audit(r, "session.login", p.Name, "success", &p, zap.Int64("session", sess.ID))
+	a.logAudit(entry, zap.Int64("session", sess.ID))
 	setSessionCookies(w, r, encodeCookieValue(token), int(sess.ExpiresAt-sess.CreatedAt))
 	envelope.WriteJSON(w, http.StatusOK, api.Session{Authenticated: true, Principal: principal(p), Session: sessionRecord(sess, sess.ID)})
 	return nil

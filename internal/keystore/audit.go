@@ -48,6 +48,18 @@ type AuditQuery struct {
 // AppendAudit stores an audited action; e.Time defaults to now.
 func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	defer s.timed("append_audit")()
+	row, err := s.auditRowOf(e)
+	if err != nil {
+		return err
+	}
+	if s.replica != nil {
+		return s.replica.appendAudit(ctx, row)
+	}
+	return s.write(ctx, func(tx writeTx) error { return insertAudit(ctx, tx, row) })
+}
+
+// auditRowOf is the row of e, its time now when e has none.
+func (s *Store) auditRowOf(e AuditEntry) (auditRow, error) {
 	if e.Time.IsZero() {
 		e.Time = s.now()
 	}
@@ -55,7 +67,7 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	if len(e.Details) > 0 {
 		var err error
 		if details, err = json.Marshal(e.Details); err != nil {
-			return fmt.Errorf("encoding audit details: %v", err)
+			return auditRow{}, fmt.Errorf("encoding audit details: %v", err)
 		}
 	}
 	var actorID any
@@ -63,11 +75,21 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	if e.Actor != nil {
 		actorID, name, prefix = e.Actor.ID, e.Actor.Name, e.Actor.KeyPrefix
 	}
-	row := auditRow{e.Time.UnixMilli(), actorID, name, prefix, e.Action, e.Target, e.Scope, e.Outcome, e.RequestID, e.RemoteAddr, string(details)}
-	if s.replica != nil {
-		return s.replica.appendAudit(ctx, row)
+	return auditRow{e.Time.UnixMilli(), actorID, name, prefix, e.Action, e.Target, e.Scope, e.Outcome, e.RequestID, e.RemoteAddr, string(details)}, nil
+}
+
+// auditIn stores e in tx, the transaction of the change it records, so that the change and
+// its entry are written together or not at all (a crash between two writes left a key
+// without its key.create entry). A nil e stores nothing.
+func (s *Store) auditIn(ctx context.Context, tx writeTx, e *AuditEntry) error {
+	if e == nil {
+		return nil
 	}
-	return s.write(ctx, func(tx writeTx) error { return insertAudit(ctx, tx, row) })
+	row, err := s.auditRowOf(*e)
+	if err != nil {
+		return err
+	}
+	return insertAudit(ctx, tx, row)
 }
 
 // auditRow is an audit entry's columns, in the order insertAudit writes them.

@@ -3,20 +3,29 @@ package keystore
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 )
 
-// ErrDomainTaken is an attach of a domain that another worker holds.
+// ErrDomainTaken is an attach of a domain that another worker holds verified.
 var ErrDomainTaken = errors.New("the domain is attached to another worker")
 
 // ErrDomainNotFound is a change to a domain the worker does not hold.
 var ErrDomainNotFound = errors.New("no such domain")
 
+// ErrTooManyPending is an attach that would give a namespace more pending claims than its cap.
+var ErrTooManyPending = errors.New("too many pending custom domains")
+
+// PendingDomainTTL is how long a claim of a custom domain stays pending: one its TXT record
+// has not verified by then is dropped (no longer listed, counted or in anyone's way), so a
+// claim made of a name its claimant does not control does not hold the name forever.
+const PendingDomainTTL = 7 * 24 * time.Hour
+
 // WorkerDomain is a custom domain attached to a worker: served once a DNS TXT record proved the
-// attacher controls it (VerifiedAt set). Removed domains stay as tombstones (RemovedAt set) so
+// attacher controls it (VerifiedAt set). While pending, several workers may claim one domain,
+// each with a token of its own; the first verified takes it and the other claims are dropped. Removed domains stay as tombstones (RemovedAt set) so
 // that every instance learns of the removal. Times are Unix seconds.
 type WorkerDomain struct {
 	Domain          string // lower case, no trailing dot
@@ -56,9 +65,11 @@ func newToken() string {
 }
 
 // AttachDomain attaches domain (checked by the caller) to worker, by by, and returns its row:
-// a new one with a fresh token, or the live one when the worker holds it already. A domain
-// another worker holds is ErrDomainTaken.
-func (s *Store) AttachDomain(ctx context.Context, domain, worker string, by Principal) (WorkerDomain, error) {
+// a new claim with a fresh token, or the live one when the worker holds it already. A domain
+// another worker holds verified is ErrDomainTaken; one it holds pending blocks nothing (whoever
+// verifies first gets it). A new claim that would give the worker's namespace more than
+// maxPending pending claims is ErrTooManyPending (no cap when maxPending <= 0).
+func (s *Store) AttachDomain(ctx context.Context, domain, worker string, maxPending int, by Principal) (WorkerDomain, error) {
 	defer s.timed("attach_domain")()
 	if err := checkRef(UnitRef{Kind: UnitWorker, Name: worker}, true); err != nil {
 		return WorkerDomain{}, err
@@ -68,18 +79,37 @@ func (s *Store) AttachDomain(ctx context.Context, domain, worker string, by Prin
 	}
 	var out WorkerDomain
 	err := s.write(ctx, func(tx writeTx) error {
-		cur, err := scanDomain(tx.QueryRowContext(ctx, `SELECT `+domainColumns+` FROM worker_domains WHERE domain = ?`, domain))
-		switch {
-		case err == nil && cur.RemovedAt == 0 && cur.Worker != worker:
-			return ErrDomainTaken
-		case err == nil && cur.RemovedAt == 0:
-			out = cur
-			return nil
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("reading domain %s: %w", domain, err)
+		now := s.now().Unix()
+		if err := dropExpired(ctx, tx, now, `domain = ?`, domain); err != nil {
+			return err
+		}
+		claims, err := readDomains(ctx, tx, `removed_at = 0 AND domain = ?`, domain)
+		if err != nil {
+			return err
+		}
+		for _, d := range claims {
+			switch {
+			case d.Worker == worker:
+				out = d
+				return nil
+			case d.Verified():
+				return ErrDomainTaken
+			}
 		}
 		scope := NamespaceOf(worker)
-		now := s.now().Unix()
+		if maxPending > 0 {
+			if err := dropExpired(ctx, tx, now, `scope = ?`, scope); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_domains WHERE scope = ? AND removed_at = 0 AND verified_at = 0`,
+				scope).Scan(&n); err != nil {
+				return fmt.Errorf("counting the pending domains: %w", err)
+			}
+			if n >= maxPending {
+				return ErrTooManyPending
+			}
+		}
 		out = WorkerDomain{Domain: domain, Worker: worker, Scope: scope, Token: newToken(), CreatedAt: now,
 			ChangedByID: by.ID, ChangedByPrefix: by.KeyPrefix, Change: tx.seq}
 		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO worker_domains (`+domainColumns+`) VALUES (?, ?, ?, ?, 0, 0, '', 0, ?, ?, ?, ?)`,
@@ -96,13 +126,58 @@ func (s *Store) AttachDomain(ctx context.Context, domain, worker string, by Prin
 	return out, nil
 }
 
+// DropExpiredDomains drops the claims still pending PendingDomainTTL after they were made,
+// as tombstones every instance learns of, and returns how many went. Listings skip them
+// already; this keeps the table and the router's view of pending names current. A store
+// holding none writes nothing.
+func (s *Store) DropExpiredDomains(ctx context.Context) (int, error) {
+	defer s.timed("drop_expired_domains")()
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_domains WHERE removed_at = 0 AND verified_at = 0 AND created_at <= ?`,
+		pendingSince(s.now().Unix())).Scan(&n); err != nil || n == 0 {
+		return 0, err
+	}
+	err := s.write(ctx, func(tx writeTx) error { return dropExpired(ctx, tx, s.now().Unix(), `1 = 1`) })
+	if err != nil {
+		return 0, err
+	}
+	s.domainsChangedNow()
+	return n, nil
+}
+
+// pendingSince is the creation time before which a pending claim has expired at now.
+func pendingSince(now int64) int64 { return now - int64(PendingDomainTTL/time.Second) }
+
+// dropExpired tombstones the pending claims matching where (with args) older than
+// PendingDomainTTL at now, so every instance learns that they went.
+func dropExpired(ctx context.Context, tx writeTx, now int64, where string, args ...any) error {
+	_, err := tx.ExecContext(ctx, `UPDATE worker_domains SET removed_at = ?, change_seq = ?
+		WHERE removed_at = 0 AND verified_at = 0 AND created_at <= ? AND `+where, append([]any{now, tx.seq, pendingSince(now)}, args...)...)
+	if err != nil {
+		return fmt.Errorf("dropping expired domain claims: %w", err)
+	}
+	return nil
+}
+
 // RecordDomainCheck stores the outcome of a DNS check of worker's domain: verified, or the
-// reason it failed (a verified domain stays verified). It returns the row as stored.
+// reason it failed (a verified domain stays verified). The first claim verified takes the
+// domain: the other workers' pending claims of it are dropped, and a check that passes after
+// another worker's claim was verified is ErrDomainTaken. It returns the row as stored.
 func (s *Store) RecordDomainCheck(ctx context.Context, domain, worker string, verified bool, reason string) (WorkerDomain, error) {
 	defer s.timed("check_domain")()
 	var out WorkerDomain
 	err := s.write(ctx, func(tx writeTx) error {
 		now := s.now().Unix()
+		if verified {
+			var held int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_domains WHERE domain = ? AND worker != ? AND removed_at = 0 AND verified_at != 0`,
+				domain, worker).Scan(&held); err != nil {
+				return fmt.Errorf("reading domain %s: %w", domain, err)
+			}
+			if held > 0 {
+				return ErrDomainTaken
+			}
+		}
 		verifiedAt := "verified_at"
 		if verified {
 			verifiedAt = "CASE WHEN verified_at = 0 THEN ? ELSE verified_at END"
@@ -111,16 +186,23 @@ func (s *Store) RecordDomainCheck(ctx context.Context, domain, worker string, ve
 		if verified {
 			args = append(args, now)
 		}
-		args = append(args, now, reason, tx.seq, domain, worker)
+		args = append(args, now, reason, tx.seq, domain, worker, pendingSince(now))
+		// An expired claim is not revived by a check: its claimant attaches it again.
 		res, err := tx.ExecContext(ctx, `UPDATE worker_domains SET verified_at = `+verifiedAt+`, checked_at = ?, check_error = ?, change_seq = ?
-			WHERE domain = ? AND worker = ? AND removed_at = 0`, args...)
+			WHERE domain = ? AND worker = ? AND removed_at = 0 AND (verified_at != 0 OR created_at > ?)`, args...)
 		if err != nil {
 			return fmt.Errorf("recording the check of domain %s: %w", domain, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrDomainNotFound
 		}
-		out, err = scanDomain(tx.QueryRowContext(ctx, `SELECT `+domainColumns+` FROM worker_domains WHERE domain = ?`, domain))
+		if verified {
+			if _, err := tx.ExecContext(ctx, `UPDATE worker_domains SET removed_at = ?, change_seq = ?
+				WHERE domain = ? AND worker != ? AND removed_at = 0`, now, tx.seq, domain, worker); err != nil {
+				return fmt.Errorf("dropping the other claims of domain %s: %w", domain, err)
+			}
+		}
+		out, err = scanDomain(tx.QueryRowContext(ctx, `SELECT `+domainColumns+` FROM worker_domains WHERE domain = ? AND worker = ?`, domain, worker))
 		return err
 	})
 	if err != nil {
@@ -132,6 +214,12 @@ func (s *Store) RecordDomainCheck(ctx context.Context, domain, worker string, ve
 
 // RemoveDomain detaches domain from worker, by by.
 func (s *Store) RemoveDomain(ctx context.Context, domain, worker string, by Principal) error {
+	return s.RemoveDomainAudited(ctx, domain, worker, by, nil)
+}
+
+// RemoveDomainAudited is RemoveDomain that also stores e, the detach's audit entry, in the
+// same transaction (none when e is nil).
+func (s *Store) RemoveDomainAudited(ctx context.Context, domain, worker string, by Principal, e *AuditEntry) error {
 	defer s.timed("remove_domain")()
 	err := s.write(ctx, func(tx writeTx) error {
 		now := s.now().Unix()
@@ -143,7 +231,7 @@ func (s *Store) RemoveDomain(ctx context.Context, domain, worker string, by Prin
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrDomainNotFound
 		}
-		return nil
+		return s.auditIn(ctx, tx, e)
 	})
 	if err != nil {
 		return err
@@ -153,20 +241,27 @@ func (s *Store) RemoveDomain(ctx context.Context, domain, worker string, by Prin
 }
 
 // Domains returns the live domains as this instance holds them, of worker only when worker is
-// not "", by domain.
+// not "", by domain: the verified ones and the pending claims not expired (several workers
+// may claim one domain while it is pending).
 func (s *Store) Domains(ctx context.Context, worker string) ([]WorkerDomain, error) {
 	defer s.timed("list_domains")()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+domainColumns+` FROM worker_domains
-		WHERE removed_at = 0 AND (? = '' OR worker = ?) ORDER BY domain`, worker, worker)
+	return readDomains(ctx, s.db, `removed_at = 0 AND (verified_at != 0 OR created_at > ?) AND (? = '' OR worker = ?)`,
+		pendingSince(s.now().Unix()), worker, worker)
+}
+
+// readDomains reads the rows of worker_domains matching where (with args), by domain and
+// worker.
+func readDomains(ctx context.Context, db queryer, where string, args ...any) ([]WorkerDomain, error) {
+	rows, err := db.QueryContext(ctx, `SELECT `+domainColumns+` FROM worker_domains WHERE `+where+` ORDER BY domain, worker`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("reading the domains: %v", err)
+		return nil, fmt.Errorf("reading the domains: %w", err)
 	}
 	defer rows.Close()
 	out := []WorkerDomain{}
 	for rows.Next() {
 		d, err := scanDomain(rows)
 		if err != nil {
-			return nil, fmt.Errorf("reading the domains: %v", err)
+			return nil, fmt.Errorf("reading the domains: %w", err)
 		}
 		out = append(out, d)
 	}

@@ -2,9 +2,11 @@ package keystore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,17 +32,14 @@ func TestDomains(t *testing.T) {
 			t.Errorf("%s did not signal DomainsChanged", what)
 		}
 	}
-	d, err := s.AttachDomain(ctx, "shop.example.org", "@team/shop", by)
+	d, err := s.AttachDomain(ctx, "shop.example.org", "@team/shop", 0, by)
 	if err != nil || d.Token == "" || d.Scope != "@team" || d.Verified() {
 		t.Fatalf("attach = %+v, %v", d, err)
 	}
 	signalled("attach")
-	again, err := s.AttachDomain(ctx, "shop.example.org", "@team/shop", by)
+	again, err := s.AttachDomain(ctx, "shop.example.org", "@team/shop", 0, by)
 	if err != nil || again.Token != d.Token {
 		t.Errorf("attaching again = %+v, %v; want the same token", again, err)
-	}
-	if _, err := s.AttachDomain(ctx, "shop.example.org", "other", by); !errors.Is(err, ErrDomainTaken) {
-		t.Errorf("attach to another worker = %v", err)
 	}
 	failed, err := s.RecordDomainCheck(ctx, "shop.example.org", "@team/shop", false, "no TXT record")
 	if err != nil || failed.Verified() || failed.CheckError != "no TXT record" || failed.CheckedAt == 0 {
@@ -50,7 +49,10 @@ func TestDomains(t *testing.T) {
 	if err != nil || !passed.Verified() || passed.CheckError != "" {
 		t.Errorf("passed check = %+v, %v", passed, err)
 	}
-	if _, err := s.RecordDomainCheck(ctx, "shop.example.org", "other", true, ""); !errors.Is(err, ErrDomainNotFound) {
+	if _, err := s.AttachDomain(ctx, "shop.example.org", "other", 0, by); !errors.Is(err, ErrDomainTaken) {
+		t.Errorf("attach of a verified domain to another worker = %v", err)
+	}
+	if _, err := s.RecordDomainCheck(ctx, "shop.example.org", "other", true, ""); !errors.Is(err, ErrDomainTaken) {
 		t.Errorf("check of another worker's domain = %v", err)
 	}
 	if list, err := s.Domains(ctx, "@team/shop"); err != nil || len(list) != 1 || !list[0].Verified() {
@@ -66,7 +68,7 @@ func TestDomains(t *testing.T) {
 	if list, _ := s.Domains(ctx, ""); len(list) != 0 {
 		t.Errorf("after removal: %+v", list)
 	}
-	moved, err := s.AttachDomain(ctx, "shop.example.org", "other", by)
+	moved, err := s.AttachDomain(ctx, "shop.example.org", "other", 0, by)
 	if err != nil || moved.Token == d.Token || moved.Verified() {
 		t.Errorf("attach after removal = %+v, %v; want a new, unverified row", moved, err)
 	}
@@ -80,7 +82,7 @@ func TestSyncSharesDomains(t *testing.T) {
 	primary := testkit.StartSqld(t)
 	a, _ := syncStore(t, primary, time.Hour)
 	b, _ := syncStore(t, primary, 200*time.Millisecond)
-	if _, err := a.AttachDomain(ctx, "shop.example.org", "shop", Principal{}); err != nil {
+	if _, err := a.AttachDomain(ctx, "shop.example.org", "shop", 0, Principal{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.RecordDomainCheck(ctx, "shop.example.org", "shop", true, ""); err != nil {
@@ -115,4 +117,133 @@ func TestSyncSharesDomains(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestDomainClaims: a namespace holds at most maxPending pending claims; a pending claim
+// blocks no other worker, which gets a token of its own, and the first verified takes the
+// domain and drops the others; a claim not verified within PendingDomainTTL is dropped and
+// counts no more.
+func TestDomainClaims(t *testing.T) {
+	ctx := context.Background()
+	s, clk, _ := newStore(t)
+	by := Principal{ID: 7, KeyPrefix: "rt_abc"}
+	names := func(worker string) []string {
+		t.Helper()
+		list, err := s.Domains(ctx, worker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, d := range list {
+			out = append(out, d.Domain+" "+d.Worker)
+		}
+		return out
+	}
+	squat := map[string]WorkerDomain{}
+	for _, d := range []string{"a.example.org", "b.example.org"} {
+		c, err := s.AttachDomain(ctx, d, "@team/app", 2, by)
+		if err != nil {
+			t.Fatal(err)
+		}
+		squat[d] = c
+	}
+	if _, err := s.AttachDomain(ctx, "c.example.org", "@team/app", 2, by); !errors.Is(err, ErrTooManyPending) {
+		t.Errorf("a third pending claim with a cap of 2 = %v, want ErrTooManyPending", err)
+	}
+	if _, err := s.AttachDomain(ctx, "c.example.org", "@team/other", 2, by); !errors.Is(err, ErrTooManyPending) {
+		t.Errorf("a third pending claim of the namespace through another worker = %v, want ErrTooManyPending", err)
+	}
+	if _, err := s.AttachDomain(ctx, "a.example.org", "@team/app", 2, by); err != nil {
+		t.Errorf("attaching a claim held already, at the cap = %v", err)
+	}
+
+	owner, err := s.AttachDomain(ctx, "a.example.org", "@other/app", 2, by)
+	if err != nil || owner.Token == squat["a.example.org"].Token || owner.Verified() {
+		t.Fatalf("a claim of a domain pending elsewhere = %+v, %v; want pending with a token of its own", owner, err)
+	}
+	if got, want := names(""), []string{"a.example.org @other/app", "a.example.org @team/app", "b.example.org @team/app"}; !slices.Equal(got, want) {
+		t.Errorf("Domains = %q, want %q", got, want)
+	}
+	if d, err := s.RecordDomainCheck(ctx, "a.example.org", "@other/app", true, ""); err != nil || !d.Verified() || d.Worker != "@other/app" {
+		t.Fatalf("the owner's passed check = %+v, %v", d, err)
+	}
+	if got, want := names(""), []string{"a.example.org @other/app", "b.example.org @team/app"}; !slices.Equal(got, want) {
+		t.Errorf("Domains after the owner verified = %q, want %q (the squatter's claim dropped)", got, want)
+	}
+	if _, err := s.RecordDomainCheck(ctx, "a.example.org", "@team/app", true, ""); !errors.Is(err, ErrDomainTaken) {
+		t.Errorf("the squatter's passed check after the owner's = %v, want ErrDomainTaken", err)
+	}
+	if _, err := s.AttachDomain(ctx, "a.example.org", "@team/app", 2, by); !errors.Is(err, ErrDomainTaken) {
+		t.Errorf("claiming a domain verified elsewhere = %v, want ErrDomainTaken", err)
+	}
+	if _, err := s.AttachDomain(ctx, "c.example.org", "@team/app", 2, by); err != nil {
+		t.Errorf("a claim once the dropped one freed the cap = %v", err)
+	}
+
+	clk.add(PendingDomainTTL)
+	if got, want := names(""), []string{"a.example.org @other/app"}; !slices.Equal(got, want) {
+		t.Errorf("Domains after PendingDomainTTL = %q, want %q (expired claims gone, the verified one kept)", got, want)
+	}
+	select { // the signal of the last attach
+	case <-s.DomainsChanged():
+	default:
+	}
+	if n, err := s.DropExpiredDomains(ctx); n != 2 || err != nil {
+		t.Errorf("DropExpiredDomains = %d, %v; want the 2 expired claims", n, err)
+	}
+	select {
+	case <-s.DomainsChanged():
+	default:
+		t.Error("DropExpiredDomains did not signal DomainsChanged")
+	}
+	var tombstones int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_domains WHERE removed_at != 0 AND verified_at = 0 AND worker = '@team/app'`).Scan(&tombstones); err != nil || tombstones != 3 {
+		t.Errorf("the squatter's dropped claims = %d, %v; want 3 tombstones (a, b, c)", tombstones, err)
+	}
+	if n, err := s.DropExpiredDomains(ctx); n != 0 || err != nil {
+		t.Errorf("DropExpiredDomains again = %d, %v; want none", n, err)
+	}
+	if _, err := s.RecordDomainCheck(ctx, "b.example.org", "@team/app", true, ""); !errors.Is(err, ErrDomainNotFound) {
+		t.Errorf("a passed check of an expired claim = %v, want ErrDomainNotFound", err)
+	}
+	for _, d := range []string{"d.example.org", "e.example.org"} {
+		if _, err := s.AttachDomain(ctx, d, "@team/app", 2, by); err != nil {
+			t.Errorf("a claim once the others expired: %s = %v", d, err)
+		}
+	}
+	fresh, err := s.AttachDomain(ctx, "b.example.org", "@team/next", 0, by)
+	if err != nil || fresh.Token == squat["b.example.org"].Token {
+		t.Errorf("claiming an expired claim's domain again = %+v, %v; want a new claim", fresh, err)
+	}
+}
+
+// TestDomainClaimsMigration: a store of the schema before claims (one row per domain) keeps its
+// domains, and then takes a second claim of a pending one.
+func TestDomainClaimsMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "api-keys.db")
+	db, err := sql.Open("libsql", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before = 10 // the schema version before worker_domains became one row per claim
+	for _, q := range append(slices.Clone(migrations[:before]), fmt.Sprintf(`PRAGMA user_version = %d`, before),
+		`INSERT INTO worker_domains (domain, worker, scope, token, created_at, change_seq)
+			VALUES ('shop.example.org', '@team/shop', '@team', 'runtime-old', 1799999000, 1)`) {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, _ := openStore(t, path)
+	list, err := s.Domains(ctx, "")
+	if err != nil || len(list) != 1 || list[0].Token != "runtime-old" || list[0].Worker != "@team/shop" {
+		t.Fatalf("Domains after the migration = %+v, %v", list, err)
+	}
+	if _, err := s.AttachDomain(ctx, "shop.example.org", "@other/shop", 10, Principal{}); err != nil {
+		t.Errorf("a second claim of the migrated pending domain = %v", err)
+	}
+	if list, err := s.Domains(ctx, ""); err != nil || len(list) != 2 {
+		t.Errorf("Domains after a second claim = %+v, %v", list, err)
+	}
 }

@@ -317,7 +317,7 @@ func TestMigrate(t *testing.T) {
 	if _, err := local.ChangeSecrets(ctx, "@team/app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.AttachDomain(ctx, "shop.example.org", "@team/app", p); err != nil {
+	if _, err := local.AttachDomain(ctx, "shop.example.org", "@team/app", 0, p); err != nil {
 		t.Fatal(err)
 	}
 	local.Close()

@@ -166,6 +166,31 @@ var migrations = []string{
 	);
 	 CREATE INDEX traffic_splits_change ON traffic_splits (change_seq);
 	 UPDATE store_meta SET value = '5' WHERE name = 'units_schema'`,
+	// 11: one row per claim of a custom domain, (domain, worker): while a domain is pending,
+	// several workers may claim it with tokens of their own, so a claim of a name its claimant
+	// does not control blocks nobody. The rows stay as they were. units_schema stays 5: an
+	// instance not upgraded yet reads the claims of one domain as one row, as it always did.
+	`CREATE TABLE worker_domain_claims (
+		domain            TEXT    NOT NULL,
+		worker            TEXT    NOT NULL,
+		scope             TEXT    NOT NULL DEFAULT '',
+		token             TEXT    NOT NULL,
+		verified_at       INTEGER NOT NULL DEFAULT 0,
+		checked_at        INTEGER NOT NULL DEFAULT 0,
+		check_error       TEXT    NOT NULL DEFAULT '',
+		removed_at        INTEGER NOT NULL DEFAULT 0,
+		created_at        INTEGER NOT NULL,
+		changed_by_id     INTEGER NOT NULL DEFAULT 0,
+		changed_by_prefix TEXT    NOT NULL DEFAULT '',
+		change_seq        INTEGER NOT NULL,
+		PRIMARY KEY (domain, worker)
+	);
+	 INSERT INTO worker_domain_claims SELECT domain, worker, scope, token, verified_at, checked_at, check_error, removed_at,
+		created_at, changed_by_id, changed_by_prefix, change_seq FROM worker_domains;
+	 DROP TABLE worker_domains;
+	 ALTER TABLE worker_domain_claims RENAME TO worker_domains;
+	 CREATE INDEX worker_domains_change ON worker_domains (change_seq);
+	 CREATE INDEX worker_domains_scope ON worker_domains (scope, removed_at, verified_at)`,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -53,6 +53,12 @@ const (
 // unset names, of worker, in one write changed by by, and returns its change number. Removing
 // a secret the worker does not have is ErrSecretNotFound, and nothing changes.
 func (s *Store) ChangeSecrets(ctx context.Context, worker string, set []SealedSecret, unset []string, by Principal) (int64, error) {
+	return s.ChangeSecretsAudited(ctx, worker, set, unset, by, nil)
+}
+
+// ChangeSecretsAudited is ChangeSecrets that also stores e, the change's audit entry, in the
+// same transaction (none when e is nil).
+func (s *Store) ChangeSecretsAudited(ctx context.Context, worker string, set []SealedSecret, unset []string, by Principal, e *AuditEntry) (int64, error) {
 	defer s.timed("change_secrets")()
 	if err := checkRef(UnitRef{Kind: UnitWorker, Name: worker}, true); err != nil {
 		return 0, err
@@ -95,7 +101,7 @@ func (s *Store) ChangeSecrets(ctx context.Context, worker string, set []SealedSe
 				return ErrSecretNotFound
 			}
 		}
-		return nil
+		return s.auditIn(ctx, tx, e)
 	})
 	if err != nil {
 		return 0, err

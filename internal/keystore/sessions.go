@@ -58,6 +58,9 @@ type NewSession struct {
 	RootKey   string
 	TTL       time.Duration
 	UserAgent string
+	// Audit, when set, makes the audit entry of the login from the session as stored; the
+	// entry is written in the session's own transaction, so neither is stored without the other.
+	Audit func(SessionRecord) AuditEntry
 }
 
 // CreateSession stores a new session and returns its token, which is never available again
@@ -108,7 +111,11 @@ func (s *Store) CreateSession(ctx context.Context, ns NewSession) (string, Sessi
 			return fmt.Errorf("ending the oldest sessions: %w", err)
 		}
 		ended, _ = res.RowsAffected()
-		return nil
+		if ns.Audit == nil {
+			return nil
+		}
+		e := ns.Audit(rec)
+		return s.auditIn(ctx, tx, &e)
 	})
 	if err != nil {
 		return "", rec, err

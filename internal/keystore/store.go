@@ -310,12 +310,23 @@ func sameHash(stored string, sum [sha256.Size]byte) bool {
 
 // Create validates nk and stores a new key.
 func (s *Store) Create(ctx context.Context, nk NewKey) (Created, error) {
+	return s.CreateAudited(ctx, nk, nil)
+}
+
+// CreateAudited is Create that also stores audit's entry for the key as stored (its id is
+// known only then), in the same transaction: the key and its key.create entry are written
+// together or not at all, on the local file as on a sync-mode primary. A nil audit stores
+// no entry.
+func (s *Store) CreateAudited(ctx context.Context, nk NewKey, audit func(KeyRecord) AuditEntry) (Created, error) {
 	defer s.timed("create")()
 	var c Created
 	err := s.write(ctx, func(tx writeTx) error {
 		var err error
-		c, err = s.createIn(ctx, tx, nk, nil)
-		return err
+		if c, err = s.createIn(ctx, tx, nk, nil); err != nil || audit == nil {
+			return err
+		}
+		e := audit(c.KeyRecord)
+		return s.auditIn(ctx, tx, &e)
 	})
 	if err != nil {
 		return Created{}, err
@@ -503,7 +514,11 @@ func (s *Store) Get(ctx context.Context, id int64) (KeyRecord, error) {
 
 // Revoke revokes the key with id and ends its sessions. The row stays, but the key is never
 // listed or accepted again, from the next verification on.
-func (s *Store) Revoke(ctx context.Context, id int64) error {
+func (s *Store) Revoke(ctx context.Context, id int64) error { return s.RevokeAudited(ctx, id, nil) }
+
+// RevokeAudited is Revoke that also stores e, the revocation's audit entry, in the same
+// transaction (none when e is nil).
+func (s *Store) RevokeAudited(ctx context.Context, id int64, e *AuditEntry) error {
 	defer s.timed("revoke")()
 	err := s.write(ctx, func(tx writeTx) error {
 		now := s.now().Unix()
@@ -519,7 +534,7 @@ func (s *Store) Revoke(ctx context.Context, id int64) error {
 			now, tx.seq, id); err != nil {
 			return fmt.Errorf("ending the sessions of key %d: %w", id, err)
 		}
-		return nil
+		return s.auditIn(ctx, tx, e)
 	})
 	if err != nil {
 		return err

@@ -1058,7 +1058,7 @@ export interface paths {
         get?: never;
         /**
          * Attach a custom domain to a worker, or check it again
-         * @description Attaches the domain and answers the token that a DNS TXT record `_runtime-challenge.<domain>` must hold; the domain is served, and allowed a certificate on demand, once a check finds it. Each PUT checks the record (DNS only, through the system's resolver or domain_resolvers); PUT again once the record is in place. Refused: IP literals and names that are not DNS names (INVALID_DOMAIN), the API's own hosts and names under workers_domain (DOMAIN_RESERVED), a domain attached to another worker (DOMAIN_TAKEN).
+         * @description Attaches the domain and answers the token that a DNS TXT record `_runtime-challenge.<domain>` must hold; the domain is served, and allowed a certificate on demand, once a check finds it. Each PUT checks the record (DNS only, through the system's resolver or domain_resolvers); PUT again once the record is in place. A claim still pending after 7 days is dropped. A domain another worker claims but has not verified blocks nothing: this worker gets a token of its own, the first claim verified takes the domain and the others are dropped. Refused: IP literals and names that are not DNS names (INVALID_DOMAIN), the API's own hosts and names under workers_domain (DOMAIN_RESERVED), a domain verified for another worker (DOMAIN_TAKEN), a new claim past max_pending_domains pending claims in the worker's namespace (TOO_MANY_PENDING_DOMAINS).
          */
         put: operations["attachWorkerDomain"];
         post?: never;
@@ -7120,7 +7120,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description The domain is attached to another worker (DOMAIN_TAKEN) */
+            /** @description The domain is verified for another worker (DOMAIN_TAKEN), or the namespace holds max_pending_domains pending claims (TOO_MANY_PENDING_DOMAINS) */
             409: {
                 headers: {
                     /** @description correlation id of the request */
