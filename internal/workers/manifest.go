@@ -4,6 +4,8 @@ package workers
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +115,9 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	if err := m.checkRuntime(); err != nil {
 		return m, err
 	}
+	if err := m.checkEnv(); err != nil {
+		return m, err
+	}
 	switch m.Listen {
 	case "":
 		m.Listen = ListenPort
@@ -150,6 +155,18 @@ func (m Manifest) checkRuntime() error {
 		return fmt.Errorf("runtime: wasm needs module, the WebAssembly file to run (module: app.wasm)")
 	case len(m.Command) > 0 || m.Entrypoint != "":
 		return fmt.Errorf("a worker with runtime: wasm runs its module; remove command and entrypoint")
+	}
+	return nil
+}
+
+// checkEnv refuses an env name the runtime sets itself (ManifestVariable), for every kind of
+// worker: the runtime's value would win, or for CGI's HTTP_* a visitor's header would.
+func (m Manifest) checkEnv() error {
+	for _, name := range slices.Sorted(maps.Keys(m.Env)) {
+		if !ManifestVariable(name) {
+			return fmt.Errorf("env %s is set by the runtime (a process worker's PORT, HOST, TMPDIR and LISTEN_*, "+
+				"a WebAssembly worker's CGI variables such as HTTP_*, SERVER_*, REMOTE_ADDR and PATH_INFO); choose another name", name)
+		}
 	}
 	return nil
 }

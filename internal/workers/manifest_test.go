@@ -3,6 +3,7 @@ package workers
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/caddy-runtime/runtime/internal/packages"
@@ -58,6 +59,38 @@ func TestManifestListen(t *testing.T) {
 		md, _ := packages.ReadMetadata(root, ".")
 		if m, err := ReadManifest(md); err != nil || m.Listen != want {
 			t.Errorf("listen: %s read as %q, %v", want, m.Listen, err)
+		}
+	}
+}
+
+// TestManifestEnv: env may not name a variable the runtime sets for some kind of worker (a
+// process worker's, CGI's), whatever kind the version is; PATH and HOME, defaults a process
+// worker's manifest may change, and names merely like the runtime's pass.
+func TestManifestEnv(t *testing.T) {
+	dir := t.TempDir()
+	root, _ := os.OpenRoot(dir)
+	defer root.Close()
+	for _, tt := range []struct {
+		name string
+		ok   bool
+	}{
+		{"GREETING", true}, {"PATH", true}, {"HOME", true}, {"http_proxy", true}, {"HTTPS_PROXY", true}, {"REMOTE", true}, {"PORTS", true},
+		{"PORT", false}, {"HOST", false}, {"TMPDIR", false}, {"LISTEN_FDS", false}, {"LISTEN_PID", false},
+		{"HTTP_AUTHORIZATION", false}, {"HTTP_X_TOKEN", false}, {"HTTP_PROXY", false}, {"REMOTE_ADDR", false}, {"REMOTE_HOST", false},
+		{"REMOTE_USER", false}, {"AUTH_TYPE", false}, {"REQUEST_METHOD", false}, {"SCRIPT_NAME", false}, {"PATH_INFO", false},
+		{"PATH_TRANSLATED", false}, {"QUERY_STRING", false}, {"SERVER_NAME", false}, {"SERVER_ANYTHING", false},
+		{"CONTENT_TYPE", false}, {"CONTENT_LENGTH", false}, {"GATEWAY_INTERFACE", false}, {"HTTPS", false}, {"WORKER_NAME", false},
+	} {
+		for _, kind := range []string{"entrypoint: server\n", "runtime: wasm\nmodule: app.wasm\n", "entrypoint: index.html\n"} {
+			os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\n"+kind+"env: {"+tt.name+": x}\n"), 0o644)
+			md, _ := packages.ReadMetadata(root, ".")
+			_, err := ReadManifest(md)
+			if (err == nil) != tt.ok {
+				t.Errorf("env %s with %q: %v, want ok %v", tt.name, kind, err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "env "+tt.name+" is set by the runtime") {
+				t.Errorf("env %s: the error %q does not name it", tt.name, err)
+			}
 		}
 	}
 }
