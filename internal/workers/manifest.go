@@ -165,7 +165,7 @@ func (m Manifest) checkEnv() error {
 	for _, name := range slices.Sorted(maps.Keys(m.Env)) {
 		if !ManifestVariable(name) {
 			return fmt.Errorf("env %s is set by the runtime (a process worker's PORT, HOST, TMPDIR and LISTEN_*, "+
-				"a WebAssembly worker's CGI variables such as HTTP_*, SERVER_*, REMOTE_ADDR and PATH_INFO); choose another name", name)
+				"a WebAssembly worker's CGI variables such as HTTP_*, SERVER_NAME, REMOTE_ADDR and PATH_INFO); choose another name", name)
 		}
 	}
 	return nil

@@ -78,7 +78,7 @@ func TestManifestEnv(t *testing.T) {
 		{"PORT", false}, {"HOST", false}, {"TMPDIR", false}, {"LISTEN_FDS", false}, {"LISTEN_PID", false},
 		{"HTTP_AUTHORIZATION", false}, {"HTTP_X_TOKEN", false}, {"HTTP_PROXY", false}, {"REMOTE_ADDR", false}, {"REMOTE_HOST", false},
 		{"REMOTE_USER", false}, {"AUTH_TYPE", false}, {"REQUEST_METHOD", false}, {"SCRIPT_NAME", false}, {"PATH_INFO", false},
-		{"PATH_TRANSLATED", false}, {"QUERY_STRING", false}, {"SERVER_NAME", false}, {"SERVER_ANYTHING", false},
+		{"PATH_TRANSLATED", false}, {"QUERY_STRING", false}, {"SERVER_NAME", false}, {"SERVER_PROTOCOL", false}, {"SERVER_SOFTWARE", false}, {"SERVER_URL", true},
 		{"CONTENT_TYPE", false}, {"CONTENT_LENGTH", false}, {"GATEWAY_INTERFACE", false}, {"HTTPS", false}, {"WORKER_NAME", false},
 	} {
 		for _, kind := range []string{"entrypoint: server\n", "runtime: wasm\nmodule: app.wasm\n", "entrypoint: index.html\n"} {

@@ -577,15 +577,13 @@ func (pr *proc) environ(port int, scratch string) []string {
 			env[v.name] = v.value(pr, port, scratch)
 		}
 	}
-	// Names the upload and the secrets API refuse never get here, but a version or a secret
-	// stored before the refusal may hold one: the runtime's value wins (or none is set).
 	for k, v := range pr.m.Env {
-		if ManifestVariable(k) {
-			env[k] = v
-		}
+		env[k] = v
 	}
+	// The secrets API refuses the runtime's names, but a secret stored before may hold one:
+	// the runtime's value wins (the launcher writes LISTEN_* over any).
 	for k, v := range pr.secrets {
-		if !RuntimeVariable(k) {
+		if !processVariable(k) {
 			env[k] = v
 		}
 	}
@@ -634,8 +632,12 @@ func listenPort(port int) string {
 // over it, or it over the runtime, or a visitor's header over it (HTTP_*): one list, whatever
 // kind the worker is or becomes with its next version.
 func RuntimeVariable(name string) bool {
-	return slices.ContainsFunc(runtimeVars, func(v runtimeVar) bool { return v.name == name }) ||
-		strings.HasPrefix(name, sandbox.ListenPrefix) || cgiVariable(name)
+	return processVariable(name) || cgiVariable(name)
+}
+
+// processVariable reports whether the runtime sets name for a process worker.
+func processVariable(name string) bool {
+	return slices.ContainsFunc(runtimeVars, func(v runtimeVar) bool { return v.name == name }) || strings.HasPrefix(name, sandbox.ListenPrefix)
 }
 
 // ManifestVariable reports whether a manifest's env may set name: any but those the runtime
@@ -647,22 +649,22 @@ func ManifestVariable(name string) bool {
 
 // cgiVariables are the meta-variables of RFC 3875 (section 4.1) and those a WebAssembly
 // instance gets from the runtime besides (REQUEST_URI, REMOTE_PORT, HTTPS, WORKER_NAME,
-// WORKER_VERSION; see serving's wasmEnv), but for the prefixed ones of cgiPrefixes.
+// WORKER_VERSION; see serving's wasmEnv), but for HTTP_* (cgiHeaderPrefix). The SERVER_ ones
+// are named one by one, so an app's SERVER_URL stays its own.
 var cgiVariables = []string{
 	"AUTH_TYPE", "CONTENT_LENGTH", "CONTENT_TYPE", "GATEWAY_INTERFACE", "HTTPS", "PATH_INFO", "PATH_TRANSLATED",
 	"QUERY_STRING", "REMOTE_ADDR", "REMOTE_HOST", "REMOTE_IDENT", "REMOTE_PORT", "REMOTE_USER", "REQUEST_METHOD",
-	"REQUEST_URI", "SCRIPT_NAME", "WORKER_NAME", "WORKER_VERSION",
+	"REQUEST_URI", "SCRIPT_NAME", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SERVER_SOFTWARE",
+	"WORKER_NAME", "WORKER_VERSION",
 }
 
-// cgiPrefixes start CGI's families of variables: HTTP_ one for each request header line,
-// SERVER_ the server's (SERVER_NAME, SERVER_PORT, SERVER_PROTOCOL, SERVER_SOFTWARE and any
-// later one).
-var cgiPrefixes = []string{"HTTP_", "SERVER_"}
+// cgiHeaderPrefix starts the variable of each request header line.
+const cgiHeaderPrefix = "HTTP_"
 
 // cgiVariable reports whether name is one of CGI's variables, as the runtime writes them (in
 // upper case; a lower-case http_proxy is nobody's but the worker's).
 func cgiVariable(name string) bool {
-	return slices.Contains(cgiVariables, name) || slices.ContainsFunc(cgiPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+	return slices.Contains(cgiVariables, name) || strings.HasPrefix(name, cgiHeaderPrefix)
 }
 
 // awaitReady waits until the process accepts connections, exits, or startTimeout passes. It

@@ -7669,7 +7669,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME, LISTEN_* or a CGI variable such as HTTP_*, SERVER_*, REMOTE_ADDR or PATH_INFO) */
+                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME, LISTEN_* or a CGI variable such as HTTP_*, SERVER_NAME, REMOTE_ADDR or PATH_INFO) */
                 secret: string;
                 scope: string;
                 name: string;
@@ -7756,7 +7756,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME, LISTEN_* or a CGI variable such as HTTP_*, SERVER_*, REMOTE_ADDR or PATH_INFO) */
+                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME, LISTEN_* or a CGI variable such as HTTP_*, SERVER_NAME, REMOTE_ADDR or PATH_INFO) */
                 secret: string;
                 scope: string;
                 name: string;
