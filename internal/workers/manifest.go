@@ -115,9 +115,6 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	if err := m.checkRuntime(); err != nil {
 		return m, err
 	}
-	if err := m.checkEnv(); err != nil {
-		return m, err
-	}
 	switch m.Listen {
 	case "":
 		m.Listen = ListenPort
@@ -160,7 +157,9 @@ func (m Manifest) checkRuntime() error {
 }
 
 // checkEnv refuses an env name the runtime sets itself (ManifestVariable), for every kind of
-// worker: the runtime's value would win, or for CGI's HTTP_* a visitor's header would.
+// worker: the runtime's value would win, or for CGI's HTTP_* a visitor's header would. Admit
+// checks it, so uploads, manifest writes and enables are refused; a version put on disk by
+// hand is still served, the runtime's variables winning (see environ and serving's wasmEnv).
 func (m Manifest) checkEnv() error {
 	for _, name := range slices.Sorted(maps.Keys(m.Env)) {
 		if !ManifestVariable(name) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/packages"
 )
 
@@ -63,13 +64,11 @@ func TestManifestListen(t *testing.T) {
 	}
 }
 
-// TestManifestEnv: env may not name a variable the runtime sets for some kind of worker (a
-// process worker's, CGI's), whatever kind the version is; PATH and HOME, defaults a process
-// worker's manifest may change, and names merely like the runtime's pass.
+// TestManifestEnv: Admit refuses an env naming a variable the runtime sets for some kind of
+// worker (a process worker's, CGI's), whatever kind the version is; PATH and HOME, defaults a
+// process worker's manifest may change, and names merely like the runtime's pass.
 func TestManifestEnv(t *testing.T) {
-	dir := t.TempDir()
-	root, _ := os.OpenRoot(dir)
-	defer root.Close()
+	all := Policy{ProcessWorkers: config.Namespaces{All: true}, WasmWorkers: config.Namespaces{All: true}}
 	for _, tt := range []struct {
 		name string
 		ok   bool
@@ -82,14 +81,12 @@ func TestManifestEnv(t *testing.T) {
 		{"CONTENT_TYPE", false}, {"CONTENT_LENGTH", false}, {"GATEWAY_INTERFACE", false}, {"HTTPS", false}, {"WORKER_NAME", false},
 	} {
 		for _, kind := range []string{"entrypoint: server\n", "runtime: wasm\nmodule: app.wasm\n", "entrypoint: index.html\n"} {
-			os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\n"+kind+"env: {"+tt.name+": x}\n"), 0o644)
-			md, _ := packages.ReadMetadata(root, ".")
-			_, err := ReadManifest(md)
+			err := Admit(manifestOnly(t, "name: a\n"+kind+"env: {"+tt.name+": x}\n"), all, nil)
 			if (err == nil) != tt.ok {
 				t.Errorf("env %s with %q: %v, want ok %v", tt.name, kind, err, tt.ok)
 			}
-			if err != nil && !strings.Contains(err.Error(), "env "+tt.name+" is set by the runtime") {
-				t.Errorf("env %s: the error %q does not name it", tt.name, err)
+			if err != nil && (!packages.IsCode(err, packages.CodeInvalidManifest) || !strings.Contains(err.Error(), "env "+tt.name+" is set by the runtime")) {
+				t.Errorf("env %s: %v, want INVALID_MANIFEST naming it", tt.name, err)
 			}
 		}
 	}
