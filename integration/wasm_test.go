@@ -41,7 +41,7 @@ func TestWasmWorker(t *testing.T) {
 	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
 		App: "\t\tprocess_workers off\n\t\twasm_workers @team\n\t\twasm_memory 96MiB"})
-	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "@team/hello", "1.0.0", "timeout: 3s\nlimits:\n  memory: 64MiB\nenv:\n  GREETING: hi\n  REQUEST_METHOD: spoofed\n"), rootKey)
+	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "@team/hello", "1.0.0", "timeout: 3s\nlimits:\n  memory: 64MiB\nenv:\n  GREETING: hi\n"), rootKey)
 
 	t.Run("get", func(t *testing.T) {
 		s := s.In(t)
