@@ -118,30 +118,24 @@ func setLines(h http.Header, name string, lines []string) {
 }
 
 // stripCookies returns a Cookie line without the pairs naming a session cookie: unchanged
-// when it names none, else rebuilt from its other pairs, each after the separator that came
-// before it, "" when none is left. Pairs end at ";" and also at ",", which RFC 2965 and some
-// servers (Caddy's placeholder among them, by way of Go's older parsers) read as a separator.
+// when it names none, else rebuilt from its other pairs, "" when none is left. Pairs end at
+// ";", and at "," too, which RFC 2965 and lenient servers read as a separator; the pairs
+// between two ";" are joined with "; " as before, those between commas keep their text (a
+// value may hold a comma).
 func (c Credentials) stripCookies(line string) string {
 	if !c.namesSession(line) {
 		return line
 	}
-	var b strings.Builder
-	before := byte(';') // the separator before the pair at hand
-	for line != "" {
-		p, rest, sep := line, "", byte(';')
-		if i := strings.IndexAny(line, ";,"); i >= 0 {
-			p, rest, sep = line[:i], line[i+1:], line[i]
+	var kept []string
+	for p := range strings.SplitSeq(line, ";") {
+		if strings.Contains(p, ",") {
+			p = strings.Join(slices.DeleteFunc(strings.Split(p, ","), c.isSessionPair), ",")
 		}
 		if p = strings.TrimSpace(p); p != "" && !c.isSessionPair(p) {
-			if b.Len() > 0 {
-				b.WriteByte(before)
-				b.WriteByte(' ')
-			}
-			b.WriteString(p)
+			kept = append(kept, p)
 		}
-		line, before = rest, sep
 	}
-	return b.String()
+	return strings.Join(kept, "; ")
 }
 
 // cookieSeparator ends a pair of a Cookie line.
