@@ -24,12 +24,12 @@ func TestWasmEnv(t *testing.T) {
 	r.Header.Add("Accept", "b")
 	r.Header.Set("Proxy", "http://evil")
 	t.Run("full", func(t *testing.T) {
-		m := workers.Manifest{Env: map[string]string{"GREETING": "hi", "PATH_INFO": "/spoofed", "HTTP_X_TWO": "spoofed", "TOKEN": "from the manifest"}}
+		m := workers.Manifest{Env: map[string]string{"GREETING": "hi", "PATH_INFO": "/spoofed", "HTTP_X_TWO": "spoofed", "TOKEN": "from the manifest", "PATH": "/opt/bin"}}
 		env := wasmEnv(r, Target{Base: "/app", Rest: "/a/b", Version: packages.Version{Version: "1.2.0"}}, m, "app", 4,
 			map[string]string{"TOKEN": "secret", "QUERY_STRING": "spoofed", "HTTP_X_ABSENT": "a secret stored before the refusal"})
 		want := []string{
 			"CONTENT_LENGTH=4", "CONTENT_TYPE=text/plain", "GATEWAY_INTERFACE=CGI/1.1", "GREETING=hi", "HTTPS=on",
-			"HTTP_ACCEPT=a, b", "HTTP_X_REQUEST_ID=", "HTTP_X_TWO=2", "PATH_INFO=/a/b", "QUERY_STRING=x=1",
+			"HTTP_ACCEPT=a, b", "HTTP_X_REQUEST_ID=", "HTTP_X_TWO=2", "PATH=/opt/bin", "PATH_INFO=/a/b", "QUERY_STRING=x=1",
 			"REMOTE_ADDR=192.0.2.1", "REMOTE_PORT=5555", "REQUEST_METHOD=POST", "REQUEST_URI=/app/a/b?x=1",
 			"SCRIPT_NAME=/app", "SERVER_NAME=apps.example.com", "SERVER_PORT=8443", "SERVER_PROTOCOL=HTTP/1.1",
 			"SERVER_SOFTWARE=caddy-runtime", "TOKEN=secret", "WORKER_NAME=app", "WORKER_VERSION=1.2.0",

@@ -156,13 +156,13 @@ func (m Manifest) checkRuntime() error {
 	return nil
 }
 
-// checkEnv refuses an env name the runtime sets itself (ManifestVariable), for every kind of
+// checkEnv refuses an env name the runtime sets itself (manifestVariable), for every kind of
 // worker: the runtime's value would win, or for CGI's HTTP_* a visitor's header would. Admit
 // checks it, so uploads, manifest writes and enables are refused; a version put on disk by
 // hand is still served, the runtime's variables winning (see environ and serving's wasmEnv).
 func (m Manifest) checkEnv() error {
 	for _, name := range slices.Sorted(maps.Keys(m.Env)) {
-		if !ManifestVariable(name) {
+		if !manifestVariable(name) {
 			return fmt.Errorf("env %s is set by the runtime (a process worker's PORT, HOST, TMPDIR and LISTEN_*, "+
 				"a WebAssembly worker's CGI variables such as HTTP_*, SERVER_NAME, REMOTE_ADDR and PATH_INFO); choose another name", name)
 		}

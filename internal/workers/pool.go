@@ -628,11 +628,11 @@ func listenPort(port int) string {
 // RuntimeVariable reports whether the runtime sets the environment variable name for a worker
 // of some kind: for a process worker the variables of runtimeVars and LISTEN_* (socket
 // activation), for a WebAssembly instance the CGI meta-variables of each request (see
-// cgiVariable). A secret of that name is refused for every kind, as the runtime would write
+// CGIVariable). A secret of that name is refused for every kind, as the runtime would write
 // over it, or it over the runtime, or a visitor's header over it (HTTP_*): one list, whatever
 // kind the worker is or becomes with its next version.
 func RuntimeVariable(name string) bool {
-	return processVariable(name) || cgiVariable(name)
+	return processVariable(name) || CGIVariable(name)
 }
 
 // processVariable reports whether the runtime sets name for a process worker.
@@ -640,10 +640,10 @@ func processVariable(name string) bool {
 	return slices.ContainsFunc(runtimeVars, func(v runtimeVar) bool { return v.name == name }) || strings.HasPrefix(name, sandbox.ListenPrefix)
 }
 
-// ManifestVariable reports whether a manifest's env may set name: any but those the runtime
+// manifestVariable reports whether a manifest's env may set name: any but those the runtime
 // sets (RuntimeVariable), except the defaults runtimeVars lets the manifest change (PATH,
 // HOME).
-func ManifestVariable(name string) bool {
+func manifestVariable(name string) bool {
 	return !RuntimeVariable(name) || slices.ContainsFunc(runtimeVars, func(v runtimeVar) bool { return v.name == name && v.beforeManifest })
 }
 
@@ -661,9 +661,10 @@ var cgiVariables = []string{
 // cgiHeaderPrefix starts the variable of each request header line.
 const cgiHeaderPrefix = "HTTP_"
 
-// cgiVariable reports whether name is one of CGI's variables, as the runtime writes them (in
-// upper case; a lower-case http_proxy is nobody's but the worker's).
-func cgiVariable(name string) bool {
+// CGIVariable reports whether name is one of CGI's variables, which a WebAssembly instance gets
+// from the runtime, as the runtime writes them (in upper case; a lower-case http_proxy is
+// nobody's but the worker's).
+func CGIVariable(name string) bool {
 	return slices.Contains(cgiVariables, name) || strings.HasPrefix(name, cgiHeaderPrefix)
 }
 
