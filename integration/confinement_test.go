@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
 )
 
@@ -273,9 +274,9 @@ func TestPluginMenusStayUnderBase(t *testing.T) {
 	refused(t, "a menu through the file manager", s.call("POST", "plugins", "upload", team.Secret,
 		uploadForm(t, "plugins/@team/p", [3]string{"manifest.yaml", "", manifest("@team/p", "/team-p", "https://evil.example/")})),
 		400, "INVALID_MANIFEST", `menus[0] path "https://evil.example/"`)
-	refused(t, "a menu without a base", s.Upload(s.API+"/plugins/upload", "m.tgz",
-		pluginArchive(t, "name: '@team/nb'\nversion: 1.0.0\nmenus:\n  - {title: Link, path: /team-nb/}\n"), harness.WithKey(team.Secret)),
-		400, "INVALID_MANIFEST", "menus[0]")
+	refused(t, "a relative menu without a base", s.Upload(s.API+"/plugins/upload", "m.tgz",
+		pluginArchive(t, "name: '@team/nb'\nversion: 1.0.0\nmenus:\n  - {title: Link, path: team-nb/}\n"), harness.WithKey(team.Secret)),
+		400, "INVALID_MANIFEST", `menus[0] path "team-nb/" is relative`)
 
 	good := manifest("@team/m", "/team-m", "/team-m", "/team-m/", "/team-m/page?tab=1#top", "docs/", "docs/a%20b")
 	if resp := s.Upload(s.API+"/plugins/upload", "m.tgz", pluginArchive(t, good), harness.WithKey(team.Secret)); resp.Status != 200 {
@@ -293,5 +294,48 @@ func TestPluginMenusStayUnderBase(t *testing.T) {
 	}
 	if want := []string{"@team/m /team-m", "@team/m /team-m/", "@team/m /team-m/page?tab=1#top", "@team/m /team-m/docs/", "@team/m /team-m/docs/a%20b"}; !reflect.DeepEqual(paths, want) {
 		t.Errorf("menu paths = %q, want %q", paths, want)
+	}
+}
+
+// TestPluginMenuWithoutBase is point 11 of issue 35: the spec's upload contract installs any
+// valid plugin, and a menu entry is {title, icon, path}, but a plugin with a menu and no base
+// was refused. A path of the workers' site written from its root (which the cpanel renders
+// after the workers' origin, a same-origin link) installs and is listed with its menu; the
+// dangerous shapes stay refused, naming the entry.
+func TestPluginMenuWithoutBase(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	manifest := func(name string, paths ...string) []byte {
+		m := "name: '" + name + "'\nversion: 1.0.0\nmenus:\n"
+		for _, p := range paths {
+			m += fmt.Sprintf("  - {title: Shop admin, icon: cart, path: %q}\n", p)
+		}
+		return pluginArchive(t, m)
+	}
+	for _, p := range []string{"https://evil.example/", "//evil.example/", "javascript:alert(1)", `/\evil.example`, "/docs/\tx", "/docs/../api", "docs/"} {
+		refused(t, fmt.Sprintf("menu path %q without a base", p), s.Upload(s.API+"/plugins/upload", "m.tgz", manifest("bad", "/ok/", p), harness.WithKey(rootKey)),
+			400, "INVALID_MANIFEST", fmt.Sprintf("menus[1] path %q", p))
+	}
+	resp := s.Upload(s.API+"/plugins/upload", "m.tgz", manifest("links", "/shop/admin/", "/?from=panel"), harness.WithKey(rootKey))
+	if resp.Status != 200 {
+		t.Fatalf("upload of a plugin with same-origin menus and no base = %s", resp)
+	}
+	if p, ok := plugins(t, s, rootKey)["links"]; !ok || !p.Enabled || p.Version != "1.0.0" {
+		t.Errorf("GET plugins: links = %+v, %v", p, ok)
+	}
+	reload(t, s)
+	var menus []string
+	for _, l := range loaded(t, s, rootKey) {
+		for _, m := range l.Menus {
+			menus = append(menus, l.Name+" "+m.Title+" "+m.Icon+" "+m.Path)
+		}
+	}
+	if want := []string{"links Shop admin cart /shop/admin/", "links Shop admin cart /?from=panel"}; !reflect.DeepEqual(menus, want) {
+		t.Errorf("GET plugins/loaded menus = %q, want %q", menus, want)
+	}
+	var config api.PluginConfig
+	if resp := s.Get(s.API+"/plugins/links/config", harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&config) != nil ||
+		config.Manifest == nil || len(config.Manifest.Menus) != 2 || config.Manifest.Menus[0].Path != "/shop/admin/" {
+		t.Errorf("GET plugins/links/config = %s", resp)
 	}
 }

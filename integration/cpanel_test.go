@@ -391,11 +391,13 @@ func TestCPanelApps(t *testing.T) {
 }
 
 // TestCPanelPlugins lists plugins with their load state, reloads and shows the summary (a
-// plugin left out with why), and disables one.
+// plugin left out with why), and disables one. A menu links under its plugin's base, and the
+// menu of a plugin without a base to its path on the workers' site, a same-origin link.
 func TestCPanelPlugins(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
 	plugin(t, s, "hello", "version: 1.0.0\nbase: /hello\nmenus:\n  - {title: Greeter, icon: wave, path: /hello/}\n"+respond("hi"), nil)
+	plugin(t, s, "links", "version: 1.0.0\nmenus:\n  - {title: Shop admin, icon: cart, path: /shop/admin/}\n", nil)
 	plugin(t, s, "broken", "version: 1.0.0\ndependencies: [missing]\n", nil)
 	reload(t, s)
 	p, problems := openPanel(t, s)
@@ -410,11 +412,14 @@ func TestCPanelPlugins(t *testing.T) {
 	if href, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.querySelector('nav a[data-icon="wave"]').getAttribute('href')`)); err != nil || href != "/hello/" {
 		t.Errorf("the plugin's menu links to %q (%v), want /hello/", href, err)
 	}
+	if href, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.querySelector('nav a[data-icon="cart"]').href`)); err != nil || href != s.URL+"/shop/admin/" {
+		t.Errorf("the menu of the plugin without a base links to %q (%v), want %s/shop/admin/", href, err, s.URL)
+	}
 	p.screenshot("plugins", 1280)
 	p.screenshot("plugins", 375)
 	p.do("reloading", chromedp.Click(chromedp.Search(`//button[normalize-space()="Reload plugins"]`)),
 		chromedp.WaitVisible(chromedp.CSS(".summary")))
-	if got := p.text(".summary"); !strings.Contains(got, "1 loaded (hello)") || !strings.Contains(got, "broken") {
+	if got := p.text(".summary"); !strings.Contains(got, "2 loaded (hello, links)") || !strings.Contains(got, "broken") {
 		t.Errorf("the reload summary says %q", got)
 	}
 	p.do("disabling hello", chromedp.Click(chromedp.Search(`//button[@aria-label="Disable hello"]`)),

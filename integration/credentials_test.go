@@ -77,6 +77,17 @@ func TestCredentialsStripped(t *testing.T) {
 		{"blanks around the name", [][2]string{{"Cookie", "theme=dark;runtime_api_key =" + session + ";  runtime_api_key\t=" + key.Secret}},
 			"", []string{"theme=dark"}, false},
 		{"the __Host- session cookie", [][2]string{{"Cookie", "__Host-runtime_api_key=" + session + "; theme=dark"}}, "", []string{"theme=dark"}, false},
+		// Odd shapes the API refuses but a lenient server reads (issue 35, point 8).
+		{"Bearer and a tab", [][2]string{{"Authorization", "Bearer\t" + key.Secret}}, "", nil, false},
+		{"Bearer and a comma", [][2]string{{"Authorization", "Bearer," + key.Secret}}, "", nil, false},
+		{"Bearer and a colon", [][2]string{{"Authorization", "Bearer:" + session}}, "", nil, false},
+		{"a quoted key", [][2]string{{"Authorization", `Bearer "` + key.Secret + `"`}, {"Authorization", own}}, own, nil, false},
+		{"a parenthesised root key", [][2]string{{"Authorization", "Bearer (" + rootKey + ")"}}, "", nil, false},
+		{"Basic without padding", [][2]string{{"Authorization", "Basic " + base64.RawStdEncoding.EncodeToString([]byte("ci:"+key.Secret))}}, "", nil, false},
+		{"Basic of key: in the url alphabet", [][2]string{{"Authorization", "Basic " + base64.URLEncoding.EncodeToString([]byte(key.Secret+":"))}}, "", nil, false},
+		{"Proxy-Authorization", [][2]string{{"Proxy-Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(rootKey))}}, "", nil, false},
+		{"an API key header with underscores", [][2]string{{"X_API_KEY", key.Secret}}, "", nil, false},
+		{"comma-separated cookies", [][2]string{{"Cookie", "theme=dark, runtime_api_key=" + session + ", lang=en"}}, "", []string{"theme=dark", "lang=en"}, false},
 	} {
 		opt := withHeaders(tt.lines...)
 		e := echoOf(t, s.Get("/@team/echo/", opt))
@@ -86,6 +97,13 @@ func TestCredentialsStripped(t *testing.T) {
 		for _, c := range tt.cookies {
 			if !strings.Contains(e.Headers["Cookie"], c) {
 				t.Errorf("%s: the worker got Cookie %q, want %s in it", tt.name, e.Headers["Cookie"], c)
+			}
+		}
+		for name, v := range e.Headers {
+			for what, secret := range secrets {
+				if strings.Contains(v, secret) {
+					t.Errorf("%s: the worker got %s in %s: %q", tt.name, what, name, v)
+				}
 			}
 		}
 		if _, ok := e.Headers["X-Api-Key"]; ok {
@@ -113,6 +131,43 @@ func TestCredentialsStripped(t *testing.T) {
 	for _, opt := range []harness.Option{withHeaders([2]string{"Authorization", "Bearer " + key.Secret}), harness.WithCookie("runtime_api_key", session)} {
 		if status, p := sessionOf(t, s, opt); status != 200 || p.Name != "user" {
 			t.Errorf("the API after stripping elsewhere: %d %+v", status, p)
+		}
+	}
+}
+
+// TestRealIPSetByTheRuntime: X-Real-IP, which many apps take for the visitor's address, is the
+// runtime's for workers and plugin routes: the client address Caddy determined (an address
+// forwarded in X-Forwarded-For only by a proxy in trusted_proxies), whatever the client sent in
+// X-Real-IP under any spelling.
+func TestRealIPSetByTheRuntime(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{
+		Env:    map[string]string{"RUNTIME_ROOT_KEY": rootKey},
+		Global: "servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}",
+	})
+	processWorker(t, s, "@team/echo", "1.0.0", "")
+	plugin(t, s, "reflect", "base: /reflect\n"+respond("ip={http.request.header.X-Real-Ip}"), nil)
+	reload(t, s)
+	forged := withHeaders([2]string{"X-Real-Ip", "6.6.6.6"}, [2]string{"x-real-ip", "6.6.6.7"}, [2]string{"X_Real_IP", "6.6.6.8"})
+	for _, tt := range []struct {
+		name string
+		opts []harness.Option
+		want string
+	}{
+		{"from the peer", []harness.Option{forged}, "127.0.0.1"},
+		{"through the trusted proxy", []harness.Option{forged, harness.WithHeader("X-Forwarded-For", "203.0.113.7")}, "203.0.113.7"},
+	} {
+		e := echoOf(t, s.Get("/@team/echo/", tt.opts...))
+		if got := e.Headers["X-Real-Ip"]; got != tt.want {
+			t.Errorf("%s: the worker got X-Real-Ip %q, want %q", tt.name, got, tt.want)
+		}
+		for name, v := range e.Headers {
+			if strings.Contains(v, "6.6.6.") {
+				t.Errorf("%s: the worker got the client's %s: %q", tt.name, name, v)
+			}
+		}
+		if resp := s.Get("/reflect/", tt.opts...); resp.Status != 200 || body(resp) != "ip="+tt.want {
+			t.Errorf("%s: the plugin route = %s, want ip=%s", tt.name, resp, tt.want)
 		}
 	}
 }

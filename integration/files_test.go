@@ -872,3 +872,39 @@ func TestFilesPermissions(t *testing.T) {
 		wantStatus(t, "remover deletes", s.call("DELETE", sf.surface, "delete", remover, harness.WithJSON(map[string]string{"path": u + "/new"})), 200, "")
 	}
 }
+
+// TestDownloadBatchBounded is attack 9 of issue 35: a viewer asking download-batch for one
+// folder 300 times got a zip of 300 copies. The batch stores a path once, however often it is
+// named and whether a folder it names holds it; a zip past max_archive_entries or
+// max_unpacked_size is refused with 413 PAYLOAD_TOO_LARGE naming the setting, before it starts.
+func TestDownloadBatchBounded(t *testing.T) {
+	t.Parallel()
+	s := startFiles(t, map[string]string{"RUNTIME_MAX_ARCHIVE_ENTRIES": "20"})
+	viewer := s.CreateKey(rootKey, map[string]any{"name": "viewer", "role": "viewer"}).Secret
+	const folder = "apps/app/1.0.0"
+	single := s.call("GET", "workers", "download?path="+url.QueryEscape(folder), viewer)
+	wantStatus(t, "download of the folder", single, 200, "")
+	once := zipEntries(t, single.Body)
+	for _, tt := range []struct {
+		name  string
+		paths []string
+	}{
+		{"300 copies", slices.Repeat([]string{folder}, 300)},
+		{"copies with a trailing slash", []string{folder + "/", folder, folder + "/"}},
+		{"the folder and what it holds", []string{folder + "/index.html", folder, folder + "/assets", folder + "/assets/app.js", folder}},
+	} {
+		resp := s.call("GET", "workers", "download-batch?paths="+url.QueryEscape(strings.Join(tt.paths, ",")), viewer)
+		wantStatus(t, tt.name, resp, 200, "")
+		if got := zipEntries(t, resp.Body); fmt.Sprint(got) != fmt.Sprint(once) {
+			t.Errorf("%s: %d bytes, zip %v\nwant %v", tt.name, len(resp.Body), got, once)
+		}
+	}
+	// The whole worker tree holds more than 20 entries.
+	for _, route := range []string{"download-batch?paths=" + url.QueryEscape("apps,apps/app"), "download?path=apps"} {
+		resp := s.call("GET", "workers", route, viewer)
+		wantStatus(t, route, resp, 413, "PAYLOAD_TOO_LARGE")
+		if !strings.Contains(string(resp.Body), "max_archive_entries") || resp.Header.Get("Content-Type") == "application/zip" {
+			t.Errorf("%s = %s, want the envelope naming max_archive_entries", route, resp)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
 )
 
@@ -40,7 +41,7 @@ func TestWasmWorker(t *testing.T) {
 	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
 		App: "\t\tprocess_workers off\n\t\twasm_workers @team\n\t\twasm_memory 96MiB"})
-	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "@team/hello", "1.0.0", "timeout: 3s\nlimits:\n  memory: 64MiB\nenv:\n  GREETING: hi\n  REQUEST_METHOD: spoofed\n"), rootKey)
+	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "@team/hello", "1.0.0", "timeout: 3s\nlimits:\n  memory: 64MiB\nenv:\n  GREETING: hi\n"), rootKey)
 
 	t.Run("get", func(t *testing.T) {
 		s := s.In(t)
@@ -372,5 +373,36 @@ func TestWasmEviction(t *testing.T) {
 		if m := scrape(t, s); m[compiled] != step.compiled || m[cached] != step.cached {
 			t.Fatalf("step %d, after GET %s: compiled %v, cache %v; want %v and %v", i, step.path, m[compiled], m[cached], step.compiled, step.cached)
 		}
+	}
+}
+
+// TestWasmReservedNames is the attack of a visitor overriding a WebAssembly worker's secret:
+// a secret or a manifest env named like a CGI variable (HTTP_*, REMOTE_ADDR, …) would be
+// replaced by the visitor's header line or by the request. The secrets API refuses such
+// names (400 INVALID_SECRET_NAME), and so does the upload for env (400 INVALID_MANIFEST), for
+// a process worker too; the instance's CGI variables are the runtime's.
+func TestWasmReservedNames(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": newSecretsKey(t)}})
+	uploadOK(t, s, "workers", "app.tgz", wasmPackage(t, "sealed", "1.0.0", ""), rootKey)
+	for _, name := range []string{"HTTP_X_TOKEN", "HTTP_AUTHORIZATION", "REMOTE_ADDR", "SERVER_NAME", "PATH_INFO", "CONTENT_TYPE", "REMOTE_USER", "AUTH_TYPE"} {
+		resp := s.Do("PUT", secretsPath(s, "sealed", name), harness.WithKey(rootKey), harness.WithOrigin(""), harness.WithJSON(api.SecretValue{Value: "s3cret-value"}))
+		if resp.Status != 400 || resp.ErrorCode() != "INVALID_SECRET_NAME" || !strings.Contains(string(resp.Body), name+" is set by the runtime") {
+			t.Errorf("secret %s = %s, want 400 INVALID_SECRET_NAME naming it", name, resp)
+		}
+		for _, archive := range [][]byte{wasmPackage(t, "spoofed", "1.0.0", "env: {"+name+": x}\n"), testWorkerArchive(t, "spoofed", "1.0.0", "env: {"+name+": x}\n")} {
+			resp := s.Upload(s.API+"/workers/upload", "app.tgz", archive, harness.WithKey(rootKey))
+			if resp.Status != 400 || resp.ErrorCode() != "INVALID_MANIFEST" || !strings.Contains(string(resp.Body), "env "+name+" is set by the runtime") {
+				t.Errorf("upload with env %s = %s, want 400 INVALID_MANIFEST naming it", name, resp)
+			}
+		}
+	}
+	setSecret(t, s, rootKey, "sealed", "X_TOKEN", "s3cret-value")
+	var e wasmEcho
+	if resp := s.Get("/sealed/", harness.WithHeader("X-Token", "visitor"), harness.WithHeader("X-Real-Ip", "6.6.6.6")); resp.Status != 200 || resp.JSON(&e) != nil {
+		t.Fatalf("GET = %s", resp)
+	}
+	if e.Env["X_TOKEN"] != "s3cret-value" || e.Env["HTTP_X_TOKEN"] != "visitor" || e.Env["HTTP_X_REAL_IP"] != "127.0.0.1" || e.Env["REMOTE_ADDR"] != "127.0.0.1" {
+		t.Errorf("X_TOKEN %q, HTTP_X_TOKEN %q, HTTP_X_REAL_IP %q, REMOTE_ADDR %q", e.Env["X_TOKEN"], e.Env["HTTP_X_TOKEN"], e.Env["HTTP_X_REAL_IP"], e.Env["REMOTE_ADDR"])
 	}
 }

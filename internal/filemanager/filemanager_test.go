@@ -710,7 +710,7 @@ func TestDownload(t *testing.T) {
 	f.link(t, f.path("outside"), "apps/app/1.0.0/assets/abs")
 	f.link(t, "../../../../outside/secret.txt", "apps/app/1.0.0/assets/rel")
 
-	d, err := f.workers.Open(all, "apps/app/1.0.0/index.html")
+	d, err := f.workers.Open(all, "apps/app/1.0.0/index.html", packages.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -718,7 +718,7 @@ func TestDownload(t *testing.T) {
 		t.Errorf("file download = %+v", d)
 	}
 
-	d, err = f.workers.Open(all, "apps/app/1.0.0")
+	d, err = f.workers.Open(all, "apps/app/1.0.0", packages.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -735,7 +735,7 @@ func TestDownload(t *testing.T) {
 	}
 
 	// Above the unit level the guard filters, and each unit is walked on its own.
-	d, err = f.workers.Open(team, "apps")
+	d, err = f.workers.Open(team, "apps", packages.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,19 +746,19 @@ func TestDownload(t *testing.T) {
 	}
 
 	for _, p := range []string{"apps/app/1.0.0/assets/abs/secret.txt", "apps/app/1.0.0/assets/rel", "apps/app/1.0.0/assets/abs"} {
-		if _, err := f.workers.Open(all, p); codeOf(err) != packages.CodePathTraversal {
+		if _, err := f.workers.Open(all, p, packages.DefaultLimits); codeOf(err) != packages.CodePathTraversal {
 			t.Errorf("Open(%q) = %v, want PATH_TRAVERSAL", p, err)
 		}
 	}
-	if _, err := f.workers.Open(team, "apps/app/1.0.0/index.html"); codeOf(err) != "guard" {
+	if _, err := f.workers.Open(team, "apps/app/1.0.0/index.html", packages.DefaultLimits); codeOf(err) != "guard" {
 		t.Errorf("restricted Open of an unscoped worker = %v", err)
 	}
-	if _, err := f.workers.Open(all, ""); codeOf(err) != CodeBadRequest {
+	if _, err := f.workers.Open(all, "", packages.DefaultLimits); codeOf(err) != CodeBadRequest {
 		t.Errorf("Open of the roots = %v", err)
 	}
 
-	d, failed := f.workers.OpenBatch(team, []string{"apps/@team/web/1.0.0/index.html", "apps/@team/web/1.0.0/assets", "apps/app/1.0.0/index.html", "apps/@team/web/1.0.0/nope", "../x"})
-	if d == nil || len(failed) != 3 {
+	d, failed, err := f.workers.OpenBatch(team, []string{"apps/@team/web/1.0.0/index.html", "apps/@team/web/1.0.0/assets", "apps/app/1.0.0/index.html", "apps/@team/web/1.0.0/nope", "../x"}, packages.DefaultLimits)
+	if d == nil || len(failed) != 3 || err != nil {
 		t.Fatalf("batch = %v, failed %v", d, failed)
 	}
 	got = readZip(t, download(t, d))
@@ -766,12 +766,93 @@ func TestDownload(t *testing.T) {
 	if !maps(got, want) {
 		t.Errorf("batch zip = %v", got)
 	}
-	d, _ = f.workers.OpenBatch(all, []string{"apps/app/1.0.0/index.html", "apps/app/2.0.0/index.html"})
+	d, _, _ = f.workers.OpenBatch(all, []string{"apps/app/1.0.0/index.html", "apps/app/2.0.0/index.html"}, packages.DefaultLimits)
 	if got := readZip(t, download(t, d)); got["index.html"] != "<h1>app</h1>" || got["index.html (2)"] != "<h1>app</h1>" {
 		t.Errorf("same base names = %v", got)
 	}
-	if d, failed := f.workers.OpenBatch(all, []string{"apps/nope/1.0.0/x"}); d != nil || len(failed) != 1 {
+	if d, failed, _ := f.workers.OpenBatch(all, []string{"apps/nope/1.0.0/x"}, packages.DefaultLimits); d != nil || len(failed) != 1 {
 		t.Errorf("batch of nothing valid = %v, %v", d, failed)
+	}
+}
+
+// TestDownloadBatchDeduplicates is the attack of a viewer asking for one folder many times
+// over: a path named again, as written or with a trailing slash, or inside a folder the batch
+// names too, is stored once, whatever the order.
+func TestDownloadBatchDeduplicates(t *testing.T) {
+	f := newFixture(t)
+	const folder = "apps/app/1.0.0"
+	once := readZip(t, download(t, mustOpen(t)(f.workers.Open(all, folder, packages.DefaultLimits))))
+	for _, tt := range []struct {
+		name  string
+		paths []string
+		want  map[string]string // nil: the zip of the folder alone, under its name
+	}{
+		{"300 copies", slices.Repeat([]string{folder}, 300), nil},
+		{"a trailing slash", []string{folder, folder + "/"}, nil},
+		{"the folder and what it holds", []string{folder + "/index.html", folder, folder + "/assets", folder + "/assets/app.js"}, nil},
+		{"the folder after what it holds", []string{folder + "/assets/app.js", folder + "/assets/", folder}, nil},
+		{"a file twice", []string{folder + "/index.html", folder + "/index.html"}, map[string]string{"index.html": "<h1>app</h1>"}},
+		{"a name that only starts like the folder", []string{"apps/app/1.0.0/assets/app.js", "apps/app/1.0.0/assets/app.j"}, map[string]string{"app.js": "console.log(1)"}},
+	} {
+		d, failed, err := f.workers.OpenBatch(all, tt.paths, packages.DefaultLimits)
+		if err != nil || d == nil {
+			t.Fatalf("%s: %v, %v", tt.name, err, failed)
+		}
+		want := tt.want
+		if want == nil {
+			want = once
+		}
+		if got := readZip(t, download(t, d)); !maps(got, want) {
+			t.Errorf("%s: zip = %v\nwant %v", tt.name, got, want)
+		}
+	}
+}
+
+// TestDownloadLimits: a zip over max_archive_entries or max_unpacked_size is refused before
+// it starts (PAYLOAD_TOO_LARGE naming the setting), a batch as a folder; one within them is
+// whole.
+func TestDownloadLimits(t *testing.T) {
+	f := newFixture(t)
+	const folder = "apps/app/1.0.0" // 5 entries, 51 bytes of files
+	for _, tt := range []struct {
+		name    string
+		limits  packages.Limits
+		setting string // "": within the limits
+	}{
+		{"entries", packages.Limits{Entries: 4}, packages.EntriesSetting},
+		{"bytes", packages.Limits{Unpacked: 50}, packages.UnpackedSetting},
+		{"both at their least", packages.Limits{Entries: 5, Unpacked: 51}, ""},
+		{"none", packages.Limits{}, ""},
+	} {
+		for _, batch := range []bool{false, true} {
+			var (
+				d   *Download
+				err error
+			)
+			if batch {
+				d, _, err = f.workers.OpenBatch(all, []string{folder + "/index.html", "apps/app/1.0.0/assets", "apps/app/1.0.0/manifest.yaml", folder}, tt.limits)
+			} else {
+				d, err = f.workers.Open(all, folder, tt.limits)
+			}
+			var pe *packages.Error
+			switch {
+			case tt.setting == "" && (err != nil || len(readZip(t, download(t, d))) != 5):
+				t.Errorf("%s (batch %v): %v", tt.name, batch, err)
+			case tt.setting != "" && (!errors.As(err, &pe) || pe.Kind != packages.TooLarge || pe.Code != packages.CodeTooLarge || !strings.Contains(pe.Message, tt.setting) || d != nil):
+				t.Errorf("%s (batch %v): %v, want PAYLOAD_TOO_LARGE naming %s", tt.name, batch, err, tt.setting)
+			}
+		}
+	}
+}
+
+// mustOpen fails the test on Open's error.
+func mustOpen(t *testing.T) func(*Download, error) *Download {
+	return func(d *Download, err error) *Download {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
 }
 
@@ -817,8 +898,8 @@ func TestContainment(t *testing.T) {
 				add("list "+p, func() error { _, err := sf.List(all, p); return err })
 			}
 			add("list "+p+"/sub", func() error { _, err := sf.List(all, p+"/sub"); return err })
-			add("download "+p+"/secret.txt", func() error { _, err := sf.Open(all, p+"/secret.txt"); return err })
-			add("download "+p+"/index.html", func() error { _, err := sf.Open(all, p+"/index.html"); return err })
+			add("download "+p+"/secret.txt", func() error { _, err := sf.Open(all, p+"/secret.txt", packages.DefaultLimits); return err })
+			add("download "+p+"/index.html", func() error { _, err := sf.Open(all, p+"/index.html", packages.DefaultLimits); return err })
 			add("mkdir "+p+"/new", func() error { _, err := sf.Mkdir(all, p+"/new"); return err })
 			add("mkdir "+p+"/9.9.9", func() error { _, err := sf.Mkdir(all, p+"/9.9.9"); return err })
 			add("delete "+p+"/secret.txt", func() error { _, err := sf.Delete(all, p+"/secret.txt"); return err })
@@ -842,7 +923,10 @@ func TestContainment(t *testing.T) {
 		}
 	}
 	add("list a linked unit", func() error { _, err := f.workers.List(all, "apps/linked"); return err })
-	add("download a linked unit", func() error { _, err := f.workers.Open(all, "apps/linked/secret.txt"); return err })
+	add("download a linked unit", func() error {
+		_, err := f.workers.Open(all, "apps/linked/secret.txt", packages.DefaultLimits)
+		return err
+	})
 	for _, op := range ops {
 		if err := op.run(); err == nil {
 			t.Errorf("%s succeeded", op.name)

@@ -317,11 +317,12 @@ func withoutDefaultPort(scheme, hostport string) string {
 	return hostport
 }
 
-// IsCredential reports whether token is one of the runtime's credentials (a key, a session
-// token or the root key, valid or not), which must not reach uploaded code, whatever header
-// carries it.
-func (a *API) IsCredential(token string) bool {
-	return strings.HasPrefix(token, keystore.KeyPrefix) || strings.HasPrefix(token, keystore.SessionPrefix) || a.isRoot(token)
+// HoldsCredential reports whether s holds one of the runtime's credentials (a key, a session
+// token or the root key, valid or not) anywhere in it, which must not reach uploaded code
+// whatever header carries it: a key's or a token's prefix, or the whole root key.
+func (a *API) HoldsCredential(s string) bool {
+	return strings.Contains(s, keystore.KeyPrefix) || strings.Contains(s, keystore.SessionPrefix) ||
+		a.opts.RootKey != "" && strings.Contains(s, a.opts.RootKey)
 }
 
 // SkipsHooks reports whether a request carries a valid header credential (X-API-Key or

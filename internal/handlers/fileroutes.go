@@ -36,6 +36,9 @@ var fileSurfaces = []fileSurface{
 // maxFileBatch is the most paths one batch request may name.
 const maxFileBatch = 1000
 
+// fileZipTooLarge is the refusal of a zip download over its limits, sent before the zip starts.
+const fileZipTooLarge = "The zip would hold more than max_archive_entries files and folders or max_unpacked_size bytes of files (PAYLOAD_TOO_LARGE, naming the limit)"
+
 // fileRoutes are the file manager's routes under workers/files and plugins/files.
 func (a *API) fileRoutes() []route {
 	var routes []route
@@ -208,6 +211,7 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 				errorResponse(http.StatusBadRequest, fileBadPath+"; path \"\" or a special file (BAD_REQUEST)"),
 				errorResponse(http.StatusForbidden, fileReadDenied),
 				errorResponse(http.StatusNotFound, fileNotFound),
+				errorResponse(http.StatusRequestEntityTooLarge, fileZipTooLarge),
 			},
 			handle: a.fileDownload(s),
 		},
@@ -240,13 +244,14 @@ func (a *API) fileSurfaceRoutes(s fileSurface) []route {
 		{
 			method: "GET", path: base + "download-batch", id: id("DownloadBatch"), tag: tag, permission: s.read,
 			summary:     "Download several files or folders of a " + s.noun + " as a zip",
-			description: desc("A zip of the paths that can be read, each under its base name (\"name (2)\" when two share one); the others are left out."),
+			description: desc("A zip of the paths that can be read, each under its base name (\"name (2)\" when two share one); the others are left out. A path named twice, or inside a folder the batch names too, is stored once."),
 			params: []openapi.Parameter{{Name: "paths", In: "query", Required: true, Schema: &openapi.Schema{Type: "string"},
 				Description: fmt.Sprintf("comma-separated paths (the parameter may also be repeated); at most %d", maxFileBatch)}},
 			responses: []response{
 				{status: http.StatusOK, description: "The zip", content: zipOnly},
 				errorResponse(http.StatusBadRequest, "No paths, or too many (BAD_REQUEST)"),
 				errorResponse(http.StatusNotFound, "None of the paths can be read (FILE_NOT_FOUND); the message says why for each"),
+				errorResponse(http.StatusRequestEntityTooLarge, fileZipTooLarge),
 			},
 			handle: a.fileDownloadBatch(s),
 		},

@@ -267,7 +267,7 @@ func (a *API) fileDownload(s fileSurface) handlerFunc {
 		if err != nil {
 			return err
 		}
-		d, err := fm.Open(fileGuard(r), r.URL.Query().Get("path"))
+		d, err := fm.Open(fileGuard(r), r.URL.Query().Get("path"), s.catalog(a).Limits())
 		if err != nil {
 			return packageError(err)
 		}
@@ -293,7 +293,10 @@ func (a *API) fileDownloadBatch(s fileSurface) handlerFunc {
 		if err := checkBatch(paths); err != nil {
 			return err
 		}
-		d, failed := fm.OpenBatch(fileGuard(r), paths)
+		d, failed, err := fm.OpenBatch(fileGuard(r), paths, s.catalog(a).Limits())
+		if err != nil {
+			return packageError(err)
+		}
 		if d == nil {
 			var why []string
 			for _, f := range failed {

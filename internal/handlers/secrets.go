@@ -43,7 +43,7 @@ const secretsDoc = "Secrets reach only the worker's processes, as environment va
 
 func (a *API) secretRoutes() []route {
 	secretParam := []openapi.Parameter{{Name: "secret", In: "path", Required: true,
-		Description: "the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME or LISTEN_*)",
+		Description: "the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME, LISTEN_* or a CGI variable such as HTTP_*, SERVER_NAME, REMOTE_ADDR or PATH_INFO)",
 		Schema:      &openapi.Schema{Type: "string"}}}
 	common := []response{
 		errorResponse(http.StatusBadRequest, "Malformed scope or worker name (INVALID_PACKAGE_NAME)"),

@@ -33,7 +33,8 @@ type Chain struct {
 // (unless it carries a valid header credential) and then to the plugin whose base is its
 // first path segment, else to a worker. None of them sees the runtime's credentials: once the
 // header credential has decided on the hooks, they are stripped from the request itself, since
-// Caddy's placeholders read the request the server received.
+// Caddy's placeholders read the request the server received; X-Real-IP is the runtime's (see
+// serving.Server.Prepare).
 //
 // An error answer (no such worker, a worker down, a failing hook or plugin route) is returned,
 // not written, for the Caddy glue to write or to hand to the site's error routes.
@@ -43,7 +44,7 @@ func (c *Chain) Serve(w http.ResponseWriter, r *http.Request) *envelope.Error {
 		defer t.release()
 	}
 	hooks := t != nil && len(t.hooks) > 0 && !c.Exempt.SkipsHooks(r)
-	c.Workers.StripCredentials(r.Header)
+	c.Workers.Prepare(r)
 	if t == nil {
 		return c.Workers.Serve(w, r)
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// checkMenus checks the menu entries of a plugin served under base and returns them with
-// each path written from the site's root (see menuPath).
+// checkMenus checks the menu entries of a plugin served under base ("" for none) and returns
+// them with each path written from the site's root (see menuPath).
 func checkMenus(base string, menus []Menu) ([]Menu, error) {
 	if len(menus) == 0 {
 		return menus, nil
@@ -18,11 +18,11 @@ func checkMenus(base string, menus []Menu) ([]Menu, error) {
 		if menu.Title == "" || menu.Path == "" {
 			return nil, invalid("menus[%d] needs a title and a path", i)
 		}
-		if base == "" {
-			return nil, invalid("menus[%d] path %q: a menu links to a path under the plugin's base, and the plugin has none", i, menu.Path)
-		}
 		p, err := menuPath(base, menu.Path)
-		if err != nil {
+		switch {
+		case err != nil && base == "":
+			return nil, invalid("menus[%d] path %q %v; a menu of a plugin without a base links to a path of the workers' site written from its root, such as /docs/", i, menu.Path, err)
+		case err != nil:
 			return nil, invalid("menus[%d] path %q %v; a menu links to a path under the plugin's base: %s, %s/… or a path relative to it such as docs/", i, menu.Path, err, base, base)
 		}
 		menu.Path = p
@@ -31,12 +31,15 @@ func checkMenus(base string, menus []Menu) ([]Menu, error) {
 	return out, nil
 }
 
-// menuPath checks a menu path (the cpanel puts it in every admin's navigation) and returns it
-// written from the site's root: /<base>, /<base>/…, or a path relative to the base (docs/ is
-// /<base>/docs/), with a query and fragment if any. Whatever a browser could read as another
+// menuPath checks a menu path (the cpanel puts it in every admin's navigation, after the
+// workers' origin and mount path) and returns it written from the site's root: for a plugin
+// with a base, /<base>, /<base>/…, or a path relative to the base (docs/ is /<base>/docs/); for
+// one without, any path from the site's root (/, /docs/), since there is no base to keep to or
+// resolve against; with a query and fragment if any. Whatever a browser could read as another
 // scheme or host is refused: a scheme, "//", a backslash (read as "/"), blanks and control
 // characters (dropped or trimmed), and "." or ".." segments, percent-encoded ones included
-// (browsers resolve %2e%2e), which could climb out of the base.
+// (browsers resolve %2e%2e), which could climb out of the base. A path not starting with "/"
+// is never written out as it is, as the panel's origin and it would run together.
 func menuPath(base, p string) (string, error) {
 	if strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '\\' }) {
 		return "", errors.New("holds a blank, a control character or a backslash")
@@ -56,7 +59,10 @@ func menuPath(base, p string) (string, error) {
 		return "", errors.New("holds an encoded control character or backslash")
 	}
 	rel, absolute := strings.CutPrefix(u.Path, "/")
-	if absolute {
+	switch {
+	case !absolute && base == "":
+		return "", errors.New("is relative, and the plugin has no base it could be relative to")
+	case absolute && base != "":
 		if u.Path != base && !strings.HasPrefix(u.Path, base+"/") {
 			return "", errors.New("is outside the plugin's base")
 		}

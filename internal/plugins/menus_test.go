@@ -6,10 +6,7 @@ import (
 )
 
 func TestMenuPath(t *testing.T) {
-	tests := []struct {
-		path, want string // want "" for a refusal
-		why        string // part of the refusal's message
-	}{
+	tests := []menuPathCase{
 		{"/hello", "/hello", ""},
 		{"/hello/", "/hello/", ""},
 		{"/hello/a/b/?tab=1#top", "/hello/a/b/?tab=1#top", ""},
@@ -46,8 +43,53 @@ func TestMenuPath(t *testing.T) {
 		{"./x", "", "not clean"},
 		{"/hello/%zz", "", "not a URL path"},
 	}
+	checkMenuPaths(t, "/hello", tests)
+}
+
+// TestMenuPathWithoutBase: a plugin without a base links to any path of the workers' site
+// written from its root, which the panel renders as a same-origin link; the dangerous shapes
+// stay refused, and a relative path, which has nothing to be relative to, too.
+func TestMenuPathWithoutBase(t *testing.T) {
+	tests := []menuPathCase{
+		{"/", "/", ""},
+		{"/docs/", "/docs/", ""},
+		{"/@team/shop/admin?tab=1#top", "/@team/shop/admin?tab=1#top", ""},
+		{"/a%20b/c", "/a%20b/c", ""},
+		{"docs/", "", "relative"},
+		{"?tab=1", "", "relative"},
+		{"#top", "", "relative"},
+		{"@evil.example/", "", "relative"},
+		{".evil.example/", "", "relative"},
+		{"https://evil.example/", "", "scheme (https:)"},
+		{"javascript:alert(1)", "", "scheme (javascript:)"},
+		{"JavaScript:alert(1)", "", "scheme (javascript:)"},
+		{"data:text/html,x", "", "scheme (data:)"},
+		{"//evil.example/", "", "names a host"},
+		{"///evil.example", "", "names a host"},
+		{`/\evil.example`, "", "backslash"},
+		{"/%5cevil.example", "", "backslash"},
+		{"/%2F/evil.example", "", "not clean"},
+		{" /docs/", "", "blank"},
+		{"/docs/\x00", "", "control"},
+		{"/docs/%0a", "", "control"},
+		{"/docs/../api", "", "not clean"},
+		{"/%2e%2e/api", "", "not clean"},
+		{"/docs//x", "", "not clean"},
+	}
+	checkMenuPaths(t, "", tests)
+}
+
+// menuPathCase is a menu path and what menuPath makes of it.
+type menuPathCase struct {
+	path, want string // want "" for a refusal
+	why        string // part of the refusal's message
+}
+
+// checkMenuPaths checks menuPath on each case for a plugin served under base.
+func checkMenuPaths(t *testing.T, base string, tests []menuPathCase) {
+	t.Helper()
 	for _, tt := range tests {
-		got, err := menuPath("/hello", tt.path)
+		got, err := menuPath(base, tt.path)
 		switch {
 		case tt.want != "" && (err != nil || got != tt.want):
 			t.Errorf("%q = %q, %v; want %q", tt.path, got, err, tt.want)

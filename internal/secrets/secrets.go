@@ -126,7 +126,8 @@ func CheckName(name string, setByRuntime func(string) bool) error {
 	case !namePattern.MatchString(name):
 		return fmt.Errorf("%q is not an environment variable name: letters, digits and _, not starting with a digit", name)
 	case setByRuntime(name):
-		return fmt.Errorf("%s is set by the runtime for every process worker; choose another name", name)
+		return fmt.Errorf("%s is set by the runtime for a worker (a process worker's PORT, HOST, TMPDIR, PATH, HOME and LISTEN_*, "+
+			"a WebAssembly worker's CGI variables such as HTTP_*, SERVER_NAME, REMOTE_ADDR and PATH_INFO); choose another name", name)
 	}
 	return nil
 }

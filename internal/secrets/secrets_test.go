@@ -106,6 +106,10 @@ func TestCheckName(t *testing.T) {
 		// Set by the runtime for every process worker (workers.RuntimeVariable).
 		{"PORT", false}, {"HOST", false}, {"TMPDIR", false}, {"PATH", false}, {"HOME", false},
 		{"LISTEN_FDS", false}, {"LISTEN_PID", false}, {"LISTEN_FDNAMES", false},
+		// Set by the runtime for every WebAssembly instance (CGI), or by a visitor's header line.
+		{"HTTP_AUTHORIZATION", false}, {"HTTP_X_TOKEN", false}, {"REMOTE_ADDR", false}, {"REMOTE_USER", false}, {"SERVER_NAME", false},
+		{"PATH_INFO", false}, {"QUERY_STRING", false}, {"CONTENT_TYPE", false}, {"GATEWAY_INTERFACE", false}, {"AUTH_TYPE", false},
+		{"SERVER_PORT", false}, {"http_proxy", true}, {"HTTPS_PROXY", true}, {"REMOTE", true}, {"SERVER_URL", true},
 	} {
 		err := secrets.CheckName(tc.name, workers.RuntimeVariable)
 		if (err == nil) != tc.ok {

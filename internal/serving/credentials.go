@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -17,21 +18,23 @@ type Credentials struct {
 }
 
 // Issuer is what the data plane asks of the runtime's authentication (the management API):
-// whether a token is one of its credentials.
+// whether a text holds one of its credentials.
 type Issuer interface {
-	// IsCredential reports whether token is one of the runtime's credentials (a key, a
-	// session token or the root key, valid or not); a worker's own tokens are not.
-	IsCredential(token string) bool
+	// HoldsCredential reports whether s holds one of the runtime's credentials (a key, a
+	// session token or the root key, valid or not) anywhere in it; a worker's own tokens do
+	// not.
+	HoldsCredential(s string) bool
 }
 
 // Strip removes the runtime's credentials from a request header, in place, before a worker,
 // a plugin route or an onRequest hook sees it: every line of the API key header, every
-// Authorization line carrying a runtime credential (in any scheme, see carries), and every
-// pair of every Cookie line naming a session cookie. Header and cookie names match in any
-// case and a cookie's name with blanks around it, as lenient readers (Caddy's cookie
-// placeholder, Go's cookie parser) would match them. The rest passes as written: the app's
-// own Authorization lines, and its cookies (a Cookie line is rebuilt from its other pairs
-// only when it named a session cookie).
+// Authorization or Proxy-Authorization line holding a runtime credential anywhere, in any
+// scheme and shape (see carries), and every pair naming a session cookie of every Cookie line,
+// split at ";" or ",". Header and cookie names match in any case, header names also with "_"
+// for "-" (CGI gives both the same variable), and a cookie's name with blanks around it, as
+// lenient readers (Caddy's cookie placeholder, Go's cookie parser) would match them. The rest
+// passes as written: the app's own Authorization lines, and its cookies (a Cookie line is
+// rebuilt from its other pairs only when it named a session cookie).
 func (c Credentials) Strip(h http.Header) {
 	for name, lines := range h {
 		if kept, changed := c.strip(name, lines); changed {
@@ -42,21 +45,50 @@ func (c Credentials) Strip(h http.Header) {
 
 // concerns tells whether Strip may change the header name.
 func (c Credentials) concerns(name string) bool {
-	return c.Header != "" && strings.EqualFold(name, c.Header) || strings.EqualFold(name, "Authorization") || strings.EqualFold(name, "Cookie")
+	return c.Header != "" && sameHeader(name, c.Header) || authorization(name) || sameHeader(name, "Cookie")
+}
+
+// authorization reports whether name is a header of credentials in a scheme.
+func authorization(name string) bool {
+	return sameHeader(name, "Authorization") || sameHeader(name, "Proxy-Authorization")
+}
+
+// sameHeader reports whether two header names match but for ASCII case and "_" for "-".
+func sameHeader(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		if fold(a[i]) != fold(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// fold is a header name's byte in lower case, "_" read as "-".
+func fold(c byte) byte {
+	switch {
+	case c == '_':
+		return '-'
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // strip returns the lines of the header name that Strip keeps, and whether they differ from
 // lines; lines itself is not changed.
 func (c Credentials) strip(name string, lines []string) ([]string, bool) {
 	switch {
-	case c.Header != "" && strings.EqualFold(name, c.Header):
+	case c.Header != "" && sameHeader(name, c.Header):
 		return nil, true
-	case strings.EqualFold(name, "Authorization"):
+	case authorization(name):
 		if len(lines) > 0 && !slices.ContainsFunc(lines, c.carries) {
 			return lines, false
 		}
 		return slices.DeleteFunc(slices.Clone(lines), c.carries), true
-	case strings.EqualFold(name, "Cookie"):
+	case sameHeader(name, "Cookie"):
 		var kept []string
 		changed := false
 		for i, line := range lines {
@@ -86,13 +118,19 @@ func setLines(h http.Header, name string, lines []string) {
 }
 
 // stripCookies returns a Cookie line without the pairs naming a session cookie: unchanged
-// when it names none, else rebuilt from its other pairs, "" when none is left.
+// when it names none, else rebuilt from its other pairs, "" when none is left. Pairs end at
+// ";", and at "," too, which RFC 2965 and lenient servers read as a separator; the pairs
+// between two ";" are joined with "; " as before, those between commas keep their text (a
+// value may hold a comma).
 func (c Credentials) stripCookies(line string) string {
 	if !c.namesSession(line) {
 		return line
 	}
 	var kept []string
 	for p := range strings.SplitSeq(line, ";") {
+		if strings.Contains(p, ",") {
+			p = strings.Join(slices.DeleteFunc(strings.Split(p, ","), c.isSessionPair), ",")
+		}
 		if p = strings.TrimSpace(p); p != "" && !c.isSessionPair(p) {
 			kept = append(kept, p)
 		}
@@ -100,9 +138,12 @@ func (c Credentials) stripCookies(line string) string {
 	return strings.Join(kept, "; ")
 }
 
+// cookieSeparator ends a pair of a Cookie line.
+func cookieSeparator(r rune) bool { return r == ';' || r == ',' }
+
 // namesSession reports whether a Cookie line has a pair naming a session cookie.
 func (c Credentials) namesSession(line string) bool {
-	for p := range strings.SplitSeq(line, ";") {
+	for p := range strings.FieldsFuncSeq(line, cookieSeparator) {
 		if c.isSessionPair(p) {
 			return true
 		}
@@ -125,28 +166,71 @@ func namesCookie(name string, cookies []string) bool {
 }
 
 // carries reports whether an Authorization value holds one of the runtime's credentials,
-// whatever its scheme: bare, as the token after a scheme (Bearer in any case, Token, …), as
-// an auth-param's value, or as the user or password of Basic. Clients configured for the
-// API send keys to the workers' host too; a worker's own credentials (Basic with its own
-// password, a bearer token of its own) pass.
+// whatever its scheme and syntax: anywhere in the value as written (bare, after a scheme and
+// any separator, quoted, in an auth-param), percent-decoded, or in base64 (std or url
+// alphabet, padded or not, as Basic's user or password or any other way) in a run of the
+// value's characters. Clients configured for the API send keys to the workers' host too, and
+// a malformed line is still read by some server. A worker's own credentials (Basic with its
+// own password, a bearer token of its own) pass.
 func (c Credentials) carries(value string) bool {
-	value = strings.TrimSpace(value)
-	scheme, rest, _ := strings.Cut(value, " ")
-	rest = strings.TrimSpace(rest)
-	candidates := []string{value, scheme, rest}
-	if strings.EqualFold(scheme, "Basic") {
-		if b, err := base64.StdEncoding.DecodeString(rest); err == nil {
-			user, pass, _ := strings.Cut(string(b), ":")
-			candidates = append(candidates, user, pass)
+	if c.Issuer == nil {
+		return false
+	}
+	if c.Issuer.HoldsCredential(value) {
+		return true
+	}
+	if strings.Contains(value, "%") && c.Issuer.HoldsCredential(percentDecoded(value)) {
+		return true
+	}
+	for run := range strings.FieldsFuncSeq(value, notBase64) {
+		// The encoding may start past the run's first characters ("Basic" glued to it).
+		for skip := 0; skip < 4 && len(run)-skip >= minEncoded; skip++ {
+			if b, ok := decodeBase64(run[skip:]); ok && c.Issuer.HoldsCredential(string(b)) {
+				return true
+			}
 		}
 	}
-	for _, f := range strings.FieldsFunc(rest, func(r rune) bool { return r == ',' || blankOrControl(r) }) {
-		_, v, _ := strings.Cut(f, "=")
-		candidates = append(candidates, f, strings.Trim(v, `"`))
-	}
-	return slices.ContainsFunc(candidates, c.isToken)
+	return false
 }
 
-func (c Credentials) isToken(s string) bool {
-	return s != "" && c.Issuer != nil && c.Issuer.IsCredential(s)
+// minEncoded is the shortest base64 text of a credential ("rtk_" and more).
+const minEncoded = 6
+
+// notBase64 tells the characters outside both base64 alphabets; "=" too, since padding ends
+// a text.
+func notBase64(r rune) bool {
+	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '+' || r == '/' || r == '-' || r == '_')
+}
+
+// toStdAlphabet turns base64url into standard base64.
+var toStdAlphabet = strings.NewReplacer("-", "+", "_", "/")
+
+// decodeBase64 decodes unpadded base64 in either alphabet (or a mix), dropping a last
+// character that cannot end a text.
+func decodeBase64(s string) ([]byte, bool) {
+	if len(s)%4 == 1 {
+		s = s[:len(s)-1]
+	}
+	if strings.ContainsAny(s, "-_") {
+		s = toStdAlphabet.Replace(s)
+	}
+	b, err := base64.RawStdEncoding.DecodeString(s)
+	return b, err == nil
+}
+
+// percentDecoded decodes the value's valid %XX escapes and keeps the rest as written, unlike
+// url.PathUnescape, which gives up on the first invalid one.
+func percentDecoded(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

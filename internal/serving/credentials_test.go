@@ -14,8 +14,8 @@ var testCredentials = Credentials{Header: "X-API-Key", Cookies: testCookies, Iss
 
 type testIssuer struct{}
 
-func (testIssuer) IsCredential(s string) bool {
-	return strings.HasPrefix(s, "rtk_") || strings.HasPrefix(s, "rts_") || s == testRoot
+func (testIssuer) HoldsCredential(s string) bool {
+	return strings.Contains(s, "rtk_") || strings.Contains(s, "rts_") || strings.Contains(s, testRoot)
 }
 
 const testRoot = "root;key, with=odd chars"
@@ -52,6 +52,30 @@ func TestStrip(t *testing.T) {
 			http.Header{"Cookie": {"a=1"}}},
 		{"a nameless pair", http.Header{"Cookie": {"runtime_api_key; a=1"}}, http.Header{"Cookie": {"a=1"}}},
 		{"only session cookies", http.Header{"cookie": {"runtime_api_key=x"}}, http.Header{}},
+		{"Bearer and a tab", http.Header{"Authorization": {"Bearer\trtk_k"}}, http.Header{}},
+		{"Bearer and a comma", http.Header{"Authorization": {"Bearer,rtk_k"}}, http.Header{}},
+		{"Bearer and a colon", http.Header{"Authorization": {"Bearer:rtk_k"}}, http.Header{}},
+		{"a quoted key", http.Header{"Authorization": {`Bearer "rtk_k"`}}, http.Header{}},
+		{"a parenthesised key", http.Header{"Authorization": {"Bearer (rtk_k)"}}, http.Header{}},
+		{"a key glued to its scheme", http.Header{"Authorization": {"Bearerrtk_k"}}, http.Header{}},
+		{"a percent-encoded key", http.Header{"Authorization": {"Bearer rtk%5Fk %zz"}}, http.Header{}},
+		{"a quoted root key", http.Header{"Authorization": {`"` + testRoot + `"`}}, http.Header{}},
+		{"Basic without padding", http.Header{"Authorization": {"Basic " + strings.TrimRight(base64.StdEncoding.EncodeToString([]byte("ci:rtk_k")), "=")}}, http.Header{}},
+		{"Basic of key: alone", http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte("rtk_key:"))}}, http.Header{}},
+		{"Basic of a key without a colon", http.Header{"Authorization": {"basic " + base64.RawStdEncoding.EncodeToString([]byte("rtk_key"))}}, http.Header{}},
+		{"Basic in the url alphabet", http.Header{"Authorization": {"Basic " + base64.URLEncoding.EncodeToString([]byte("\xfb\xff:rts_s?>"))}}, http.Header{}},
+		{"Basic glued to its scheme", http.Header{"Authorization": {"Basic" + base64.StdEncoding.EncodeToString([]byte("u:rtk_k"))}}, http.Header{}},
+		{"base64 in an auth-param", http.Header{"Authorization": {`Digest response="` + base64.StdEncoding.EncodeToString([]byte(testRoot)) + `"`}}, http.Header{}},
+		{"Proxy-Authorization", http.Header{"Proxy-Authorization": {"Bearer rtk_k"}, "Proxy-Authorization2": {"Bearer rtk_k"}},
+			http.Header{"Proxy-Authorization2": {"Bearer rtk_k"}}},
+		{"header names with underscores", http.Header{"X_api_key": {"a"}, "AUTHORIZATION": {"Bearer rtk_k"}, "Cookie_": {"runtime_api_key=x"}, "cookie": {"runtime_api_key=x"}},
+			http.Header{"Cookie_": {"runtime_api_key=x"}}},
+		{"comma-separated cookies", http.Header{"Cookie": {"x=1, runtime_api_key=rts_s,y=2; z=3"}}, http.Header{"Cookie": {"x=1,y=2; z=3"}}},
+		{"a comma in an app's value", http.Header{"Cookie": {"prefs=a,b; runtime_api_key=x; list=1, 2"}}, http.Header{"Cookie": {"prefs=a,b; list=1, 2"}}},
+		{"a comma-separated session cookie last", http.Header{"Cookie": {"x=1 , Runtime_Api_Key=x"}}, http.Header{"Cookie": {"x=1"}}},
+		{"a comma-separated session cookie first", http.Header{"Cookie": {"__Host-runtime_api_key=rts_s,x=1"}}, http.Header{"Cookie": {"x=1"}}},
+		{"the app's own odd lines pass", http.Header{"Authorization": {"Bearer\tapp-token", "Basic " + base64.RawStdEncoding.EncodeToString([]byte("user:rtk"))}},
+			http.Header{"Authorization": {"Bearer\tapp-token", "Basic " + base64.RawStdEncoding.EncodeToString([]byte("user:rtk"))}}},
 		{"longer or prefixed names pass", http.Header{"Cookie": {"runtime_api_key2=1; my_runtime_api_key=2; __Secure-runtime_api_key=3; a=runtime_api_key"}},
 			http.Header{"Cookie": {"runtime_api_key2=1; my_runtime_api_key=2; __Secure-runtime_api_key=3; a=runtime_api_key"}}},
 	}

@@ -100,9 +100,23 @@ func (s *Server) Hosted(r *http.Request) bool {
 	return ok
 }
 
-// StripCredentials removes the runtime's credentials from a request header (see
-// Credentials.Strip); the proxy to process workers strips them again from what it sends.
-func (s *Server) StripCredentials(h http.Header) { s.opts.Credentials.Strip(h) }
+// RealIPHeader is the header in which uploaded code gets the client's address.
+const RealIPHeader = "X-Real-Ip"
+
+// Prepare readies a request for uploaded code: it removes the runtime's credentials from its
+// header (see Credentials.Strip; the proxy to process workers strips them again from what it
+// sends) and sets X-Real-IP to the client's address as the runtime determined it
+// (trace.ClientAddr: Caddy's client IP, forwarded only by trusted_proxies), in place of any
+// line the client sent under any spelling (X_Real_IP included, which CGI reads alike).
+func (s *Server) Prepare(r *http.Request) {
+	s.opts.Credentials.Strip(r.Header)
+	for name := range r.Header {
+		if sameHeader(name, RealIPHeader) {
+			delete(r.Header, name)
+		}
+	}
+	r.Header[RealIPHeader] = []string{trace.ClientAddr(r)}
+}
 
 // Serve serves a request for a worker: a worker version, or the error answer, which it returns
 // without writing it, so the Caddy glue can hand it to the site's error routes. An error is

@@ -171,13 +171,18 @@ func wasmError(name string, timeout time.Duration, err error) error {
 
 // wasmEnv is the whole environment of a WebAssembly instance, built here alone: the manifest's
 // env, then the worker's secrets, then the request's CGI variables (RFC 3875, as WAGI passes
-// them); a later one wins.
+// them); a later one wins. CGI's names (workers.CGIVariable, refused at upload and by the
+// secrets API) are left out of the first two, should a version or secret stored before the
+// refusal hold one: a visitor's header line cannot stand in for a secret.
 func wasmEnv(r *http.Request, t Target, m workers.Manifest, name string, bodyLen int, secrets map[string]string) []string {
-	env := maps.Clone(m.Env)
-	if env == nil {
-		env = map[string]string{}
+	env := map[string]string{}
+	for _, from := range []map[string]string{m.Env, secrets} {
+		for k, v := range from {
+			if !workers.CGIVariable(k) {
+				env[k] = v
+			}
+		}
 	}
-	maps.Copy(env, secrets)
 	host, port, err := net.SplitHostPort(r.Host)
 	if err != nil {
 		host, port = r.Host, "80"

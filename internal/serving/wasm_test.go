@@ -12,7 +12,8 @@ import (
 )
 
 // TestWasmEnv: the environment of a WebAssembly instance is the manifest's env and the
-// request's CGI variables, which win, and nothing else.
+// request's CGI variables, which win, and nothing else: a manifest's or a secret's variable of
+// a CGI name is left out even when no header line would set it.
 func TestWasmEnv(t *testing.T) {
 	r := httptest.NewRequest("POST", "https://apps.example.com:8443/app/a/b?x=1", strings.NewReader("body"))
 	r.TLS = &tls.ConnectionState{}
@@ -23,18 +24,25 @@ func TestWasmEnv(t *testing.T) {
 	r.Header.Add("Accept", "b")
 	r.Header.Set("Proxy", "http://evil")
 	t.Run("full", func(t *testing.T) {
-		m := workers.Manifest{Env: map[string]string{"GREETING": "hi", "PATH_INFO": "/spoofed", "HTTP_X_TWO": "spoofed", "TOKEN": "from the manifest"}}
+		m := workers.Manifest{Env: map[string]string{"GREETING": "hi", "PATH_INFO": "/spoofed", "HTTP_X_TWO": "spoofed", "TOKEN": "from the manifest", "PATH": "/opt/bin"}}
 		env := wasmEnv(r, Target{Base: "/app", Rest: "/a/b", Version: packages.Version{Version: "1.2.0"}}, m, "app", 4,
-			map[string]string{"TOKEN": "secret", "QUERY_STRING": "spoofed"})
+			map[string]string{"TOKEN": "secret", "QUERY_STRING": "spoofed", "HTTP_X_ABSENT": "a secret stored before the refusal"})
 		want := []string{
 			"CONTENT_LENGTH=4", "CONTENT_TYPE=text/plain", "GATEWAY_INTERFACE=CGI/1.1", "GREETING=hi", "HTTPS=on",
-			"HTTP_ACCEPT=a, b", "HTTP_X_REQUEST_ID=", "HTTP_X_TWO=2", "PATH_INFO=/a/b", "QUERY_STRING=x=1",
+			"HTTP_ACCEPT=a, b", "HTTP_X_REQUEST_ID=", "HTTP_X_TWO=2", "PATH=/opt/bin", "PATH_INFO=/a/b", "QUERY_STRING=x=1",
 			"REMOTE_ADDR=192.0.2.1", "REMOTE_PORT=5555", "REQUEST_METHOD=POST", "REQUEST_URI=/app/a/b?x=1",
 			"SCRIPT_NAME=/app", "SERVER_NAME=apps.example.com", "SERVER_PORT=8443", "SERVER_PROTOCOL=HTTP/1.1",
 			"SERVER_SOFTWARE=caddy-runtime", "TOKEN=secret", "WORKER_NAME=app", "WORKER_VERSION=1.2.0",
 		}
 		if !slices.Equal(env, want) {
 			t.Errorf("env =\n%q\nwant\n%q", env, want)
+		}
+		// The one list of the runtime's names (which uploads and the secrets API refuse)
+		// names every variable the runtime sets here.
+		for _, kv := range env {
+			if k, _, _ := strings.Cut(kv, "="); k != "GREETING" && k != "TOKEN" && !workers.RuntimeVariable(k) {
+				t.Errorf("the instance gets %s, which workers.RuntimeVariable does not name: a secret of that name would be accepted", k)
+			}
 		}
 	})
 	t.Run("no body", func(t *testing.T) {

@@ -30,7 +30,8 @@ const (
 )
 
 // Admit decides whether the worker version md describes (name and version already valid) may
-// be installed or enabled: its name must not be reserved, its manifest must be valid, a
+// be installed or enabled: its name must not be reserved, its manifest must be valid (its env
+// naming no variable of the runtime's: checkEnv), a
 // process worker (command, or an entrypoint that is not HTML) must be allowed in its namespace
 // by process_workers, a WebAssembly worker by wasm_workers, and no enabled plugin may serve its path (bases: base → plugin name).
 func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
@@ -38,6 +39,9 @@ func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 		return err
 	}
 	m, err := ReadManifest(md)
+	if err == nil {
+		err = m.checkEnv()
+	}
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
 	}

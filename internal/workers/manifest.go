@@ -4,6 +4,8 @@ package workers
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -150,6 +152,20 @@ func (m Manifest) checkRuntime() error {
 		return fmt.Errorf("runtime: wasm needs module, the WebAssembly file to run (module: app.wasm)")
 	case len(m.Command) > 0 || m.Entrypoint != "":
 		return fmt.Errorf("a worker with runtime: wasm runs its module; remove command and entrypoint")
+	}
+	return nil
+}
+
+// checkEnv refuses an env name the runtime sets itself (manifestVariable), for every kind of
+// worker: the runtime's value would win, or for CGI's HTTP_* a visitor's header would. Admit
+// checks it, so uploads, manifest writes and enables are refused; a version put on disk by
+// hand is still served, the runtime's variables winning (see environ and serving's wasmEnv).
+func (m Manifest) checkEnv() error {
+	for _, name := range slices.Sorted(maps.Keys(m.Env)) {
+		if !manifestVariable(name) {
+			return fmt.Errorf("env %s is set by the runtime (a process worker's PORT, HOST, TMPDIR and LISTEN_*, "+
+				"a WebAssembly worker's CGI variables such as HTTP_*, SERVER_NAME, REMOTE_ADDR and PATH_INFO); choose another name", name)
+		}
 	}
 	return nil
 }

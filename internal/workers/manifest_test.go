@@ -3,8 +3,10 @@ package workers
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/packages"
 )
 
@@ -58,6 +60,34 @@ func TestManifestListen(t *testing.T) {
 		md, _ := packages.ReadMetadata(root, ".")
 		if m, err := ReadManifest(md); err != nil || m.Listen != want {
 			t.Errorf("listen: %s read as %q, %v", want, m.Listen, err)
+		}
+	}
+}
+
+// TestManifestEnv: Admit refuses an env naming a variable the runtime sets for some kind of
+// worker (a process worker's, CGI's), whatever kind the version is; PATH and HOME, defaults a
+// process worker's manifest may change, and names merely like the runtime's pass.
+func TestManifestEnv(t *testing.T) {
+	all := Policy{ProcessWorkers: config.Namespaces{All: true}, WasmWorkers: config.Namespaces{All: true}}
+	for _, tt := range []struct {
+		name string
+		ok   bool
+	}{
+		{"GREETING", true}, {"PATH", true}, {"HOME", true}, {"http_proxy", true}, {"HTTPS_PROXY", true}, {"REMOTE", true}, {"PORTS", true},
+		{"PORT", false}, {"HOST", false}, {"TMPDIR", false}, {"LISTEN_FDS", false}, {"LISTEN_PID", false},
+		{"HTTP_AUTHORIZATION", false}, {"HTTP_X_TOKEN", false}, {"HTTP_PROXY", false}, {"REMOTE_ADDR", false}, {"REMOTE_HOST", false},
+		{"REMOTE_USER", false}, {"AUTH_TYPE", false}, {"REQUEST_METHOD", false}, {"SCRIPT_NAME", false}, {"PATH_INFO", false},
+		{"PATH_TRANSLATED", false}, {"QUERY_STRING", false}, {"SERVER_NAME", false}, {"SERVER_PROTOCOL", false}, {"SERVER_SOFTWARE", false}, {"SERVER_URL", true},
+		{"CONTENT_TYPE", false}, {"CONTENT_LENGTH", false}, {"GATEWAY_INTERFACE", false}, {"HTTPS", false}, {"WORKER_NAME", false},
+	} {
+		for _, kind := range []string{"entrypoint: server\n", "runtime: wasm\nmodule: app.wasm\n", "entrypoint: index.html\n"} {
+			err := Admit(manifestOnly(t, "name: a\n"+kind+"env: {"+tt.name+": x}\n"), all, nil)
+			if (err == nil) != tt.ok {
+				t.Errorf("env %s with %q: %v, want ok %v", tt.name, kind, err, tt.ok)
+			}
+			if err != nil && (!packages.IsCode(err, packages.CodeInvalidManifest) || !strings.Contains(err.Error(), "env "+tt.name+" is set by the runtime")) {
+				t.Errorf("env %s: %v, want INVALID_MANIFEST naming it", tt.name, err)
+			}
 		}
 	}
 }

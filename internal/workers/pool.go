@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -579,8 +580,12 @@ func (pr *proc) environ(port int, scratch string) []string {
 	for k, v := range pr.m.Env {
 		env[k] = v
 	}
+	// The secrets API refuses the runtime's names, but a secret stored before may hold one:
+	// the runtime's value wins (the launcher writes LISTEN_* over any).
 	for k, v := range pr.secrets {
-		env[k] = v
+		if !processVariable(k) {
+			env[k] = v
+		}
 	}
 	for _, v := range runtimeVars {
 		if value := v.value(pr, port, scratch); !v.beforeManifest && value != "" {
@@ -597,16 +602,19 @@ func (pr *proc) environ(port int, scratch string) []string {
 // runtimeVars are the variables the runtime sets for a process worker, the one list that
 // environ writes and RuntimeVariable reads. beforeManifest ones are defaults the manifest's
 // env may change; the others are written over it, and left out when their value is "".
-var runtimeVars = []struct {
-	name           string
-	beforeManifest bool
-	value          func(pr *proc, port int, scratch string) string
-}{
+var runtimeVars = []runtimeVar{
 	{"PATH", true, func(pr *proc, _ int, _ string) string { return pr.pool.opts.Path }},
 	{"HOME", true, func(pr *proc, _ int, _ string) string { return pr.dir }},
 	{"PORT", false, func(_ *proc, port int, _ string) string { return listenPort(port) }},
 	{"HOST", false, func(_ *proc, port int, _ string) string { return map[bool]string{true: "127.0.0.1"}[port > 0] }},
 	{"TMPDIR", false, func(_ *proc, _ int, scratch string) string { return scratch }},
+}
+
+// runtimeVar is a variable the runtime sets for a process worker.
+type runtimeVar struct {
+	name           string
+	beforeManifest bool
+	value          func(pr *proc, port int, scratch string) string
 }
 
 // listenPort is the PORT of a worker told to listen on port, "" for none (isolated network).
@@ -617,16 +625,47 @@ func listenPort(port int) string {
 	return strconv.Itoa(port)
 }
 
-// RuntimeVariable reports whether the runtime sets the environment variable name for a
-// process worker (PORT, TMPDIR, LISTEN_FDS, …): a secret of that name is refused, as the
-// runtime would write over it, or it over the runtime.
+// RuntimeVariable reports whether the runtime sets the environment variable name for a worker
+// of some kind: for a process worker the variables of runtimeVars and LISTEN_* (socket
+// activation), for a WebAssembly instance the CGI meta-variables of each request (see
+// CGIVariable). A secret of that name is refused for every kind, as the runtime would write
+// over it, or it over the runtime, or a visitor's header over it (HTTP_*): one list, whatever
+// kind the worker is or becomes with its next version.
 func RuntimeVariable(name string) bool {
-	for _, v := range runtimeVars {
-		if v.name == name {
-			return true
-		}
-	}
-	return strings.HasPrefix(name, sandbox.ListenPrefix)
+	return processVariable(name) || CGIVariable(name)
+}
+
+// processVariable reports whether the runtime sets name for a process worker.
+func processVariable(name string) bool {
+	return slices.ContainsFunc(runtimeVars, func(v runtimeVar) bool { return v.name == name }) || strings.HasPrefix(name, sandbox.ListenPrefix)
+}
+
+// manifestVariable reports whether a manifest's env may set name: any but those the runtime
+// sets (RuntimeVariable), except the defaults runtimeVars lets the manifest change (PATH,
+// HOME).
+func manifestVariable(name string) bool {
+	return !RuntimeVariable(name) || slices.ContainsFunc(runtimeVars, func(v runtimeVar) bool { return v.name == name && v.beforeManifest })
+}
+
+// cgiVariables are the meta-variables of RFC 3875 (section 4.1) and those a WebAssembly
+// instance gets from the runtime besides (REQUEST_URI, REMOTE_PORT, HTTPS, WORKER_NAME,
+// WORKER_VERSION; see serving's wasmEnv), but for HTTP_* (cgiHeaderPrefix). The SERVER_ ones
+// are named one by one, so an app's SERVER_URL stays its own.
+var cgiVariables = []string{
+	"AUTH_TYPE", "CONTENT_LENGTH", "CONTENT_TYPE", "GATEWAY_INTERFACE", "HTTPS", "PATH_INFO", "PATH_TRANSLATED",
+	"QUERY_STRING", "REMOTE_ADDR", "REMOTE_HOST", "REMOTE_IDENT", "REMOTE_PORT", "REMOTE_USER", "REQUEST_METHOD",
+	"REQUEST_URI", "SCRIPT_NAME", "SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "SERVER_SOFTWARE",
+	"WORKER_NAME", "WORKER_VERSION",
+}
+
+// cgiHeaderPrefix starts the variable of each request header line.
+const cgiHeaderPrefix = "HTTP_"
+
+// CGIVariable reports whether name is one of CGI's variables, which a WebAssembly instance gets
+// from the runtime, as the runtime writes them (in upper case; a lower-case http_proxy is
+// nobody's but the worker's).
+func CGIVariable(name string) bool {
+	return slices.Contains(cgiVariables, name) || strings.HasPrefix(name, cgiHeaderPrefix)
 }
 
 // awaitReady waits until the process accepts connections, exits, or startTimeout passes. It

@@ -409,7 +409,7 @@ export interface paths {
         };
         /**
          * Download several files or folders of a plugin as a zip
-         * @description A zip of the paths that can be read, each under its base name ("name (2)" when two share one); the others are left out. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description A zip of the paths that can be read, each under its base name ("name (2)" when two share one); the others are left out. A path named twice, or inside a folder the batch names too, is stored once. Paths are virtual: <root folder name>/<path inside it>, where the roots are the plugin folders (plugin_dirs). Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}). Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["pluginsFilesDownloadBatch"];
         put?: never;
@@ -813,7 +813,7 @@ export interface paths {
         };
         /**
          * Download several files or folders of a worker as a zip
-         * @description A zip of the paths that can be read, each under its base name ("name (2)" when two share one); the others are left out. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
+         * @description A zip of the paths that can be read, each under its base name ("name (2)" when two share one); the others are left out. A path named twice, or inside a folder the batch names too, is stored once. Paths are virtual: <root folder name>/<path inside it>, where the roots are the worker folders (worker_dirs). Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here. Built-in roots are read-only, and in cluster mode uploaded ones too (CLUSTER_READ_ONLY: deploy a new version); a namespace-restricted key reaches only @scope folders of its namespaces.
          */
         get: operations["workersFilesDownloadBatch"];
         put?: never;
@@ -3660,6 +3660,17 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description The zip would hold more than max_archive_entries files and folders or max_unpacked_size bytes of files (PAYLOAD_TOO_LARGE, naming the limit) */
+            413: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
             431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
@@ -3743,6 +3754,17 @@ export interface operations {
             };
             /** @description None of the paths can be read (FILE_NOT_FOUND); the message says why for each */
             404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The zip would hold more than max_archive_entries files and folders or max_unpacked_size bytes of files (PAYLOAD_TOO_LARGE, naming the limit) */
+            413: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
@@ -5698,6 +5720,17 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
+            /** @description The zip would hold more than max_archive_entries files and folders or max_unpacked_size bytes of files (PAYLOAD_TOO_LARGE, naming the limit) */
+            413: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
             431: components["responses"]["HeaderFieldsTooLarge"];
             /** @description Internal error; the message carries the request id */
             500: {
@@ -5781,6 +5814,17 @@ export interface operations {
             };
             /** @description None of the paths can be read (FILE_NOT_FOUND); the message says why for each */
             404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The zip would hold more than max_archive_entries files and folders or max_unpacked_size bytes of files (PAYLOAD_TOO_LARGE, naming the limit) */
+            413: {
                 headers: {
                     /** @description correlation id of the request */
                     "X-Request-Id"?: string;
@@ -7625,7 +7669,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME or LISTEN_*) */
+                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME, LISTEN_* or a CGI variable such as HTTP_*, SERVER_NAME, REMOTE_ADDR or PATH_INFO) */
                 secret: string;
                 scope: string;
                 name: string;
@@ -7712,7 +7756,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME or LISTEN_*) */
+                /** @description the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME, LISTEN_* or a CGI variable such as HTTP_*, SERVER_NAME, REMOTE_ADDR or PATH_INFO) */
                 secret: string;
                 scope: string;
                 name: string;
