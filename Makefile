@@ -89,8 +89,8 @@ FUZZTIME ?= 25000x
 ## which stalls the run at 0 executions a second: a short bound keeps the rate steady.
 fuzz:
 	@mkdir -p bin
-	@echo "go test -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./internal/packages/"
-	@go test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./internal/packages/ > bin/fuzz.log 2>&1; \
+	@echo "go test -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./packages/"
+	@go test -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./packages/ > bin/fuzz.log 2>&1; \
 	status=$$?; cat bin/fuzz.log; exit $$status
 
 ## integration: black-box tests of the real binary; tests that own their server run side by side,

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -24,7 +25,7 @@ func deps(t *testing.T) map[string][]string {
 // depsWithPrefix lists, for each of the runtime's packages, the packages whose import path
 // starts with prefix that it depends on, directly or not, without the prefix. The runtime's
 // packages are named by their path in the module without internal/ ("handlers" for
-// internal/handlers), so the rules below read as the layers they keep.
+// handlers), so the rules below read as the layers they keep.
 func depsWithPrefix(t *testing.T, prefix string) map[string][]string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Deps", "./...").Output()
@@ -140,7 +141,7 @@ func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
 	// SecretsOptions is how it is given the secrets key; ConnContext is registered with the
 	// server so that listings can write their answers in one go.
 	allowed := []string{"API", "New", "Options", "PluginHost", "Cluster", "Instances", "SecretsOptions", "APIKeyHeader", "SessionCookie", "HostSessionCookie", "ConnContext"}
-	files, err := filepath.Glob("internal/caddymodule/*.go")
+	files, err := filepath.Glob("caddymodule/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,10 +165,12 @@ func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
 }
 
 // TestInternal keeps the public surface to what users import: the module's entry point (the
-// root package, for xcaddy), the API client and its wire contract, and the programs; the rest
-// lies under internal/, where no other module can import it.
+// root package, for xcaddy), the design card's four packages, the API client and its wire
+// contract, and the programs; the rest lies under internal/, where no other module can import it.
 func TestInternal(t *testing.T) {
-	public := []string{"api", "client", "cmd/runtime", "cmd/openapi", "bench", "bench/cmd/report", "integration", "integration/harness", "examples/hello-process", "examples/hello-wasm"}
+	// The design card's four folders are public, as Caddy's modules/ are: the Caddy glue, the
+	// management API, the runtime's database and units on disk.
+	public := []string{"caddymodule", "handlers", "keystore", "packages", "api", "client", "cmd/runtime", "cmd/openapi", "bench", "bench/cmd/report", "integration", "integration/harness", "examples/hello-process", "examples/hello-wasm"}
 	out, err := exec.Command("go", "list", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -179,6 +182,29 @@ func TestInternal(t *testing.T) {
 		}
 		if !slices.Contains(public, rel) {
 			t.Errorf("package %s is public: move it under internal/, or list it here if users import it", rel)
+		}
+	}
+}
+
+// TestArchitectureNamesEveryPackage keeps docs/architecture.md a map of the whole house: every
+// package folder has its line there (the root package as runtime.go).
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		rel, ok := strings.CutPrefix(pkg, module)
+		name := "`" + rel + "/`"
+		if !ok {
+			name = "`runtime.go`" // the root package
+		}
+		if !strings.Contains(string(doc), name) {
+			t.Errorf("docs/architecture.md does not name the package folder %s: add a line for it", name)
 		}
 	}
 }

@@ -9,7 +9,7 @@ package runtime
 import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
-	"github.com/caddy-runtime/runtime/internal/caddymodule"
+	"github.com/caddy-runtime/runtime/caddymodule"
 	"github.com/caddy-runtime/runtime/internal/cli"
 )
 

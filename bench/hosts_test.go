@@ -10,8 +10,8 @@ import (
 
 	"github.com/caddy-runtime/runtime/integration/harness"
 	"github.com/caddy-runtime/runtime/internal/hosts"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/serving"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // BenchmarkHosts compares, on one runtime process with workers_domain set, a static worker's

@@ -12,9 +12,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/handlers"
-	"github.com/caddy-runtime/runtime/internal/keystore"
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/handlers"
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // BenchmarkListWorkers times GET /api/workers through the real handler over 1 000 workers of

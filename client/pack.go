@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // IgnoreFile names the patterns a deploy leaves out of the archive, one per line, as in

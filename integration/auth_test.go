@@ -16,7 +16,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
-	"github.com/caddy-runtime/runtime/internal/keystore"
+	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // rootKey holds every character that needs escaping in a cookie; rootKeyCookie is its

@@ -12,7 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 
-	"github.com/caddy-runtime/runtime/internal/handlers"
+	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/internal/version"
 )
 

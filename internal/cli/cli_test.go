@@ -21,15 +21,15 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/internal/config"
-	"github.com/caddy-runtime/runtime/internal/handlers"
 	"github.com/caddy-runtime/runtime/internal/hosts"
-	"github.com/caddy-runtime/runtime/internal/keystore"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 	"github.com/caddy-runtime/runtime/internal/version"
 	"github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // The commands run as a user runs them: this test binary, run again as Caddy's command line

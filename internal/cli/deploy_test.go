@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/internal/envelope"
-	"github.com/caddy-runtime/runtime/internal/handlers"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 

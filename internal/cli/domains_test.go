@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/handlers"
+	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 

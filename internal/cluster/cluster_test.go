@@ -20,12 +20,12 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-runtime/runtime/api"
-	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/metrics"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
 	"github.com/caddy-runtime/runtime/internal/reconcile"
 	"github.com/caddy-runtime/runtime/internal/testkit"
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // world is what the instances of a test share: a libSQL primary for the desired state and an

@@ -14,7 +14,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Download is what a download request names: one file, or folders and files sent as a zip.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Error codes of the file manager, besides the packages codes it passes on (PATH_TRAVERSAL,

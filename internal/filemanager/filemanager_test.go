@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/keystore"
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // fixture is a data folder with worker and plugin roots, units in several namespaces and a

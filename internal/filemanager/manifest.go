@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Admit decides whether a write may leave a unit's metadata as md, read as the write would

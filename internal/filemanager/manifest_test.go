@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // admitting returns the fixture's surfaces asking an admission that refuses manifests

@@ -25,7 +25,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Guard decides whether the caller may reach a unit ("@team/app", "app") or a scope folder

@@ -10,7 +10,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // UploadFile is one uploaded file.

@@ -6,7 +6,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // openWrite resolves vpath for a write and opens its confined view; the caller closes it.

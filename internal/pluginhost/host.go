@@ -24,10 +24,10 @@ import (
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/events"
 	"github.com/caddy-runtime/runtime/internal/metrics"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/trace"
 	"github.com/caddy-runtime/runtime/internal/troubleshooting"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Options configure a Host.

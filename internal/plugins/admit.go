@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // World is what an admission compares a plugin with: the units already installed.

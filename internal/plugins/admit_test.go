@@ -3,7 +3,7 @@ package plugins
 import (
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 func TestAdmit(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/caddy-runtime/runtime/internal/config"
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Policy is what the operator lets plugins do.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // metadata reads a manifest body as package metadata.

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Menu is an entry a plugin adds to the cpanel's navigation.

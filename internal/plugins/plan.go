@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Plugin is a plugin the plan loads.

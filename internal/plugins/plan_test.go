@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // units writes plugins (name → manifest body after the name) and reads them as a catalog does.

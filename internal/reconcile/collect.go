@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
+	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // DefaultGrace is how long an archive no live row refers to stays in the package store. An

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-runtime/runtime/internal/keystore"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/testkit"
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // ticking is a clock that moves a millisecond each time it is read: an install's work,

@@ -10,9 +10,9 @@ import (
 	"os"
 	"slices"
 
-	"github.com/caddy-runtime/runtime/internal/keystore"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Publisher is a desired state that takes new rows without replacing any; *keystore.Store is

@@ -11,10 +11,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/keystore"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
 	"github.com/caddy-runtime/runtime/internal/testkit"
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // install installs an archive into the instance's folders as an upload did before the

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-runtime/runtime/internal/keystore"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
 	"github.com/caddy-runtime/runtime/internal/testkit"
+	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // clock is the back-off's clock, moved by the tests.

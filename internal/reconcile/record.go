@@ -9,7 +9,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // A record says which archive of the package store an installed tree came from. It lies in

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/caddy-runtime/runtime/internal/keystore"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
+	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // Unit names a unit version a pass acted on or reports.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/caddy-runtime/runtime/internal/keystore"
+	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // Run is the one loop that converges this instance: a pass at once, then one after each

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/caddy-runtime/runtime/internal/hosts"
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // TestServeByHost: a request on a worker's own host is that worker's, its whole path included,

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // TestMissing: a request for a worker this instance does not serve asks Missing, and is

@@ -2,7 +2,7 @@ package serving
 
 import (
 	"github.com/caddy-runtime/runtime/internal/hosts"
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // HostServed returns why host name (a TLS server name) is not served, "" when it is: an

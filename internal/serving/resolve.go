@@ -8,8 +8,8 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Target is the worker version a request path resolves to.

@@ -18,9 +18,9 @@ import (
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/internal/mount"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/trace"
 	"github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Error codes of serving workers.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/trace"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // VersionHeader names the worker version on every answer a worker gives, so the two sides of

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/caddy-runtime/runtime/internal/hosts"
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 func TestSplitVersion(t *testing.T) {

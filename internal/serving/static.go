@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // ErrFileNotFound means a files worker has no file at the requested path.

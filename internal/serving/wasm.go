@@ -14,10 +14,10 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/mount"
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/trace"
 	"github.com/caddy-runtime/runtime/internal/wasm"
 	"github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Error codes of WebAssembly workers.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // TestWasmEnv: the environment of a WebAssembly instance is the manifest's env and the

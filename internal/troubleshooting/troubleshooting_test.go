@@ -18,11 +18,11 @@ import (
 // notAtStartUp are the warnings logged while serving, about one request or one pass, which
 // the guide does not explain: the file and the start of the message.
 var notAtStartUp = map[string][]string{
-	"internal/handlers/files.go":      {"download failed after it started"},
-	"internal/handlers/traffic.go":    {"the traffic split of a removed worker could not be ended"},
-	"internal/handlers/secrets.go":    {"the secrets of a removed worker could not be removed"},
-	"internal/handlers/domains.go":    {"the custom domains of a removed worker could not be read", "a custom domain of a removed worker could not be detached"},
-	"internal/caddymodule/wasm.go":    {"the list of WebAssembly modules to load at the next start was not written"}, // at a stop
+	"handlers/files.go":               {"download failed after it started"},
+	"handlers/traffic.go":             {"the traffic split of a removed worker could not be ended"},
+	"handlers/secrets.go":             {"the secrets of a removed worker could not be removed"},
+	"handlers/domains.go":             {"the custom domains of a removed worker could not be read", "a custom domain of a removed worker could not be detached"},
+	"caddymodule/wasm.go":             {"the list of WebAssembly modules to load at the next start was not written"}, // at a stop
 	"internal/serving/serving.go":     {"a worker failed after it began to answer"},
 	"internal/serving/directproxy.go": {"a worker failed after it began to answer"},
 	"internal/serving/proxy.go":       {"worker request failed"},
@@ -30,9 +30,9 @@ var notAtStartUp = map[string][]string{
 	"internal/pluginhost/hooks.go":    {"onRequest hook failed; going on"},
 	"internal/workers/scratch.go":     {"worker passed its scratch limit"},
 	"internal/workers/output.go":      {"worker output dropped"},
-	"internal/keystore/replica.go":    {"wrote to the key store primary but could not read", "key store primary unreachable: dropped"},
+	"keystore/replica.go":             {"wrote to the key store primary but could not read", "key store primary unreachable: dropped"},
 	"internal/cluster/cluster.go":     {"cluster: "},
-	"internal/caddymodule/state.go":   nil, // every warning there is a start-up one
+	"caddymodule/state.go":            nil, // every warning there is a start-up one
 }
 
 // warning is a Warn call found in the source.

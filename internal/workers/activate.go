@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/troubleshooting"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // CodeHealthcheckFailed answers an upload or enable whose version was installed or enabled

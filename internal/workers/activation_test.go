@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/internal/testkit"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 func TestHealthcheckManifest(t *testing.T) {

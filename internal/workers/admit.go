@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/caddy-runtime/runtime/internal/config"
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Policy is what the operator lets workers do.

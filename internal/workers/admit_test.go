@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/caddy-runtime/runtime/internal/config"
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 func TestAdmit(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"github.com/dustin/go-humanize"
 	"gopkg.in/yaml.v3"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/sandbox"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Kind is how a worker version is served.

@@ -11,8 +11,8 @@ import (
 
 	"os"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/wasm"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // CodeInvalidModule refuses a WebAssembly worker whose module is not a file of its archive,

@@ -10,7 +10,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // CodeInvalidEntrypoint refuses a process worker whose program, named by its entrypoint or as

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/testkit"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 func TestCheckProgram(t *testing.T) {

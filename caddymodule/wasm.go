@@ -1,0 +1,280 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/serving"
+	"github.com/caddy-runtime/runtime/internal/wasm"
+	workerspkg "github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/packages"
+)
+
+// wasmCacheDir is the folder in state_dir where compiled WebAssembly modules are kept across
+// restarts.
+const wasmCacheDir = "wasm-cache"
+
+// wasmRecentFile names, in state_dir, the modules kept compiled in memory when the runtime
+// last stopped, the most recently used first: the next start loads them again (from the
+// compilation cache) before it reports ready, so their first requests only run them.
+const wasmRecentFile = "wasm-recent.json"
+
+// wasmWarmLimit bounds how long readiness waits for that warm-up; past it the runtime
+// reports ready and the warm-up goes on (a request for a module not warm yet loads it itself,
+// or waits for the warm-up's load of it).
+const wasmWarmLimit = 10 * time.Second
+
+var errWarming = errors.New("the runtime is loading the compiled WebAssembly modules it kept before its restart")
+
+// wasmState is the state's part for WebAssembly workers: the engine, with its compilation
+// cache in state_dir, and the output log their standard error goes to.
+type wasmState struct {
+	engine *wasm.Engine
+	output *workerspkg.OutputLog
+	// warmed is closed when the warm-up (warmWasm) has ended, which stopWarm cuts short;
+	// readiness waits for it until warmUntil.
+	warmed    chan struct{}
+	warmUntil time.Time
+	stopWarm  context.CancelFunc // also ends the pruning of the disk cache
+	pruned    chan struct{}      // closed when pruneWasm has ended
+	// secrets keeps each worker's opened secrets between requests, dropped when they change
+	// (forgetWasmSecrets); gen counts the drops, so a read that a change overtook is not kept.
+	mu      sync.Mutex
+	secrets map[string]map[string]string
+	gen     uint64
+}
+
+// maxWasmSecrets bounds the workers whose secrets are kept; past it they start afresh.
+const maxWasmSecrets = 4096
+
+// wasmSecrets returns worker's secrets for a WebAssembly instance: kept from an earlier
+// request, else opened (workerSecrets) and kept.
+func (s *state) wasmSecrets(ctx context.Context, worker string) (map[string]string, error) {
+	w := s.wasm.Load()
+	if w == nil {
+		return s.workerSecrets(ctx, worker)
+	}
+	w.mu.Lock()
+	kept, ok := w.secrets[worker]
+	gen := w.gen
+	w.mu.Unlock()
+	if ok {
+		return kept, nil
+	}
+	opened, err := s.workerSecrets(ctx, worker)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gen == gen {
+		if len(w.secrets) >= maxWasmSecrets {
+			w.secrets = map[string]map[string]string{}
+		}
+		w.secrets[worker] = opened
+	}
+	return opened, nil
+}
+
+// forgetWasmSecrets drops the kept secrets of worker, whose secrets changed: the next request
+// opens them again.
+func (s *state) forgetWasmSecrets(worker string) {
+	if w := s.wasm.Load(); w != nil {
+		w.mu.Lock()
+		delete(w.secrets, worker)
+		w.gen++
+		w.mu.Unlock()
+	}
+}
+
+// setWasmBudget applies wasm_compiled_memory and wasm_cache_size, the latest config's, now or
+// when the engine starts.
+func (s *state) setWasmBudget(memory, disk int64) {
+	s.wasmBudget.Store(memory)
+	s.wasmCache.Store(disk)
+	if w := s.wasm.Load(); w != nil {
+		w.engine.SetBudget(memory)
+		w.engine.SetCacheSize(disk)
+	}
+}
+
+// openWasm starts the engine of WebAssembly workers; their lines go into logs, the process
+// workers' log book, so GET workers/…/logs reads both kinds alike.
+func (s *state) openWasm(logs *workerspkg.LogBook) error {
+	engine, err := wasm.New(wasm.Options{
+		CacheDir:  filepath.Join(s.settings.StateDir, wasmCacheDir),
+		Budget:    s.wasmBudget.Load(),
+		CacheSize: s.wasmCache.Load(),
+		Observe:   runtimeMetrics.WasmModule,
+	})
+	if err != nil {
+		return fmt.Errorf("WebAssembly workers: %v", err)
+	}
+	w := &wasmState{engine: engine, output: workerspkg.NewOutputLog(logs, s.logger.Named("workers"), s.settings.WorkerLogRate),
+		secrets: map[string]map[string]string{}}
+	// A version's compiled module goes when the version goes or changes; a later request
+	// compiles it again (from the cache when its bytes are the same).
+	s.workerChanges.Subscribe(func(ch packages.Change) {
+		switch ch.Op {
+		case packages.OpInstalled, packages.OpRemoved, packages.OpDisabled, packages.OpFiles:
+			engine.Forget(serving.WasmVersionKey(ch.Name, ch.Version))
+		}
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	w.warmed, w.warmUntil, w.stopWarm = make(chan struct{}), time.Now().Add(wasmWarmLimit), stop
+	w.pruned = make(chan struct{})
+	s.wasm.Store(w)
+	go s.warmWasm(ctx, w)
+	go s.pruneWasm(ctx, w)
+	return nil
+}
+
+// wasmPruneEvery is how often the disk cache of compiled modules is pruned while the runtime
+// runs; it is pruned at start too, once the warm-up has read what it loads.
+const wasmPruneEvery = 24 * time.Hour
+
+// pruneWasm prunes the disk cache of compiled modules (wasm.Engine.PruneCache) after the
+// warm-up and then every wasmPruneEvery, until ctx ends.
+func (s *state) pruneWasm(ctx context.Context, w *wasmState) {
+	defer close(w.pruned)
+	select {
+	case <-w.warmed:
+	case <-ctx.Done():
+		return
+	}
+	tick := time.NewTicker(wasmPruneEvery)
+	defer tick.Stop()
+	for {
+		removed, freed, err := w.engine.PruneCache(time.Now())
+		if removed > 0 {
+			s.logger.Info("removed compiled WebAssembly modules unused for a while or past wasm_cache_size from the disk cache",
+				zap.Int("files", removed), zap.Int64("bytes", freed))
+		}
+		if err != nil {
+			s.logger.Info("the disk cache of compiled WebAssembly modules was not pruned whole; the next pass tries again", zap.Error(err))
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// warming reports errWarming while the warm-up runs, for at most wasmWarmLimit.
+func (w *wasmState) warming() error {
+	select {
+	case <-w.warmed:
+		return nil
+	default:
+	}
+	if time.Now().After(w.warmUntil) {
+		return nil
+	}
+	return errWarming
+}
+
+// warmWasm loads the modules named in wasmRecentFile, the most recently used first, while the
+// budget has room: each still installed as it was (the same version folder and module file,
+// enabled) is made ready as its first request would make it.
+func (s *state) warmWasm(ctx context.Context, w *wasmState) {
+	defer close(w.warmed)
+	data, err := os.ReadFile(filepath.Join(s.settings.StateDir, wasmRecentFile))
+	if err != nil {
+		return
+	}
+	var keys []string
+	if err := json.Unmarshal(data, &keys); err != nil {
+		// Nothing to do about it: the next stop writes the file afresh.
+		s.logger.Info("ignoring the list of WebAssembly modules to load at start", zap.String("file", wasmRecentFile), zap.Error(err))
+		return
+	}
+	for _, key := range keys {
+		if ctx.Err() != nil {
+			return
+		}
+		name, version, dir, module, ok := serving.ParseModuleKey(key)
+		if !ok {
+			continue
+		}
+		u, found := s.workers.Find(name)
+		if !found {
+			continue
+		}
+		i := slices.IndexFunc(u.Versions, func(v packages.Version) bool { return v.Version == version && v.Path == dir && v.Enabled })
+		if i < 0 {
+			continue
+		}
+		v := u.Versions[i]
+		served, err := s.versions.Get(v)
+		if err != nil || served.Manifest.Runtime != workerspkg.RuntimeWasm || served.Manifest.Module != module {
+			continue
+		}
+		more, err := w.engine.Warm(ctx, serving.WasmModule(name, v, served))
+		if err != nil {
+			s.logger.Debug("a WebAssembly module was not loaded at start", zap.String("worker", name), zap.String("version", version), zap.Error(err))
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// closeWasm ends the warm-up, records which modules are kept compiled for the next start, and
+// closes the engine.
+func (s *state) closeWasm() {
+	w := s.wasm.Swap(nil)
+	if w == nil {
+		return
+	}
+	w.stopWarm()
+	<-w.warmed
+	<-w.pruned
+	if err := writeRecent(filepath.Join(s.settings.StateDir, wasmRecentFile), w.engine.Recent()); err != nil {
+		s.logger.Warn("the list of WebAssembly modules to load at the next start was not written", zap.Error(err))
+	}
+	w.engine.Close()
+}
+
+// writeRecent replaces the file at path with keys, whole or not at all.
+func writeRecent(path string, keys []string) error {
+	data, err := json.Marshal(keys)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// wasmHost is what the handler's serving of WebAssembly workers needs under settings, nil
+// until the state has started.
+func (s *state) wasmHost(settings config.Settings) func() *serving.WasmHost {
+	var cached atomic.Pointer[serving.WasmHost]
+	return func() *serving.WasmHost {
+		if h := cached.Load(); h != nil {
+			return h
+		}
+		w := s.wasm.Load()
+		if w == nil {
+			return nil
+		}
+		h := &serving.WasmHost{Engine: w.engine, Output: w.output, Allowed: settings.WasmWorkers.Allows, Memory: settings.WasmMemory,
+			Secrets: s.wasmSecrets}
+		cached.Store(h)
+		return h
+	}
+}

@@ -1,0 +1,110 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/packages"
+)
+
+// healthcheckFailed documents the answer to an upload or enable whose version did not pass its
+// check.
+var healthcheckFailed = errorResponse(http.StatusUnprocessableEntity,
+	"HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's "+
+		"healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. "+
+		"The version served before goes on serving; the message gives the reason and the worker's last output lines, and the "+
+		"worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself.")
+
+// activationDoc tells, in an upload's or enable's description, when the version is served.
+const activationDoc = "A process worker's version is started at once and answers only once it has passed its check: its manifest's " +
+	"healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within " +
+	"startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static " +
+	"version has no check: the newest enabled version serves, as before. "
+
+// expect holds back a worker version about to be installed or enabled from unpinned traffic
+// until its check passes (workers.Activator.Expect); activated then waits for that check.
+func (a *API) expect(md packages.Metadata, enabling bool) {
+	if a.opts.Activator == nil {
+		return
+	}
+	if enabling {
+		a.opts.Activator.ExpectEnable(md)
+		return
+	}
+	a.opts.Activator.Expect(md)
+}
+
+// checks counts the checks started so far; activated waits for one started after it.
+func (a *API) checks() uint64 {
+	if a.opts.Activator == nil {
+		return 0
+	}
+	return a.opts.Activator.Started()
+}
+
+// forget undoes expect for an install or enable that failed.
+func (a *API) forget(name, version string) {
+	if a.opts.Activator != nil {
+		a.opts.Activator.Forget(name, version)
+	}
+}
+
+// activated waits for the check of a version just installed or enabled here (started by the
+// change, after since; else now), and answers 422 HEALTHCHECK_FAILED when it did not pass.
+func (a *API) activated(r *http.Request, name, version string, since uint64) error {
+	if a.opts.Activator == nil {
+		return nil
+	}
+	a.opts.Activator.CheckSince(name, version, since)
+	var failed *workers.CheckError
+	if err := a.opts.Activator.Wait(r.Context(), name, version); !errors.As(err, &failed) {
+		return nil // passed; or the client left, and the check goes on without it
+	}
+	return envelope.Errorf(http.StatusUnprocessableEntity, workers.CodeHealthcheckFailed, "%s", a.checkMessage(failed))
+}
+
+// checkMessage tells what failed, what is served instead and the worker's last output lines.
+func (a *API) checkMessage(e *workers.CheckError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s is installed but not activated: %s", e.Name, e.Version, e.Reason)
+	if u, err := a.opts.Workers.Lookup(e.Name); err == nil {
+		v, ok := workers.ActiveVersion(u, a.opts.Activations.Get(e.Name))
+		switch {
+		case !ok:
+		case v.Version != e.Version:
+			fmt.Fprintf(&b, "; %s goes on serving %s", v.Version, e.Name)
+		default:
+			fmt.Fprintf(&b, "; no other version of %s passed a check, so %s serves it as before", e.Name, e.Version)
+		}
+	}
+	if len(e.Output) == 0 {
+		b.WriteString(".\nIt wrote no output.")
+	} else {
+		b.WriteString(".\nIts last output lines:")
+		for _, l := range e.Output {
+			fmt.Fprintf(&b, "\n  %s: %s", l.Stream, l.Text)
+		}
+	}
+	b.WriteString("\nFix it and upload it again, or enable the version again to check it once more.")
+	return b.String()
+}
+
+// activation fills in the activation fields of a worker record.
+func (a *API) activation(rec *api.WorkerRecord, u packages.Unit) {
+	act := a.opts.Activations.Get(u.Name)
+	if v, ok := workers.ActiveVersion(u, act); ok {
+		rec.ActiveVersion = v.Version
+		rec.Served = v.Version
+	}
+	rec.FailedVersions = make([]api.FailedVersion, 0, len(act.Failed))
+	for _, f := range act.Failed {
+		if _, installed := u.Find(f.Version); installed {
+			rec.FailedVersions = append(rec.FailedVersions, api.FailedVersion{Version: f.Version, Reason: f.Reason, At: timestamp(f.At)})
+		}
+	}
+}
