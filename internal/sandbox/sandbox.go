@@ -146,3 +146,18 @@ func (l Layers) String() string {
 	}
 	return strings.Join(on, ", ")
 }
+
+// PortTakenError means another process than the worker listens on the port the worker was
+// told to serve on (Process.CheckListener): connections there would reach it.
+type PortTakenError struct {
+	Port  int
+	Owner string // e.g. "pid 123 (server)"; "" when unknown
+}
+
+func (e *PortTakenError) Error() string {
+	owner := e.Owner
+	if owner == "" {
+		owner = "a process the runtime may not look into"
+	}
+	return fmt.Sprintf("another process listens on port %d, the worker's PORT: %s", e.Port, owner)
+}

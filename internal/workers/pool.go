@@ -459,20 +459,15 @@ func (pr *proc) start() {
 	if sb.IsolatedNetwork() || pr.m.Listen == ListenSocket && sb.SocketActivation() {
 		// The sandbox hands the worker a listener, whose path it tells once started.
 		pr.network = "unix"
-		if err = pr.launch(0, true); err == nil {
+		var r *run
+		if r, err = pr.launch(0, true); err == nil {
+			pr.keep(r)
 			pr.addr = pr.cmd.Socket()
 			err = pr.queueProbe()
 		}
 	} else {
-		var port int
 		pr.network = "tcp"
-		if port, err = freePort(); err == nil {
-			pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			err = pr.launch(port, false)
-		}
-		if err == nil {
-			err = pr.awaitReady()
-		}
+		err = pr.startOnPort()
 	}
 	if err != nil {
 		pr.err = fmt.Errorf("worker %s@%s did not start: %v", pr.name, pr.version, err)
@@ -514,18 +509,66 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// portAttempts bounds the ports a start tries when another process listens on the one picked.
+const portAttempts = 3
+
+// startOnPort launches the process on a free port and waits until it listens there. Between
+// the pick and the worker's bind any process of the host may bind the port; one that did is
+// seen (sandbox's CheckListener), and the worker is stopped and started again on another port,
+// so no request reaches the other process.
+func (pr *proc) startOnPort() error {
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		r, err := pr.launch(port, false)
+		if err != nil {
+			return err
+		}
+		err = pr.awaitReady(r, port)
+		var taken *sandbox.PortTakenError
+		if !errors.As(err, &taken) || attempt == portAttempts {
+			pr.keep(r)
+			return err
+		}
+		pr.logger.Warn("another process listens on the port picked for the worker; stopping the worker and starting it on another port",
+			zap.Int("port", port), zap.String("owner", taken.Owner), zap.Int("attempt", attempt))
+		r.cmd.Kill()
+		<-r.exited
+	}
+}
+
+// run is one launch of a process: start keeps the one that serves, after which its exit is
+// the proc's.
+type run struct {
+	cmd    *sandbox.Process
+	exited chan struct{} // closed once it has exited
+	err    error         // how it exited, set before exited closes
+}
+
+// keep makes r the proc's process: its exit is the proc's exit from now on.
+func (pr *proc) keep(r *run) {
+	pr.cmd = r.cmd
+	go func() {
+		<-r.exited
+		pr.exitedWith(r.err)
+	}()
+}
+
 // launch starts the process, confined, in its version folder with a minimal environment.
-func (pr *proc) launch(port int, listen bool) error {
+func (pr *proc) launch(port int, listen bool) (*run, error) {
 	argv, err := pr.argv()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if src := pr.pool.opts.Secrets; src != nil {
+	if src := pr.pool.opts.Secrets; src != nil && pr.secrets == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
 		pr.secrets, err = src(ctx, pr.name)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("its secrets cannot be read: %v", err)
+			return nil, fmt.Errorf("its secrets cannot be read: %v", err)
 		}
 	}
 	scratch := scratchFolder(pr.pool.opts.ScratchDir, pr.name, pr.version)
@@ -540,17 +583,18 @@ func (pr *proc) launch(port int, listen bool) error {
 		OverScratch: pr.overScratch, Listen: listen}
 	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pr.cmd = cmd
 	pr.pid.Store(int64(cmd.Pid()))
+	r := &run{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		stdout.flush()
 		stderr.flush()
-		pr.exitedWith(err)
+		r.err = err
+		close(r.exited)
 	}()
-	return nil
+	return r, nil
 }
 
 // argv is the command line: the manifest's command, or the executable entrypoint.
@@ -629,21 +673,28 @@ func RuntimeVariable(name string) bool {
 	return strings.HasPrefix(name, sandbox.ListenPrefix)
 }
 
-// awaitReady waits until the process accepts connections, exits, or startTimeout passes. It
+// awaitReady waits until the process listens on port, exits, or startTimeout passes. It
 // tries again soon at first, a program's start often takes a few milliseconds, then less and
-// less often.
-func (pr *proc) awaitReady() error {
+// less often. A port that accepts is the worker's only once CheckListener finds every listener
+// on it held by the worker: else it answers a *sandbox.PortTakenError.
+func (pr *proc) awaitReady(r *run, port int) error {
 	deadline := time.Now().Add(time.Duration(pr.m.StartTimeout))
 	wait := readyPoll
 	for {
 		conn, err := net.DialTimeout("tcp", pr.addr, 100*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			return nil
+			ours, err := r.cmd.CheckListener(port)
+			if err != nil {
+				return err
+			}
+			if ours {
+				return nil
+			}
 		}
 		select {
-		case <-pr.exited:
-			return fmt.Errorf("it exited before listening on PORT (%s)", pr.cmd.State())
+		case <-r.exited:
+			return fmt.Errorf("it exited before listening on PORT (%s)", r.cmd.State())
 		case <-time.After(wait):
 		}
 		wait = min(wait*3/2, readyPollMax)

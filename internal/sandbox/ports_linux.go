@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/caddy-runtime/runtime/internal/launch"
+)
+
+// A worker of the host's network listens on the port the runtime picked for it, which any
+// process of the host may bind first (or beside it, with SO_REUSEPORT): a connection to the
+// port then reaches that process, not the worker. So the runtime takes a port as the worker's
+// only once every socket listening on it is held by the worker's processes, the launcher and
+// its descendants (the launcher is a subreaper, so a daemonised child stays among them).
+
+// CheckListener reports whether the worker listens on the loopback TCP port: true once every
+// socket listening on it (IPv4 or IPv6, any address) is held by the worker's processes, false
+// while none listens, and a *PortTakenError when another process holds one.
+func (p *Process) CheckListener(port int) (bool, error) {
+	inodes, err := listeningSockets(port)
+	if err != nil || len(inodes) == 0 {
+		return false, err
+	}
+	held, err := socketsOf(descendants(p.Pid()))
+	if err != nil {
+		return false, err
+	}
+	for _, inode := range inodes {
+		if !held[inode] {
+			return false, &PortTakenError{Port: port, Owner: socketOwner(inode)}
+		}
+	}
+	return true, nil
+}
+
+// listeningSockets returns the inodes of the TCP sockets listening on port, from
+// /proc/net/tcp and /proc/net/tcp6 (absent without IPv6).
+func listeningSockets(port int) ([]uint64, error) {
+	suffix := fmt.Sprintf(":%04X", port)
+	var inodes []uint64
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(name)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the listeners on port %d: %w", port, err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 10 || fields[3] != "0A" || !strings.HasSuffix(fields[1], suffix) {
+				continue
+			}
+			if inode, err := strconv.ParseUint(fields[9], 10, 64); err == nil && inode != 0 {
+				inodes = append(inodes, inode)
+			}
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("listing the listeners on port %d: %w", port, err)
+		}
+	}
+	return inodes, nil
+}
+
+// descendants returns pid and the pids of its descendants.
+func descendants(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out) && i < 10000; i++ {
+		out = append(out, launch.Children(out[i])...)
+	}
+	return out
+}
+
+// socketsOf returns the inodes of the sockets the processes hold. A process it may not look
+// into is an error: the runtime cannot tell then whose a listener is.
+func socketsOf(pids []int) (map[uint64]bool, error) {
+	held := map[uint64]bool{}
+	for _, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+		entries, err := os.ReadDir(dir)
+		if os.IsNotExist(err) {
+			continue // exited meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the descriptors of the worker's process %d, to check whose listener is on its port: %w", pid, err)
+		}
+		for _, e := range entries {
+			if inode, ok := socketInode(dir + "/" + e.Name()); ok {
+				held[inode] = true
+			}
+		}
+	}
+	return held, nil
+}
+
+// socketInode returns the inode of the socket a /proc/<pid>/fd/<n> link points at.
+func socketInode(link string) (uint64, bool) {
+	target, err := os.Readlink(link)
+	if err != nil || !strings.HasPrefix(target, "socket:[") || !strings.HasSuffix(target, "]") {
+		return 0, false
+	}
+	inode, err := strconv.ParseUint(target[len("socket:["):len(target)-1], 10, 64)
+	return inode, err == nil
+}
+
+// socketOwner names the process that holds the socket inode, for the log: "pid 123 (name)",
+// or "" when none the runtime may look into does.
+func socketOwner(inode uint64) string {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		dir := "/proc/" + e.Name() + "/fd"
+		fds, _ := os.ReadDir(dir)
+		for _, fd := range fds {
+			if held, ok := socketInode(dir + "/" + fd.Name()); ok && held == inode {
+				comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
+				return fmt.Sprintf("pid %s (%s)", e.Name(), strings.TrimSpace(string(comm)))
+			}
+		}
+	}
+	return ""
+}
