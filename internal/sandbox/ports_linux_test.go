@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestCheckListener tells a port no one listens on, one the worker's own processes listen on,
@@ -58,6 +60,36 @@ func TestCheckListener(t *testing.T) {
 				t.Errorf("error %v, want a PortTakenError", err)
 			case tc.errPID != 0 && (pt.Port != tc.port || !strings.HasPrefix(pt.Owner, fmt.Sprintf("pid %d ", tc.errPID))):
 				t.Errorf("PortTakenError names port %d and owner %q, want %d and pid %d", pt.Port, pt.Owner, tc.port, tc.errPID)
+			}
+		})
+	}
+}
+
+// TestDescriptorWarning: the start-up warning comes when one worker's processes may together
+// hold more than half the runtime's descriptor limit, or have no bound, and names the settings.
+func TestDescriptorWarning(t *testing.T) {
+	var own unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &own); err != nil || own.Cur == unix.RLIM_INFINITY {
+		t.Skipf("no finite descriptor limit here (%v)", err)
+	}
+	for _, tc := range []struct {
+		name string
+		caps Limits
+		warn bool
+	}{
+		{"well below", Limits{Files: 1, Processes: 2}, false},
+		{"at half", Limits{Files: int(own.Cur / 2), Processes: 1}, false},
+		{"past half", Limits{Files: int(own.Cur/2) + 1, Processes: 1}, true},
+		{"no file limit", Limits{Processes: 2}, true},
+		{"no process limit", Limits{Files: 2}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, warned := descriptorWarning(tc.caps)
+			if warned != tc.warn {
+				t.Fatalf("warned = %v, want %v (%q)", warned, tc.warn, w.Text)
+			}
+			if warned && (!strings.Contains(w.Text, "worker_max_files") || !strings.Contains(w.Text, "worker_processes") || w.Docs == "") {
+				t.Errorf("the warning %q does not name the settings or link its paragraph (%q)", w.Text, w.Docs)
 			}
 		})
 	}

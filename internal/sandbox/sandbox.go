@@ -34,6 +34,7 @@ type Options struct {
 type Limits struct {
 	Memory    int64   // bytes
 	Processes int     // processes and threads
+	Files     int     // open descriptors of each process (RLIMIT_NOFILE)
 	CPU       float64 // cores
 	Scratch   int64   // bytes in the scratch folder
 }
@@ -45,6 +46,9 @@ func (l Limits) Cap(c Limits) Limits {
 	}
 	if l.Processes <= 0 || c.Processes > 0 && l.Processes > c.Processes {
 		l.Processes = c.Processes
+	}
+	if l.Files <= 0 || c.Files > 0 && l.Files > c.Files {
+		l.Files = c.Files
 	}
 	if l.CPU <= 0 || c.CPU > 0 && l.CPU > c.CPU {
 		l.CPU = c.CPU

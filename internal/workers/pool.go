@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/internal/sandbox"
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // PoolOptions configure a Pool.
@@ -534,7 +535,7 @@ func (pr *proc) startOnPort() error {
 			return err
 		}
 		pr.logger.Warn("another process listens on the port picked for the worker; stopping the worker and starting it on another port",
-			zap.Int("port", port), zap.String("owner", taken.Owner), zap.Int("attempt", attempt))
+			zap.Int("port", port), zap.String("owner", taken.Owner), zap.Int("attempt", attempt), troubleshooting.PortTaken.Field())
 		r.cmd.Kill()
 		<-r.exited
 	}

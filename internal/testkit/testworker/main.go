@@ -125,6 +125,12 @@ func main() {
 	os.Exit(1)
 }
 
+// held keeps the connections /hold opened, so they stay open.
+var (
+	holding sync.Mutex
+	held    []net.Conn
+)
+
 // fillers keeps the answers of /bytes by size, built once.
 var fillers sync.Map
 
@@ -199,6 +205,23 @@ func attacks() {
 		c.SetReadDeadline(time.Now().Add(time.Second))
 		b, _ := io.ReadAll(io.LimitReader(c, 64))
 		fmt.Fprintf(w, "connected: %s", b)
+	})
+	http.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) {
+		// Opens up to n connections to addr, one after the other until one fails, and keeps
+		// them open for as long as the worker runs, as a descriptor flood would.
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		holding.Lock()
+		defer holding.Unlock()
+		var last error
+		for range n {
+			c, err := net.DialTimeout("tcp", r.URL.Query().Get("addr"), time.Second)
+			if err != nil {
+				last = err
+				break
+			}
+			held = append(held, c)
+		}
+		json.NewEncoder(w).Encode(map[string]any{"held": len(held), "error": fmt.Sprint(last)})
 	})
 	http.HandleFunc("/listen", func(w http.ResponseWriter, r *http.Request) {
 		// A listener beside the worker's own, on the worker's loopback: it greets and hangs up.
