@@ -68,17 +68,7 @@ func TestPortTakenBeforeTheWorker(t *testing.T) {
 		answers <- resp
 	}()
 	port := workerPort(t, mark, 10*time.Second)
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		t.Fatalf("taking the worker's port %d: %v", port, err)
-	}
-	var stolen atomic.Int64
-	hijacker := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		stolen.Add(1)
-		fmt.Fprint(w, "served by another process")
-	})}
-	go hijacker.Serve(l)
-	defer hijacker.Close()
+	stolen := hijack(t, port)
 
 	var resp *harness.Response
 	select {
@@ -102,5 +92,65 @@ func TestPortTakenBeforeTheWorker(t *testing.T) {
 	}
 	if got := fmt.Sprint(entry["owner"]); !strings.Contains(got, fmt.Sprintf("pid %d ", os.Getpid())) || fmt.Sprint(entry["port"]) != strconv.Itoa(port) {
 		t.Errorf("the warning names port %v and owner %q, want port %d and this test's pid %d", entry["port"], got, port, os.Getpid())
+	}
+}
+
+// hijack listens on 127.0.0.1:port until the test ends and counts the requests it is sent.
+func hijack(t *testing.T, port int) *atomic.Int64 {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("taking port %d: %v", port, err)
+	}
+	var stolen atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stolen.Add(1)
+		fmt.Fprint(w, "served by another process")
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return &stolen
+}
+
+// TestPortLeftByARunningWorker: a running worker closes its listener (as a program that
+// re-binds to reload would, or one that exited a moment before the runtime heard of it) and
+// another process binds the port. The runtime's next connection to the worker must not carry a
+// request there: it is closed unused, and the worker is started again on another port.
+func TestPortLeftByARunningWorker(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the listener's owner is checked on Linux")
+	}
+	t.Parallel()
+	s := startWithRoot(t)
+	processWorker(t, s, "@other/victim", "1.0.0", "")
+	first := echoOf(t, s.Get("/@other/victim/"))
+	port, _ := workerEnv(t, s, "/@other/victim/", "PORT")
+	if resp := s.Get("/@other/victim/unlisten"); resp.Status != 200 {
+		t.Fatalf("unlisten: %s", resp)
+	}
+	n, _ := strconv.Atoi(port)
+	stolen := hijack(t, n)
+
+	// The first request after may fail (502): its connection found the other listener.
+	var e echoBody
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp := s.Get("/@other/victim/")
+		if resp.Status == 200 && resp.JSON(&e) == nil && e.PID != 0 {
+			break
+		}
+		if stolen.Load() > 0 || time.Now().After(deadline) {
+			t.Fatalf("after the worker let its port go: %s (requests sent to the other process: %d)", resp, stolen.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := stolen.Load(); n > 0 {
+		t.Fatalf("%d request(s) for @other/victim reached the process that took its port", n)
+	}
+	if e.PID == first.PID {
+		t.Errorf("the same process %d answers, without its listener", e.PID)
+	}
+	if _, err := s.WaitLog("the worker's port is no longer its own listener's; stopping the worker, the next request starts it on another port", 5*time.Second); err != nil {
+		t.Error(err)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/caddy-runtime/runtime/internal/launch"
 )
@@ -16,29 +19,63 @@ import (
 // only once every socket listening on it is held by the worker's processes, the launcher and
 // its descendants (the launcher is a subreaper, so a daemonised child stays among them).
 
-// CheckListener reports whether the worker listens on the loopback TCP port: true once every
-// socket listening on it (IPv4 or IPv6, any address) is held by the worker's processes, false
-// while none listens, and a *PortTakenError when another process holds one.
-func (p *Process) CheckListener(port int) (bool, error) {
+// CheckListener reports whether the worker listens on the loopback TCP port: once every
+// socket listening on it (IPv4 or IPv6, any address) is held by the worker's processes, it
+// returns them (for ListenersHeld); none while none listens, and a *PortTakenError when
+// another process holds one.
+func (p *Process) CheckListener(port int) ([]uint64, error) {
 	inodes, err := listeningSockets(port)
 	if err != nil || len(inodes) == 0 {
-		return false, err
+		return nil, err
 	}
 	held, err := socketsOf(descendants(p.Pid()))
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	for _, inode := range inodes {
 		if !held[inode] {
-			return false, &PortTakenError{Port: port, Owner: socketOwner(inode)}
+			return nil, &PortTakenError{Port: port, Owner: socketOwner(inode)}
 		}
 	}
-	return true, nil
+	return inodes, nil
 }
 
-// listeningSockets returns the inodes of the TCP sockets listening on port, from
-// /proc/net/tcp and /proc/net/tcp6 (absent without IPv6).
+// ListenersHeld checks, after a new connection to a worker's port, that the sockets listening
+// there are still among those CheckListener returned: a worker that closed its listener, or
+// exited before the runtime heard of it, leaves the port to whoever binds it next.
+func ListenersHeld(port int, listeners []uint64) error {
+	inodes, err := listeningSockets(port)
+	if err != nil {
+		return err
+	}
+	if len(inodes) == 0 {
+		return fmt.Errorf("nothing listens on port %d any more", port)
+	}
+	for _, inode := range inodes {
+		if !slices.Contains(listeners, inode) {
+			return &PortTakenError{Port: port, Owner: socketOwner(inode)}
+		}
+	}
+	return nil
+}
+
+// listeningSockets returns the inodes of the TCP sockets listening on port, IPv4 and IPv6, from
+// sock_diag, else (a kernel without it) from /proc/net/tcp{,6}.
 func listeningSockets(port int) ([]uint64, error) {
+	var inodes []uint64
+	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		got, err := diagListeners(family, port)
+		if err != nil {
+			return procListeners(port)
+		}
+		inodes = append(inodes, got...)
+	}
+	return inodes, nil
+}
+
+// procListeners returns the inodes of the TCP sockets listening on port, from /proc/net/tcp
+// and /proc/net/tcp6 (absent without IPv6).
+func procListeners(port int) ([]uint64, error) {
 	suffix := fmt.Sprintf(":%04X", port)
 	var inodes []uint64
 	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {

@@ -105,7 +105,10 @@ func (p *Process) Terminate() { terminate(p.cmd) }
 // Kill stops the worker at once.
 func (p *Process) Kill() { kill(p.cmd) }
 
-// CheckListener reports true: outside Linux the runtime cannot tell whose a listener is, so a
-// worker is taken to listen once its port accepts a connection (weaker: another process that
-// binds the port first is taken for the worker).
-func (p *Process) CheckListener(int) (bool, error) { return true, nil }
+// CheckListener returns a placeholder listener: outside Linux the runtime cannot tell whose a
+// listener is, so a worker is taken to listen once its port accepts a connection (weaker:
+// another process that binds the port first is taken for the worker).
+func (p *Process) CheckListener(int) ([]uint64, error) { return []uint64{0}, nil }
+
+// ListenersHeld is nil: outside Linux the runtime cannot tell whose a listener is.
+func ListenersHeld(int, []uint64) error { return nil }

@@ -158,6 +158,9 @@ type proc struct {
 	secrets map[string]string // its environment's secrets, set by launch
 
 	network, addr string       // "tcp" and host:port, or "unix" and the path of the socket it was handed
+	port          int          // its PORT, with network "tcp"
+	listeners     []uint64     // its sockets listening on port, seen at its start (sandbox's CheckListener)
+	lostPort      atomic.Bool  // a connection found another listener on its port
 	pid           atomic.Int64 // set once started, for its output lines
 	cmd           *sandbox.Process
 	ready         chan struct{}         // closed when started or failed
@@ -217,6 +220,43 @@ func (l *Lease) Err() error {
 
 // PID is the process id.
 func (l *Lease) PID() int { return l.p.cmd.Pid() }
+
+// CheckConn tells, right after a new connection to the process's port, whether the connection
+// reached the process: the sockets listening there must be those it listened on when it
+// started (sandbox's ListenersHeld). One that closed its listener, or exited before the pool
+// heard of it, left the port to whoever bound it next: the connection must then be closed
+// unused, and the process is stopped, the next request starting it on another port.
+func (l *Lease) CheckConn() error {
+	pr := l.p
+	if pr.network != "tcp" {
+		return nil
+	}
+	err := sandbox.ListenersHeld(pr.port, pr.listeners)
+	select {
+	case <-pr.exited:
+		if err == nil {
+			err = errors.New("it exited")
+		}
+	default:
+	}
+	if err == nil {
+		return nil
+	}
+	if pr.lostPort.CompareAndSwap(false, true) {
+		var taken *sandbox.PortTakenError
+		owner := ""
+		if errors.As(err, &taken) {
+			owner = taken.Owner
+		}
+		pr.logger.Warn("the worker's port is no longer its own listener's; stopping the worker, the next request starts it on another port",
+			zap.Int("port", pr.port), zap.String("owner", owner), zap.Error(err), troubleshooting.PortTaken.Field())
+		p := pr.pool
+		p.mu.Lock()
+		p.retireLocked(pr)
+		p.mu.Unlock()
+	}
+	return fmt.Errorf("worker %s@%s cannot take requests: %w", pr.name, pr.version, err)
+}
 
 // Release ends the request; the process counts it towards maxRequests.
 func (l *Lease) Release() { l.once.Do(func() { l.p.pool.release(l.p, true) }) }
@@ -685,11 +725,12 @@ func (pr *proc) awaitReady(r *run, port int) error {
 		conn, err := net.DialTimeout("tcp", pr.addr, 100*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			ours, err := r.cmd.CheckListener(port)
+			held, err := r.cmd.CheckListener(port)
 			if err != nil {
 				return err
 			}
-			if ours {
+			if len(held) > 0 {
+				pr.port, pr.listeners = port, held
 				return nil
 			}
 		}

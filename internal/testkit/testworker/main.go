@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -118,12 +119,25 @@ func main() {
 	})
 	l, err := listener()
 	if err == nil {
+		http.HandleFunc("/unlisten", func(w http.ResponseWriter, r *http.Request) {
+			// Closes the listener and lives on, leaving its port to whoever binds it next.
+			unlistened.Store(true)
+			w.Header().Set("Connection", "close")
+			fmt.Fprintln(w, "closing the listener")
+			l.Close()
+		})
 		fmt.Println("testworker listening on", l.Addr())
 		err = http.Serve(l, nil)
+	}
+	if unlistened.Load() {
+		select {} // as asked: no listener, still running
 	}
 	fmt.Fprintln(os.Stderr, err)
 	os.Exit(1)
 }
+
+// unlistened is set once /unlisten closed the listener.
+var unlistened atomic.Bool
 
 // held keeps the connections /hold opened, so they stay open.
 var (
