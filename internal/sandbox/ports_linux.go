@@ -28,7 +28,7 @@ func (p *Process) CheckListener(port int) ([]uint64, error) {
 	if err != nil || len(inodes) == 0 {
 		return nil, err
 	}
-	held, err := socketsOf(descendants(p.Pid()))
+	held, err := socketsOf(p.processes())
 	if err != nil {
 		return nil, err
 	}
@@ -106,13 +106,14 @@ func procListeners(port int) ([]uint64, error) {
 	return inodes, nil
 }
 
-// descendants returns pid and the pids of its descendants.
-func descendants(pid int) []int {
-	out := []int{pid}
-	for i := 0; i < len(out) && i < 10000; i++ {
-		out = append(out, launch.Children(out[i])...)
+// processes lists the launcher and the worker's processes: from the worker's cgroup, which
+// every descendant of the worker joins, else from the process tree (the launcher is a
+// subreaper, so a daemonised child stays below it).
+func (p *Process) processes() []int {
+	if pids := p.group.pids(); len(pids) > 0 {
+		return append(pids, p.Pid())
 	}
-	return out
+	return launch.Descendants(p.Pid())
 }
 
 // socketsOf returns the inodes of the sockets the processes hold. A process it may not look
