@@ -21,7 +21,7 @@ import (
 
 // CheckListener reports whether the worker listens on the loopback TCP port: once every
 // socket listening on it (IPv4 or IPv6, any address) is held by the worker's processes, it
-// returns them (for ListenersHeld); none while none listens, and a *PortTakenError when
+// returns them (for StillListens); none while none listens, and a *PortTakenError when
 // another process holds one.
 func (p *Process) CheckListener(port int) ([]uint64, error) {
 	inodes, err := listeningSockets(port)
@@ -40,23 +40,29 @@ func (p *Process) CheckListener(port int) ([]uint64, error) {
 	return inodes, nil
 }
 
-// ListenersHeld checks, after a new connection to a worker's port, that the sockets listening
-// there are still among those CheckListener returned: a worker that closed its listener, or
-// exited before the runtime heard of it, leaves the port to whoever binds it next.
-func ListenersHeld(port int, listeners []uint64) error {
+// StillListens checks, after a new connection to a worker's port, that the sockets listening
+// there are still the worker's: a worker that closed its listener, or exited before the runtime
+// heard of it, leaves the port to whoever binds it next. known are the listeners it was seen
+// with (CheckListener); a socket not among them, which the worker may have opened since (on
+// another address of the port), is looked up then, and the listeners are returned with it.
+func (p *Process) StillListens(port int, known []uint64) ([]uint64, error) {
 	inodes, err := listeningSockets(port)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(inodes) == 0 {
-		return fmt.Errorf("nothing listens on port %d any more", port)
+		return nil, fmt.Errorf("nothing listens on port %d any more", port)
 	}
 	for _, inode := range inodes {
-		if !slices.Contains(listeners, inode) {
-			return &PortTakenError{Port: port, Owner: socketOwner(inode)}
+		if !slices.Contains(known, inode) {
+			held, err := p.CheckListener(port)
+			if err == nil && len(held) == 0 {
+				err = fmt.Errorf("nothing listens on port %d any more", port)
+			}
+			return held, err
 		}
 	}
-	return nil
+	return known, nil
 }
 
 // listeningSockets returns the inodes of the TCP sockets listening on port, IPv4 and IPv6, from

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -92,5 +94,48 @@ func TestDescriptorWarning(t *testing.T) {
 				t.Errorf("the warning %q does not name the settings or link its paragraph (%q)", w.Text, w.Docs)
 			}
 		})
+	}
+}
+
+// TestStillListens: a listener the worker opens later on its port (another address) joins its
+// known ones, one another process holds is a PortTakenError, and a port nobody listens on any
+// more is an error.
+func TestStillListens(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	self := &Process{cmd: &exec.Cmd{Process: &os.Process{Pid: os.Getpid()}}}
+	known, err := self.CheckListener(port)
+	if err != nil || len(known) != 1 {
+		t.Fatalf("CheckListener = %v, %v", known, err)
+	}
+	if got, err := self.StillListens(port, known); err != nil || !slices.Equal(got, known) {
+		t.Errorf("StillListens with the same listener = %v, %v", got, err)
+	}
+	l6, err := net.Listen("tcp6", net.JoinHostPort("::1", strconv.Itoa(port)))
+	if err != nil {
+		t.Logf("no IPv6 here (%v): a second listener is not tried", err)
+	} else {
+		got, err := self.StillListens(port, known)
+		if err != nil || len(got) != 2 {
+			t.Errorf("StillListens with a second listener of its own = %v, %v", got, err)
+		}
+		other := exec.Command("/bin/sleep", "30")
+		if err := other.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { other.Process.Kill(); other.Wait() }()
+		var taken *PortTakenError
+		if _, err := (&Process{cmd: other}).StillListens(port, known); !errors.As(err, &taken) {
+			t.Errorf("StillListens with another process's listener = %v, want a PortTakenError", err)
+		}
+		l6.Close()
+	}
+	l.Close()
+	if _, err := self.StillListens(port, known); err == nil {
+		t.Error("StillListens on a port nobody listens on is no error")
 	}
 }

@@ -110,5 +110,5 @@ func (p *Process) Kill() { kill(p.cmd) }
 // another process that binds the port first is taken for the worker).
 func (p *Process) CheckListener(int) ([]uint64, error) { return []uint64{0}, nil }
 
-// ListenersHeld is nil: outside Linux the runtime cannot tell whose a listener is.
-func ListenersHeld(int, []uint64) error { return nil }
+// StillListens returns known: outside Linux the runtime cannot tell whose a listener is.
+func (p *Process) StillListens(_ int, known []uint64) ([]uint64, error) { return known, nil }

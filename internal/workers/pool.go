@@ -157,11 +157,11 @@ type proc struct {
 	logger  *zap.Logger
 	secrets map[string]string // its environment's secrets, set by launch
 
-	network, addr string       // "tcp" and host:port, or "unix" and the path of the socket it was handed
-	port          int          // its PORT, with network "tcp"
-	listeners     []uint64     // its sockets listening on port, seen at its start (sandbox's CheckListener)
-	lostPort      atomic.Bool  // a connection found another listener on its port
-	pid           atomic.Int64 // set once started, for its output lines
+	network, addr string                   // "tcp" and host:port, or "unix" and the path of the socket it was handed
+	port          int                      // its PORT, with network "tcp"
+	listeners     atomic.Pointer[[]uint64] // its sockets listening on port (sandbox's CheckListener)
+	lostPort      atomic.Bool              // a connection found another listener on its port
+	pid           atomic.Int64             // set once started, for its output lines
 	cmd           *sandbox.Process
 	ready         chan struct{}         // closed when started or failed
 	err           error                 // why the start failed, set before ready closes
@@ -223,7 +223,7 @@ func (l *Lease) PID() int { return l.p.cmd.Pid() }
 
 // CheckConn tells, right after a new connection to the process's port, whether the connection
 // reached the process: the sockets listening there must be those it listened on when it
-// started (sandbox's ListenersHeld). One that closed its listener, or exited before the pool
+// started, or others it holds (sandbox's StillListens). One that closed its listener, or exited before the pool
 // heard of it, left the port to whoever bound it next: the connection must then be closed
 // unused, and the process is stopped, the next request starting it on another port.
 func (l *Lease) CheckConn() error {
@@ -231,7 +231,11 @@ func (l *Lease) CheckConn() error {
 	if pr.network != "tcp" {
 		return nil
 	}
-	err := sandbox.ListenersHeld(pr.port, pr.listeners)
+	known := *pr.listeners.Load()
+	held, err := pr.cmd.StillListens(pr.port, known)
+	if err == nil && len(held) != len(known) {
+		pr.listeners.Store(&held)
+	}
 	select {
 	case <-pr.exited:
 		if err == nil {
@@ -730,7 +734,8 @@ func (pr *proc) awaitReady(r *run, port int) error {
 				return err
 			}
 			if len(held) > 0 {
-				pr.port, pr.listeners = port, held
+				pr.port = port
+				pr.listeners.Store(&held)
 				return nil
 			}
 		}
