@@ -116,6 +116,7 @@ func mountOf(paths []string) string {
 //			worker_scratch  <size>
 //			worker_memory   <size>
 //			worker_processes <count>
+//			worker_max_files <count>
 //			worker_cpu      <cores>
 //			worker_log_rate <lines per second>
 //			worker_log_lines <lines kept per worker>
@@ -175,7 +176,7 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 		"worker_scratch": &v.WorkerScratch, "wasm_memory": &v.WasmMemory, "wasm_compiled_memory": &v.WasmCompiledMemory,
 		"wasm_cache_size": &v.WasmCacheSize}
 	counts := map[string]*int{"max_archive_entries": &v.MaxArchiveEntries, "pool_size": &v.PoolSize,
-		"worker_processes": &v.WorkerProcesses, "worker_log_rate": &v.WorkerLogRate,
+		"worker_processes": &v.WorkerProcesses, "worker_max_files": &v.WorkerMaxFiles, "worker_log_rate": &v.WorkerLogRate,
 		"worker_log_lines": &v.WorkerLogLines, "max_pending_domains": &v.MaxPendingDomains}
 	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey, "secrets_key": &v.SecretsKey,
 		"secrets_key_old": &v.SecretsKeyOld,

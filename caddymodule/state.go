@@ -46,7 +46,7 @@ var stateSettings = []string{
 	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
 	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval",
 	"package_store", "endpoint", "bucket", "region", "prefix", "access_key_id", "secret_access_key", "path_style", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
-	"worker_network", "worker_scratch", "worker_memory", "worker_processes", "worker_cpu", "worker_log_rate", "worker_log_lines",
+	"worker_network", "worker_scratch", "worker_memory", "worker_processes", "worker_max_files", "worker_cpu", "worker_log_rate", "worker_log_lines",
 }
 
 // stateKey identifies the state an App needs (the values of stateSettings): the configs of a
@@ -59,8 +59,8 @@ func stateKey(s config.Settings) string {
 		"state=" + s.StateDir,
 		"keystore=" + s.KeyStore + syncKey(s.Sync),
 		"packagestore=" + packageStoreKey(s.PackageStore),
-		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
-			s.WorkerScratch, s.WorkerMemory, s.WorkerProcesses, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
+		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
+			s.WorkerScratch, s.WorkerMemory, s.WorkerProcesses, s.WorkerMaxFiles, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
 	}, "\n")
 }
@@ -441,7 +441,7 @@ func (s *state) sandbox() (*sandbox.Sandbox, error) {
 	sb, err := sandbox.New(sandbox.Options{
 		User: st.WorkerUser, Group: st.WorkerGroup, ReadDirs: st.WorkerReadDirs,
 		IsolateNetwork: st.WorkerNetwork == config.NetworkIsolated,
-		Caps:           sandbox.Limits{Memory: st.WorkerMemory, Processes: st.WorkerProcesses, CPU: st.WorkerCPU, Scratch: st.WorkerScratch},
+		Caps:           sandbox.Limits{Memory: st.WorkerMemory, Processes: st.WorkerProcesses, Files: st.WorkerMaxFiles, CPU: st.WorkerCPU, Scratch: st.WorkerScratch},
 		Private:        append(append([]string{st.StateDir, st.ScratchDir}, st.WorkerDirs...), st.PluginDirs...),
 	})
 	if err != nil {

@@ -73,6 +73,7 @@ func TestStateSettings(t *testing.T) {
 		"worker_scratch":       func(s *config.Settings) { s.WorkerScratch++ },
 		"worker_memory":        func(s *config.Settings) { s.WorkerMemory++ },
 		"worker_processes":     func(s *config.Settings) { s.WorkerProcesses++ },
+		"worker_max_files":     func(s *config.Settings) { s.WorkerMaxFiles++ },
 		"worker_cpu":           func(s *config.Settings) { s.WorkerCPU += 0.5 },
 		"worker_log_rate":      func(s *config.Settings) { s.WorkerLogRate++ },
 		"worker_log_lines":     func(s *config.Settings) { s.WorkerLogLines++ },

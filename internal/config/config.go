@@ -109,6 +109,10 @@ type AppValues struct {
 	WorkerMemory int64 `json:"worker_memory,omitempty"`
 	// WorkerProcesses caps the processes (and threads) of one process worker.
 	WorkerProcesses int `json:"worker_processes,omitempty"`
+	// WorkerMaxFiles caps the open descriptors of each process of a process worker
+	// (RLIMIT_NOFILE): connections count, so a worker cannot fill the runtime's own limit
+	// with connections to it.
+	WorkerMaxFiles int `json:"worker_max_files,omitempty"`
 	// WorkerCPU caps a process worker's CPU, in cores, e.g. "0.5" or "2".
 	WorkerCPU string `json:"worker_cpu,omitempty"`
 	// WorkerLogRate caps the output lines per second logged for one process worker.
@@ -170,6 +174,7 @@ type Settings struct {
 	WorkerScratch   int64
 	WorkerMemory    int64
 	WorkerProcesses int
+	WorkerMaxFiles  int
 	WorkerCPU       float64 // cores
 	WorkerLogRate   int     // lines per second
 	WorkerLogLines  int     // lines kept per worker
@@ -254,6 +259,7 @@ var Definitions = []Definition{
 	{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "256MiB", Process},
 	{"worker_memory", "RUNTIME_WORKER_MEMORY", "512MiB", Process},
 	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64", Process},
+	{"worker_max_files", "RUNTIME_WORKER_MAX_FILES", "1024", Process},
 	{"worker_cpu", "RUNTIME_WORKER_CPU", "1", Process},
 	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100", Process},
 	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000", Process},

@@ -171,6 +171,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.WorkerScratch = 256 << 20
 	s.WorkerMemory = 512 << 20
 	s.WorkerProcesses = 64
+	s.WorkerMaxFiles = 1024
 	s.WorkerCPU = 1
 	s.WorkerLogRate = 100
 	s.WorkerLogLines = 1000

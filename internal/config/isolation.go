@@ -134,6 +134,9 @@ func (r resolver) isolation(v AppValues, s *Settings) error {
 	if s.WorkerProcesses, err = r.count("worker_processes", v.WorkerProcesses); err != nil {
 		return err
 	}
+	if s.WorkerMaxFiles, err = r.count("worker_max_files", v.WorkerMaxFiles); err != nil {
+		return err
+	}
 	one, fromEnv = r.pick("worker_cpu", v.WorkerCPU)
 	if s.WorkerCPU, err = ParseCPU(one); err != nil {
 		return r.fail("worker_cpu", fromEnv, one, err)

@@ -623,12 +623,25 @@ func killDescendants() {
 }
 
 // Children lists the processes whose parent is pid.
-func Children(pid int) []int {
+func Children(pid int) []int { return processTree()[pid] }
+
+// Descendants lists pid and every process below it, from one reading of /proc.
+func Descendants(pid int) []int {
+	tree := processTree()
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, tree[out[i]]...)
+	}
+	return out
+}
+
+// processTree maps each process's pid to its live children's (zombies left out), from /proc.
+func processTree() map[int][]int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var out []int
+	tree := map[int][]int{}
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -644,9 +657,12 @@ func Children(pid int) []int {
 			continue
 		}
 		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) > 2 && fields[0] != "Z" && fields[1] == strconv.Itoa(pid) {
-			out = append(out, child)
+		if len(fields) < 2 || fields[0] == "Z" {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+			tree[ppid] = append(tree[ppid], child)
 		}
 	}
-	return out
+	return tree
 }

@@ -312,17 +312,29 @@ func (g *group) stop() {
 		return
 	}
 	for range 50 {
-		pids := strings.Fields(readTrim(g.procs))
+		pids := g.pids()
 		if len(pids) == 0 {
 			return
 		}
-		for _, p := range pids {
-			if pid, err := strconv.Atoi(p); err == nil {
-				_ = killPID(pid)
-			}
+		for _, pid := range pids {
+			_ = killPID(pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// pids lists the worker's processes from its cgroup.procs, none without one.
+func (g *group) pids() []int {
+	if g == nil || g.procs == "" {
+		return nil
+	}
+	var out []int
+	for _, p := range strings.Fields(readTrim(g.procs)) {
+		if pid, err := strconv.Atoi(p); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // remove deletes the worker's cgroups once their processes are gone.

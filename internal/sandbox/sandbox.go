@@ -34,6 +34,7 @@ type Options struct {
 type Limits struct {
 	Memory    int64   // bytes
 	Processes int     // processes and threads
+	Files     int     // open descriptors of each process (RLIMIT_NOFILE)
 	CPU       float64 // cores
 	Scratch   int64   // bytes in the scratch folder
 }
@@ -45,6 +46,9 @@ func (l Limits) Cap(c Limits) Limits {
 	}
 	if l.Processes <= 0 || c.Processes > 0 && l.Processes > c.Processes {
 		l.Processes = c.Processes
+	}
+	if l.Files <= 0 || c.Files > 0 && l.Files > c.Files {
+		l.Files = c.Files
 	}
 	if l.CPU <= 0 || c.CPU > 0 && l.CPU > c.CPU {
 		l.CPU = c.CPU
@@ -145,4 +149,19 @@ func (l Layers) String() string {
 		return "none"
 	}
 	return strings.Join(on, ", ")
+}
+
+// PortTakenError means another process than the worker listens on the port the worker was
+// told to serve on (Process.CheckListener): connections there would reach it.
+type PortTakenError struct {
+	Port  int
+	Owner string // e.g. "pid 123 (server)"; "" when unknown
+}
+
+func (e *PortTakenError) Error() string {
+	owner := e.Owner
+	if owner == "" {
+		owner = "a process the runtime may not look into"
+	}
+	return fmt.Sprintf("another process listens on port %d, the worker's PORT: %s", e.Port, owner)
 }

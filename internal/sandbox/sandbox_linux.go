@@ -143,6 +143,9 @@ func (s *Sandbox) probe() Layers {
 		l.Warnings = append(l.Warnings, Warning{msg, troubleshooting.NoCgroup})
 		l.Cgroup = strings.TrimPrefix(l.Cgroup+" + rlimits", " + ")
 	}
+	if w, ok := descriptorWarning(s.opts.Caps); ok {
+		l.Warnings = append(l.Warnings, w)
+	}
 	for _, private := range s.opts.Private {
 		for _, r := range s.readRules {
 			if within(private, r.Path) {
@@ -151,6 +154,28 @@ func (s *Sandbox) probe() Layers {
 		}
 	}
 	return l
+}
+
+// descriptorWarning warns when one worker may hold more than half the descriptors the runtime
+// may open (worker_max_files for each of worker_processes processes): connections to the
+// runtime cost it one descriptor each, so such a worker could still fill its limit. Go raised
+// the runtime's soft limit to its hard one at start, so the soft limit is what it has.
+func descriptorWarning(caps Limits) (Warning, bool) {
+	var own unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &own); err != nil || own.Cur == unix.RLIM_INFINITY {
+		return Warning{}, false
+	}
+	files, procs := uint64(caps.Files), uint64(caps.Processes)
+	if files > 0 && procs > 0 && files*procs <= own.Cur/2 {
+		return Warning{}, false
+	}
+	worst := "no bound"
+	if files > 0 && procs > 0 {
+		worst = strconv.FormatUint(files*procs, 10)
+	}
+	return Warning{fmt.Sprintf("one process worker may hold %s descriptors (worker_max_files %d × worker_processes %d), more than half of the "+
+		"runtime's own limit of %d, which its connections to the runtime count against: raise the runtime's limit (LimitNOFILE, ulimit -n) "+
+		"or lower worker_max_files", worst, caps.Files, caps.Processes, own.Cur), troubleshooting.DescriptorLimit}, true
 }
 
 func within(path, dir string) bool {
@@ -492,9 +517,13 @@ func (s *Sandbox) tmpfs(dir string, size int64) *launch.Tmpfs {
 	return &launch.Tmpfs{Path: dir, Options: tmpfsOptions(size, uid, gid)}
 }
 
-// rlimits are the limits no cgroup holds, and no core dumps.
+// rlimits are the limits no cgroup holds, no core dumps, and the open descriptors, which no
+// cgroup bounds.
 func rlimits(l Limits) []launch.Rlimit {
 	out := []launch.Rlimit{{Resource: unix.RLIMIT_CORE, Value: 0}}
+	if l.Files > 0 {
+		out = append(out, launch.Rlimit{Resource: unix.RLIMIT_NOFILE, Value: uint64(l.Files)})
+	}
 	if l.Memory > 0 {
 		out = append(out, launch.Rlimit{Resource: unix.RLIMIT_DATA, Value: uint64(l.Memory)})
 	}

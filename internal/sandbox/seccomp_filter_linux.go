@@ -15,13 +15,21 @@ import (
 // what it answers them with, and its name in the start-up log, printed from this same table
 // so the log cannot say more or less than the filter does. With values or mask, a call is
 // refused only when its first argument (socket's family, clone's flags) is one of the values
-// or shares a bit with the mask.
+// or shares a bit with the mask; with args, only when each of those arguments has its value
+// (setsockopt's level and option).
 type refusal struct {
 	name     string
 	syscalls []uintptr
 	values   []uint32
 	mask     uint32
+	args     []argValue
 	errno    unix.Errno
+}
+
+// argValue is an argument of a call, by its index, and a value it must have.
+type argValue struct {
+	index int
+	value uint32
 }
 
 // namespaceFlags are the clone flags that create a namespace. CLONE_NEWTIME shares its bit
@@ -56,6 +64,11 @@ var refusals = []refusal{
 	{name: "userfaultfd", syscalls: []uintptr{unix.SYS_USERFAULTFD}, errno: unix.EPERM},
 	{name: "module loading", syscalls: []uintptr{unix.SYS_INIT_MODULE, unix.SYS_FINIT_MODULE, unix.SYS_DELETE_MODULE}, errno: unix.EPERM},
 	{name: "kexec", syscalls: []uintptr{unix.SYS_KEXEC_LOAD, unix.SYS_KEXEC_FILE_LOAD}, errno: unix.EPERM},
+	// Sockets of one account that set SO_REUSEPORT share a port, the kernel dealing each new
+	// connection to one of them: a worker could join another's port after the runtime checked
+	// whose listener it is (sandbox's CheckListener) and take part of its visitors.
+	{name: "setsockopt SO_REUSEPORT", syscalls: []uintptr{unix.SYS_SETSOCKOPT},
+		args: []argValue{{1, unix.SOL_SOCKET}, {2, unix.SO_REUSEPORT}}, errno: unix.EPERM},
 }
 
 // seccompRefusals names what the filter refuses, for the start-up log.
@@ -80,11 +93,13 @@ const x32Bit = 0x40000000
 // Offsets in struct seccomp_data. Arguments are tested on their low half (all three
 // architectures are little-endian), and that is exact: the kernel reads socket's family as an
 // int and clone's flags through lower_32_bits, so the upper half cannot change what they do,
-// and a rule that also wanted it zero could be dodged by setting it.
+// and a rule that also wanted it zero could be dodged by setting it (setsockopt's level
+// and option are ints too).
 const (
 	offNr   = 0
 	offArch = 4
 	offArg0 = 16
+	argSize = 8
 )
 
 // seccompProgram assembles the filter: calls of another architecture (32-bit programs,
@@ -123,6 +138,12 @@ func seccompProgram() []unix.SockFilter {
 				block = append(block, jump(jeq, v, len(r.values)-i, 0))
 			}
 			block = append(block, stmt(ret, allow), stmt(ret, action))
+		case len(r.args) > 0:
+			// Each argument that differs jumps past the rest to the allow at the end.
+			for i, a := range r.args {
+				block = append(block, stmt(load, uint32(offArg0+argSize*a.index)), jump(jeq, a.value, 0, 2*(len(r.args)-i)-1))
+			}
+			block = append(block, stmt(ret, action), stmt(ret, allow))
 		case r.mask != 0:
 			block = append(block, stmt(load, offArg0), jump(jset, r.mask, 1, 0), stmt(ret, allow), stmt(ret, action))
 		default:

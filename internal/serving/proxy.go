@@ -35,7 +35,19 @@ func newWorkerTransport() *http.Transport {
 			if path, ok := socketOf(addr); ok {
 				return dialer.DialContext(ctx, "unix", path)
 			}
-			return dialer.DialContext(ctx, network, addr)
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// Another process may listen on a worker's port once the worker let it go: the
+			// connection is closed before a byte of the request is sent there.
+			if t, ok := ctx.Value(proxyTargetKey{}).(*proxyTarget); ok && t.lease != nil {
+				if err := t.lease.CheckConn(); err != nil {
+					conn.Close()
+					return nil, err
+				}
+			}
+			return conn, nil
 		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,

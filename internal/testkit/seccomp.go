@@ -26,7 +26,8 @@ var SeccompAttempts = map[string]SeccompAttempt{
 	"userfaultfd":                       {[]string{"userfaultfd"}, "EPERM"},
 	"module loading":                    {[]string{"init_module", "finit_module", "delete_module"}, "EPERM"},
 	"kexec":                             {[]string{"kexec_load", "kexec_file_load"}, "EPERM"},
+	"setsockopt SO_REUSEPORT":           {[]string{"setsockopt SO_REUSEPORT"}, "EPERM"},
 }
 
 // SeccompAllowed are the test worker's calls the filter lets through: workers need them.
-var SeccompAllowed = []string{"socketpair AF_UNIX", "socket AF_NETLINK", "socket AF_INET", "clone without namespace flags"}
+var SeccompAllowed = []string{"socketpair AF_UNIX", "socket AF_NETLINK", "socket AF_INET", "clone without namespace flags", "setsockopt SO_REUSEADDR"}

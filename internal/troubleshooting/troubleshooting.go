@@ -39,6 +39,8 @@ const (
 	ScratchLeftover        Anchor = "scratch-folder-left-by-an-earlier-runtime"
 	CheckFailed            Anchor = "worker-version-failed-its-check"
 	CrashLooping           Anchor = "worker-crash-looping"
+	PortTaken              Anchor = "worker-port-taken-by-another-process"
+	DescriptorLimit        Anchor = "runtime-descriptor-limit-low-for-workers"
 )
 
 // All lists every anchor, in the guide's order.
@@ -46,7 +48,7 @@ var All = []Anchor{
 	BootstrapKeyCreated, BootstrapKeyDeleted, NoBootstrapKey, StatePermissions, DeprecatedSiteSettings,
 	ShortRootKey, RootKeyInConfig, S3SecretInConfig, SecretsKeyInConfig, SharedOrigin, SameSite, AccessLog, AdminOnTCP,
 	NoSeccomp, WorkersAsRoot, NoLandlock, NoTmpfs, NoCgroup, PrivateFolderReadable, Unconfined,
-	PrimaryUnreachable, PluginNotLoaded, ScratchLeftover, CheckFailed, CrashLooping,
+	PrimaryUnreachable, PluginNotLoaded, ScratchLeftover, CheckFailed, CrashLooping, PortTaken, DescriptorLimit,
 }
 
 // URL is the link to the paragraph.

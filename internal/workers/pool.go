@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/internal/sandbox"
+	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
 
 // PoolOptions configure a Pool.
@@ -157,8 +158,11 @@ type proc struct {
 	logger  *zap.Logger
 	secrets map[string]string // its environment's secrets, set by launch
 
-	network, addr string       // "tcp" and host:port, or "unix" and the path of the socket it was handed
-	pid           atomic.Int64 // set once started, for its output lines
+	network, addr string                   // "tcp" and host:port, or "unix" and the path of the socket it was handed
+	port          int                      // its PORT, with network "tcp"
+	listeners     atomic.Pointer[[]uint64] // its sockets listening on port (sandbox's CheckListener)
+	lostPort      atomic.Bool              // a connection found another listener on its port
+	pid           atomic.Int64             // set once started, for its output lines
 	cmd           *sandbox.Process
 	ready         chan struct{}         // closed when started or failed
 	err           error                 // why the start failed, set before ready closes
@@ -217,6 +221,47 @@ func (l *Lease) Err() error {
 
 // PID is the process id.
 func (l *Lease) PID() int { return l.p.cmd.Pid() }
+
+// CheckConn tells, right after a new connection to the process's port, whether the connection
+// reached the process: the sockets listening there must be those it listened on when it
+// started, or others it holds (sandbox's StillListens). One that closed its listener, or exited before the pool
+// heard of it, left the port to whoever bound it next: the connection must then be closed
+// unused, and the process is stopped, the next request starting it on another port.
+func (l *Lease) CheckConn() error {
+	pr := l.p
+	if pr.network != "tcp" {
+		return nil
+	}
+	known := *pr.listeners.Load()
+	held, err := pr.cmd.StillListens(pr.port, known)
+	if err == nil && len(held) != len(known) {
+		pr.listeners.Store(&held)
+	}
+	select {
+	case <-pr.exited:
+		if err == nil {
+			err = errors.New("it exited")
+		}
+	default:
+	}
+	if err == nil {
+		return nil
+	}
+	if pr.lostPort.CompareAndSwap(false, true) {
+		var taken *sandbox.PortTakenError
+		owner := ""
+		if errors.As(err, &taken) {
+			owner = taken.Owner
+		}
+		pr.logger.Warn("the worker's port is no longer its own listener's; stopping the worker, the next request starts it on another port",
+			zap.Int("port", pr.port), zap.String("owner", owner), zap.Error(err), troubleshooting.PortTaken.Field())
+		p := pr.pool
+		p.mu.Lock()
+		p.retireLocked(pr)
+		p.mu.Unlock()
+	}
+	return fmt.Errorf("worker %s@%s cannot take requests: %w", pr.name, pr.version, err)
+}
 
 // Release ends the request; the process counts it towards maxRequests.
 func (l *Lease) Release() { l.once.Do(func() { l.p.pool.release(l.p, true) }) }
@@ -460,20 +505,15 @@ func (pr *proc) start() {
 	if sb.IsolatedNetwork() || pr.m.Listen == ListenSocket && sb.SocketActivation() {
 		// The sandbox hands the worker a listener, whose path it tells once started.
 		pr.network = "unix"
-		if err = pr.launch(0, true); err == nil {
+		var r *run
+		if r, err = pr.launch(0, true); err == nil {
+			pr.keep(r)
 			pr.addr = pr.cmd.Socket()
 			err = pr.queueProbe()
 		}
 	} else {
-		var port int
 		pr.network = "tcp"
-		if port, err = freePort(); err == nil {
-			pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			err = pr.launch(port, false)
-		}
-		if err == nil {
-			err = pr.awaitReady()
-		}
+		err = pr.startOnPort()
 	}
 	if err != nil {
 		pr.err = fmt.Errorf("worker %s@%s did not start: %v", pr.name, pr.version, err)
@@ -515,18 +555,66 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// portAttempts bounds the ports a start tries when another process listens on the one picked.
+const portAttempts = 3
+
+// startOnPort launches the process on a free port and waits until it listens there. Between
+// the pick and the worker's bind any process of the host may bind the port; one that did is
+// seen (sandbox's CheckListener), and the worker is stopped and started again on another port,
+// so no request reaches the other process.
+func (pr *proc) startOnPort() error {
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		pr.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		r, err := pr.launch(port, false)
+		if err != nil {
+			return err
+		}
+		err = pr.awaitReady(r, port)
+		var taken *sandbox.PortTakenError
+		if !errors.As(err, &taken) || attempt == portAttempts {
+			pr.keep(r)
+			return err
+		}
+		pr.logger.Warn("another process listens on the port picked for the worker; stopping the worker and starting it on another port",
+			zap.Int("port", port), zap.String("owner", taken.Owner), zap.Int("attempt", attempt), troubleshooting.PortTaken.Field())
+		r.cmd.Kill()
+		<-r.exited
+	}
+}
+
+// run is one launch of a process: start keeps the one that serves, after which its exit is
+// the proc's.
+type run struct {
+	cmd    *sandbox.Process
+	exited chan struct{} // closed once it has exited
+	err    error         // how it exited, set before exited closes
+}
+
+// keep makes r the proc's process: its exit is the proc's exit from now on.
+func (pr *proc) keep(r *run) {
+	pr.cmd = r.cmd
+	go func() {
+		<-r.exited
+		pr.exitedWith(r.err)
+	}()
+}
+
 // launch starts the process, confined, in its version folder with a minimal environment.
-func (pr *proc) launch(port int, listen bool) error {
+func (pr *proc) launch(port int, listen bool) (*run, error) {
 	argv, err := pr.argv()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if src := pr.pool.opts.Secrets; src != nil {
+	if src := pr.pool.opts.Secrets; src != nil && pr.secrets == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), secretsTimeout)
 		pr.secrets, err = src(ctx, pr.name)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("its secrets cannot be read: %v", err)
+			return nil, fmt.Errorf("its secrets cannot be read: %v", err)
 		}
 	}
 	scratch := scratchFolder(pr.pool.opts.ScratchDir, pr.name, pr.version)
@@ -541,17 +629,18 @@ func (pr *proc) launch(port int, listen bool) error {
 		OverScratch: pr.overScratch, Listen: listen}
 	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pr.cmd = cmd
 	pr.pid.Store(int64(cmd.Pid()))
+	r := &run{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		stdout.flush()
 		stderr.flush()
-		pr.exitedWith(err)
+		r.err = err
+		close(r.exited)
 	}()
-	return nil
+	return r, nil
 }
 
 // argv is the command line: the manifest's command, or the executable entrypoint.
@@ -668,21 +757,30 @@ func CGIVariable(name string) bool {
 	return slices.Contains(cgiVariables, name) || strings.HasPrefix(name, cgiHeaderPrefix)
 }
 
-// awaitReady waits until the process accepts connections, exits, or startTimeout passes. It
+// awaitReady waits until the process listens on port, exits, or startTimeout passes. It
 // tries again soon at first, a program's start often takes a few milliseconds, then less and
-// less often.
-func (pr *proc) awaitReady() error {
+// less often. A port that accepts is the worker's only once CheckListener finds every listener
+// on it held by the worker: else it answers a *sandbox.PortTakenError.
+func (pr *proc) awaitReady(r *run, port int) error {
 	deadline := time.Now().Add(time.Duration(pr.m.StartTimeout))
 	wait := readyPoll
 	for {
 		conn, err := net.DialTimeout("tcp", pr.addr, 100*time.Millisecond)
 		if err == nil {
 			conn.Close()
-			return nil
+			held, err := r.cmd.CheckListener(port)
+			if err != nil {
+				return err
+			}
+			if len(held) > 0 {
+				pr.port = port
+				pr.listeners.Store(&held)
+				return nil
+			}
 		}
 		select {
-		case <-pr.exited:
-			return fmt.Errorf("it exited before listening on PORT (%s)", pr.cmd.State())
+		case <-r.exited:
+			return fmt.Errorf("it exited before listening on PORT (%s)", r.cmd.State())
 		case <-time.After(wait):
 		}
 		wait = min(wait*3/2, readyPollMax)

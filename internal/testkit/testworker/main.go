@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -118,12 +119,31 @@ func main() {
 	})
 	l, err := listener()
 	if err == nil {
+		http.HandleFunc("/unlisten", func(w http.ResponseWriter, r *http.Request) {
+			// Closes the listener and lives on, leaving its port to whoever binds it next.
+			unlistened.Store(true)
+			w.Header().Set("Connection", "close")
+			fmt.Fprintln(w, "closing the listener")
+			l.Close()
+		})
 		fmt.Println("testworker listening on", l.Addr())
 		err = http.Serve(l, nil)
+	}
+	if unlistened.Load() {
+		select {} // as asked: no listener, still running
 	}
 	fmt.Fprintln(os.Stderr, err)
 	os.Exit(1)
 }
+
+// unlistened is set once /unlisten closed the listener.
+var unlistened atomic.Bool
+
+// held keeps the connections /hold opened, so they stay open.
+var (
+	holding sync.Mutex
+	held    []net.Conn
+)
 
 // fillers keeps the answers of /bytes by size, built once.
 var fillers sync.Map
@@ -199,6 +219,23 @@ func attacks() {
 		c.SetReadDeadline(time.Now().Add(time.Second))
 		b, _ := io.ReadAll(io.LimitReader(c, 64))
 		fmt.Fprintf(w, "connected: %s", b)
+	})
+	http.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) {
+		// Opens up to n connections to addr, one after the other until one fails, and keeps
+		// them open for as long as the worker runs, as a descriptor flood would.
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		holding.Lock()
+		defer holding.Unlock()
+		var last error
+		for range n {
+			c, err := net.DialTimeout("tcp", r.URL.Query().Get("addr"), time.Second)
+			if err != nil {
+				last = err
+				break
+			}
+			held = append(held, c)
+		}
+		json.NewEncoder(w).Encode(map[string]any{"held": len(held), "error": fmt.Sprint(last)})
 	})
 	http.HandleFunc("/listen", func(w http.ResponseWriter, r *http.Request) {
 		// A listener beside the worker's own, on the worker's loopback: it greets and hangs up.

@@ -101,6 +101,12 @@ func trySyscalls() map[string]string {
 		unix.Close(int(fd))
 		try(s.name, nil)
 	}
+	// A port shared with SO_REUSEPORT is shared with any socket of the same account that sets it.
+	if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err == nil {
+		try("setsockopt SO_REUSEPORT", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1))
+		try("setsockopt SO_REUSEADDR", unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1))
+		unix.Close(fd)
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err == nil {
 		unix.Close(pair[0])
