@@ -166,7 +166,7 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 	}
 	st.activations = workerspkg.NewActivations(workerspkg.ActivationsPath(s.StateDir), logger.Named("workers"))
 	st.activator = workerspkg.NewActivator(workerspkg.ActivatorOptions{Workers: st.workers, Pool: st.workerPool,
-		Activations: st.activations, Logger: logger.Named("workers")})
+		Activations: st.activations, Logger: logger.Named("workers"), MaxHeaderSize: s.WorkerMaxHeaderSize})
 	st.workers.OnChange(st.workerChanges.Publish)
 	st.plugins.OnChange(st.pluginChanges.Publish)
 	return st

@@ -78,6 +78,11 @@ func TestStateSettings(t *testing.T) {
 		"wasm_memory":          func(s *config.Settings) { s.WasmMemory++ },
 		"wasm_compiled_memory": func(s *config.Settings) { s.WasmCompiledMemory++ },
 		"wasm_cache_size":      func(s *config.Settings) { s.WasmCacheSize++ },
+
+		"wasm_concurrency":       func(s *config.Settings) { s.WasmConcurrency++ },
+		"wasm_memory_budget":     func(s *config.Settings) { s.WasmMemoryBudget++ },
+		"wasm_max_module_size":   func(s *config.Settings) { s.WasmMaxModuleSize++ },
+		"worker_max_header_size": func(s *config.Settings) { s.WorkerMaxHeaderSize++ },
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {

@@ -273,7 +273,7 @@ func (s *state) wasmHost(settings config.Settings) func() *serving.WasmHost {
 			return nil
 		}
 		h := &serving.WasmHost{Engine: w.engine, Output: w.output, Allowed: settings.WasmWorkers.Allows, Memory: settings.WasmMemory,
-			Secrets: s.wasmSecrets}
+			MaxHeader: settings.WorkerMaxHeaderSize, Secrets: s.wasmSecrets}
 		cached.Store(h)
 		return h
 	}

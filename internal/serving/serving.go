@@ -65,7 +65,13 @@ type Options struct {
 	// SplitHeader names the request header whose value splits requests that carry no visitor
 	// cookie (an API client's user id, say); "" or a request without it: a random visitor id.
 	SplitHeader string
+	// MaxHeaderSize caps the answer head read from a worker, on every path to it
+	// (worker_max_header_size); 0 is DefaultMaxHeaderSize.
+	MaxHeaderSize int64
 }
+
+// DefaultMaxHeaderSize is the default of worker_max_header_size.
+const DefaultMaxHeaderSize = 1 << 20
 
 // Server serves workers.
 type Server struct {
@@ -87,6 +93,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
+	}
+	if opts.MaxHeaderSize <= 0 {
+		opts.MaxHeaderSize = DefaultMaxHeaderSize
 	}
 	s := &Server{opts: opts, direct: newDirectPool(64, 30*time.Second)}
 	s.proxy = s.newProxy()

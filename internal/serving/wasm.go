@@ -40,6 +40,9 @@ type WasmHost struct {
 	// Memory is wasm_memory: an instance's memory when its manifest asks for none, and the most
 	// it may ask for.
 	Memory int64
+	// MaxHeader is worker_max_header_size: the most bytes of CGI headers read from a module's
+	// output (0: wasm.DefaultMaxHeader).
+	MaxHeader int64
 	// Secrets returns a worker's secrets by variable name (nil: it has none); an error answers
 	// 503, as a process worker that cannot start.
 	Secrets func(ctx context.Context, name string) (map[string]string, error)
@@ -126,7 +129,7 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 	if err != nil {
 		return wasmError(name, timeout, err)
 	}
-	resp, err := wasm.ParseCGI(out)
+	resp, err := wasm.ParseCGI(out, host.MaxHeader)
 	if err != nil {
 		return envelope.Errorf(http.StatusBadGateway, CodeWorkerFailed, "worker %q did not answer as CGI: %v", name, err)
 	}

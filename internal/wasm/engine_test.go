@@ -66,7 +66,7 @@ func cgi(t *testing.T, e *Engine, mod Module, req Request, path, query string) (
 	if err != nil {
 		return nil, err
 	}
-	return ParseCGI(out)
+	return ParseCGI(out, 0)
 }
 
 func TestCheck(t *testing.T) {

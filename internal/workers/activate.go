@@ -48,6 +48,9 @@ type ActivatorOptions struct {
 	Activations *Activations
 	// Logger receives one line per outcome.
 	Logger *zap.Logger
+	// MaxHeaderSize caps the head of a health check's answer (worker_max_header_size); 0 is
+	// http.Transport's default.
+	MaxHeaderSize int64
 }
 
 // Activator activates new versions of workers on this instance. A version of a process worker
@@ -253,7 +256,7 @@ func (a *Activator) check(ctx context.Context, name, version string) error {
 	}
 	pool.ResetCrashes(name, version, v.Path) // a new check starts it afresh
 	began := time.Now()
-	reason := probe(ctx, pool, name, version, v.Path, m)
+	reason := probe(ctx, pool, name, version, v.Path, m, a.opts.MaxHeaderSize)
 	if ctx.Err() != nil {
 		// Ended by a later change, which records what follows (a new check, or no check).
 		return &CheckError{Name: name, Version: version, Reason: errSuperseded.Error()}
@@ -282,7 +285,7 @@ func checkName(m Manifest) string {
 
 // probe starts the version's process and checks it; it returns why it failed, "" when it
 // passed.
-func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifest) string {
+func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifest, maxHeader int64) string {
 	if m.Healthcheck == nil {
 		// Acquire waits startTimeout for the process to listen.
 		lease, err := pool.Acquire(ctx, name, version, dir, m)
@@ -298,7 +301,7 @@ func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifes
 	defer cancel()
 	reason := ""
 	for {
-		if reason = askHealth(ctx, pool, name, version, dir, m); reason == "" {
+		if reason = askHealth(ctx, pool, name, version, dir, m, maxHeader); reason == "" {
 			return ""
 		}
 		select {
@@ -310,8 +313,8 @@ func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifes
 }
 
 // askHealth asks the version's healthcheck once, starting its process when it is not running;
-// it returns why the answer does not pass, "" when it does.
-func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Manifest) string {
+// it returns why the answer does not pass, "" when it does. Its head is read within maxHeader.
+func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Manifest, maxHeader int64) string {
 	lease, err := pool.Acquire(ctx, name, version, dir, m)
 	if err != nil {
 		return err.Error()
@@ -324,7 +327,8 @@ func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Man
 				var d net.Dialer
 				return d.DialContext(ctx, network, addr)
 			},
-			DisableKeepAlives: true,
+			DisableKeepAlives:      true,
+			MaxResponseHeaderBytes: maxHeader,
 		},
 		// A redirect is an answer of its own: a 3xx does not pass.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
