@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 // rss is the resident memory of process pid in bytes, from /proc/pid/statm.
@@ -79,5 +81,83 @@ func TestAnswerHeadersCapped(t *testing.T) {
 	}
 	if grown := rss(t, s.PID()) - before; grown > 128<<20 {
 		t.Errorf("four heads of 256MiB at once grew the runtime by %d MiB", grown>>20)
+	}
+}
+
+// TestWasmInstancesBounded: with wasm_concurrency 2 a worker runs two instances at once and
+// the requests past them wait, then get 503 WORKER_UNAVAILABLE naming the setting, as those
+// past the waiting line get at once; with the instances running holding wasm_memory_budget
+// another worker's request waits and gets 503 naming that one; the memory the instances took
+// goes back to the system once they end.
+func TestWasmInstancesBounded(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
+		App: "\t\twasm_concurrency 2\n\t\twasm_memory 64MiB\n\t\twasm_memory_budget 128MiB"})
+	uploadOK(t, s, "workers", "a.tgz", wasmPackage(t, "a", "1.0.0", "timeout: 3s\n"), rootKey)
+	uploadOK(t, s, "workers", "b.tgz", wasmPackage(t, "b", "1.0.0", "timeout: 1s\n"), rootKey)
+	for _, base := range []string{"/a/", "/b/"} { // compiled before the clock matters
+		if resp := s.Get(base); resp.Status != 200 {
+			t.Fatalf("GET %s = %s", base, resp)
+		}
+	}
+	before := rss(t, s.PID())
+
+	// Two run, eight wait (four times wasm_concurrency), the rest are refused at once; of
+	// those waiting, some get the room the first two give back, the others wait 3s.
+	answers := concurrently(t, s, 14, "/a/hold?mb=24&wait=2000")
+	counts := map[int]int{}
+	for _, resp := range answers {
+		counts[resp.Status]++
+		if resp.Status != 200 && (resp.Status != 503 || resp.ErrorCode() != "WORKER_UNAVAILABLE" || !strings.Contains(body(resp), "wasm_concurrency")) {
+			t.Errorf("a request past wasm_concurrency = %s, want 200 or 503 WORKER_UNAVAILABLE naming wasm_concurrency", resp)
+		}
+	}
+	if counts[200] < 2 || counts[503] < 4 {
+		t.Errorf("14 requests at once to a worker of wasm_concurrency 2: %v, want at least 2 answered and 4 refused", counts)
+	}
+
+	// Two instances of a reserve the whole budget: b waits its timeout of 1s, then is refused.
+	done := make(chan []*harness.Response)
+	go func() { done <- concurrently(t, s, 2, "/a/hold?mb=24&wait=2500") }()
+	harness.Eventually(t, "a's two instances to run", 10*time.Second, func() bool {
+		return rss(t, s.PID())-before > 40<<20
+	})
+	if resp := s.Get("/b/"); resp.Status != 503 || resp.ErrorCode() != "WORKER_UNAVAILABLE" || !strings.Contains(body(resp), "wasm_memory_budget") {
+		t.Errorf("a request while the instances running hold wasm_memory_budget = %s, want 503 WORKER_UNAVAILABLE naming it", resp)
+	}
+	for _, resp := range <-done {
+		if resp.Status != 200 {
+			t.Errorf("an instance within the budget = %s", resp)
+		}
+	}
+	if resp := s.Get("/b/"); resp.Status != 200 {
+		t.Errorf("b once the budget is free = %s", resp)
+	}
+	// The instances ended: their memory is the system's again.
+	harness.Eventually(t, "the runtime's memory to come back", 10*time.Second, func() bool {
+		return rss(t, s.PID())-before < 48<<20
+	})
+}
+
+// TestWasmModuleSize: a small archive holding a module larger than wasm_max_module_size (a
+// module of many tiny functions) is refused at upload naming the setting, and one within it
+// is installed and compiled.
+func TestWasmModuleSize(t *testing.T) {
+	t.Parallel()
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
+		App: "\t\twasm_max_module_size 1MiB"})
+	archive := func(functions int) []byte {
+		return harness.TarGz(t, pkg("name: big\nversion: 1.0.0\nruntime: wasm\nmodule: app.wasm\n",
+			harness.File{Name: "app.wasm", Body: string(testkit.ManyFunctionsWasm(functions))})...)
+	}
+	large := archive(400_000) // 1.6 MB of module in an archive of a few KB
+	resp := s.Upload(s.API+"/workers/upload", "big.tgz", large, harness.WithKey(rootKey))
+	if resp.Status != 400 || resp.ErrorCode() != "INVALID_MODULE" || !strings.Contains(body(resp), "wasm_max_module_size") {
+		t.Fatalf("uploading a module of 1.6 MB (archive of %d bytes) = %s, want 400 INVALID_MODULE naming wasm_max_module_size", len(large), resp)
+	}
+	uploadOK(t, s, "workers", "big.tgz", archive(200_000), rootKey)
+	// It writes no CGI answer, but it compiled and ran.
+	if resp := s.Get("/big/"); resp.Status != 502 || resp.ErrorCode() != "WORKER_FAILED" {
+		t.Errorf("a module of 0.8 MB = %s, want it run (502 WORKER_FAILED: it writes nothing)", resp)
 	}
 }

@@ -158,7 +158,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // policies are what uploaded workers and plugins may do under settings.
 func policies(s config.Settings) (workers.Policy, plugins.Policy) {
 	reserved := packages.ReservedNames(s.APIPrefix)
-	return workers.Policy{ProcessWorkers: s.ProcessWorkers, WasmWorkers: s.WasmWorkers, Reserved: reserved},
+	return workers.Policy{ProcessWorkers: s.ProcessWorkers, WasmWorkers: s.WasmWorkers, Reserved: reserved, MaxModuleSize: s.WasmMaxModuleSize},
 		plugins.Policy{Handlers: s.PluginHandlers, Reserved: reserved}
 }
 

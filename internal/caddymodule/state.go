@@ -112,6 +112,9 @@ type state struct {
 	wasm       atomic.Pointer[wasmState]
 	wasmBudget atomic.Int64 // wasm_compiled_memory of the latest config
 	wasmCache  atomic.Int64 // wasm_cache_size of the latest config
+
+	wasmModule    atomic.Int64 // wasm_max_module_size of the latest config
+	wasmInstances atomic.Int64 // wasm_memory_budget of the latest config
 	// activations say which version of each worker is active here; activator checks new ones.
 	activations *workerspkg.Activations
 	activator   *workerspkg.Activator
@@ -705,7 +708,7 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 	}
 	a.state.retention.Store(int64(a.settings.AuditRetention))
 	a.state.workers.SetRetireDelay(a.settings.RetireDelay)
-	a.state.setWasmBudget(a.settings.WasmCompiledMemory, a.settings.WasmCacheSize)
+	a.state.setWasmBudget(a.settings)
 	a.state.plugins.SetRetireDelay(a.settings.RetireDelay)
 	return a.state, a.settings, nil
 }

@@ -40,6 +40,9 @@ type WasmHost struct {
 	// Memory is wasm_memory: an instance's memory when its manifest asks for none, and the most
 	// it may ask for.
 	Memory int64
+	// Concurrency is wasm_concurrency: the most instances of one worker running at once (0:
+	// wasm.DefaultConcurrency).
+	Concurrency int
 	// MaxHeader is worker_max_header_size: the most bytes of CGI headers read from a module's
 	// output (0: wasm.DefaultMaxHeader).
 	MaxHeader int64
@@ -82,7 +85,7 @@ func WasmModule(name string, v packages.Version, served *Served) wasm.Module {
 	return wasm.Module{
 		Key:    ModuleKey(name, v.Version, v.Path, file),
 		Serial: served.serial,
-		Read:   func() ([]byte, error) { return root.ReadFile(file) },
+		Read:   func(limit int64) ([]byte, error) { return wasm.ReadModule(root.FS(), file, limit) },
 	}
 }
 
@@ -124,7 +127,7 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 	defer stderr.Flush()
 	out, err := host.Engine.Run(r.Context(), WasmModule(name, t.Version, served), wasm.Request{
 		Args: []string{m.Module}, Env: wasmEnv(r, t, m, name, len(body), secrets), Stdin: body, Stderr: stderr,
-		FS: served.Root.FS(), Memory: memory, Timeout: timeout,
+		FS: served.Root.FS(), Memory: memory, Timeout: timeout, Group: name, Concurrency: host.Concurrency,
 	})
 	if err != nil {
 		return wasmError(name, timeout, err)
@@ -154,6 +157,7 @@ func wasmError(name string, timeout time.Duration, err error) error {
 		mem     *wasm.MemoryError
 		exit    *wasm.ExitError
 		compile *wasm.CompileError
+		busy    *wasm.BusyError
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -166,6 +170,8 @@ func wasmError(name string, timeout time.Duration, err error) error {
 		return envelope.Errorf(http.StatusBadGateway, CodeWorkerFailed, "worker %q wrote more than %d bytes", name, wasm.DefaultMaxOutput)
 	case errors.As(err, &exit):
 		return envelope.Errorf(http.StatusBadGateway, CodeWorkerFailed, "worker %q failed (%v); its standard error is in its logs", name, exit)
+	case errors.As(err, &busy):
+		return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run now: %v", name, busy)
 	case errors.As(err, &compile):
 		return envelope.Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %q cannot run: %v", name, compile)
 	}

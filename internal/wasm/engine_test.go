@@ -17,7 +17,7 @@ import (
 
 // moduleOf names a module held in memory.
 func moduleOf(key string, binary []byte) Module {
-	return Module{Key: key, Serial: 1, Read: func() ([]byte, error) { return binary, nil }}
+	return Module{Key: key, Serial: 1, Read: func(int64) ([]byte, error) { return binary, nil }}
 }
 
 func newEngine(t *testing.T, opts Options) *Engine {
