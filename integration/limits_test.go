@@ -141,7 +141,8 @@ func TestWasmInstancesBounded(t *testing.T) {
 
 // TestWasmModuleSize: a small archive holding a module larger than wasm_max_module_size (a
 // module of many tiny functions) is refused at upload naming the setting, and one within it
-// is installed and compiled.
+// is installed and compiled; once its worker is deleted, the memory its compilation took is
+// the system's again.
 func TestWasmModuleSize(t *testing.T) {
 	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
@@ -155,9 +156,19 @@ func TestWasmModuleSize(t *testing.T) {
 	if resp.Status != 400 || resp.ErrorCode() != "INVALID_MODULE" || !strings.Contains(body(resp), "wasm_max_module_size") {
 		t.Fatalf("uploading a module of 1.6 MB (archive of %d bytes) = %s, want 400 INVALID_MODULE naming wasm_max_module_size", len(large), resp)
 	}
-	uploadOK(t, s, "workers", "big.tgz", archive(200_000), rootKey)
+	before := rss(t, s.PID())
+	uploadOK(t, s, "workers", "big.tgz", archive(250_000), rootKey)
 	// It writes no CGI answer, but it compiled and ran.
 	if resp := s.Get("/big/"); resp.Status != 502 || resp.ErrorCode() != "WORKER_FAILED" {
-		t.Errorf("a module of 0.8 MB = %s, want it run (502 WORKER_FAILED: it writes nothing)", resp)
+		t.Errorf("a module of 1 MB = %s, want it run (502 WORKER_FAILED: it writes nothing)", resp)
 	}
+	compiled := rss(t, s.PID())
+	// Deleted, its compiled module goes, and the memory it took with it.
+	if resp := s.Do("DELETE", s.API+"/workers/_/big", harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("DELETE big = %s", resp)
+	}
+	harness.Eventually(t, "the compiled module's memory to come back", 10*time.Second, func() bool {
+		return rss(t, s.PID())-before < 16<<20
+	})
+	t.Logf("memory: %d MiB before, %d MiB compiled, %d MiB deleted", before>>20, compiled>>20, rss(t, s.PID())>>20)
 }

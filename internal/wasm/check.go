@@ -51,6 +51,8 @@ type info struct {
 	imports  []Import
 	exports  []string // names of exported functions
 	minPages uint32   // the largest initial size of its memories, in 64 KiB pages
+	// functions counts the functions it defines.
+	functions uint32
 	// maxPages is the largest declared maximum of its memories, in pages; unbounded when one
 	// declares none.
 	maxPages  uint32
@@ -171,8 +173,8 @@ func sections(b []byte) (m info, err error) {
 				m.imports = append(m.imports, imp)
 			}
 		case sectionFunction:
-			if n := s.u32(); n > MaxFunctions {
-				return m, fmt.Errorf("it defines %d functions, more than the %d a worker's module may have", n, MaxFunctions)
+			if m.functions = s.u32(); m.functions > MaxFunctions {
+				return m, fmt.Errorf("it defines %d functions, more than the %d a worker's module may have", m.functions, MaxFunctions)
 			}
 			s.b = nil // the functions' types are not needed
 		case sectionMemory:

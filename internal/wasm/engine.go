@@ -39,12 +39,15 @@ const (
 	DefaultMaxOutput = 32 << 20
 )
 
-// entryOverhead and codeFactor estimate what a compiled module costs in memory: a fixed part
-// (the module's records in the engine, its executable mapping rounded to pages) and a part
-// proportional to the binary (machine code and metadata are a few times its size).
+// entryOverhead, codeFactor and functionCost estimate what a compiled module costs in memory:
+// a fixed part (the module's records in the engine, its executable mapping rounded to pages),
+// a part proportional to the binary (machine code and metadata are a few times its size), and
+// a part per function (the engine's records of each: a module of many tiny functions takes
+// far more than its size suggests, about 80 bytes a function measured).
 const (
 	entryOverhead = 16 << 10
 	codeFactor    = 4
+	functionCost  = 128
 )
 
 // Options configure an Engine.
@@ -491,7 +494,7 @@ func (e *Engine) compile(mod Module) (*entry, error) {
 	}
 	m.imports, m.exports = nil, nil
 	en := &entry{key: mod.Key, serial: mod.Serial, module: compiled, memory: m,
-		cost: entryOverhead + codeFactor*int64(len(binary))}
+		cost: entryOverhead + codeFactor*int64(len(binary)) + functionCost*int64(m.functions)}
 	var closing []*entry
 	e.mu.Lock()
 	if old := e.entries[mod.Key]; old != nil {
