@@ -9,6 +9,7 @@ import (
 	"path"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -130,7 +131,8 @@ func (s *slots) take(ctx context.Context, name string, concurrency int, memory i
 		return nil, &BusyError{Reason: fmt.Sprintf("an instance of it reserves %d bytes of memory (limits.memory, wasm_memory, or the module's declared maximum), more than the whole wasm_memory_budget of %d bytes: lower limits.memory or raise wasm_memory_budget", memory, size)}
 	}
 	g := s.groups[name]
-	if g == nil || g.size != int64(concurrency) && g.users == 0 {
+	if g == nil || g.size != int64(concurrency) {
+		// A new wasm_concurrency applies at once; the instances of the old group end in it.
 		g = &group{sem: semaphore.NewWeighted(int64(concurrency)), size: int64(concurrency)}
 		s.groups[name] = g
 	}
@@ -179,33 +181,31 @@ func (sl *slot) leave() {
 	}
 }
 
-// giver gives freed memory back to the system, one pass at a time: a request for one while a
-// pass runs makes one more pass after it.
+// giveBackEvery spaces the passes that give memory back: each is a whole collection, which a
+// steady stream of large instances would otherwise run after every request.
+const giveBackEvery = time.Second
+
+// giver gives freed memory back to the system: at most one pass every giveBackEvery, and one
+// after the last request for it, so the memory of the last large instance goes back too.
 type giver struct {
 	mu      sync.Mutex
-	running bool
-	again   bool
+	last    time.Time
+	pending bool // a pass is due or running
 }
 
 func (g *giver) giveBack() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.running {
-		g.again = true
-		return
+	if g.pending {
+		return // the pass due comes after this request
 	}
-	g.running = true
-	go func() {
-		for {
-			debug.FreeOSMemory()
-			g.mu.Lock()
-			if !g.again {
-				g.running = false
-				g.mu.Unlock()
-				return
-			}
-			g.again = false
-			g.mu.Unlock()
-		}
-	}()
+	g.pending = true
+	time.AfterFunc(time.Until(g.last.Add(giveBackEvery)), func() {
+		g.mu.Lock()
+		// A request from now on asks for another pass: this one may have run past its memory.
+		g.pending = false
+		g.last = time.Now()
+		g.mu.Unlock()
+		debug.FreeOSMemory()
+	})
 }
