@@ -122,8 +122,8 @@ func TestWasmInstancesBounded(t *testing.T) {
 	harness.Eventually(t, "a's two instances to run", 10*time.Second, func() bool {
 		return rss(t, s.PID())-before > 40<<20
 	})
-	if resp := s.Get("/b/"); resp.Status != 503 || resp.ErrorCode() != "WORKER_UNAVAILABLE" || !strings.Contains(body(resp), "wasm_memory_budget") {
-		t.Errorf("a request while the instances running hold wasm_memory_budget = %s, want 503 WORKER_UNAVAILABLE naming it", resp)
+	if resp := s.Get("/b/"); resp.Status != 503 || resp.ErrorCode() != "WORKER_UNAVAILABLE" || !strings.Contains(body(resp), "wasm_memory_budget") || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a request while the instances running hold wasm_memory_budget = %s, want 503 WORKER_UNAVAILABLE naming it, with Retry-After", resp)
 	}
 	for _, resp := range <-done {
 		if resp.Status != 200 {

@@ -130,6 +130,9 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 		FS: served.Root.FS(), Memory: memory, Timeout: timeout, Group: name, Concurrency: host.Concurrency,
 	})
 	if err != nil {
+		if errors.As(err, new(*wasm.BusyError)) {
+			w.Header().Set("Retry-After", "1")
+		}
 		return wasmError(name, timeout, err)
 	}
 	resp, err := wasm.ParseCGI(out, host.MaxHeader)
