@@ -93,7 +93,7 @@ func TestWasmInstancesBounded(t *testing.T) {
 	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey},
 		App: "\t\twasm_concurrency 2\n\t\twasm_memory 64MiB\n\t\twasm_memory_budget 128MiB"})
-	uploadOK(t, s, "workers", "a.tgz", wasmPackage(t, "a", "1.0.0", "timeout: 3s\n"), rootKey)
+	uploadOK(t, s, "workers", "a.tgz", wasmPackage(t, "a", "1.0.0", "timeout: 6s\n"), rootKey)
 	uploadOK(t, s, "workers", "b.tgz", wasmPackage(t, "b", "1.0.0", "timeout: 1s\n"), rootKey)
 	for _, base := range []string{"/a/", "/b/"} { // compiled before the clock matters
 		if resp := s.Get(base); resp.Status != 200 {
@@ -103,7 +103,7 @@ func TestWasmInstancesBounded(t *testing.T) {
 	before := rss(t, s.PID())
 
 	// Two run, eight wait (four times wasm_concurrency), the rest are refused at once; of
-	// those waiting, some get the room the first two give back, the others wait 3s.
+	// those waiting, some get the room the first ones give back, the others wait 6s.
 	answers := concurrently(t, s, 14, "/a/hold?mb=24&wait=2000")
 	counts := map[int]int{}
 	for _, resp := range answers {
@@ -116,11 +116,17 @@ func TestWasmInstancesBounded(t *testing.T) {
 		t.Errorf("14 requests at once to a worker of wasm_concurrency 2: %v, want at least 2 answered and 4 refused", counts)
 	}
 
+	comeBack := func(what string, base int64) {
+		harness.Eventually(t, what, 10*time.Second, func() bool { return rss(t, s.PID())-base < 48<<20 })
+	}
+	comeBack("the memory of the first instances to come back", before)
+
 	// Two instances of a reserve the whole budget: b waits its timeout of 1s, then is refused.
+	idle := rss(t, s.PID())
 	done := make(chan []*harness.Response)
-	go func() { done <- concurrently(t, s, 2, "/a/hold?mb=24&wait=2500") }()
+	go func() { done <- concurrently(t, s, 2, "/a/hold?mb=24&wait=4000") }()
 	harness.Eventually(t, "a's two instances to run", 10*time.Second, func() bool {
-		return rss(t, s.PID())-before > 40<<20
+		return rss(t, s.PID())-idle > 40<<20
 	})
 	if resp := s.Get("/b/"); resp.Status != 503 || resp.ErrorCode() != "WORKER_UNAVAILABLE" || !strings.Contains(body(resp), "wasm_memory_budget") || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a request while the instances running hold wasm_memory_budget = %s, want 503 WORKER_UNAVAILABLE naming it, with Retry-After", resp)
@@ -134,9 +140,7 @@ func TestWasmInstancesBounded(t *testing.T) {
 		t.Errorf("b once the budget is free = %s", resp)
 	}
 	// The instances ended: their memory is the system's again.
-	harness.Eventually(t, "the runtime's memory to come back", 10*time.Second, func() bool {
-		return rss(t, s.PID())-before < 48<<20
-	})
+	comeBack("the runtime's memory to come back", before)
 }
 
 // TestWasmModuleSize: a small archive holding a module larger than wasm_max_module_size (a
@@ -168,7 +172,7 @@ func TestWasmModuleSize(t *testing.T) {
 		t.Fatalf("DELETE big = %s", resp)
 	}
 	harness.Eventually(t, "the compiled module's memory to come back", 10*time.Second, func() bool {
-		return rss(t, s.PID())-before < 16<<20
+		return rss(t, s.PID())-before < 24<<20
 	})
 	t.Logf("memory: %d MiB before, %d MiB compiled, %d MiB deleted", before>>20, compiled>>20, rss(t, s.PID())>>20)
 }
