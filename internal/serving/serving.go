@@ -20,6 +20,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/mount"
 	"github.com/caddy-runtime/runtime/internal/packages"
 	"github.com/caddy-runtime/runtime/internal/trace"
+	"github.com/caddy-runtime/runtime/internal/wasm"
 	"github.com/caddy-runtime/runtime/internal/workers"
 )
 
@@ -70,8 +71,9 @@ type Options struct {
 	MaxHeaderSize int64
 }
 
-// DefaultMaxHeaderSize is the default of worker_max_header_size.
-const DefaultMaxHeaderSize = 1 << 20
+// DefaultMaxHeaderSize is the default of worker_max_header_size, for process workers as for
+// WebAssembly ones.
+const DefaultMaxHeaderSize = wasm.DefaultMaxHeader
 
 // Server serves workers.
 type Server struct {
