@@ -49,8 +49,9 @@ func concurrently(t *testing.T, s *harness.Server, n int, path string) []*harnes
 // TestAnswerHeadersCapped: a worker answering a head of header lines without end is answered
 // 502 naming worker_max_header_size past 1MiB on every path to it (a process worker on a
 // TCP port through the shared proxy, one on its socket through the direct proxy, and a
-// WebAssembly worker's CGI headers), a head within the limit passes, and four such heads of
-// 256MiB at once leave the runtime's memory where it was.
+// WebAssembly worker's CGI headers), a head within the limit passes, a health check answering
+// such a head fails naming the setting, and four such heads of 256MiB at once leave the
+// runtime's memory where it was.
 func TestAnswerHeadersCapped(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
@@ -69,6 +70,13 @@ func TestAnswerHeadersCapped(t *testing.T) {
 		if resp := s.Get(base + "/headers?n=" + fmt.Sprint(2<<20)); resp.Status != 502 || resp.ErrorCode() != code || !strings.Contains(body(resp), "worker_max_header_size") {
 			t.Errorf("%s: a head of 2MiB = %s, want 502 %s naming worker_max_header_size", base, resp, code)
 		}
+	}
+
+	// A health check's answer is read within the limit too.
+	resp := s.Upload(s.API+"/workers/upload", "hc.tgz", testWorkerArchive(t, "hc", "1.0.0", "healthcheck: { path: '/headers?n=2097152', timeout: 2s }\n"),
+		harness.WithKey(rootKey))
+	if resp.Status != 422 || resp.ErrorCode() != "HEALTHCHECK_FAILED" || !strings.Contains(body(resp), "worker_max_header_size") {
+		t.Errorf("a health check answering a head of 2MiB = %s, want 422 HEALTHCHECK_FAILED naming worker_max_header_size", resp)
 	}
 
 	before := rss(t, s.PID())

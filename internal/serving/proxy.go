@@ -177,9 +177,9 @@ func (s *Server) proxyFailed(t *proxyTarget, err error) {
 var errHeaderTooLarge = errors.New("the answer's headers are past worker_max_header_size")
 
 // headerTooLarge tells whether err stopped the read of an answer head at its limit: the direct
-// proxy's, or http.Transport's MaxResponseHeaderBytes, which only says so in its words.
+// proxy's, or the shared proxy's transport's.
 func headerTooLarge(err error) bool {
-	return errors.Is(err, errHeaderTooLarge) || err != nil && strings.Contains(err.Error(), "server response headers exceeded")
+	return errors.Is(err, errHeaderTooLarge) || workers.HeadTooLarge(err)
 }
 
 // socketSuffix ends the host name that stands for a worker's unix socket.

@@ -48,9 +48,9 @@ type ActivatorOptions struct {
 	Activations *Activations
 	// Logger receives one line per outcome.
 	Logger *zap.Logger
-	// MaxHeaderSize caps the head of a health check's answer (worker_max_header_size); 0 is
-	// http.Transport's default.
-	MaxHeaderSize int64
+	// MaxHeaderSize returns the cap on the head of a health check's answer
+	// (worker_max_header_size, the latest config's); nil or 0 is http.Transport's default.
+	MaxHeaderSize func() int64
 }
 
 // Activator activates new versions of workers on this instance. A version of a process worker
@@ -256,7 +256,11 @@ func (a *Activator) check(ctx context.Context, name, version string) error {
 	}
 	pool.ResetCrashes(name, version, v.Path) // a new check starts it afresh
 	began := time.Now()
-	reason := probe(ctx, pool, name, version, v.Path, m, a.opts.MaxHeaderSize)
+	var maxHeader int64
+	if a.opts.MaxHeaderSize != nil {
+		maxHeader = a.opts.MaxHeaderSize()
+	}
+	reason := probe(ctx, pool, name, version, v.Path, m, maxHeader)
 	if ctx.Err() != nil {
 		// Ended by a later change, which records what follows (a new check, or no check).
 		return &CheckError{Name: name, Version: version, Reason: errSuperseded.Error()}
@@ -312,6 +316,12 @@ func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifes
 	}
 }
 
+// HeadTooLarge tells whether err is http.Transport's refusal of an answer head past its
+// MaxResponseHeaderBytes, which only its words tell.
+func HeadTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
+}
+
 // askHealth asks the version's healthcheck once, starting its process when it is not running;
 // it returns why the answer does not pass, "" when it does. Its head is read within maxHeader.
 func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Manifest, maxHeader int64) string {
@@ -340,7 +350,10 @@ func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Man
 	}
 	req.Header.Set("User-Agent", "caddy-runtime-healthcheck")
 	resp, err := client.Do(req)
-	if err != nil {
+	switch {
+	case HeadTooLarge(err):
+		return fmt.Sprintf("GET %s answered headers larger than %d bytes, the limit worker_max_header_size sets", m.Healthcheck.Path, maxHeader)
+	case err != nil:
 		return fmt.Sprintf("GET %s: %v", m.Healthcheck.Path, errors.Unwrap(err))
 	}
 	resp.Body.Close()
