@@ -120,6 +120,7 @@ func mountOf(paths []string) string {
 //			worker_cpu      <cores>
 //			worker_log_rate <lines per second>
 //			worker_log_lines <lines kept per worker>
+//			worker_max_header_size <size>
 //			plugin_handlers <module...>
 //			workers_domain  <domain or base URL>
 //			domain_resolvers <host[:port]...>
@@ -174,10 +175,11 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 	}
 	sizes := map[string]*int64{"max_upload_size": &v.MaxUploadSize, "max_unpacked_size": &v.MaxUnpackedSize, "worker_memory": &v.WorkerMemory,
 		"worker_scratch": &v.WorkerScratch, "wasm_memory": &v.WasmMemory, "wasm_compiled_memory": &v.WasmCompiledMemory,
-		"wasm_cache_size": &v.WasmCacheSize}
+		"wasm_cache_size": &v.WasmCacheSize, "wasm_memory_budget": &v.WasmMemoryBudget, "wasm_max_module_size": &v.WasmMaxModuleSize,
+		"worker_max_header_size": &v.WorkerMaxHeaderSize}
 	counts := map[string]*int{"max_archive_entries": &v.MaxArchiveEntries, "pool_size": &v.PoolSize,
 		"worker_processes": &v.WorkerProcesses, "worker_max_files": &v.WorkerMaxFiles, "worker_log_rate": &v.WorkerLogRate,
-		"worker_log_lines": &v.WorkerLogLines, "max_pending_domains": &v.MaxPendingDomains}
+		"worker_log_lines": &v.WorkerLogLines, "max_pending_domains": &v.MaxPendingDomains, "wasm_concurrency": &v.WasmConcurrency}
 	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey, "secrets_key": &v.SecretsKey,
 		"secrets_key_old": &v.SecretsKeyOld,
 		"session_ttl":     &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "split_header": &v.SplitHeader, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,

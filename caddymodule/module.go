@@ -143,7 +143,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Reserved:    workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
 		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing, Hosts: &h.state.hosts,
-		Splits: h.state.splits, SplitHeader: settings.SplitHeader,
+		Splits: h.state.splits, SplitHeader: settings.SplitHeader, MaxHeaderSize: settings.WorkerMaxHeaderSize,
 	})
 	h.units = &pluginhost.Chain{Plugins: h.plugins, Workers: workers, Exempt: h.api, Logger: h.logger}
 	// Followed log streams end when this handler's server begins to shut down (a reload
@@ -160,7 +160,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // policies are what uploaded workers and plugins may do under settings.
 func policies(s config.Settings) (workers.Policy, plugins.Policy) {
 	reserved := packages.ReservedNames(s.APIPrefix)
-	return workers.Policy{ProcessWorkers: s.ProcessWorkers, WasmWorkers: s.WasmWorkers, Reserved: reserved},
+	return workers.Policy{ProcessWorkers: s.ProcessWorkers, WasmWorkers: s.WasmWorkers, Reserved: reserved, MaxModuleSize: s.WasmMaxModuleSize},
 		plugins.Policy{Handlers: s.PluginHandlers, Reserved: reserved}
 }
 

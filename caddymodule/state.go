@@ -118,6 +118,10 @@ type state struct {
 	wasm       atomic.Pointer[wasmState]
 	wasmBudget atomic.Int64 // wasm_compiled_memory of the latest config
 	wasmCache  atomic.Int64 // wasm_cache_size of the latest config
+
+	maxHeader     atomic.Int64 // worker_max_header_size of the latest config, for health checks
+	wasmModule    atomic.Int64 // wasm_max_module_size of the latest config
+	wasmInstances atomic.Int64 // wasm_memory_budget of the latest config
 	// activations say which version of each worker is active here; activator checks new ones.
 	activations *workerspkg.Activations
 	activator   *workerspkg.Activator
@@ -173,7 +177,7 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 	}
 	st.activations = workerspkg.NewActivations(workerspkg.ActivationsPath(s.StateDir), logger.Named("workers"))
 	st.activator = workerspkg.NewActivator(workerspkg.ActivatorOptions{Workers: st.workers, Pool: st.workerPool,
-		Activations: st.activations, Logger: logger.Named("workers")})
+		Activations: st.activations, Logger: logger.Named("workers"), MaxHeaderSize: st.maxHeader.Load})
 	st.workers.OnChange(st.workerChanges.Publish)
 	st.plugins.OnChange(st.pluginChanges.Publish)
 	return st
@@ -747,7 +751,8 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 	}
 	a.state.retention.Store(int64(a.settings.AuditRetention))
 	a.state.workers.SetRetireDelay(a.settings.RetireDelay)
-	a.state.setWasmBudget(a.settings.WasmCompiledMemory, a.settings.WasmCacheSize)
+	a.state.setWasmBudget(a.settings)
+	a.state.maxHeader.Store(a.settings.WorkerMaxHeaderSize)
 	a.state.plugins.SetRetireDelay(a.settings.RetireDelay)
 	return a.state, a.settings, nil
 }

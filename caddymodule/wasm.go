@@ -98,14 +98,17 @@ func (s *state) forgetWasmSecrets(worker string) {
 	}
 }
 
-// setWasmBudget applies wasm_compiled_memory and wasm_cache_size, the latest config's, now or
-// when the engine starts.
-func (s *state) setWasmBudget(memory, disk int64) {
-	s.wasmBudget.Store(memory)
-	s.wasmCache.Store(disk)
+// setWasmBudget applies wasm_compiled_memory, wasm_cache_size, wasm_max_module_size and
+// wasm_memory_budget, the latest config's, now or when the engine starts.
+func (s *state) setWasmBudget(settings config.Settings) {
+	s.wasmBudget.Store(settings.WasmCompiledMemory)
+	s.wasmCache.Store(settings.WasmCacheSize)
+	s.wasmModule.Store(settings.WasmMaxModuleSize)
+	s.wasmInstances.Store(settings.WasmMemoryBudget)
 	if w := s.wasm.Load(); w != nil {
-		w.engine.SetBudget(memory)
-		w.engine.SetCacheSize(disk)
+		w.engine.SetBudget(settings.WasmCompiledMemory)
+		w.engine.SetCacheSize(settings.WasmCacheSize)
+		w.engine.SetLimits(settings.WasmMaxModuleSize, settings.WasmMemoryBudget)
 	}
 }
 
@@ -117,6 +120,9 @@ func (s *state) openWasm(logs *workerspkg.LogBook) error {
 		Budget:    s.wasmBudget.Load(),
 		CacheSize: s.wasmCache.Load(),
 		Observe:   runtimeMetrics.WasmModule,
+
+		MaxModuleSize: s.wasmModule.Load(),
+		MemoryBudget:  s.wasmInstances.Load(),
 	})
 	if err != nil {
 		return fmt.Errorf("WebAssembly workers: %v", err)
@@ -273,7 +279,7 @@ func (s *state) wasmHost(settings config.Settings) func() *serving.WasmHost {
 			return nil
 		}
 		h := &serving.WasmHost{Engine: w.engine, Output: w.output, Allowed: settings.WasmWorkers.Allows, Memory: settings.WasmMemory,
-			Secrets: s.wasmSecrets}
+			MaxHeader: settings.WorkerMaxHeaderSize, Concurrency: settings.WasmConcurrency, Secrets: s.wasmSecrets}
 		cached.Store(h)
 		return h
 	}

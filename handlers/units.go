@@ -90,7 +90,7 @@ func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog,
 		}
 		part.Close()
 		if err == nil && c.Layout().Versioned {
-			if err = checkProgram(staged); err != nil {
+			if err = checkProgram(staged, a.opts.WorkerPolicy.MaxModuleSize); err != nil {
 				staged.Discard()
 				staged = nil
 			}
@@ -101,14 +101,14 @@ func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog,
 
 // checkProgram refuses a staged process worker whose program is not in its archive or not
 // executable (workers.CheckProgram): installed, it would fail to start where the version it
-// replaces served.
-func checkProgram(s *packages.Staged) error {
+// replaces served. A WebAssembly module is at most maxModule bytes (wasm_max_module_size).
+func checkProgram(s *packages.Staged, maxModule int64) error {
 	tree, err := os.OpenRoot(s.Tree)
 	if err != nil {
 		return err
 	}
 	defer tree.Close()
-	return workers.CheckProgram(s.Metadata, tree)
+	return workers.CheckProgram(s.Metadata, tree, maxModule)
 }
 
 // admit decides whether the key p may install or enable the worker version or plugin md

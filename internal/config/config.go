@@ -131,6 +131,15 @@ type AppValues struct {
 	// WasmCacheSize bounds the compiled WebAssembly modules kept on disk in state_dir, in
 	// bytes; past it the least recently used are removed.
 	WasmCacheSize int64 `json:"wasm_cache_size,omitempty"`
+	// WasmConcurrency caps the WebAssembly instances one worker runs at once.
+	WasmConcurrency int `json:"wasm_concurrency,omitempty"`
+	// WasmMemoryBudget bounds the memory all running WebAssembly instances may reserve
+	// together, in bytes: each reserves its largest memory before it starts.
+	WasmMemoryBudget int64 `json:"wasm_memory_budget,omitempty"`
+	// WasmMaxModuleSize caps the size of a WebAssembly worker's module, in bytes.
+	WasmMaxModuleSize int64 `json:"wasm_max_module_size,omitempty"`
+	// WorkerMaxHeaderSize caps the answer headers the runtime reads from a worker, in bytes.
+	WorkerMaxHeaderSize int64 `json:"worker_max_header_size,omitempty"`
 	// WorkersDomain gives each worker a host of its own under it: <name>.<domain> and
 	// <name>.<scope>.<domain>, e.g. "apps.example.com", or a base URL such as
 	// "http://apps.localhost:8080" whose scheme and port the workers' URLs carry.
@@ -180,13 +189,17 @@ type Settings struct {
 	WorkerLogLines  int     // lines kept per worker
 	PluginHandlers  []string
 
-	WasmWorkers        Namespaces
-	WasmMemory         int64
-	WasmCompiledMemory int64
-	WasmCacheSize      int64
-	WorkersDomain      hosts.Domain // Name "" when unset
-	DomainResolvers    []string     // host:port; none for the system's resolver
-	MaxPendingDomains  int          // per namespace
+	WasmWorkers         Namespaces
+	WasmMemory          int64
+	WasmCompiledMemory  int64
+	WasmCacheSize       int64
+	WasmConcurrency     int
+	WasmMemoryBudget    int64
+	WasmMaxModuleSize   int64
+	WorkerMaxHeaderSize int64
+	WorkersDomain       hosts.Domain // Name "" when unset
+	DomainResolvers     []string     // host:port; none for the system's resolver
+	MaxPendingDomains   int          // per namespace
 }
 
 // SyncSettings are the settings of a sync-mode key store.
@@ -268,6 +281,10 @@ var Definitions = []Definition{
 	{"wasm_memory", "RUNTIME_WASM_MEMORY", "128MiB", Process},
 	{"wasm_compiled_memory", "RUNTIME_WASM_COMPILED_MEMORY", "256MiB", Process},
 	{"wasm_cache_size", "RUNTIME_WASM_CACHE_SIZE", "1GiB", Process},
+	{"wasm_concurrency", "RUNTIME_WASM_CONCURRENCY", "8", Process},
+	{"wasm_memory_budget", "RUNTIME_WASM_MEMORY_BUDGET", "1GiB", Process},
+	{"wasm_max_module_size", "RUNTIME_WASM_MAX_MODULE_SIZE", "64MiB", Process},
+	{"worker_max_header_size", "RUNTIME_WORKER_MAX_HEADER_SIZE", "1MiB", Process},
 	{"workers_domain", "RUNTIME_WORKERS_DOMAIN", "", Process},
 	{"domain_resolvers", "RUNTIME_DOMAIN_RESOLVERS", "", Process},
 	{"max_pending_domains", "RUNTIME_MAX_PENDING_DOMAINS", "10", Process},

@@ -181,6 +181,10 @@ func isolationDefaults(s *Settings, wd string) {
 	s.WasmCompiledMemory = 256 << 20
 	s.WasmCacheSize = 1 << 30
 	s.MaxPendingDomains = 10
+	s.WasmConcurrency = 8
+	s.WasmMemoryBudget = 1 << 30
+	s.WasmMaxModuleSize = 64 << 20
+	s.WorkerMaxHeaderSize = 1 << 20
 }
 
 func TestResolveIsolation(t *testing.T) {

@@ -162,6 +162,18 @@ func (r resolver) isolation(v AppValues, s *Settings) error {
 	if s.WasmCacheSize, err = r.size("wasm_cache_size", v.WasmCacheSize); err != nil {
 		return err
 	}
+	if s.WasmConcurrency, err = r.count("wasm_concurrency", v.WasmConcurrency); err != nil {
+		return err
+	}
+	if s.WasmMemoryBudget, err = r.size("wasm_memory_budget", v.WasmMemoryBudget); err != nil {
+		return err
+	}
+	if s.WasmMaxModuleSize, err = r.size("wasm_max_module_size", v.WasmMaxModuleSize); err != nil {
+		return err
+	}
+	if s.WorkerMaxHeaderSize, err = r.size("worker_max_header_size", v.WorkerMaxHeaderSize); err != nil {
+		return err
+	}
 	return nil
 }
 

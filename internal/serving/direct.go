@@ -33,6 +33,7 @@ func newDirectPool(maxIdle int, idleFor time.Duration) *directPool {
 type directConn struct {
 	net.Conn
 	path string
+	head *headReader // under br: bounds the bytes of an answer's head
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	used time.Time
@@ -104,7 +105,32 @@ func (t *directPool) get(ctx context.Context, path string) (*directConn, bool, e
 	if err != nil {
 		return nil, false, err
 	}
-	return &directConn{Conn: c, path: path, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, false, nil
+	head := &headReader{r: c, left: -1}
+	return &directConn{Conn: c, path: path, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c)}, false, nil
+}
+
+// headReader reads a connection; while an answer's head is read (left >= 0) it reads at most
+// left bytes more and then fails with errHeaderTooLarge, as http.Transport's
+// MaxResponseHeaderBytes does, so a worker writing header lines without end costs the runtime
+// no more than the limit. The count includes what the buffer reads past the head.
+type headReader struct {
+	r    io.Reader
+	left int64 // -1: no head is being read
+}
+
+func (h *headReader) Read(p []byte) (int, error) {
+	if h.left < 0 {
+		return h.r.Read(p)
+	}
+	if h.left == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > h.left {
+		p = p[:h.left]
+	}
+	n, err := h.r.Read(p)
+	h.left -= int64(n)
+	return n, err
 }
 
 // put keeps dc for the next request to its worker, unless enough are kept.

@@ -315,6 +315,10 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, t *proxyTarget
 	if err := dc.bw.Flush(); err != nil {
 		return nil, err
 	}
+	// Each head is read within worker_max_header_size, as the shared proxy's transport reads
+	// it (which counts each informational answer it forwards apart); the body is not bounded.
+	defer func() { dc.head.left = -1 }()
+	dc.head.left = s.opts.MaxHeaderSize
 	if r.Method != http.MethodHead {
 		if res := readSimple(dc.br, w.Header()); res != nil {
 			return res, nil
@@ -324,6 +328,11 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, t *proxyTarget
 	req := &http.Request{Method: r.Method}
 	for {
 		res, err := http.ReadResponse(dc.br, req)
+		if err != nil && dc.head.left == 0 {
+			// bufio.Reader.ReadLine hands a line cut by the limit over without its error,
+			// which ReadResponse then reports as malformed.
+			err = errHeaderTooLarge
+		}
 		if err != nil || res.StatusCode >= 200 || res.StatusCode == http.StatusSwitchingProtocols {
 			return res, err
 		}
@@ -336,6 +345,7 @@ func (s *Server) exchange(w http.ResponseWriter, r *http.Request, t *proxyTarget
 		}
 		w.WriteHeader(res.StatusCode)
 		clear(h)
+		dc.head.left = s.opts.MaxHeaderSize
 	}
 }
 

@@ -366,3 +366,37 @@ func BenchmarkDirectProxy(b *testing.B) {
 		})
 	}
 }
+
+// TestAnswerHeadLimit: both proxies read at most worker_max_header_size of a worker's answer
+// head, informational answers included, and answer 502 naming the setting past it; a head
+// within the limit passes through both.
+func TestAnswerHeadLimit(t *testing.T) {
+	const limit = 64 << 10
+	head := func(size int) string {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Big: " + strings.Repeat("x", size) + "\r\n\r\nok"
+	}
+	for _, tc := range []struct {
+		name, answer string
+		passes       bool
+	}{
+		{"within", head(limit - 200), true},
+		{"one line past", head(limit), false},
+		{"many lines", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Line: yyyyyyyyyyyyyyyy\r\n", 8<<20/26) + "Content-Length: 2\r\n\r\nok", false},
+		{"informational answers, each within", strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", limit/50) + head(10), true},
+		{"an informational answer past it", "HTTP/1.1 103 Early Hints\r\nLink: " + strings.Repeat("z", limit) + "\r\n\r\n" + head(10), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Options{MaxHeaderSize: limit})
+			sw := newScriptedWorker(t, func(string) (string, bool) { return tc.answer, true })
+			for _, direct := range []bool{false, true} {
+				got := clientView(t, frontFor(t, s, sw, direct), "GET")
+				switch {
+				case tc.passes && (!strings.HasPrefix(got, "200 OK\n") || !strings.Contains(got, "body: ok\n")):
+					t.Errorf("direct %v: a head within the limit: %.300s", direct, got)
+				case !tc.passes && (!strings.HasPrefix(got, "502 ") || !strings.Contains(got, "WORKER_UNAVAILABLE") || !strings.Contains(got, "worker_max_header_size")):
+					t.Errorf("direct %v: a head past the limit: %.300s, want 502 WORKER_UNAVAILABLE naming worker_max_header_size", direct, got)
+				}
+			}
+		})
+	}
+}

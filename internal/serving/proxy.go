@@ -27,8 +27,9 @@ const (
 )
 
 // newWorkerTransport connects to worker processes on the loopback interface, or on their unix
-// sockets when they run in a network of their own (named by socketHost).
-func newWorkerTransport() *http.Transport {
+// sockets when they run in a network of their own (named by socketHost), and reads at most
+// maxHeader bytes of an answer's head.
+func newWorkerTransport(maxHeader int64) *http.Transport {
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	return &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -49,9 +50,10 @@ func newWorkerTransport() *http.Transport {
 			}
 			return conn, nil
 		},
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
+		MaxIdleConnsPerHost:    64,
+		IdleConnTimeout:        30 * time.Second,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxHeader,
 	}
 }
 
@@ -121,7 +123,7 @@ type proxyTargetKey struct{}
 // request's target travels in its context.
 func (s *Server) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:  newWorkerTransport(),
+		Transport:  newWorkerTransport(s.opts.MaxHeaderSize),
 		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(proxyTargetKey{}).(*proxyTarget)
@@ -170,6 +172,9 @@ func (s *Server) proxyFailed(t *proxyTarget, err error) {
 		t.failed = envelope.Errorf(http.StatusGatewayTimeout, CodeWorkerTimeout, "worker %q did not answer within its timeout %s", t.name, t.timeout)
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads an answer.
+	case headerTooLarge(err):
+		t.failed = envelope.Errorf(http.StatusBadGateway, CodeWorkerUnavailable,
+			"worker %q answered headers larger than %d bytes, the limit worker_max_header_size sets: answer with fewer or shorter headers", t.name, s.opts.MaxHeaderSize)
 	case t.lease != nil && t.lease.Err() != nil:
 		// The request waited in the queue of a listener the process never served.
 		t.failed = envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "%v", t.lease.Err())
@@ -177,6 +182,16 @@ func (s *Server) proxyFailed(t *proxyTarget, err error) {
 		s.opts.Logger.Warn("worker request failed", zap.String("worker", t.name), zap.String("request_id", t.requestID), zap.Error(err))
 		t.failed = envelope.Errorf(http.StatusBadGateway, CodeWorkerUnavailable, "worker %q did not answer: %v", t.name, err)
 	}
+}
+
+// errHeaderTooLarge stops the direct proxy's read of an answer head past
+// worker_max_header_size.
+var errHeaderTooLarge = errors.New("the answer's headers are past worker_max_header_size")
+
+// headerTooLarge tells whether err stopped the read of an answer head at its limit: the direct
+// proxy's, or the shared proxy's transport's.
+func headerTooLarge(err error) bool {
+	return errors.Is(err, errHeaderTooLarge) || workers.HeadTooLarge(err)
 }
 
 // socketSuffix ends the host name that stands for a worker's unix socket.

@@ -19,6 +19,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/internal/mount"
 	"github.com/caddy-runtime/runtime/internal/trace"
+	"github.com/caddy-runtime/runtime/internal/wasm"
 	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/packages"
 )
@@ -65,7 +66,14 @@ type Options struct {
 	// SplitHeader names the request header whose value splits requests that carry no visitor
 	// cookie (an API client's user id, say); "" or a request without it: a random visitor id.
 	SplitHeader string
+	// MaxHeaderSize caps the answer head read from a worker, on every path to it
+	// (worker_max_header_size); 0 is DefaultMaxHeaderSize.
+	MaxHeaderSize int64
 }
+
+// DefaultMaxHeaderSize is the default of worker_max_header_size, for process workers as for
+// WebAssembly ones.
+const DefaultMaxHeaderSize = wasm.DefaultMaxHeader
 
 // Server serves workers.
 type Server struct {
@@ -87,6 +95,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
+	}
+	if opts.MaxHeaderSize <= 0 {
+		opts.MaxHeaderSize = DefaultMaxHeaderSize
 	}
 	s := &Server{opts: opts, direct: newDirectPool(64, 30*time.Second)}
 	s.proxy = s.newProxy()

@@ -40,6 +40,12 @@ type WasmHost struct {
 	// Memory is wasm_memory: an instance's memory when its manifest asks for none, and the most
 	// it may ask for.
 	Memory int64
+	// Concurrency is wasm_concurrency: the most instances of one worker running at once (0:
+	// wasm.DefaultConcurrency).
+	Concurrency int
+	// MaxHeader is worker_max_header_size: the most bytes of CGI headers read from a module's
+	// output (0: wasm.DefaultMaxHeader).
+	MaxHeader int64
 	// Secrets returns a worker's secrets by variable name (nil: it has none); an error answers
 	// 503, as a process worker that cannot start.
 	Secrets func(ctx context.Context, name string) (map[string]string, error)
@@ -79,7 +85,7 @@ func WasmModule(name string, v packages.Version, served *Served) wasm.Module {
 	return wasm.Module{
 		Key:    ModuleKey(name, v.Version, v.Path, file),
 		Serial: served.serial,
-		Read:   func() ([]byte, error) { return root.ReadFile(file) },
+		Read:   func(limit int64) ([]byte, error) { return wasm.ReadModule(root.FS(), file, limit) },
 	}
 }
 
@@ -121,12 +127,15 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 	defer stderr.Flush()
 	out, err := host.Engine.Run(r.Context(), WasmModule(name, t.Version, served), wasm.Request{
 		Args: []string{m.Module}, Env: wasmEnv(r, t, m, name, len(body), secrets), Stdin: body, Stderr: stderr,
-		FS: served.Root.FS(), Memory: memory, Timeout: timeout,
+		FS: served.Root.FS(), Memory: memory, Timeout: timeout, Group: name, Concurrency: host.Concurrency,
 	})
 	if err != nil {
+		if errors.As(err, new(*wasm.BusyError)) {
+			w.Header().Set("Retry-After", "1")
+		}
 		return wasmError(name, timeout, err)
 	}
-	resp, err := wasm.ParseCGI(out)
+	resp, err := wasm.ParseCGI(out, host.MaxHeader)
 	if err != nil {
 		return envelope.Errorf(http.StatusBadGateway, CodeWorkerFailed, "worker %q did not answer as CGI: %v", name, err)
 	}
@@ -151,6 +160,7 @@ func wasmError(name string, timeout time.Duration, err error) error {
 		mem     *wasm.MemoryError
 		exit    *wasm.ExitError
 		compile *wasm.CompileError
+		busy    *wasm.BusyError
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -163,6 +173,8 @@ func wasmError(name string, timeout time.Duration, err error) error {
 		return envelope.Errorf(http.StatusBadGateway, CodeWorkerFailed, "worker %q wrote more than %d bytes", name, wasm.DefaultMaxOutput)
 	case errors.As(err, &exit):
 		return envelope.Errorf(http.StatusBadGateway, CodeWorkerFailed, "worker %q failed (%v); its standard error is in its logs", name, exit)
+	case errors.As(err, &busy):
+		return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run now: %v", name, busy)
 	case errors.As(err, &compile):
 		return envelope.Errorf(http.StatusInternalServerError, CodeWorkerMisconfigured, "worker %q cannot run: %v", name, compile)
 	}

@@ -59,3 +59,27 @@ func vec(items ...[]byte) []byte {
 	}
 	return out
 }
+
+// ManyFunctionsWasm returns a WebAssembly module of n tiny functions (four bytes each: a type
+// index and an empty body), the first exported as _start: a small archive holding a large
+// module, whose compilation takes memory and time per function.
+func ManyFunctionsWasm(n int) []byte {
+	types := vec([]byte{0x60, 0x00, 0x00})
+	funcs := append(uleb(uint32(n)), make([]byte, n)...) // every function of type 0
+	memory := vec([]byte{0x00, 0x01})
+	exports := vec(append(name("_start"), 0x00, 0x00))
+	code := uleb(uint32(n))
+	for range n {
+		code = append(code, 0x02, 0x00, 0x0b) // two bytes: no locals, end
+	}
+	mod := []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
+	for _, s := range []struct {
+		id   byte
+		body []byte
+	}{{1, types}, {3, funcs}, {5, memory}, {7, exports}, {10, code}} {
+		mod = append(mod, s.id)
+		mod = append(mod, uleb(uint32(len(s.body)))...)
+		mod = append(mod, s.body...)
+	}
+	return mod
+}

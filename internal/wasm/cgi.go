@@ -20,11 +20,23 @@ type Response struct {
 // hopHeaders are headers a module does not decide: the server frames the answer itself.
 var hopHeaders = []string{"Connection", "Content-Length", "Keep-Alive", "Transfer-Encoding", "Trailer", "Upgrade", "Status"}
 
+// DefaultMaxHeader is the default of ParseCGI's cap on the headers.
+const DefaultMaxHeader = 1 << 20
+
 // ParseCGI reads a CGI answer (RFC 3875, section 6): header lines, a blank line, the body.
 // Status: gives the status ("404 Not Found" or "404"); without it, a Location header makes
-// it 302 and anything else 200. Lines may end in CRLF or LF.
-func ParseCGI(out []byte) (*Response, error) {
-	end, skip := headerEnd(out)
+// it 302 and anything else 200. Lines may end in CRLF or LF. Headers of more than maxHeader
+// bytes (worker_max_header_size; 0: DefaultMaxHeader) are refused unread: parsed, they would
+// take a few times their size again.
+func ParseCGI(out []byte, maxHeader int64) (*Response, error) {
+	if maxHeader <= 0 {
+		maxHeader = DefaultMaxHeader
+	}
+	// The blank line is looked for within the limit only.
+	end, skip := headerEnd(out[:min(int64(len(out)), maxHeader+3)])
+	if end > int(maxHeader) || end < 0 && int64(len(out)) > maxHeader {
+		return nil, fmt.Errorf("its CGI headers are larger than %d bytes, the limit worker_max_header_size sets: write fewer or shorter headers", maxHeader)
+	}
 	if end < 0 {
 		if len(out) == 0 {
 			return nil, fmt.Errorf("it wrote nothing to standard output: write CGI headers (Content-Type: text/plain), a blank line, then the body")

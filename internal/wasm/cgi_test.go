@@ -26,9 +26,13 @@ func TestParseCGI(t *testing.T) {
 		{"bad status", "Status: 99\n\n", 0, nil, "", "Status header"},
 		{"bad status word", "Status: OK\n\n", 0, nil, "", "Status header"},
 		{"malformed", "no colon here\n\n", 0, nil, "", "malformed"},
+		{"headers at the limit", "X-A: " + strings.Repeat("a", 95) + "\n\nbody", 200, map[string]string{"X-A": strings.Repeat("a", 95)}, "body", ""},
+		{"headers past the limit", "X-A: " + strings.Repeat("a", 96) + "\n\nbody", 0, nil, "", "worker_max_header_size"},
+		{"many lines past the limit", strings.Repeat("X-A: 1\r\n", 20) + "\r\nbody", 0, nil, "", "worker_max_header_size"},
+		{"no blank line within the limit", strings.Repeat("x", 200), 0, nil, "", "worker_max_header_size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := ParseCGI([]byte(tc.out))
+			resp, err := ParseCGI([]byte(tc.out), 100)
 			if tc.fails != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.fails) {
 					t.Fatalf("ParseCGI = %v, want an error with %q", err, tc.fails)

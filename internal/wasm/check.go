@@ -42,11 +42,30 @@ func Check(binary []byte) error {
 	return m.check()
 }
 
+// MaxFunctions is the most functions a module may define, as V8 allows: compiling takes
+// memory and time per function, so a small module of many tiny ones could take gigabytes.
+const MaxFunctions = 1_000_000
+
 // info is what Check reads of a module.
 type info struct {
 	imports  []Import
 	exports  []string // names of exported functions
 	minPages uint32   // the largest initial size of its memories, in 64 KiB pages
+	// functions counts the functions it defines.
+	functions uint32
+	// maxPages is the largest declared maximum of its memories, in pages; unbounded when one
+	// declares none.
+	maxPages  uint32
+	unbounded bool
+}
+
+// reserve is the most linear memory an instance of the module may take under limit bytes:
+// the limit, or the module's declared maximum when smaller (at least a page).
+func (m info) reserve(limit int64) int64 {
+	if m.unbounded {
+		return limit
+	}
+	return max(min(limit, int64(m.maxPages)<<16), 1<<16)
 }
 
 // inspect reads a binary module's header and sections.
@@ -106,9 +125,10 @@ var wasiFunctions = sync.OnceValue(func() []string {
 
 // Section ids of a module that Check reads.
 const (
-	sectionImport = 2
-	sectionMemory = 5
-	sectionExport = 7
+	sectionImport   = 2
+	sectionFunction = 3
+	sectionMemory   = 5
+	sectionExport   = 7
 )
 
 // sections reads the imports, the names of the exported functions and the initial size of
@@ -138,6 +158,7 @@ func sections(b []byte) (m info, err error) {
 				case 2:
 					imp.Kind = "memory"
 					s.limits()
+					m.unbounded = true // refused by check anyway
 				case 3:
 					imp.Kind = "global"
 					s.byte()
@@ -151,9 +172,17 @@ func sections(b []byte) (m info, err error) {
 				}
 				m.imports = append(m.imports, imp)
 			}
+		case sectionFunction:
+			if m.functions = s.u32(); m.functions > MaxFunctions {
+				return m, fmt.Errorf("it defines %d functions, more than the %d a worker's module may have", m.functions, MaxFunctions)
+			}
+			s.b = nil // the functions' types are not needed
 		case sectionMemory:
 			for n := s.u32(); n > 0 && s.err == nil; n-- {
-				m.minPages = max(m.minPages, s.limits())
+				low, high, bounded := s.limits()
+				m.minPages = max(m.minPages, low)
+				m.maxPages = max(m.maxPages, high)
+				m.unbounded = m.unbounded || !bounded
 			}
 		case sectionExport:
 			for n := s.u32(); n > 0 && s.err == nil; n-- {
@@ -221,14 +250,14 @@ func (r *reader) bytes(n uint32) []byte {
 func (r *reader) name() string { return string(r.bytes(r.u32())) }
 
 // limits reads the limits of a table or memory (flags, min and, when flagged, max) and
-// returns the min.
-func (r *reader) limits() uint32 {
+// returns them; bounded tells whether a max is declared.
+func (r *reader) limits() (low, high uint32, bounded bool) {
 	flags := r.byte()
-	low := r.u32()
+	low = r.u32()
 	if flags&1 != 0 {
-		r.u32()
+		return low, r.u32(), true
 	}
-	return low
+	return low, 0, false
 }
 
 func (r *reader) fail(err error) {

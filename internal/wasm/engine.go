@@ -39,12 +39,15 @@ const (
 	DefaultMaxOutput = 32 << 20
 )
 
-// entryOverhead and codeFactor estimate what a compiled module costs in memory: a fixed part
-// (the module's records in the engine, its executable mapping rounded to pages) and a part
-// proportional to the binary (machine code and metadata are a few times its size).
+// entryOverhead, codeFactor and functionCost estimate what a compiled module costs in memory:
+// a fixed part (the module's records in the engine, its executable mapping rounded to pages),
+// a part proportional to the binary (machine code and metadata are a few times its size), and
+// a part per function (the engine's records of each: a module of many tiny functions takes
+// far more than its size suggests, about 80 bytes a function measured).
 const (
 	entryOverhead = 16 << 10
 	codeFactor    = 4
+	functionCost  = 128
 )
 
 // Options configure an Engine.
@@ -58,6 +61,12 @@ type Options struct {
 	CacheSize int64
 	// CacheAge is how long a module unused stays in the disk cache; 0 is DefaultCacheAge.
 	CacheAge time.Duration
+	// MaxModuleSize is the largest module compiled (wasm_max_module_size); 0 is
+	// DefaultMaxModuleSize.
+	MaxModuleSize int64
+	// MemoryBudget bounds the memory the running instances reserve together
+	// (wasm_memory_budget); 0 is DefaultMemoryBudget.
+	MemoryBudget int64
 	// Observe, when set, is told of every module made ready to run: cached when it came from
 	// the disk cache (or another version with the same bytes) rather than a compilation.
 	Observe func(cached bool)
@@ -74,6 +83,9 @@ type Engine struct {
 	compiling sync.Mutex
 	budget    atomic.Int64
 	cacheSize atomic.Int64
+	maxModule atomic.Int64
+	slots     slots // the running instances' room
+	freed     giver // gives the memory of large instances and modules back when they end
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -85,21 +97,22 @@ type Engine struct {
 
 // entry is one compiled module kept ready.
 type entry struct {
-	key      string
-	serial   uint64
-	module   wazero.CompiledModule
-	minPages uint32
-	cost     int64
-	elem     *list.Element
-	refs     int  // requests running it
-	dropped  bool // out of the map: closed when the last request ends
-	closed   bool
+	key     string
+	serial  uint64
+	module  wazero.CompiledModule
+	memory  info // its memories' limits
+	cost    int64
+	elem    *list.Element
+	refs    int  // requests running it
+	dropped bool // out of the map: closed when the last request ends
+	closed  bool
 }
 
 // New returns an engine; Close releases it.
 func New(opts Options) (*Engine, error) {
-	e := &Engine{opts: opts, entries: map[string]*entry{}, lru: list.New()}
+	e := &Engine{opts: opts, entries: map[string]*entry{}, lru: list.New(), slots: slots{groups: map[string]*group{}}}
 	e.SetBudget(opts.Budget)
+	e.SetLimits(opts.MaxModuleSize, opts.MemoryBudget)
 	e.SetCacheSize(opts.CacheSize)
 	e.cache = wazero.NewCompilationCache()
 	if opts.CacheDir != "" {
@@ -126,6 +139,17 @@ func (e *Engine) SetBudget(n int64) {
 		n = DefaultBudget
 	}
 	e.budget.Store(n)
+}
+
+// SetLimits sets the largest module compiled (0: DefaultMaxModuleSize) and the memory the
+// running instances reserve together (0: DefaultMemoryBudget); instances running keep their
+// reservation under the budget they started in.
+func (e *Engine) SetLimits(maxModule, memoryBudget int64) {
+	if maxModule <= 0 {
+		maxModule = DefaultMaxModuleSize
+	}
+	e.maxModule.Store(maxModule)
+	e.slots.setBudget(memoryBudget)
 }
 
 // Close releases every compiled module and the runtime.
@@ -189,8 +213,9 @@ type Module struct {
 	// changed (a new read of the version), which compiles it again.
 	Key    string
 	Serial uint64
-	// Read returns the module's bytes, when it must be compiled.
-	Read func() ([]byte, error)
+	// Read returns the module's bytes, when it must be compiled, refusing a module larger than
+	// limit bytes with a SizeError before it reads it (see ReadModule).
+	Read func(limit int64) ([]byte, error)
 }
 
 // Request is what one instance gets.
@@ -209,8 +234,13 @@ type Request struct {
 	// standard output (0: DefaultMaxOutput).
 	Memory, MaxOutput int64
 	// Timeout is the longest the instance may run (0: as long as the context lets it),
-	// from its start: compiling the module first does not count.
+	// from its start: compiling the module first does not count. A request waits for room
+	// to run (Concurrency, the memory budget) as long at most.
 	Timeout time.Duration
+	// Group names the worker: at most Concurrency (0: DefaultConcurrency) instances of one
+	// group run at once (wasm_concurrency).
+	Group       string
+	Concurrency int
 }
 
 // Errors of Run besides the context's.
@@ -244,11 +274,16 @@ type CompileError struct{ Err error }
 
 func (e *CompileError) Error() string { return "the module " + e.Err.Error() }
 
+func (e *CompileError) Unwrap() error { return e.Err }
+
 // Run runs mod in a fresh instance for one request: the request's environment, arguments,
 // standard input, a read-only file system and nothing else (no network, no other host
 // function), under its memory limit, until its timeout or ctx ends it (the instance is then
-// closed, whatever it runs, and Run returns context.DeadlineExceeded or ctx's error). It
-// returns the instance's standard output, after the instance has ended.
+// closed, whatever it runs, and Run returns context.DeadlineExceeded or ctx's error). Before
+// it starts, the instance takes a place among its group's (Request.Concurrency) and reserves
+// its largest memory against the engine's memory budget, waiting up to Timeout for them; a
+// BusyError says why it could not. It returns the instance's standard output, after the
+// instance has ended.
 func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, error) {
 	en, err := e.acquire(ctx, mod)
 	if err != nil {
@@ -259,9 +294,14 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 	if limit <= 0 {
 		limit = DefaultMemory
 	}
-	if uint64(en.minPages)<<16 > uint64(limit) {
+	if uint64(en.memory.minPages)<<16 > uint64(limit) {
 		return nil, &MemoryError{Limit: limit}
 	}
+	sl, err := e.take(ctx, req, en.memory.reserve(limit))
+	if err != nil {
+		return nil, err
+	}
+	defer sl.release()
 	if req.Timeout > 0 {
 		var stop context.CancelFunc
 		ctx, stop = context.WithTimeout(ctx, req.Timeout)
@@ -270,7 +310,8 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var refused atomic.Bool
-	ctx = experimental.WithMemoryAllocator(ctx, allocator(uint64(limit), &refused))
+	var peak atomic.Uint64
+	ctx = experimental.WithMemoryAllocator(ctx, allocator(uint64(limit), &refused, &peak))
 	out := &capped{limit: req.MaxOutput, stop: cancel}
 	if out.limit <= 0 {
 		out.limit = DefaultMaxOutput
@@ -294,6 +335,9 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 	if inst != nil {
 		inst.Close(context.Background())
 	}
+	if peak.Load() >= giveBackAt {
+		e.freed.giveBack()
+	}
 	var exit *sys.ExitError
 	switch {
 	case out.over:
@@ -308,6 +352,17 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 		return nil, &ExitError{Code: int(exit.ExitCode())}
 	}
 	return nil, &ExitError{Code: -1, Err: err}
+}
+
+// take waits, up to the request's timeout, for room to run an instance reserving memory
+// bytes.
+func (e *Engine) take(ctx context.Context, req Request, memory int64) (*slot, error) {
+	if req.Timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, req.Timeout, errWaited)
+		defer stop()
+	}
+	return e.slots.take(ctx, req.Group, req.Concurrency, memory)
 }
 
 // sleeper is the instance's sleep: it ends early when ctx does, so a module asleep past its
@@ -383,16 +438,36 @@ func (e *Engine) release(en *entry) {
 	}
 	e.mu.Unlock()
 	if closing {
+		e.close(en)
+	}
+}
+
+// close closes compiled modules no request runs any more; the memory of a large one goes
+// back to the system at once.
+func (e *Engine) close(entries ...*entry) {
+	large := false
+	for _, en := range entries {
 		en.module.Close(context.Background())
+		large = large || en.cost >= giveBackAt
+	}
+	if large {
+		e.freed.giveBack()
 	}
 }
 
 // compile reads, checks and compiles mod, and keeps it, dropping the least recently used
 // entries past the budget.
 func (e *Engine) compile(mod Module) (*entry, error) {
-	binary, err := mod.Read()
-	if err != nil {
+	binary, err := mod.Read(e.maxModule.Load())
+	var tooLarge *SizeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &CompileError{Err: tooLarge}
+	case err != nil:
 		return nil, &CompileError{Err: fmt.Errorf("cannot be read: %v", err)}
+	}
+	if limit := e.maxModule.Load(); int64(len(binary)) > limit {
+		return nil, &CompileError{Err: &SizeError{Size: int64(len(binary)), Limit: limit}}
 	}
 	m, err := inspect(binary)
 	if err == nil {
@@ -417,8 +492,9 @@ func (e *Engine) compile(mod Module) (*entry, error) {
 	if e.opts.Observe != nil {
 		e.opts.Observe(cached)
 	}
-	en := &entry{key: mod.Key, serial: mod.Serial, module: compiled, minPages: m.minPages,
-		cost: entryOverhead + codeFactor*int64(len(binary))}
+	m.imports, m.exports = nil, nil
+	en := &entry{key: mod.Key, serial: mod.Serial, module: compiled, memory: m,
+		cost: entryOverhead + codeFactor*int64(len(binary)) + functionCost*int64(m.functions)}
 	var closing []*entry
 	e.mu.Lock()
 	if old := e.entries[mod.Key]; old != nil {
@@ -431,9 +507,7 @@ func (e *Engine) compile(mod Module) (*entry, error) {
 		closing = append(closing, e.dropLocked(e.lru.Back().Value.(*entry))...)
 	}
 	e.mu.Unlock()
-	for _, c := range closing {
-		c.module.Close(context.Background())
-	}
+	e.close(closing...)
 	return en, nil
 }
 
@@ -462,9 +536,7 @@ func (e *Engine) Forget(prefix string) {
 		}
 	}
 	e.mu.Unlock()
-	for _, c := range closing {
-		c.module.Close(context.Background())
-	}
+	e.close(closing...)
 }
 
 // cacheFiles counts the files of the disk cache, which wazero keeps in a folder per version

@@ -17,7 +17,7 @@ import (
 
 // moduleOf names a module held in memory.
 func moduleOf(key string, binary []byte) Module {
-	return Module{Key: key, Serial: 1, Read: func() ([]byte, error) { return binary, nil }}
+	return Module{Key: key, Serial: 1, Read: func(int64) ([]byte, error) { return binary, nil }}
 }
 
 func newEngine(t *testing.T, opts Options) *Engine {
@@ -66,7 +66,7 @@ func cgi(t *testing.T, e *Engine, mod Module, req Request, path, query string) (
 	if err != nil {
 		return nil, err
 	}
-	return ParseCGI(out)
+	return ParseCGI(out, 0)
 }
 
 func TestCheck(t *testing.T) {
@@ -304,7 +304,7 @@ func TestCompileOnce(t *testing.T) {
 
 func TestBudget(t *testing.T) {
 	t.Parallel()
-	one := entryOverhead + codeFactor*int64(len(testkit.TinyWasm("Content-Type: text/plain\n\n0", WASI, "fd_write")))
+	one := entryOverhead + codeFactor*int64(len(testkit.TinyWasm("Content-Type: text/plain\n\n0", WASI, "fd_write"))) + functionCost
 	e := newEngine(t, Options{Budget: 2*one + one/2})
 	run := func(i int) {
 		t.Helper()
@@ -348,7 +348,7 @@ func TestWarm(t *testing.T) {
 	tiny := func(i int) Module {
 		return moduleOf(fmt.Sprint(i), testkit.TinyWasm(fmt.Sprintf("Content-Type: text/plain\n\n%d", i), WASI, "fd_write"))
 	}
-	one := entryOverhead + codeFactor*int64(len(testkit.TinyWasm("Content-Type: text/plain\n\n0", WASI, "fd_write")))
+	one := entryOverhead + codeFactor*int64(len(testkit.TinyWasm("Content-Type: text/plain\n\n0", WASI, "fd_write"))) + functionCost
 	e := newEngine(t, Options{Budget: 2 * one})
 	for _, i := range []int{0, 1} {
 		if ok, err := e.Warm(context.Background(), tiny(i)); !ok || err != nil {

@@ -13,13 +13,15 @@ import (
 type cappedMemory struct {
 	limit   uint64
 	buf     []byte
-	refused *atomic.Bool // set once a growth past the limit was refused
+	refused *atomic.Bool   // set once a growth past the limit was refused
+	peak    *atomic.Uint64 // the largest capacity given, in bytes
 }
 
-// allocator gives each memory of an instance its own cappedMemory under limit.
-func allocator(limit uint64, refused *atomic.Bool) experimental.MemoryAllocator {
+// allocator gives each memory of an instance its own cappedMemory under limit; peak records
+// the largest memory given.
+func allocator(limit uint64, refused *atomic.Bool, peak *atomic.Uint64) experimental.MemoryAllocator {
 	return experimental.MemoryAllocatorFunc(func(_, max uint64) experimental.LinearMemory {
-		return &cappedMemory{limit: min(limit, max), refused: refused}
+		return &cappedMemory{limit: min(limit, max), refused: refused, peak: peak}
 	})
 }
 
@@ -32,6 +34,7 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 			// The initial memory, which wazero needs: the engine refuses a module whose
 			// initial memory is over the limit before it instantiates it.
 			m.buf = make([]byte, size)
+			m.peak.Store(max(m.peak.Load(), size))
 			return m.buf
 		}
 		m.refused.Store(true)
@@ -45,6 +48,7 @@ func (m *cappedMemory) Reallocate(size uint64) []byte {
 	buf := make([]byte, size, capacity)
 	copy(buf, m.buf)
 	m.buf = buf
+	m.peak.Store(max(m.peak.Load(), capacity))
 	return buf
 }
 

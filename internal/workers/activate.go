@@ -48,6 +48,9 @@ type ActivatorOptions struct {
 	Activations *Activations
 	// Logger receives one line per outcome.
 	Logger *zap.Logger
+	// MaxHeaderSize returns the cap on the head of a health check's answer
+	// (worker_max_header_size, the latest config's); nil or 0 is http.Transport's default.
+	MaxHeaderSize func() int64
 }
 
 // Activator activates new versions of workers on this instance. A version of a process worker
@@ -253,7 +256,11 @@ func (a *Activator) check(ctx context.Context, name, version string) error {
 	}
 	pool.ResetCrashes(name, version, v.Path) // a new check starts it afresh
 	began := time.Now()
-	reason := probe(ctx, pool, name, version, v.Path, m)
+	var maxHeader int64
+	if a.opts.MaxHeaderSize != nil {
+		maxHeader = a.opts.MaxHeaderSize()
+	}
+	reason := probe(ctx, pool, name, version, v.Path, m, maxHeader)
 	if ctx.Err() != nil {
 		// Ended by a later change, which records what follows (a new check, or no check).
 		return &CheckError{Name: name, Version: version, Reason: errSuperseded.Error()}
@@ -282,7 +289,7 @@ func checkName(m Manifest) string {
 
 // probe starts the version's process and checks it; it returns why it failed, "" when it
 // passed.
-func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifest) string {
+func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifest, maxHeader int64) string {
 	if m.Healthcheck == nil {
 		// Acquire waits startTimeout for the process to listen.
 		lease, err := pool.Acquire(ctx, name, version, dir, m)
@@ -298,7 +305,7 @@ func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifes
 	defer cancel()
 	reason := ""
 	for {
-		if reason = askHealth(ctx, pool, name, version, dir, m); reason == "" {
+		if reason = askHealth(ctx, pool, name, version, dir, m, maxHeader); reason == "" {
 			return ""
 		}
 		select {
@@ -309,9 +316,15 @@ func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifes
 	}
 }
 
+// HeadTooLarge tells whether err is http.Transport's refusal of an answer head past its
+// MaxResponseHeaderBytes, which only its words tell.
+func HeadTooLarge(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "server response headers exceeded")
+}
+
 // askHealth asks the version's healthcheck once, starting its process when it is not running;
-// it returns why the answer does not pass, "" when it does.
-func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Manifest) string {
+// it returns why the answer does not pass, "" when it does. Its head is read within maxHeader.
+func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Manifest, maxHeader int64) string {
 	lease, err := pool.Acquire(ctx, name, version, dir, m)
 	if err != nil {
 		return err.Error()
@@ -324,7 +337,8 @@ func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Man
 				var d net.Dialer
 				return d.DialContext(ctx, network, addr)
 			},
-			DisableKeepAlives: true,
+			DisableKeepAlives:      true,
+			MaxResponseHeaderBytes: maxHeader,
 		},
 		// A redirect is an answer of its own: a 3xx does not pass.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -336,7 +350,10 @@ func askHealth(ctx context.Context, pool *Pool, name, version, dir string, m Man
 	}
 	req.Header.Set("User-Agent", "caddy-runtime-healthcheck")
 	resp, err := client.Do(req)
-	if err != nil {
+	switch {
+	case HeadTooLarge(err):
+		return fmt.Sprintf("GET %s answered headers larger than %d bytes, the limit worker_max_header_size sets", m.Healthcheck.Path, maxHeader)
+	case err != nil:
 		return fmt.Sprintf("GET %s: %v", m.Healthcheck.Path, errors.Unwrap(err))
 	}
 	resp.Body.Close()

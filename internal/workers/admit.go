@@ -15,6 +15,9 @@ type Policy struct {
 	WasmWorkers config.Namespaces
 	// Reserved are the first path segments the runtime keeps (packages.ReservedNames).
 	Reserved []string
+	// MaxModuleSize caps a WebAssembly worker's module (wasm_max_module_size); 0 is
+	// wasm.DefaultMaxModuleSize.
+	MaxModuleSize int64
 }
 
 // Error codes of worker admission.

@@ -3,7 +3,6 @@ package workers
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -19,12 +18,10 @@ import (
 // not a WebAssembly module, or imports something other than WASI preview 1.
 const CodeInvalidModule = "INVALID_MODULE"
 
-// maxModuleSize bounds what checkModule reads; an upload is bounded anyway.
-const maxModuleSize = 1 << 30
-
 // checkModule checks the module of a WebAssembly worker in tree, its folder: a regular file
-// of the archive that wasm.Check accepts.
-func checkModule(m Manifest, tree *os.Root) error {
+// of the archive of at most maxModule bytes (wasm_max_module_size), refused before it is read,
+// that wasm.Check accepts.
+func checkModule(m Manifest, tree *os.Root, maxModule int64) error {
 	refuse := func(format string, args ...any) error {
 		return &packages.Error{Kind: packages.Invalid, Code: CodeInvalidModule, Message: fmt.Sprintf(format, args...)}
 	}
@@ -32,23 +29,21 @@ func checkModule(m Manifest, tree *os.Root) error {
 	if file == ".." || strings.HasPrefix(file, "../") || path.IsAbs(file) {
 		return refuse("module %s is outside the worker's folder: name a file of the archive, relative to its top", m.Module)
 	}
-	f, err := tree.Open(filepath.FromSlash(file))
+	info, err := tree.Stat(filepath.FromSlash(file))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return refuse("module %s is not in the archive: build it into the folder before packing it (GOOS=wasip1 GOARCH=wasm go build -o %s)", m.Module, file)
 	case err != nil:
 		return refuse("module %s cannot be read in the archive: %v", m.Module, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return refuse("module %s cannot be read in the archive: %v", m.Module, err)
-	}
-	if !info.Mode().IsRegular() {
+	case !info.Mode().IsRegular():
 		return refuse("module %s is not a file in the archive but a %s", m.Module, kindOf(info.Mode()))
 	}
-	binary, err := io.ReadAll(io.LimitReader(f, maxModuleSize))
-	if err != nil {
+	binary, err := wasm.ReadModule(tree.FS(), file, maxModule)
+	var tooLarge *wasm.SizeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return refuse("module %s %v", m.Module, tooLarge)
+	case err != nil:
 		return refuse("module %s cannot be read in the archive: %v", m.Module, err)
 	}
 	if err := wasm.Check(binary); err != nil {

@@ -74,7 +74,7 @@ func TestCheckProgram(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckProgram(manifestOnly(t, tt.manifest), tree)
+			err := CheckProgram(manifestOnly(t, tt.manifest), tree, 0)
 			if tt.code == "" {
 				if err != nil {
 					t.Fatalf("CheckProgram = %v, want it to pass", err)

@@ -11,6 +11,8 @@
 //	/big       writes ?n= bytes of body
 //	/exit      exits with status ?code= without writing anything
 //	/raw       writes a body with no CGI headers
+//	/headers   writes ?n= bytes of CGI header lines, then a body
+//	/hold      holds ?mb= MiB of memory for ?wait= ms, then answers
 package main
 
 import (
@@ -79,6 +81,22 @@ func main() {
 	case "/exit":
 		code, _ := strconv.Atoi(q.Get("code"))
 		os.Exit(code)
+	case "/headers":
+		n, _ := strconv.Atoi(q.Get("n"))
+		line := "X-Filler: " + strings.Repeat("h", 55) + "\n" // 66 bytes
+		var b strings.Builder
+		for b.Len() < n {
+			b.WriteString(line)
+		}
+		fmt.Print(b.String() + "Content-Type: text/plain\n\nok")
+	case "/hold":
+		mb, _ := strconv.Atoi(q.Get("mb"))
+		for range mb {
+			hold = append(hold, bytes.Repeat([]byte{1}, 1<<20))
+		}
+		ms, _ := strconv.Atoi(q.Get("wait"))
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		answer(200, fmt.Sprintf("held %d MiB", len(hold)))
 	case "/raw":
 		fmt.Print("no headers here")
 	default:

@@ -2,7 +2,8 @@
 // listener it is handed as descriptor 3 (LISTEN_FDS=1 and LISTEN_PID its own pid, unless
 // IGNORE_LISTEN_FDS is set), that reports what it received and can sleep, crash, or misbehave
 // at start on request. Each query parameter set=Name:value adds a response header, on every
-// path; /upgrade switches protocols (an echo of bytes) with those headers.
+// path; /upgrade switches protocols (an echo of bytes) with those headers; /headers?n=N answers
+// a head of N bytes of header lines.
 package main
 
 import (
@@ -84,6 +85,26 @@ func main() {
 		fmt.Fprint(rw, "\r\n")
 		rw.Flush()
 		io.Copy(conn, rw)
+	})
+	http.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
+		// An answer head of about n bytes of header lines, written as it goes, then "ok": the
+		// head a proxy must stop reading at its limit.
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer conn.Close()
+		line := "X-Filler: " + strings.Repeat("h", 54) + "\r\n" // 66 bytes
+		rw.WriteString("HTTP/1.1 200 OK\r\n")
+		for written := 0; written < n; written += len(line) {
+			if _, err := rw.WriteString(line); err != nil {
+				return
+			}
+		}
+		rw.WriteString("Content-Length: 2\r\nConnection: close\r\n\r\nok")
+		rw.Flush()
 	})
 	http.HandleFunc("/crash", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(os.Stderr, "crashing as asked")
