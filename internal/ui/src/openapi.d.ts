@@ -185,7 +185,7 @@ export interface paths {
         };
         /**
          * General health
-         * @description Answers 200 whenever the runtime answers HTTP, with a fixed body cheap enough for frequent checks; `health/ready` says whether it should take traffic.
+         * @description Answers 200 with a fixed body cheap enough for frequent checks once the runtime can answer its API: a request that arrives while it starts waits for the start, so that a script waiting for health can act at once. `health/ready` says whether it should take traffic, `health/live` whether the process answers at all.
          */
         get: operations["health"];
         put?: never;
