@@ -76,6 +76,8 @@ func TestLayers(t *testing.T) {
 		"secrets":  {"handlers", "serving", "caddymodule", "workers", "keystore", "config", "packages"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
+		// The ordered start and stop of the state's parts is a leaf, knowing no part.
+		"lifecycle": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore", "config", "events"},
 		// The WebAssembly engine is a leaf the data plane runs workers on.
 		"wasm": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore", "plugins", "pluginhost"},
 		// Host names are a leaf the API, the data plane, the CLI and the settings share.

@@ -22,12 +22,12 @@ import (
 func (s *state) clustered() bool { return s.store != nil && s.settings.KeyStore == "sync" }
 
 // openCluster builds this instance's part of the cluster on the opened key store and starts
-// its loop, which Destruct stops before the key store closes.
-func (s *state) openCluster(keys *keystore.Store) error {
+// its loop, which stops before the key store closes.
+func (s *state) openCluster() error {
 	c, err := cluster.New(cluster.Options{
-		Keys: keys, Store: s.store, Workers: s.workers, Plugins: s.plugins, Admit: s.admit,
+		Keys: s.keys.Load(), Store: s.store, Workers: s.workerCatalog, Plugins: s.pluginCatalog, Admit: s.admit,
 		Reload: func() {
-			s.plugins.Forget()
+			s.pluginCatalog.Forget()
 			s.pluginReloads.Publish(pluginhost.Reload{})
 		},
 		Interval: s.settings.Sync.Interval, ID: s.instanceID, Address: func() string { return s.self().Address },
@@ -37,22 +37,9 @@ func (s *state) openCluster(keys *keystore.Store) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.stopCluster, s.clusterDone = cancel, make(chan struct{})
 	s.cluster.Store(c)
-	go func() {
-		defer close(s.clusterDone)
-		c.Run(ctx)
-	}()
+	s.clusterLoop.Go(c.Run)
 	return nil
-}
-
-// closeCluster stops the cluster's loop and waits for it.
-func (s *state) closeCluster() {
-	if s.stopCluster != nil {
-		s.stopCluster()
-		<-s.clusterDone
-	}
 }
 
 // admit admits a unit version the reconciler is about to install from the package store
@@ -61,7 +48,7 @@ func (s *state) closeCluster() {
 func (s *state) admit(kind string, md packages.Metadata) error {
 	workerPolicy, pluginPolicy := policies(s.settings)
 	installed := map[string][]packages.Unit{}
-	for _, c := range []*packages.Catalog{s.workers, s.plugins} {
+	for _, c := range []*packages.Catalog{s.workerCatalog, s.pluginCatalog} {
 		units, err := c.List()
 		if err != nil {
 			return err

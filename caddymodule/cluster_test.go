@@ -74,9 +74,7 @@ func TestStateCluster(t *testing.T) {
 	if err := s.Destruct(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.clusterDone:
-	default:
-		t.Fatal("the cluster's loop outlived the state")
+	if left := ownGoroutines("cluster.(*Cluster).Run"); len(left) > 0 {
+		t.Fatalf("the cluster's loop outlived the state:\n%s", strings.Join(left, "\n\n"))
 	}
 }

@@ -7,37 +7,60 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/internal/hosts"
+	"github.com/caddy-runtime/runtime/internal/lifecycle"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
-// refreshDomains gives the host router the verified custom domains the key store holds now.
-func (s *state) refreshDomains(ctx context.Context) error {
-	store := s.keys.Load()
+// domainFollower is the state's part that keeps the host router's custom domains as the key
+// store holds them, from its start until it stops.
+type domainFollower struct {
+	keys   func() *keystore.Store
+	router *hosts.Router
+	logger *zap.Logger
+	loop   lifecycle.Loop
+}
+
+// refresh gives the host router the verified custom domains the key store holds now.
+func (d *domainFollower) refresh(ctx context.Context) error {
+	store := d.keys()
 	if store == nil {
 		return nil
 	}
 	list, err := store.Domains(ctx, "")
 	if err != nil {
-		return fmt.Errorf("reading the custom domains: %v", err)
+		return fmt.Errorf("reading the custom domains: %w", err)
 	}
 	verified, pending := make(map[string]string, len(list)), map[string]string{}
-	for _, d := range list {
-		if d.Verified() {
-			verified[d.Domain] = d.Worker
+	for _, dom := range list {
+		if dom.Verified() {
+			verified[dom.Domain] = dom.Worker
 		} else {
-			pending[d.Domain] = d.Worker
+			pending[dom.Domain] = dom.Worker
 		}
 	}
-	s.hosts.SetCustom(verified, pending)
+	d.router.SetCustom(verified, pending)
 	return nil
 }
 
-// followDomains refreshes the router's custom domains after each change the key store
-// signals: one made here, or one a pull brought from another instance. A failed read is tried
-// again a little later; meanwhile the router keeps what it had. Every hour it drops the claims
+// Start reads the custom domains of the opened key store and follows its changes.
+func (d *domainFollower) Start() error {
+	if err := d.refresh(context.Background()); err != nil {
+		return err
+	}
+	store := d.keys()
+	d.loop.Go(func(ctx context.Context) { d.follow(ctx, store) })
+	return nil
+}
+
+// Stop stops following the key store's changes.
+func (d *domainFollower) Stop() error { return d.loop.Stop() }
+
+// follow refreshes the router's custom domains after each change the key store signals: one
+// made here, or one a pull brought from another instance. A failed read is tried again a
+// little later; meanwhile the router keeps what it had. Every hour it drops the claims
 // pending for longer than keystore.PendingDomainTTL (the drop signals a change).
-func (s *state) followDomains(store *keystore.Store) {
-	defer close(s.domainsDone)
+func (d *domainFollower) follow(ctx context.Context, store *keystore.Store) {
 	var retry <-chan time.Time
 	expire := time.NewTicker(time.Hour)
 	defer expire.Stop()
@@ -47,18 +70,18 @@ func (s *state) followDomains(store *keystore.Store) {
 		case <-retry:
 		case <-expire.C:
 			if n, err := store.DropExpiredDomains(context.Background()); err != nil {
-				s.logger.Warn("dropping expired custom domain claims; they are tried again in an hour (listings skip them meanwhile)", zap.Error(err))
+				d.logger.Warn("dropping expired custom domain claims; they are tried again in an hour (listings skip them meanwhile)", zap.Error(err))
 			} else if n > 0 {
-				s.logger.Info("dropped custom domain claims pending for too long", zap.Int("claims", n),
+				d.logger.Info("dropped custom domain claims pending for too long", zap.Int("claims", n),
 					zap.Duration("pending_for", keystore.PendingDomainTTL))
 			}
 			continue
-		case <-s.stopDomains:
+		case <-ctx.Done():
 			return
 		}
 		retry = nil
-		if err := s.refreshDomains(context.Background()); err != nil {
-			s.logger.Error("refreshing the custom domains", zap.Error(err))
+		if err := d.refresh(context.Background()); err != nil {
+			d.logger.Error("refreshing the custom domains", zap.Error(err))
 			retry = time.After(5 * time.Second)
 		}
 	}

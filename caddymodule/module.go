@@ -96,7 +96,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	workerPolicy, pluginPolicy := policies(settings)
 	h.plugins, h.unsubscribe = pluginhost.New(ctx, pluginhost.Options{
-		Plugins: h.state.plugins, Workers: h.state.workers, Policy: pluginPolicy,
+		Plugins: h.state.pluginCatalog, Workers: h.state.workerCatalog, Policy: pluginPolicy,
 		Changes: &h.state.pluginChanges, Reloads: &h.state.pluginReloads,
 		Metrics: runtimeMetrics, Logger: h.logger.Named("plugins"),
 	})
@@ -111,15 +111,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		DomainResolvers: settings.DomainResolvers,
 		PendingDomains:  settings.MaxPendingDomains,
 		OwnHosts:        h.state.ownHosts,
-		DomainsChanged:  func(ctx context.Context) { _ = h.state.refreshDomains(ctx) },
+		DomainsChanged:  func(ctx context.Context) { _ = h.state.domains.refresh(ctx) },
 		Logger:          h.logger,
 		Ready:           h.state.readiness,
 		Started:         h.state.awaitStart,
 		RootKey:         settings.RootKey,
 		Keys:            h.state.keyStore,
 		SessionTTL:      settings.SessionTTL,
-		Workers:         h.state.workers,
-		Plugins:         h.state.plugins,
+		Workers:         h.state.workerCatalog,
+		Plugins:         h.state.pluginCatalog,
 		Pool:            h.state.workerPool,
 		Activations:     h.state.activations,
 		Activator:       h.state.activator,
@@ -129,8 +129,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Metrics:         runtimeMetrics,
 		Cluster:         shared,
 		Instances:       instances,
-		ApplyTraffic:    h.state.applyTraffic,
-		Secrets:         handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secretsChanged},
+		ApplyTraffic:    h.state.traffic.apply,
+		Secrets:         handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secrets.changed},
 	})
 	if err != nil {
 		return err
@@ -139,10 +139,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	workers := serving.New(serving.Options{
-		Workers: h.state.workers, Pool: h.state.workerPool, Wasm: h.state.wasmHost(settings), Versions: h.state.versions, Activations: h.state.activations,
+		Workers: h.state.workerCatalog, Pool: h.state.workerPool, Wasm: h.state.wasmHost(settings), Versions: h.state.versions, Activations: h.state.activations,
 		Reserved:    workerPolicy.Reserved,
 		Credentials: serving.Credentials{Header: handlers.APIKeyHeader, Cookies: sessionCookies, Issuer: h.api},
-		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing, Hosts: &h.state.hosts,
+		Logger:      h.logger, Metrics: runtimeMetrics, Missing: missing, Hosts: &h.state.router,
 		Splits: h.state.splits, SplitHeader: settings.SplitHeader, MaxHeaderSize: settings.WorkerMaxHeaderSize,
 	})
 	h.units = &pluginhost.Chain{Plugins: h.plugins, Workers: workers, Exempt: h.api, Logger: h.logger}
@@ -198,7 +198,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		r = r.WithContext(mount.With(r.Context(), p))
 	}
 	serve := h.settings.Serve
-	_, _, hosted := h.state.hosts.Worker(r.Host)
+	_, _, hosted := h.state.router.Worker(r.Host)
 	switch {
 	case hosted && serve.Workers:
 		// A worker's own host is the worker's alone: its /api and /cpanel paths too.

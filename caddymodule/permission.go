@@ -62,7 +62,7 @@ func (p *Permission) Provision(ctx caddy.Context) error {
 func (p *Permission) CertificateAllowed(_ context.Context, name string) error {
 	why := "the runtime has not started"
 	if st := p.app.live.Load(); st != nil {
-		why = serving.HostServed(&st.hosts, st.workers, name)
+		why = serving.HostServed(&st.router, st.workerCatalog, name)
 	}
 	if why == "" {
 		return nil

@@ -8,7 +8,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/internal/lifecycle"
 	"github.com/caddy-runtime/runtime/internal/secrets"
+	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
@@ -23,8 +25,13 @@ type secretState struct {
 	// restarted is, by worker, the versions its last change of secrets restarted, and that
 	// change's number (guarded by mu): the API reports them, whoever applied the change.
 	restarted map[string]restart
-	stop      context.CancelFunc
-	done      chan struct{} // closed when the watcher has stopped
+	// What the watcher works with, set by newState: the key store and the pool once opened,
+	// and the drop of a worker's secrets kept for WebAssembly requests.
+	keys   func() *keystore.Store
+	pool   func() *workers.Pool
+	forget func(worker string)
+	logger *zap.Logger
+	loop   lifecycle.Loop
 }
 
 // restart is the versions of a worker restarted for the change of its secrets numbered change.
@@ -47,7 +54,7 @@ func (s *state) setSecretsKey(text, old string) error {
 		}
 		key, err := secrets.ParseKey(k.text)
 		if err != nil {
-			return fmt.Errorf("invalid %s: %v", k.setting, err)
+			return fmt.Errorf("invalid %s: %w", k.setting, err)
 		}
 		k.into.Store(key)
 	}
@@ -81,7 +88,7 @@ func (s *state) workerSecrets(ctx context.Context, worker string) (map[string]st
 		}
 		value, err := k.Open(r.Worker, r.Name, r.KeyID, r.Sealed)
 		if err != nil {
-			return nil, fmt.Errorf("secret %s: %v", r.Name, err)
+			return nil, fmt.Errorf("secret %s: %w", r.Name, err)
 		}
 		out[r.Name] = value
 	}
@@ -92,81 +99,72 @@ func (s *state) workerSecrets(ctx context.Context, worker string) (map[string]st
 const secretsKeyHint = "set RUNTIME_SECRETS_KEY to 32 random bytes in base64 (" + secrets.GenerateHint +
 	"), or write secrets_key {env.RUNTIME_SECRETS_KEY} in the global runtime option, and restart the runtime"
 
-// watchSecrets restarts, on every change of the secrets this instance holds (a change made
-// here, or one pulled from the primary), the running processes of each worker whose secrets
-// changed, until ctx ends.
-func (s *state) watchSecrets(ctx context.Context, store *keystore.Store) {
-	defer close(s.secrets.done)
-	s.applySecrets(store, true)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-store.SecretsChanged():
-			s.applySecrets(store, false)
+// Start starts restarting, on every change of the secrets this instance holds (a change
+// made here, or one pulled from the primary), the running processes of each worker whose
+// secrets changed, until Stop.
+func (ss *secretState) Start() error {
+	store := ss.keys()
+	ss.loop.Go(func(ctx context.Context) {
+		ss.apply(store, true)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-store.SecretsChanged():
+				ss.apply(store, false)
+			}
 		}
-	}
+	})
+	return nil
 }
 
-// applySecrets restarts the processes of the workers whose secrets changed since it last
-// looked, and returns the versions restarted by worker; first only takes note. Changes are
-// applied once, whoever calls it first: the watcher, or the API after a change it made.
-func (s *state) applySecrets(store *keystore.Store, first bool) {
+// Stop stops the watcher and waits for it.
+func (ss *secretState) Stop() error { return ss.loop.Stop() }
+
+// apply restarts the processes of the workers whose secrets changed since it last looked;
+// first only takes note. Changes are applied once, whoever calls it first: the watcher, or
+// the API after a change it made.
+func (ss *secretState) apply(store *keystore.Store, first bool) {
 	versions, err := store.SecretVersions(context.Background())
 	if err != nil {
-		s.logger.Error("reading the changes of the workers' secrets", zap.Error(err))
+		ss.logger.Error("reading the changes of the workers' secrets", zap.Error(err))
 		return
 	}
-	s.secrets.mu.Lock()
-	defer s.secrets.mu.Unlock()
-	seen := s.secrets.seen
-	s.secrets.seen = versions
-	pool := s.workerPool()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	seen := ss.seen
+	ss.seen = versions
+	pool := ss.pool()
 	if first || seen == nil || pool == nil {
 		return
 	}
-	if s.secrets.restarted == nil {
-		s.secrets.restarted = map[string]restart{}
+	if ss.restarted == nil {
+		ss.restarted = map[string]restart{}
 	}
 	for worker, change := range versions {
 		if seen[worker] == change {
 			continue
 		}
-		s.forgetWasmSecrets(worker) // its next WebAssembly request opens them again
+		ss.forget(worker) // its next WebAssembly request opens them again
 		restarted := pool.Restart(worker, "")
-		s.secrets.restarted[worker] = restart{change: change, versions: restarted}
+		ss.restarted[worker] = restart{change: change, versions: restarted}
 		if len(restarted) > 0 {
-			s.logger.Info("the worker's secrets changed: restarted its processes", zap.String("worker", worker), zap.Strings("versions", restarted))
+			ss.logger.Info("the worker's secrets changed: restarted its processes", zap.String("worker", worker), zap.Strings("versions", restarted))
 		}
 	}
 }
 
-// startSecrets starts the watcher of the secrets of store.
-func (s *state) startSecrets(store *keystore.Store) {
-	ctx, stop := context.WithCancel(context.Background())
-	s.secrets.stop, s.secrets.done = stop, make(chan struct{})
-	go s.watchSecrets(ctx, store)
-}
-
-// stopSecrets stops the watcher, if it runs, and waits for it.
-func (s *state) stopSecrets() {
-	if s.secrets.stop != nil {
-		s.secrets.stop()
-		<-s.secrets.done
-	}
-}
-
-// secretsChanged applies a change the API made to worker's secrets, numbered change, before
-// it answers, and returns the versions of worker restarted for it (or a later change).
-func (s *state) secretsChanged(worker string, change int64) []string {
-	store := s.keys.Load()
+// changed applies a change the API made to worker's secrets, numbered change, before it
+// answers, and returns the versions of worker restarted for it (or a later change).
+func (ss *secretState) changed(worker string, change int64) []string {
+	store := ss.keys()
 	if store == nil {
 		return nil
 	}
-	s.applySecrets(store, false)
-	s.secrets.mu.Lock()
-	defer s.secrets.mu.Unlock()
-	if r := s.secrets.restarted[worker]; r.change >= change {
+	ss.apply(store, false)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if r := ss.restarted[worker]; r.change >= change {
 		return r.versions
 	}
 	return nil

@@ -22,13 +22,13 @@ import (
 	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/events"
-	hostspkg "github.com/caddy-runtime/runtime/internal/hosts"
+	"github.com/caddy-runtime/runtime/internal/hosts"
+	"github.com/caddy-runtime/runtime/internal/lifecycle"
 	"github.com/caddy-runtime/runtime/internal/packagestore"
 	"github.com/caddy-runtime/runtime/internal/pluginhost"
-	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/internal/serving"
 	"github.com/caddy-runtime/runtime/internal/troubleshooting"
-	workerspkg "github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 )
@@ -103,17 +103,22 @@ type state struct {
 	phase     atomic.Int32
 	startOnce sync.Once
 	startErr  error
+	// life is the state's parts in the order they start (see parts); Destruct stops them in
+	// the reverse order.
+	life *lifecycle.List
 	// started is closed once the first config using the state has started (startResult nil)
 	// or failed to (its error), or the state went first; requests arriving meanwhile wait
 	// for it (awaitStart).
-	started     chan struct{}
-	startedOnce sync.Once
-	startResult error
-	keys        atomic.Pointer[keystore.Store]
-	workers     *packages.Catalog
-	plugins     *packages.Catalog
-	pool        atomic.Pointer[workerspkg.Pool]
-	versions    *serving.Versions
+	started       chan struct{}
+	startedOnce   sync.Once
+	startResult   error
+	keys          atomic.Pointer[keystore.Store]
+	workerCatalog *packages.Catalog
+	pluginCatalog *packages.Catalog
+	// procs builds the process pool; pool is it once requests may use it (see activate).
+	procs    processes
+	pool     atomic.Pointer[workers.Pool]
+	versions *serving.Versions
 	// wasm runs WebAssembly workers (see wasm.go), set when the state has started.
 	wasm       atomic.Pointer[wasmState]
 	wasmBudget atomic.Int64 // wasm_compiled_memory of the latest config
@@ -123,41 +128,31 @@ type state struct {
 	wasmModule    atomic.Int64 // wasm_max_module_size of the latest config
 	wasmInstances atomic.Int64 // wasm_memory_budget of the latest config
 	// activations say which version of each worker is active here; activator checks new ones.
-	activations *workerspkg.Activations
-	activator   *workerspkg.Activator
-	// splits are the traffic splits in force, read from the key store (see applyTraffic).
-	splits      *serving.Splits
-	trafficMu   sync.Mutex // one applyTraffic at a time, so a later read is never replaced by an earlier one
-	stopTraffic chan struct{}
-	trafficDone chan struct{} // closed when the traffic watcher has stopped
-	// hosts maps host names to workers: the latest config's workers_domain, and the verified
-	// custom domains.
-	hosts hostspkg.Router
+	activations *workers.Activations
+	activator   *workers.Activator
+	// splits are the traffic splits in force, which traffic keeps as the key store holds them.
+	splits  *serving.Splits
+	traffic trafficFollower
+	// router maps host names to workers: the latest config's workers_domain, and the verified
+	// custom domains, which domains keeps as the key store holds them.
+	router  hosts.Router
+	domains domainFollower
 	// apiHosts are the host names of the latest config's site blocks serving the API: no
 	// worker may take one as a custom domain.
 	apiHosts atomic.Pointer[[]string]
-	// stopDomains ends the loop that keeps hosts' custom domains as the key store holds them,
-	// which closes domainsDone.
-	stopDomains chan struct{}
-	domainsDone chan struct{}
 	// The state's events: what changed in the unit catalogs, and requests to reload plugins.
 	workerChanges, pluginChanges events.Bus[packages.Change]
 	pluginReloads                events.Bus[pluginhost.Reload]
-	unmeter                      func() // takes the pool out of the process gauge
-	unwatch                      func() // stops sampling the pool's memory for the history
 	// instanceID tells this instance from the others sharing a primary, kept in state_dir
-	// (set by open); address is where it is reached, from the latest config's listeners.
+	// (set by prepare); address is where it is reached, from the latest config's listeners.
 	instanceID string
 	address    atomic.Pointer[string]
-	// retention is how long the audit trail keeps entries: the latest config's setting.
-	retention atomic.Int64
-	stopPrune chan struct{}
-	pruned    chan struct{} // closed when the pruner has stopped
+	// audit prunes the audit trail past the latest config's retention.
+	audit auditPruner
 	// cluster is this instance's part of a cluster (see clustered), set when the state has
-	// started; stopCluster ends its loop, which closes clusterDone.
+	// started; clusterLoop runs it.
 	cluster     atomic.Pointer[cluster.Cluster]
-	stopCluster context.CancelFunc
-	clusterDone chan struct{}
+	clusterLoop lifecycle.Loop
 	// requests counts the requests the handlers have taken in, in a cluster: background
 	// installs yield the cores to them (reconcile.Options.Activity).
 	requests atomic.Uint64
@@ -169,25 +164,79 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 	limits := packages.Limits{Upload: s.MaxUploadSize, Unpacked: s.MaxUnpackedSize, Entries: s.MaxArchiveEntries}
 	st := &state{
 		settings: s, store: store, logger: logger,
-		workers:  packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
-		plugins:  packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
-		versions: serving.NewVersions(),
-		splits:   serving.NewSplits(),
-		started:  make(chan struct{}),
+		workerCatalog: packages.NewCatalog(packages.WorkerLayout, s.WorkerDirs, limits),
+		pluginCatalog: packages.NewCatalog(packages.PluginLayout, s.PluginDirs, limits),
+		versions:      serving.NewVersions(),
+		splits:        serving.NewSplits(),
+		started:       make(chan struct{}),
 	}
-	st.activations = workerspkg.NewActivations(workerspkg.ActivationsPath(s.StateDir), logger.Named("workers"))
-	st.activator = workerspkg.NewActivator(workerspkg.ActivatorOptions{Workers: st.workers, Pool: st.workerPool,
+	st.activations = workers.NewActivations(workers.ActivationsPath(s.StateDir), logger.Named("workers"))
+	st.activator = workers.NewActivator(workers.ActivatorOptions{Workers: st.workerCatalog, Pool: st.workerPool,
 		Activations: st.activations, Logger: logger.Named("workers"), MaxHeaderSize: st.maxHeader.Load})
-	st.workers.OnChange(st.workerChanges.Publish)
-	st.plugins.OnChange(st.pluginChanges.Publish)
+	st.procs = processes{settings: s, logger: logger, secrets: st.workerSecrets}
+	st.audit = auditPruner{keys: st.keys.Load, logger: logger}
+	st.traffic = trafficFollower{keys: st.keys.Load, splits: st.splits, logger: logger}
+	st.domains = domainFollower{keys: st.keys.Load, router: &st.router, logger: logger}
+	st.secrets = secretState{keys: st.keys.Load, pool: st.workerPool, logger: logger, forget: func(worker string) {
+		if w := st.wasm.Load(); w != nil {
+			w.forgetSecrets(worker)
+		}
+	}}
+	st.workerCatalog.OnChange(st.workerChanges.Publish)
+	st.pluginCatalog.OnChange(st.pluginChanges.Publish)
+	st.life = lifecycle.New(st.parts()...)
 	return st
+}
+
+// parts are the state's parts in the order start opens them; Destruct stops them in the
+// reverse order, so each stops before what it uses: the key store closes last.
+func (s *state) parts() []lifecycle.Part {
+	parts := []lifecycle.Part{
+		{Name: "folders", Start: s.prepare},
+		{Name: "key store", Start: s.openKeyStore, Stop: func() error {
+			if store := s.keys.Swap(nil); store != nil {
+				return store.Close()
+			}
+			return nil
+		}},
+		// Built by newState: closed after everything that changes units, before the key store.
+		{Name: "catalogs", Stop: func() error {
+			s.workerCatalog.Close()
+			s.pluginCatalog.Close()
+			s.versions.Close()
+			return nil
+		}},
+		lifecycle.Of("audit pruning", &s.audit),
+		lifecycle.Of("traffic splits", &s.traffic),
+		{Name: "bootstrap key check", Start: s.removeStaleBootstrap},
+		lifecycle.Of("process pool", &s.procs),
+		{Name: "WebAssembly engine", Start: s.openWasm, Stop: s.closeWasm},
+		// After the pool and the engine: the activator closes before them (a check cut short is
+		// not a failed one), and a version's process stops before it is checked anew.
+		{Name: "activations", Start: s.activate, Stop: func() error {
+			s.activator.Close()
+			s.pool.Store(nil)
+			return nil
+		}},
+		// Before the key store closes under them.
+		lifecycle.Of("custom domains", &s.domains),
+		lifecycle.Of("secrets", &s.secrets),
+	}
+	if s.clustered() {
+		// Last: it stops first, before the key store and the catalogs close under it.
+		parts = append(parts, lifecycle.Part{Name: "cluster", Start: s.openCluster, Stop: s.clusterLoop.Stop})
+	}
+	return parts
 }
 
 // start prepares the state on the first start of a config that uses it; later starts (config
 // reloads) find it ready.
 func (s *state) start() error {
 	s.startOnce.Do(func() {
-		if s.startErr = s.open(); s.startErr != nil {
+		if s.startErr = s.life.Start(); s.startErr != nil {
+			if errors.Is(s.startErr, lifecycle.ErrStopped) {
+				s.startErr = errShuttingDown
+			}
 			return
 		}
 		s.phase.CompareAndSwap(phaseStarting, phaseReady)
@@ -200,9 +249,9 @@ func (s *state) start() error {
 	return s.startErr
 }
 
-// open creates the state folder and the writable unit folders; built-in folders (names
+// prepare creates the state folder and the writable unit folders; built-in folders (names
 // starting with ".") are provided by the image and never created.
-func (s *state) open() error {
+func (s *state) prepare() error {
 	for _, dirs := range []struct {
 		setting string
 		list    []string
@@ -212,15 +261,15 @@ func (s *state) open() error {
 				continue
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("creating %s entry: %v", dirs.setting, err)
+				return fmt.Errorf("creating %s entry: %w", dirs.setting, err)
 			}
 		}
 	}
 	// Last, so that shared parent folders get the unit folders' mode, not this one's.
 	if err := os.MkdirAll(s.settings.StateDir, 0o700); err != nil {
-		return fmt.Errorf("creating state_dir: %v", err)
+		return fmt.Errorf("creating state_dir: %w", err)
 	}
-	if err := s.tightenState(); err != nil {
+	if err := tightenState(s.settings.StateDir, s.logger); err != nil {
 		return err
 	}
 	var err error
@@ -229,14 +278,14 @@ func (s *state) open() error {
 	}
 	// Workers may pass through (to their own folder, which only they may open) but not list it.
 	if err := os.MkdirAll(s.settings.ScratchDir, 0o711); err != nil {
-		return fmt.Errorf("creating scratch_dir: %v", err)
+		return fmt.Errorf("creating scratch_dir: %w", err)
 	}
 	if err := os.Chmod(s.settings.ScratchDir, 0o711); err != nil {
-		return fmt.Errorf("scratch_dir: %v", err)
+		return fmt.Errorf("scratch_dir: %w", err)
 	}
-	for _, c := range []*packages.Catalog{s.workers, s.plugins} {
+	for _, c := range []*packages.Catalog{s.workerCatalog, s.pluginCatalog} {
 		if err := c.CleanTemp(); err != nil {
-			return fmt.Errorf("cleaning up after an interrupted upload: %v", err)
+			return fmt.Errorf("cleaning up after an interrupted upload: %w", err)
 		}
 	}
 	if s.store != nil {
@@ -245,65 +294,27 @@ func (s *state) open() error {
 		}
 		s.logger.Info("package store", zap.Object("package_store", s3Options(s.settings.PackageStore.S3)))
 	}
-	store, err := s.openKeyStore()
-	if err != nil {
-		return err
-	}
-	store.SetObserver(runtimeMetrics.KeyStoreQuery)
-	s.keys.Store(store)
-	s.stopPrune, s.pruned = make(chan struct{}), make(chan struct{})
-	go s.pruneAudit(store)
-	if err := s.applyTraffic(context.Background()); err != nil {
-		return fmt.Errorf("reading the traffic splits: %v", err)
-	}
-	s.stopTraffic, s.trafficDone = make(chan struct{}), make(chan struct{})
-	go s.watchTraffic(store)
+	return nil
+}
+
+// removeStaleBootstrap removes a bootstrap key file whose key no longer works, and says why.
+func (s *state) removeStaleBootstrap() error {
+	store := s.keys.Load()
 	why, err := store.RemoveStaleBootstrap(context.Background())
 	if err != nil {
-		return fmt.Errorf("checking the bootstrap key: %v", err)
+		return fmt.Errorf("checking the bootstrap key: %w", err)
 	}
 	if why != "" {
 		s.logger.Warn(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why),
 			troubleshooting.BootstrapKeyDeleted.Field())
 	}
-	sb, err := s.sandbox()
-	if err != nil {
-		return err
-	}
-	logs := workerspkg.NewLogBook(s.settings.WorkerLogLines)
-	pool, err := workerspkg.NewPool(workerspkg.PoolOptions{
-		Size: s.settings.PoolSize, Logger: s.logger.Named("workers"), Path: os.Getenv("PATH"),
-		Sandbox: sb, ScratchDir: s.settings.ScratchDir, Allowed: s.settings.ProcessWorkers.Allows,
-		LogRate: s.settings.WorkerLogRate,
-		Logs:    logs,
-		Events:  runtimeMetrics,
-		Secrets: s.workerSecrets,
-	})
-	if err != nil {
-		return err
-	}
-	if err := s.openWasm(logs); err != nil {
-		pool.Close()
-		return err
-	}
-	s.unmeter = runtimeMetrics.AddPool(func() map[string]int {
-		out := map[string]int{}
-		for state, n := range pool.Counts() {
-			out[string(state)] = n
-		}
-		return out
-	})
-	// The memory charts: the processes' resident memory by worker, once a history step.
-	s.unwatch = runtimeMetrics.History().WatchMemory(func() map[string]int64 {
-		out := map[string]int64{}
-		for _, st := range pool.Status() {
-			if st.RSS >= 0 {
-				out[st.Name] += st.RSS
-			}
-		}
-		return out
-	})
-	// A version's process goes when the version is disabled, replaced, removed or edited.
+	return nil
+}
+
+// activate makes the pool the one requests use, once a version's process goes when the
+// version is disabled, replaced, removed or edited, and the activations are loaded.
+func (s *state) activate() error {
+	pool := s.procs.pool
 	s.workerChanges.Subscribe(func(ch packages.Change) {
 		switch ch.Op {
 		case packages.OpInstalled, packages.OpRemoved, packages.OpDisabled, packages.OpFiles:
@@ -316,113 +327,38 @@ func (s *state) open() error {
 	}
 	s.workerChanges.Subscribe(s.activator.Changed)
 	s.pool.Store(pool)
-	if err := s.refreshDomains(context.Background()); err != nil {
-		return err
-	}
-	s.stopDomains, s.domainsDone = make(chan struct{}), make(chan struct{})
-	go s.followDomains(store)
-	s.startSecrets(store)
-	if s.clustered() {
-		return s.openCluster(store)
-	}
 	return nil
 }
 
-// applyTraffic puts the traffic splits the key store holds in force.
-func (s *state) applyTraffic(ctx context.Context) error {
-	store := s.keys.Load()
-	if store == nil {
-		return errStarting
-	}
-	s.trafficMu.Lock()
-	defer s.trafficMu.Unlock()
-	all, err := store.TrafficSplits(ctx)
-	if err != nil {
-		return err
-	}
-	splits := make(map[string][]serving.Share, len(all))
-	for _, t := range all {
-		for _, sh := range t.Shares {
-			splits[t.Name] = append(splits[t.Name], serving.Share{Version: sh.Version, Percent: sh.Percent})
-		}
-	}
-	s.splits.Replace(splits)
-	return nil
-}
-
-// watchTraffic applies the traffic splits again whenever the key store's change (a pull
-// brought a split set on another instance), until the state is released.
-func (s *state) watchTraffic(store *keystore.Store) {
-	defer close(s.trafficDone)
-	for {
-		select {
-		case <-store.TrafficChanged():
-			if err := s.applyTraffic(context.Background()); err != nil {
-				s.logger.Error("applying the traffic splits; the ones before stay in force", zap.Error(err))
-			}
-		case <-s.stopTraffic:
-			return
-		}
-	}
-}
-
-// auditPruneEvery is how often the audit trail drops the entries past its retention.
-const auditPruneEvery = time.Hour
-
-// pruneAudit drops the audit entries older than the retention, at once and then every
-// auditPruneEvery, until the state is released.
-func (s *state) pruneAudit(store *keystore.Store) {
-	defer close(s.pruned)
-	tick := time.NewTicker(auditPruneEvery)
-	defer tick.Stop()
-	for {
-		if keep := time.Duration(s.retention.Load()); keep > 0 {
-			n, err := store.PruneAudit(context.Background(), time.Now().Add(-keep))
-			switch {
-			case err != nil:
-				s.logger.Error("pruning the audit trail", zap.Error(err))
-			case n > 0:
-				s.logger.Info("pruned the audit trail", zap.Int64("entries", n), zap.Duration("audit_retention", keep))
-			}
-		}
-		select {
-		case <-tick.C:
-		case <-s.stopPrune:
-			return
-		}
-	}
-}
-
-// tightenState makes state_dir owner-only (0700) and the files directly in it 0600, logging
-// each change: it holds the key store and the bootstrap key. Links and folders in it are left
-// alone. Windows keeps no such modes.
-func (s *state) tightenState() error {
+// tightenState makes dir, state_dir, owner-only (0700) and the files directly in it 0600,
+// logging each change: it holds the key store and the bootstrap key. Links and folders in it
+// are left alone. Windows keeps no such modes.
+func tightenState(dir string, logger *zap.Logger) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
-	dir := s.settings.StateDir
 	tighten := func(path string, mode fs.FileMode, was fs.FileMode) error {
 		if was == mode {
 			return nil
 		}
 		if err := os.Chmod(path, mode); err != nil {
-			return fmt.Errorf("state_dir: %s has mode %#o and cannot be made %#o: %v; fix its owner or mode", path, was, mode, err)
+			return fmt.Errorf("state_dir: %s has mode %#o and cannot be made %#o: %w; fix its owner or mode", path, was, mode, err)
 		}
-		s.logger.Warn("tightened the permissions of runtime state, which holds the key store and the bootstrap key",
+		logger.Warn("tightened the permissions of runtime state, which holds the key store and the bootstrap key",
 			zap.String("path", path), zap.String("was", fmt.Sprintf("%#o", was)), zap.String("now", fmt.Sprintf("%#o", mode)),
 			troubleshooting.StatePermissions.Field())
 		return nil
 	}
 	info, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("state_dir: %v", err)
+		return fmt.Errorf("state_dir: %w", err)
 	}
 	if err := tighten(dir, 0o700, info.Mode().Perm()); err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("state_dir: %v", err)
+		return fmt.Errorf("state_dir: %w", err)
 	}
 	for _, e := range entries {
 		if !e.Type().IsRegular() {
@@ -430,7 +366,7 @@ func (s *state) tightenState() error {
 		}
 		info, err := e.Info()
 		if err != nil {
-			return fmt.Errorf("state_dir: %v", err)
+			return fmt.Errorf("state_dir: %w", err)
 		}
 		if err := tighten(filepath.Join(dir, e.Name()), 0o600, info.Mode().Perm()); err != nil {
 			return err
@@ -439,47 +375,32 @@ func (s *state) tightenState() error {
 	return nil
 }
 
-// sandbox prepares the confinement of process workers and logs which layers are in force.
-func (s *state) sandbox() (*sandbox.Sandbox, error) {
-	st := s.settings
-	sb, err := sandbox.New(sandbox.Options{
-		User: st.WorkerUser, Group: st.WorkerGroup, ReadDirs: st.WorkerReadDirs,
-		IsolateNetwork: st.WorkerNetwork == config.NetworkIsolated,
-		Caps:           sandbox.Limits{Memory: st.WorkerMemory, Processes: st.WorkerProcesses, Files: st.WorkerMaxFiles, CPU: st.WorkerCPU, Scratch: st.WorkerScratch},
-		Private:        append(append([]string{st.StateDir, st.ScratchDir}, st.WorkerDirs...), st.PluginDirs...),
-	})
-	if err != nil {
-		return nil, err
-	}
-	layers := sb.Layers()
-	s.logger.Info("process worker sandbox",
-		zap.String("layers", layers.String()), zap.String("worker_user", layers.User),
-		zap.String("process_workers", st.ProcessWorkers.String()))
-	if st.ProcessWorkers.All || len(st.ProcessWorkers.List) > 0 {
-		for _, w := range layers.Warnings {
-			s.logger.Warn("process worker sandbox: "+w.Text, w.Docs.Field())
-		}
-	}
-	return sb, nil
-}
-
 // workerPool returns the process pool once the state has started.
-func (s *state) workerPool() *workerspkg.Pool { return s.pool.Load() }
+func (s *state) workerPool() *workers.Pool { return s.pool.Load() }
 
 // keyStoreFile is the key store's file name inside state_dir.
 const keyStoreFile = "api-keys.db"
 
 // openKeyStore opens the key store file in state_dir: the store itself (local), or the
 // replica of the primary sync_url names (sync).
-func (s *state) openKeyStore() (*keystore.Store, error) {
+func (s *state) openKeyStore() error {
 	path := filepath.Join(s.settings.StateDir, keyStoreFile)
+	var store *keystore.Store
+	var err error
 	if s.settings.KeyStore != "sync" {
-		return keystore.Open(context.Background(), path)
+		store, err = keystore.Open(context.Background(), path)
+	} else {
+		sync := s.settings.Sync
+		store, err = keystore.OpenSync(context.Background(), path, keystore.SyncOptions{
+			URL: sync.URL, Token: sync.Token, Interval: sync.Interval, Logger: s.logger.Named("key_store"),
+		})
 	}
-	sync := s.settings.Sync
-	return keystore.OpenSync(context.Background(), path, keystore.SyncOptions{
-		URL: sync.URL, Token: sync.Token, Interval: sync.Interval, Logger: s.logger.Named("key_store"),
-	})
+	if err != nil {
+		return err
+	}
+	store.SetObserver(runtimeMetrics.KeyStoreQuery)
+	s.keys.Store(store)
+	return nil
 }
 
 // keyStore returns the key store once the state has started.
@@ -572,44 +493,14 @@ func (s *state) ready() error {
 	return nil
 }
 
-// Destruct releases the state when no config uses it any more.
+// Destruct releases the state when no config uses it any more: it stops the state's parts
+// in the reverse order of their start.
 func (s *state) Destruct() error {
 	if s.phase.Swap(phaseStopped) == phaseStopped {
 		return nil
 	}
 	s.markStarted(errShuttingDown)
-	if s.unmeter != nil {
-		s.unmeter()
-	}
-	if s.unwatch != nil {
-		s.unwatch() // before the pool closes under it
-	}
-	s.closeCluster() // before the key store and the catalogs close under it
-	if s.stopDomains != nil {
-		close(s.stopDomains)
-		<-s.domainsDone // before the store closes under it
-	}
-	s.stopSecrets()
-	if s.stopPrune != nil {
-		close(s.stopPrune)
-		<-s.pruned // before the store closes under it
-	}
-	if s.stopTraffic != nil {
-		close(s.stopTraffic)
-		<-s.trafficDone
-	}
-	s.activator.Close() // before the pool: a check cut short is not a failed one
-	if pool := s.pool.Swap(nil); pool != nil {
-		pool.Close()
-	}
-	s.closeWasm()
-	s.workers.Close()
-	s.plugins.Close()
-	s.versions.Close()
-	var err error
-	if store := s.keys.Swap(nil); store != nil {
-		err = store.Close()
-	}
+	err := s.life.Stop()
 	s.logger.Info("runtime state released", zap.String("state_dir", s.settings.StateDir))
 	return err
 }
@@ -749,11 +640,11 @@ func (a *App) join(own config.AppValues) (*state, config.Settings, error) {
 	if err := a.state.setSecretsKey(a.settings.SecretsKey, a.settings.SecretsKeyOld); err != nil {
 		return nil, config.Settings{}, err
 	}
-	a.state.retention.Store(int64(a.settings.AuditRetention))
-	a.state.workers.SetRetireDelay(a.settings.RetireDelay)
+	a.state.audit.retention.Store(int64(a.settings.AuditRetention))
+	a.state.workerCatalog.SetRetireDelay(a.settings.RetireDelay)
 	a.state.setWasmBudget(a.settings)
 	a.state.maxHeader.Store(a.settings.WorkerMaxHeaderSize)
-	a.state.plugins.SetRetireDelay(a.settings.RetireDelay)
+	a.state.pluginCatalog.SetRetireDelay(a.settings.RetireDelay)
 	return a.state, a.settings, nil
 }
 
@@ -810,7 +701,7 @@ func (a *App) Start() (err error) {
 		return err
 	}
 	// Here, not in join: a config that fails to start leaves the running one's domain.
-	a.state.hosts.SetDomain(a.settings.WorkersDomain)
+	a.state.router.SetDomain(a.settings.WorkersDomain)
 	a.live.Store(a.state)
 	addr := instanceAddress(a.servers(), hostname)
 	a.state.address.Store(&addr)

@@ -15,9 +15,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/lifecycle"
 	"github.com/caddy-runtime/runtime/internal/serving"
 	"github.com/caddy-runtime/runtime/internal/wasm"
-	workerspkg "github.com/caddy-runtime/runtime/internal/workers"
+	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
@@ -41,15 +42,20 @@ var errWarming = errors.New("the runtime is loading the compiled WebAssembly mod
 // cache in state_dir, and the output log their standard error goes to.
 type wasmState struct {
 	engine *wasm.Engine
-	output *workerspkg.OutputLog
-	// warmed is closed when the warm-up (warmWasm) has ended, which stopWarm cuts short;
-	// readiness waits for it until warmUntil.
+	output *workers.OutputLog
+	// warmed is closed when the warm-up (warm) has ended, which Stop cuts short; readiness
+	// waits for it until warmUntil. loop runs the warm-up, then the pruning of the disk cache.
 	warmed    chan struct{}
 	warmUntil time.Time
-	stopWarm  context.CancelFunc // also ends the pruning of the disk cache
-	pruned    chan struct{}      // closed when pruneWasm has ended
+	loop      lifecycle.Loop
+	// What the warm-up and the secrets work with.
+	logger        *zap.Logger
+	stateDir      string
+	workerCatalog *packages.Catalog
+	versions      *serving.Versions
+	open          func(ctx context.Context, worker string) (map[string]string, error) // state.workerSecrets
 	// secrets keeps each worker's opened secrets between requests, dropped when they change
-	// (forgetWasmSecrets); gen counts the drops, so a read that a change overtook is not kept.
+	// (forgetSecrets); gen counts the drops, so a read that a change overtook is not kept.
 	mu      sync.Mutex
 	secrets map[string]map[string]string
 	gen     uint64
@@ -58,13 +64,9 @@ type wasmState struct {
 // maxWasmSecrets bounds the workers whose secrets are kept; past it they start afresh.
 const maxWasmSecrets = 4096
 
-// wasmSecrets returns worker's secrets for a WebAssembly instance: kept from an earlier
-// request, else opened (workerSecrets) and kept.
-func (s *state) wasmSecrets(ctx context.Context, worker string) (map[string]string, error) {
-	w := s.wasm.Load()
-	if w == nil {
-		return s.workerSecrets(ctx, worker)
-	}
+// secretsOf returns worker's secrets for a WebAssembly instance: kept from an earlier
+// request, else opened and kept.
+func (w *wasmState) secretsOf(ctx context.Context, worker string) (map[string]string, error) {
 	w.mu.Lock()
 	kept, ok := w.secrets[worker]
 	gen := w.gen
@@ -72,7 +74,7 @@ func (s *state) wasmSecrets(ctx context.Context, worker string) (map[string]stri
 	if ok {
 		return kept, nil
 	}
-	opened, err := s.workerSecrets(ctx, worker)
+	opened, err := w.open(ctx, worker)
 	if err != nil {
 		return nil, err
 	}
@@ -87,15 +89,13 @@ func (s *state) wasmSecrets(ctx context.Context, worker string) (map[string]stri
 	return opened, nil
 }
 
-// forgetWasmSecrets drops the kept secrets of worker, whose secrets changed: the next request
+// forgetSecrets drops the kept secrets of worker, whose secrets changed: the next request
 // opens them again.
-func (s *state) forgetWasmSecrets(worker string) {
-	if w := s.wasm.Load(); w != nil {
-		w.mu.Lock()
-		delete(w.secrets, worker)
-		w.gen++
-		w.mu.Unlock()
-	}
+func (w *wasmState) forgetSecrets(worker string) {
+	w.mu.Lock()
+	delete(w.secrets, worker)
+	w.gen++
+	w.mu.Unlock()
 }
 
 // setWasmBudget applies wasm_compiled_memory, wasm_cache_size, wasm_max_module_size and
@@ -112,9 +112,9 @@ func (s *state) setWasmBudget(settings config.Settings) {
 	}
 }
 
-// openWasm starts the engine of WebAssembly workers; their lines go into logs, the process
+// openWasm starts the engine of WebAssembly workers; their lines go into the process
 // workers' log book, so GET workers/…/logs reads both kinds alike.
-func (s *state) openWasm(logs *workerspkg.LogBook) error {
+func (s *state) openWasm() error {
 	engine, err := wasm.New(wasm.Options{
 		CacheDir:  filepath.Join(s.settings.StateDir, wasmCacheDir),
 		Budget:    s.wasmBudget.Load(),
@@ -125,9 +125,10 @@ func (s *state) openWasm(logs *workerspkg.LogBook) error {
 		MemoryBudget:  s.wasmInstances.Load(),
 	})
 	if err != nil {
-		return fmt.Errorf("WebAssembly workers: %v", err)
+		return fmt.Errorf("WebAssembly workers: %w", err)
 	}
-	w := &wasmState{engine: engine, output: workerspkg.NewOutputLog(logs, s.logger.Named("workers"), s.settings.WorkerLogRate),
+	w := &wasmState{engine: engine, output: workers.NewOutputLog(s.procs.logs, s.logger.Named("workers"), s.settings.WorkerLogRate),
+		logger: s.logger, stateDir: s.settings.StateDir, workerCatalog: s.workerCatalog, versions: s.versions, open: s.workerSecrets,
 		secrets: map[string]map[string]string{}}
 	// A version's compiled module goes when the version goes or changes; a later request
 	// compiles it again (from the cache when its bytes are the same).
@@ -137,12 +138,13 @@ func (s *state) openWasm(logs *workerspkg.LogBook) error {
 			engine.Forget(serving.WasmVersionKey(ch.Name, ch.Version))
 		}
 	})
-	ctx, stop := context.WithCancel(context.Background())
-	w.warmed, w.warmUntil, w.stopWarm = make(chan struct{}), time.Now().Add(wasmWarmLimit), stop
-	w.pruned = make(chan struct{})
+	w.warmed, w.warmUntil = make(chan struct{}), time.Now().Add(wasmWarmLimit)
 	s.wasm.Store(w)
-	go s.warmWasm(ctx, w)
-	go s.pruneWasm(ctx, w)
+	w.loop.Go(func(ctx context.Context) {
+		w.warm(ctx)
+		close(w.warmed)
+		w.prune(ctx)
+	})
 	return nil
 }
 
@@ -150,13 +152,10 @@ func (s *state) openWasm(logs *workerspkg.LogBook) error {
 // runs; it is pruned at start too, once the warm-up has read what it loads.
 const wasmPruneEvery = 24 * time.Hour
 
-// pruneWasm prunes the disk cache of compiled modules (wasm.Engine.PruneCache) after the
-// warm-up and then every wasmPruneEvery, until ctx ends.
-func (s *state) pruneWasm(ctx context.Context, w *wasmState) {
-	defer close(w.pruned)
-	select {
-	case <-w.warmed:
-	case <-ctx.Done():
+// prune prunes the disk cache of compiled modules (wasm.Engine.PruneCache) at once (after the
+// warm-up) and then every wasmPruneEvery, until ctx ends.
+func (w *wasmState) prune(ctx context.Context) {
+	if ctx.Err() != nil {
 		return
 	}
 	tick := time.NewTicker(wasmPruneEvery)
@@ -164,11 +163,11 @@ func (s *state) pruneWasm(ctx context.Context, w *wasmState) {
 	for {
 		removed, freed, err := w.engine.PruneCache(time.Now())
 		if removed > 0 {
-			s.logger.Info("removed compiled WebAssembly modules unused for a while or past wasm_cache_size from the disk cache",
+			w.logger.Info("removed compiled WebAssembly modules unused for a while or past wasm_cache_size from the disk cache",
 				zap.Int("files", removed), zap.Int64("bytes", freed))
 		}
 		if err != nil {
-			s.logger.Info("the disk cache of compiled WebAssembly modules was not pruned whole; the next pass tries again", zap.Error(err))
+			w.logger.Info("the disk cache of compiled WebAssembly modules was not pruned whole; the next pass tries again", zap.Error(err))
 		}
 		select {
 		case <-tick.C:
@@ -191,19 +190,18 @@ func (w *wasmState) warming() error {
 	return errWarming
 }
 
-// warmWasm loads the modules named in wasmRecentFile, the most recently used first, while the
+// warm loads the modules named in wasmRecentFile, the most recently used first, while the
 // budget has room: each still installed as it was (the same version folder and module file,
 // enabled) is made ready as its first request would make it.
-func (s *state) warmWasm(ctx context.Context, w *wasmState) {
-	defer close(w.warmed)
-	data, err := os.ReadFile(filepath.Join(s.settings.StateDir, wasmRecentFile))
+func (w *wasmState) warm(ctx context.Context) {
+	data, err := os.ReadFile(filepath.Join(w.stateDir, wasmRecentFile))
 	if err != nil {
 		return
 	}
 	var keys []string
 	if err := json.Unmarshal(data, &keys); err != nil {
 		// Nothing to do about it: the next stop writes the file afresh.
-		s.logger.Info("ignoring the list of WebAssembly modules to load at start", zap.String("file", wasmRecentFile), zap.Error(err))
+		w.logger.Info("ignoring the list of WebAssembly modules to load at start", zap.String("file", wasmRecentFile), zap.Error(err))
 		return
 	}
 	for _, key := range keys {
@@ -214,7 +212,7 @@ func (s *state) warmWasm(ctx context.Context, w *wasmState) {
 		if !ok {
 			continue
 		}
-		u, found := s.workers.Find(name)
+		u, found := w.workerCatalog.Find(name)
 		if !found {
 			continue
 		}
@@ -223,13 +221,13 @@ func (s *state) warmWasm(ctx context.Context, w *wasmState) {
 			continue
 		}
 		v := u.Versions[i]
-		served, err := s.versions.Get(v)
-		if err != nil || served.Manifest.Runtime != workerspkg.RuntimeWasm || served.Manifest.Module != module {
+		served, err := w.versions.Get(v)
+		if err != nil || served.Manifest.Runtime != workers.RuntimeWasm || served.Manifest.Module != module {
 			continue
 		}
 		more, err := w.engine.Warm(ctx, serving.WasmModule(name, v, served))
 		if err != nil {
-			s.logger.Debug("a WebAssembly module was not loaded at start", zap.String("worker", name), zap.String("version", version), zap.Error(err))
+			w.logger.Debug("a WebAssembly module was not loaded at start", zap.String("worker", name), zap.String("version", version), zap.Error(err))
 		}
 		if !more {
 			return
@@ -237,20 +235,19 @@ func (s *state) warmWasm(ctx context.Context, w *wasmState) {
 	}
 }
 
-// closeWasm ends the warm-up, records which modules are kept compiled for the next start, and
-// closes the engine.
-func (s *state) closeWasm() {
+// closeWasm ends the warm-up and the pruning, records which modules are kept compiled for
+// the next start, and closes the engine.
+func (s *state) closeWasm() error {
 	w := s.wasm.Swap(nil)
 	if w == nil {
-		return
+		return nil
 	}
-	w.stopWarm()
-	<-w.warmed
-	<-w.pruned
+	w.loop.Stop()
 	if err := writeRecent(filepath.Join(s.settings.StateDir, wasmRecentFile), w.engine.Recent()); err != nil {
 		s.logger.Warn("the list of WebAssembly modules to load at the next start was not written", zap.Error(err))
 	}
 	w.engine.Close()
+	return nil
 }
 
 // writeRecent replaces the file at path with keys, whole or not at all.
@@ -279,7 +276,7 @@ func (s *state) wasmHost(settings config.Settings) func() *serving.WasmHost {
 			return nil
 		}
 		h := &serving.WasmHost{Engine: w.engine, Output: w.output, Allowed: settings.WasmWorkers.Allows, Memory: settings.WasmMemory,
-			MaxHeader: settings.WorkerMaxHeaderSize, Concurrency: settings.WasmConcurrency, Secrets: s.wasmSecrets}
+			MaxHeader: settings.WorkerMaxHeaderSize, Concurrency: settings.WasmConcurrency, Secrets: w.secretsOf}
 		cached.Store(h)
 		return h
 	}
