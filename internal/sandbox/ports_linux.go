@@ -3,7 +3,9 @@ package sandbox
 import (
 	"bufio"
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -46,8 +48,8 @@ func (p *Process) CheckListener(port int) ([]uint64, error) {
 		switch {
 		case heldErr == nil && held[l.inode]:
 		case heldErr == nil || p.cgroup != 0 && l.cgroup != 0:
-			// Made in another cgroup than the worker's, and no process of the worker holds it
-			// or the runtime may not look (then the cgroup alone tells).
+			// No process of the worker holds it; or the runtime may not look, but it was made
+			// in another cgroup than the worker's.
 			return nil, &PortTakenError{Port: port, Owner: socketOwner(l)}
 		default:
 			return nil, heldErr
@@ -164,7 +166,11 @@ func socketsOf(pids []int) (map[uint64]bool, error) {
 			err = cmp.Or(err, lerr)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading the descriptors of the worker's process %d, to check whose listener is on its port: %w", pid, err)
+			hint := ""
+			if errors.Is(err, fs.ErrPermission) {
+				hint = " (give the runtime CAP_SYS_PTRACE, or its workers a cgroup v2 of their own)"
+			}
+			return nil, fmt.Errorf("reading the descriptors of the worker's process %d, to check whose listener is on its port%s: %w", pid, hint, err)
 		}
 	}
 	return held, nil
