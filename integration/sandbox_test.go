@@ -232,13 +232,7 @@ func TestSandboxWorkerUser(t *testing.T) {
 		t.Skip("starting workers as another user needs root")
 	}
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_user nobody"})
-	dir := processWorker(t, s, "other", "1.0.0", "")
-	// The test's temporary folders are private to root; let the worker's account reach its own.
-	for d := dir; d != "/"; d = filepath.Dir(d) {
-		if info, err := os.Stat(d); err == nil && info.Mode().Perm()&0o005 == 0 {
-			os.Chmod(d, info.Mode().Perm()|0o005)
-		}
-	}
+	openToOthers(processWorker(t, s, "other", "1.0.0", ""))
 	resp := workerTries(t, s, "/other", "/read", url.Values{"path": {"/proc/self/status"}})
 	if resp.Status != 200 || !strings.Contains(string(resp.Body), "Uid:\t65534") {
 		t.Fatalf("worker status: %s", resp)
@@ -249,6 +243,16 @@ func TestSandboxWorkerUser(t *testing.T) {
 	}
 	if strings.Contains(s.Logs(), "process workers run as root") {
 		t.Error("the root warning was logged although workers run as nobody")
+	}
+}
+
+// openToOthers lets every account reach dir and the folders above it: the test's temporary
+// folders are private to root, and a worker under worker_user must reach its own.
+func openToOthers(dir string) {
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if info, err := os.Stat(d); err == nil && info.Mode().Perm()&0o005 == 0 {
+			os.Chmod(d, info.Mode().Perm()|0o005)
+		}
 	}
 }
 

@@ -69,6 +69,10 @@ type Config struct {
 	// ExtraFiles are open files the process inherits as descriptors 3, 4 and on, as a
 	// service manager's sockets or a shell's redirections would be.
 	ExtraFiles []*os.File
+	// Wrap, when set, returns the command line that starts the binary with args instead, e.g.
+	// through capsh with a capability dropped. Its program must exec the binary (same pid), so
+	// signals and PID reach the runtime.
+	Wrap func(binary string, args []string) []string
 }
 
 // Host is one site block of a Config with Hosts.
@@ -164,7 +168,11 @@ func Launch(tb testing.TB, cfg Config) (*Server, error) {
 	if err := os.WriteFile(caddyfile, []byte(s.Caddyfile(cfg)), 0o600); err != nil {
 		return nil, err
 	}
-	s.cmd = exec.Command(Binary(tb), "run", "--config", caddyfile, "--adapter", "caddyfile")
+	argv := []string{Binary(tb), "run", "--config", caddyfile, "--adapter", "caddyfile"}
+	if cfg.Wrap != nil {
+		argv = cfg.Wrap(argv[0], argv[1:])
+	}
+	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Dir = dir
 	s.cmd.Env = Environ(dir, cfg.Env)
 	s.cmd.Stdout = s.logs

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroups holds, per controller, the folder under which each worker gets its own cgroup. A
@@ -347,6 +350,24 @@ func (g *group) remove() {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// fileidKernfs is the type of a cgroup's file handle (FILEID_KERNFS), whose 8 bytes are the
+// cgroup's id.
+const fileidKernfs = 0xfe
+
+// cgroupID returns the id of the v2 cgroup dir, the one sock_diag names for the sockets made
+// in it: the 8 bytes of its file handle (on 64-bit systems also the folder's inode number).
+// 0 for "" or when the kernel gives none.
+func cgroupID(dir string) uint64 {
+	if dir == "" {
+		return 0
+	}
+	h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, dir, 0)
+	if err != nil || h.Type() != fileidKernfs || len(h.Bytes()) != 8 {
+		return 0
+	}
+	return binary.NativeEndian.Uint64(h.Bytes())
 }
 
 func writeFile(path, value string) error {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +16,10 @@ import (
 )
 
 // TestCheckListener tells a port no one listens on, one the worker's own processes listen on,
-// and one another process listens on, whose pid the error names.
+// and one another process listens on, whose pid the error names; and, where the kernel names
+// the cgroup a socket was made in, a listener made in the worker's cgroup (the runtime need not
+// look into the worker's processes) and one made in another cgroup, the worker's only when its
+// processes hold it.
 func TestCheckListener(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -37,19 +41,29 @@ func TestCheckListener(t *testing.T) {
 	defer func() { other.Process.Kill(); other.Wait() }()
 	self := &Process{cmd: &exec.Cmd{Process: &os.Process{Pid: os.Getpid()}}}
 	stranger := &Process{cmd: other}
+	// The test's own cgroup, which its listener was made in, and another one.
+	own, another, noCgroup := testCgroups(t, taken)
+	inCgroup := func(p *Process, id uint64) *Process { return &Process{cmd: p.cmd, cgroup: id} }
 
 	for _, tc := range []struct {
 		name   string
 		p      *Process
 		port   int
 		ours   bool
-		errPID int // the pid a *PortTakenError names, 0 for no error
+		errPID int  // the pid a *PortTakenError names, 0 for no error
+		cgroup bool // needs cgroup ids
 	}{
-		{"nobody listens", stranger, freePort, false, 0},
-		{"the worker listens", self, taken, true, 0},
-		{"another process listens", stranger, taken, false, os.Getpid()},
+		{"nobody listens", stranger, freePort, false, 0, false},
+		{"the worker listens", self, taken, true, 0, false},
+		{"another process listens", stranger, taken, false, os.Getpid(), false},
+		{"made in the worker's cgroup", inCgroup(stranger, own), taken, true, 0, true},
+		{"made in another cgroup", inCgroup(stranger, another), taken, false, os.Getpid(), true},
+		{"made in another cgroup, held by the worker", inCgroup(self, another), taken, true, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.cgroup && noCgroup != "" {
+				t.Skip(noCgroup)
+			}
 			held, err := tc.p.CheckListener(tc.port)
 			if ours := len(held) > 0; ours != tc.ours {
 				t.Errorf("CheckListener(%d) = %v, want listeners: %v", tc.port, held, tc.ours)
@@ -65,6 +79,31 @@ func TestCheckListener(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testCgroups returns the id of the test's v2 cgroup, where the listener on port was made, and
+// of a new cgroup beside it (removed when the test ends); else why there are none.
+func testCgroups(t *testing.T, port int) (own, another uint64, missing string) {
+	t.Helper()
+	mount := cgroupMounts()["cgroup2"]
+	path, ok := ownCgroups()[""]
+	if mount == "" || !ok {
+		return 0, 0, "no cgroup v2 here"
+	}
+	dir := filepath.Join(mount, path)
+	found, err := diagListeners(unix.AF_INET, port)
+	if err != nil || len(found) != 1 || found[0].cgroup == 0 {
+		return 0, 0, fmt.Sprintf("the kernel names no socket's cgroup (Linux 5.7 on): %v, %v", found, err)
+	}
+	if own = cgroupID(dir); own != found[0].cgroup {
+		t.Fatalf("the listener was made in cgroup %d, the test's cgroup %s has id %d", found[0].cgroup, dir, own)
+	}
+	other, err := os.MkdirTemp(dir, "ports-test-")
+	if err != nil {
+		return 0, 0, fmt.Sprintf("no cgroup may be made here: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(other) })
+	return own, cgroupID(other), ""
 }
 
 // TestDescriptorWarning: the start-up warning comes when one worker's processes may together

@@ -223,6 +223,9 @@ func (s *Sandbox) Close() {
 type Process struct {
 	cmd   *exec.Cmd
 	group *group
+	// cgroup is the id of the worker's v2 cgroup, which the kernel names for each socket made
+	// in it (CheckListener); 0 without one.
+	cgroup uint64
 	// The listener the worker was handed (Spec.Listen, an isolated network): the runtime
 	// keeps a copy, to see whether the worker accepts, until the worker exits.
 	listener *os.File
@@ -266,7 +269,7 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		sp.discard()
 		return nil, err
 	}
-	proc := &Process{group: g, scratch: spec.Scratch, unwatch: func() {}}
+	proc := &Process{group: g, cgroup: cgroupID(g.v2), scratch: spec.Scratch, unwatch: func() {}}
 	fail := func(err error) (*Process, error) {
 		sp.discard()
 		proc.release()

@@ -12,15 +12,27 @@ import (
 // listening on one port without walking every connection of the host, as reading
 // /proc/net/tcp does: cheap enough to ask on every new connection to a worker.
 
-// Sizes and offsets of struct inet_diag_req_v2 and struct inet_diag_msg (linux/inet_diag.h).
+// Sizes and offsets of struct inet_diag_req_v2 and struct inet_diag_msg (linux/inet_diag.h),
+// and the attribute that follows the message with the socket's cgroup (Linux 5.7 on).
 const (
-	diagReqSize   = 56
-	diagMsgInode  = 68 // family, state, timer, retrans, inet_diag_sockid (48), expires, rqueue, wqueue, uid
-	diagMsgMinLen = 72
+	diagReqSize    = 56
+	diagMsgUID     = 64 // family, state, timer, retrans, inet_diag_sockid (48), expires, rqueue, wqueue
+	diagMsgInode   = 68
+	diagMsgMinLen  = 72
+	diagAttrCgroup = 21 // INET_DIAG_CGROUP_ID, a u64
 )
 
-// diagListeners returns the inodes of the sockets of family listening on TCP port.
-func diagListeners(family uint8, port int) ([]uint64, error) {
+// listener is a socket listening on a port.
+type listener struct {
+	inode uint64
+	uid   uint32
+	// cgroup is the id of the v2 cgroup of the process that made the socket (a socket is
+	// charged to its maker's cgroup for its life), 0 where the kernel does not tell.
+	cgroup uint64
+}
+
+// diagListeners returns the sockets of family listening on TCP port.
+func diagListeners(family uint8, port int) ([]listener, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
 		return nil, fmt.Errorf("sock_diag: %w", err)
@@ -38,7 +50,7 @@ func diagListeners(family uint8, port int) ([]uint64, error) {
 	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, fmt.Errorf("sock_diag: %w", err)
 	}
-	var inodes []uint64
+	var found []listener
 	buf := make([]byte, 32<<10)
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
@@ -52,21 +64,38 @@ func diagListeners(family uint8, port int) ([]uint64, error) {
 		for _, m := range msgs {
 			switch m.Header.Type {
 			case unix.NLMSG_DONE:
-				return inodes, nil
+				return found, nil
 			case unix.NLMSG_ERROR:
 				if len(m.Data) >= 4 {
 					if errno := -int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
 						return nil, fmt.Errorf("sock_diag: %w", syscall.Errno(errno))
 					}
 				}
-				return inodes, nil
+				return found, nil
 			}
 			if len(m.Data) < diagMsgMinLen || binary.BigEndian.Uint16(m.Data[4:]) != uint16(port) {
 				continue
 			}
 			if inode := binary.NativeEndian.Uint32(m.Data[diagMsgInode:]); inode != 0 {
-				inodes = append(inodes, uint64(inode))
+				found = append(found, listener{inode: uint64(inode), uid: binary.NativeEndian.Uint32(m.Data[diagMsgUID:]),
+					cgroup: diagCgroup(m.Data[diagMsgMinLen:])})
 			}
 		}
 	}
+}
+
+// diagCgroup returns the cgroup id among the attributes (struct nlattr, each 4-byte aligned)
+// that follow an inet_diag_msg, 0 without one.
+func diagCgroup(attrs []byte) uint64 {
+	for len(attrs) >= unix.SizeofNlAttr {
+		n := int(binary.NativeEndian.Uint16(attrs))
+		if n < unix.SizeofNlAttr || n > len(attrs) {
+			return 0
+		}
+		if binary.NativeEndian.Uint16(attrs[2:]) == diagAttrCgroup && n >= unix.SizeofNlAttr+8 {
+			return binary.NativeEndian.Uint64(attrs[unix.SizeofNlAttr:])
+		}
+		attrs = attrs[min(len(attrs), (n+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1)):]
+	}
+	return 0
 }
