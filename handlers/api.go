@@ -9,10 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"path"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +22,6 @@ import (
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/metrics"
-	"github.com/caddy-runtime/runtime/internal/mount"
 	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/trace"
@@ -108,11 +105,10 @@ type Options struct {
 
 // API serves the management API and the discovery document.
 type API struct {
-	opts     Options
-	rootHash []byte // SHA-256 of the root key, nil without one
-	auditLog *zap.Logger
-	mux      *http.ServeMux
-	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
+	*pipeline
+	opts  Options
+	mux   *http.ServeMux
+	exact map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
 	workerList, pluginList, keyList bodyCache
 	handler                         http.Handler
@@ -124,7 +120,6 @@ type API struct {
 	heartbeat                       time.Duration
 	stopping                        chan struct{} // closed by Shutdown: long-lived answers end
 	stopOnce                        sync.Once
-	refusedLogins                   *refusalTally
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -145,13 +140,15 @@ func New(opts Options) (*API, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit"),
-		heartbeat: opts.Heartbeat, stopping: make(chan struct{})}
-	a.refusedLogins = newRefusalTally(a.auditRefusals)
+	p := &pipeline{prefix: opts.Prefix, logger: opts.Logger, auditLog: opts.Logger.Named("audit"),
+		rootKey: opts.RootKey, keys: opts.Keys, started: opts.Started, metrics: opts.Metrics}
+	p.refusedLogins = newRefusalTally(p.auditRefusals)
 	if opts.RootKey != "" {
 		sum := sha256.Sum256([]byte(opts.RootKey))
-		a.rootHash = sum[:]
+		p.rootHash = sum[:]
 	}
+	a := &API{pipeline: p, opts: opts, mux: http.NewServeMux(),
+		heartbeat: opts.Heartbeat, stopping: make(chan struct{})}
 	var err error
 	if a.docsAssets, err = ui.DocsAssets(); err != nil {
 		return nil, err
@@ -191,9 +188,6 @@ func (a *API) Shutdown() {
 // Prefix returns the API path.
 func (a *API) Prefix() string { return a.opts.Prefix }
 
-// apiPath returns the API path as the client of r sees it, below the runtime's mount path.
-func (a *API) apiPath(r *http.Request) string { return mount.Path(r.Context()) + a.opts.Prefix }
-
 // Owns reports whether the API answers requests for urlPath.
 func (a *API) Owns(urlPath string) bool {
 	p := a.opts.Prefix
@@ -204,14 +198,6 @@ func (a *API) Owns(urlPath string) bool {
 // ServeHTTP serves a request that the API owns.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.handler.ServeHTTP(w, r)
-}
-
-// fullPath places an API-relative route path under the prefix; discovery stays at the root.
-func (a *API) fullPath(p string) string {
-	if strings.HasPrefix(p, "/"+mount.WellKnownSegment+"/") {
-		return p
-	}
-	return a.opts.Prefix + p
 }
 
 // dispatch routes a request, answering unknown paths and methods with the error envelope.
@@ -281,107 +267,3 @@ type headerProbe struct {
 func (p *headerProbe) Header() http.Header         { return p.header }
 func (p *headerProbe) WriteHeader(status int)      { p.status = status }
 func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
-
-// handlerFunc is an API handler; a returned *envelope.Error is written as the envelope, any other error
-// as a logged 500.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// unmatchedRoute is the route label of API requests no route matched.
-const unmatchedRoute = "unmatched"
-
-// endpoint runs a route behind the request pipeline, and counts its answers by the route's
-// pattern (bounded, unlike the paths).
-func (a *API) endpoint(rt route) http.Handler {
-	counter := a.opts.Metrics.Route(rt.method + " " + rt.path)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw, ok := w.(*trace.StatusRecorder) // withRecover's, unless a test serves the route alone
-		if !ok {
-			sw = &trace.StatusRecorder{ResponseWriter: w}
-			w = sw
-		}
-		start := time.Now()
-		defer func() {
-			d := time.Since(start)
-			if strings.HasPrefix(sw.Header().Get("Content-Type"), "text/event-stream") {
-				d = -1 // a followed stream lasts as long as its reader stays
-			}
-			counter.Count(sw.Status, d)
-		}()
-		if !rt.probe {
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-		}
-		err := a.awaitStart(rt, r)
-		if err == nil {
-			r, err = a.authorize(rt, r)
-		}
-		if err == nil {
-			err = checkWriteQuery(rt, r)
-		}
-		if err == nil {
-			err = rt.handle(w, r)
-		}
-		if err == nil {
-			return
-		}
-		var apiErr *envelope.Error
-		switch {
-		case errors.As(err, &apiErr):
-		case errors.Is(err, keystore.ErrPrimaryUnavailable):
-			// Sync mode: the write did not happen; the message names the primary, never its token.
-			w.Header().Set("Retry-After", "5")
-			apiErr = envelope.Errorf(http.StatusServiceUnavailable, CodeKeyStoreUnavailable, "%v; try again shortly", err)
-		default:
-			a.opts.Logger.Error("API request failed",
-				zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
-			apiErr = envelope.Errorf(http.StatusInternalServerError, envelope.CodeInternal,
-				"internal error; report request id %s to the operator", trace.RequestID(r.Context()))
-		}
-		if apiErr.Status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="runtime"`)
-		}
-		if reason := refusalReason(err, apiErr); reason != "" {
-			a.opts.Metrics.AuthFailure(reason)
-		}
-		envelope.Write(w, apiErr)
-	})
-}
-
-// awaitStart waits for the runtime's start unless rt answers at once while it starts.
-func (a *API) awaitStart(rt route, r *http.Request) error {
-	if rt.immediate || a.opts.Started == nil {
-		return nil
-	}
-	if err := a.opts.Started(r.Context()); err != nil {
-		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
-	}
-	return nil
-}
-
-// checkWriteQuery refuses a query parameter that a mutating route does not take: a misspelt
-// flag (?dryrun=1 for ?dryRun=1) must not turn a rehearsal into the real change.
-func checkWriteQuery(rt route, r *http.Request) error {
-	if !mutating(r.Method) || r.URL.RawQuery == "" {
-		return nil
-	}
-	var known []string
-	for _, p := range rt.params {
-		if p.In == "query" {
-			known = append(known, p.Name)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(r.URL.Query())) {
-		if slices.Contains(known, name) {
-			continue
-		}
-		for _, k := range known {
-			if strings.EqualFold(k, name) {
-				return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q; did you mean %s? Nothing was changed", name, k)
-			}
-		}
-		if len(known) == 0 {
-			return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q: %s %s takes none; nothing was changed", name, r.Method, r.URL.Path)
-		}
-		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q; %s %s takes %s; nothing was changed", name, r.Method, r.URL.Path, strings.Join(known, ", "))
-	}
-	return nil
-}

@@ -185,21 +185,6 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// storeAndID returns the key store and the route's {id}, a positive integer naming a what.
-func (a *API) storeAndID(r *http.Request, what string) (*keystore.Store, int64, error) {
-	store, err := a.keyStore()
-	if err != nil {
-		return nil, 0, err
-	}
-	raw := r.PathValue("id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	// One name per id: "01" or "+1" would reach key 1 under a name no listing shows.
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != raw {
-		return nil, 0, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "%q is not a %s id; ids are positive integers written without leading zeros or a sign", raw, what)
-	}
-	return store, id, nil
-}
-
 func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	store, id, err := a.storeAndID(r, "key")
 	if err != nil {
@@ -278,15 +263,6 @@ func (a *API) removeStaleBootstrap(ctx context.Context, store *keystore.Store) {
 	if why != "" {
 		a.opts.Logger.Info(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
 	}
-}
-
-// keyStore returns the store, or 503 while the runtime is starting.
-func (a *API) keyStore() (*keystore.Store, error) {
-	store, err := a.opts.Keys()
-	if err != nil {
-		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
-	}
-	return store, nil
 }
 
 // keyTarget names a key in the audit trail as people know it: by name and id.

@@ -229,19 +229,6 @@ func packageError(err error) error {
 	return envelope.Errorf(status, pe.Code, "%s", pe.Message)
 }
 
-// act runs op, the change a request makes to a unit, audits it as action on target and
-// answers body.
-func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string, op func() error, body any) error {
-	p := principalOf(r.Context())
-	if err := op(); err != nil {
-		a.audit(r, action, target, "failed", &p)
-		return packageError(err)
-	}
-	a.audit(r, action, target, "success", &p)
-	envelope.WriteJSON(w, http.StatusOK, body)
-	return nil
-}
-
 // uploadHandler installs an upload into the catalog c returns and answers with the body
 // built from the install. With ?dryRun=1 it stops before installing and answers with dry's
 // body instead: every check has run and nothing outside the temporary folder was written.
