@@ -106,9 +106,11 @@ type Options struct {
 // API serves the management API and the discovery document.
 type API struct {
 	*pipeline
-	opts  Options
-	mux   *http.ServeMux
-	exact map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
+	opts Options
+	// The resources, in the route table's order.
+	health *healthAPI
+	mux    *http.ServeMux
+	exact  map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
 	workerList, pluginList, keyList bodyCache
 	handler                         http.Handler
@@ -156,6 +158,7 @@ func New(opts Options) (*API, error) {
 	if a.docsPage, err = ui.DocsPage(opts.Prefix, a.docsAssets); err != nil {
 		return nil, err
 	}
+	a.health = &healthAPI{pipeline: p, version: opts.Version, workersURL: opts.WorkersURL, workersDomain: opts.WorkersDomain, readiness: opts.Ready}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
