@@ -108,9 +108,10 @@ type API struct {
 	*pipeline
 	opts Options
 	// The resources, in the route table's order.
-	health *healthAPI
-	mux    *http.ServeMux
-	exact  map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
+	health   *healthAPI
+	sessions *sessionsAPI
+	mux      *http.ServeMux
+	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
 	workerList, pluginList, keyList bodyCache
 	handler                         http.Handler
@@ -159,6 +160,7 @@ func New(opts Options) (*API, error) {
 		return nil, err
 	}
 	a.health = &healthAPI{pipeline: p, version: opts.Version, workersURL: opts.WorkersURL, workersDomain: opts.WorkersDomain, readiness: opts.Ready}
+	a.sessions = &sessionsAPI{pipeline: p, sessionTTL: opts.SessionTTL}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
