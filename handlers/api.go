@@ -110,19 +110,20 @@ type API struct {
 	// The resources, in the route table's order.
 	health   *healthAPI
 	sessions *sessionsAPI
+	apiKeys  *keysAPI
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
-	workerList, pluginList, keyList bodyCache
-	handler                         http.Handler
-	spec                            openapi.Document
-	doc                             *ui.File // the OpenAPI document, encoded once
-	docsPage                        *ui.File // the docs page for the API path at the root
-	docsAssets                      *ui.Assets
-	mounted                         atomic.Pointer[mountedDocs]
-	heartbeat                       time.Duration
-	stopping                        chan struct{} // closed by Shutdown: long-lived answers end
-	stopOnce                        sync.Once
+	workerList, pluginList bodyCache
+	handler                http.Handler
+	spec                   openapi.Document
+	doc                    *ui.File // the OpenAPI document, encoded once
+	docsPage               *ui.File // the docs page for the API path at the root
+	docsAssets             *ui.Assets
+	mounted                atomic.Pointer[mountedDocs]
+	heartbeat              time.Duration
+	stopping               chan struct{} // closed by Shutdown: long-lived answers end
+	stopOnce               sync.Once
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -161,6 +162,7 @@ func New(opts Options) (*API, error) {
 	}
 	a.health = &healthAPI{pipeline: p, version: opts.Version, workersURL: opts.WorkersURL, workersDomain: opts.WorkersDomain, readiness: opts.Ready}
 	a.sessions = &sessionsAPI{pipeline: p, sessionTTL: opts.SessionTTL}
+	a.apiKeys = &keysAPI{pipeline: p}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
