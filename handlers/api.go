@@ -111,6 +111,7 @@ type API struct {
 	health   *healthAPI
 	sessions *sessionsAPI
 	apiKeys  *keysAPI
+	domains  *domainsAPI
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
@@ -163,6 +164,8 @@ func New(opts Options) (*API, error) {
 	a.health = &healthAPI{pipeline: p, version: opts.Version, workersURL: opts.WorkersURL, workersDomain: opts.WorkersDomain, readiness: opts.Ready}
 	a.sessions = &sessionsAPI{pipeline: p, sessionTTL: opts.SessionTTL}
 	a.apiKeys = &keysAPI{pipeline: p}
+	a.domains = &domainsAPI{pipeline: p, workers: opts.Workers, workersDomain: opts.WorkersDomain, resolvers: opts.DomainResolvers,
+		pending: opts.PendingDomains, ownHosts: opts.OwnHosts, changed: opts.DomainsChanged}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {

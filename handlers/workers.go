@@ -187,7 +187,7 @@ func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 			// same name starts without it.
 			a.endTraffic(r, name)
 			a.endSecrets(r, name)
-			a.endDomains(r, name)
+			a.domains.endDomains(r, name)
 		}
 		return nil
 	}, api.Success{Success: true})
