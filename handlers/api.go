@@ -112,6 +112,7 @@ type API struct {
 	sessions *sessionsAPI
 	apiKeys  *keysAPI
 	domains  *domainsAPI
+	secrets  *secretsAPI
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
@@ -166,6 +167,7 @@ func New(opts Options) (*API, error) {
 	a.apiKeys = &keysAPI{pipeline: p}
 	a.domains = &domainsAPI{pipeline: p, workers: opts.Workers, workersDomain: opts.WorkersDomain, resolvers: opts.DomainResolvers,
 		pending: opts.PendingDomains, ownHosts: opts.OwnHosts, changed: opts.DomainsChanged}
+	a.secrets = &secretsAPI{pipeline: p, sealing: opts.Secrets}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
