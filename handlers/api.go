@@ -113,6 +113,7 @@ type API struct {
 	apiKeys  *keysAPI
 	domains  *domainsAPI
 	secrets  *secretsAPI
+	traffic  *trafficAPI
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
@@ -168,6 +169,7 @@ func New(opts Options) (*API, error) {
 	a.domains = &domainsAPI{pipeline: p, workers: opts.Workers, workersDomain: opts.WorkersDomain, resolvers: opts.DomainResolvers,
 		pending: opts.PendingDomains, ownHosts: opts.OwnHosts, changed: opts.DomainsChanged}
 	a.secrets = &secretsAPI{pipeline: p, sealing: opts.Secrets}
+	a.traffic = &trafficAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, apply: opts.ApplyTraffic}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {

@@ -269,10 +269,10 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		var store *keystore.Store
 		if canary > 0 {
 			if store, err = a.keyStore(); err == nil {
-				split, before, err = a.canarySplit(r, store, s.Name, s.Version, canary)
+				split, before, err = a.traffic.canarySplit(r, store, s.Name, s.Version, canary)
 			}
 			if err == nil && !dryRun {
-				_, err = a.storeTraffic(r, store, s.Name, split)
+				_, err = a.traffic.storeTraffic(r, store, s.Name, split)
 			}
 			if err != nil {
 				if !dryRun {
@@ -304,7 +304,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			}
 			a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
 			if canary > 0 {
-				a.restoreTraffic(r, store, s.Name, before)
+				a.traffic.restoreTraffic(r, store, s.Name, before)
 			}
 			return packageError(storeError(w, err))
 		}
@@ -316,7 +316,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			// Installed either way; the answer says whether it is served.
 			if err := a.activated(r, in.Name, in.Version, checks); err != nil {
 				if canary > 0 {
-					return a.canaryFailed(r, store, in.Name, before, err)
+					return a.traffic.canaryFailed(r, store, in.Name, before, err)
 				}
 				return err
 			}

@@ -185,7 +185,7 @@ func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 		if version == "" {
 			// What belonged to the worker goes with it: a worker uploaded later under the
 			// same name starts without it.
-			a.endTraffic(r, name)
+			a.traffic.endTraffic(r, name)
 			a.secrets.endSecrets(r, name)
 			a.domains.endDomains(r, name)
 		}
