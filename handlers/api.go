@@ -114,6 +114,7 @@ type API struct {
 	domains  *domainsAPI
 	secrets  *secretsAPI
 	traffic  *trafficAPI
+	pool     *poolAPI
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
@@ -170,6 +171,7 @@ func New(opts Options) (*API, error) {
 		pending: opts.PendingDomains, ownHosts: opts.OwnHosts, changed: opts.DomainsChanged}
 	a.secrets = &secretsAPI{pipeline: p, sealing: opts.Secrets}
 	a.traffic = &trafficAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, apply: opts.ApplyTraffic}
+	a.pool = &poolAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {

@@ -88,7 +88,7 @@ func logLine(l workers.LogLine) api.WorkerLogLine {
 }
 
 func (a *API) workerLogs(w http.ResponseWriter, r *http.Request) error {
-	name, err := a.existingWorker(r)
+	name, err := existingWorker(a.opts.Workers, r)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func (a *API) runtimeStats(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *API) workerStats(w http.ResponseWriter, r *http.Request) error {
-	name, err := a.existingWorker(r)
+	name, err := existingWorker(a.opts.Workers, r)
 	if err != nil {
 		return err
 	}
