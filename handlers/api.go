@@ -115,6 +115,7 @@ type API struct {
 	secrets  *secretsAPI
 	traffic  *trafficAPI
 	pool     *poolAPI
+	logs     *logsAPI
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
@@ -125,7 +126,6 @@ type API struct {
 	docsPage               *ui.File // the docs page for the API path at the root
 	docsAssets             *ui.Assets
 	mounted                atomic.Pointer[mountedDocs]
-	heartbeat              time.Duration
 	stopping               chan struct{} // closed by Shutdown: long-lived answers end
 	stopOnce               sync.Once
 }
@@ -156,7 +156,7 @@ func New(opts Options) (*API, error) {
 		p.rootHash = sum[:]
 	}
 	a := &API{pipeline: p, opts: opts, mux: http.NewServeMux(),
-		heartbeat: opts.Heartbeat, stopping: make(chan struct{})}
+		stopping: make(chan struct{})}
 	var err error
 	if a.docsAssets, err = ui.DocsAssets(); err != nil {
 		return nil, err
@@ -172,6 +172,7 @@ func New(opts Options) (*API, error) {
 	a.secrets = &secretsAPI{pipeline: p, sealing: opts.Secrets}
 	a.traffic = &trafficAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, apply: opts.ApplyTraffic}
 	a.pool = &poolAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool}
+	a.logs = &logsAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool, heartbeat: opts.Heartbeat, stopping: a.stopping}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
