@@ -108,16 +108,18 @@ type API struct {
 	*pipeline
 	opts Options
 	// The resources, in the route table's order.
-	health   *healthAPI
-	sessions *sessionsAPI
-	apiKeys  *keysAPI
-	domains  *domainsAPI
-	secrets  *secretsAPI
-	traffic  *trafficAPI
-	pool     *poolAPI
-	logs     *logsAPI
-	mux      *http.ServeMux
-	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
+	health     *healthAPI
+	sessions   *sessionsAPI
+	apiKeys    *keysAPI
+	domains    *domainsAPI
+	secrets    *secretsAPI
+	traffic    *trafficAPI
+	pool       *poolAPI
+	logs       *logsAPI
+	stats      *statsAPI
+	auditTrail *auditAPI
+	mux        *http.ServeMux
+	exact      map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
 	workerList, pluginList bodyCache
 	handler                http.Handler
@@ -173,6 +175,8 @@ func New(opts Options) (*API, error) {
 	a.traffic = &trafficAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, apply: opts.ApplyTraffic}
 	a.pool = &poolAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool}
 	a.logs = &logsAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool, heartbeat: opts.Heartbeat, stopping: a.stopping}
+	a.stats = &statsAPI{pipeline: p, workers: opts.Workers}
+	a.auditTrail = &auditAPI{pipeline: p}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {

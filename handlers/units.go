@@ -3,13 +3,12 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"go.uber.org/zap"
 	"io"
 	"net/http"
 	"os"
 	"strings"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
