@@ -13,7 +13,6 @@ import (
 	"path"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,7 +21,6 @@ import (
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/metrics"
-	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/trace"
 	"github.com/caddy-runtime/runtime/internal/ui"
@@ -118,16 +116,12 @@ type API struct {
 	logs       *logsAPI
 	stats      *statsAPI
 	auditTrail *auditAPI
+	docs       *docsAPI
 	mux        *http.ServeMux
 	exact      map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
 	workerList, pluginList bodyCache
 	handler                http.Handler
-	spec                   openapi.Document
-	doc                    *ui.File // the OpenAPI document, encoded once
-	docsPage               *ui.File // the docs page for the API path at the root
-	docsAssets             *ui.Assets
-	mounted                atomic.Pointer[mountedDocs]
 	stopping               chan struct{} // closed by Shutdown: long-lived answers end
 	stopOnce               sync.Once
 }
@@ -159,11 +153,12 @@ func New(opts Options) (*API, error) {
 	}
 	a := &API{pipeline: p, opts: opts, mux: http.NewServeMux(),
 		stopping: make(chan struct{})}
-	var err error
-	if a.docsAssets, err = ui.DocsAssets(); err != nil {
+	assets, err := ui.DocsAssets()
+	if err != nil {
 		return nil, err
 	}
-	if a.docsPage, err = ui.DocsPage(opts.Prefix, a.docsAssets); err != nil {
+	page, err := ui.DocsPage(opts.Prefix, assets)
+	if err != nil {
 		return nil, err
 	}
 	a.health = &healthAPI{pipeline: p, version: opts.Version, workersURL: opts.WorkersURL, workersDomain: opts.WorkersDomain, readiness: opts.Ready}
@@ -177,6 +172,7 @@ func New(opts Options) (*API, error) {
 	a.logs = &logsAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool, heartbeat: opts.Heartbeat, stopping: a.stopping}
 	a.stats = &statsAPI{pipeline: p, workers: opts.Workers}
 	a.auditTrail = &auditAPI{pipeline: p}
+	a.docs = &docsAPI{pipeline: p, page: page, assets: assets}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
@@ -186,12 +182,12 @@ func New(opts Options) (*API, error) {
 			a.exact[pattern] = h
 		}
 	}
-	a.spec = a.document(table)
-	doc, err := json.Marshal(a.spec)
+	a.docs.spec = a.document(table)
+	doc, err := json.Marshal(a.docs.spec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
 	}
-	a.doc = ui.NewFile(doc, "application/json")
+	a.docs.doc = ui.NewFile(doc, "application/json")
 	a.handler = trace.WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))
 	return a, nil
 }
