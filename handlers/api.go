@@ -117,6 +117,7 @@ type API struct {
 	stats      *statsAPI
 	auditTrail *auditAPI
 	docs       *docsAPI
+	cluster    *clusterAPI
 	mux        *http.ServeMux
 	exact      map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
@@ -173,6 +174,7 @@ func New(opts Options) (*API, error) {
 	a.stats = &statsAPI{pipeline: p, workers: opts.Workers}
 	a.auditTrail = &auditAPI{pipeline: p}
 	a.docs = &docsAPI{pipeline: p, page: page, assets: assets}
+	a.cluster = &clusterAPI{pipeline: p, instances: opts.Instances}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
