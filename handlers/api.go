@@ -118,6 +118,7 @@ type API struct {
 	auditTrail *auditAPI
 	docs       *docsAPI
 	cluster    *clusterAPI
+	files      *filesAPI
 	mux        *http.ServeMux
 	exact      map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
 	// The encoded answers of the listings, kept while their source is unchanged.
@@ -175,6 +176,7 @@ func New(opts Options) (*API, error) {
 	a.auditTrail = &auditAPI{pipeline: p}
 	a.docs = &docsAPI{pipeline: p, page: page, assets: assets}
 	a.cluster = &clusterAPI{pipeline: p, instances: opts.Instances}
+	a.files = &filesAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, admit: a.admit, clustered: opts.Cluster != nil}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
