@@ -119,13 +119,12 @@ type API struct {
 	docs       *docsAPI
 	cluster    *clusterAPI
 	files      *filesAPI
+	units      *unitsAPI
 	mux        *http.ServeMux
 	exact      map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
-	// The encoded answers of the listings, kept while their source is unchanged.
-	workerList, pluginList bodyCache
-	handler                http.Handler
-	stopping               chan struct{} // closed by Shutdown: long-lived answers end
-	stopOnce               sync.Once
+	handler    http.Handler
+	stopping   chan struct{} // closed by Shutdown: long-lived answers end
+	stopOnce   sync.Once
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -176,7 +175,10 @@ func New(opts Options) (*API, error) {
 	a.auditTrail = &auditAPI{pipeline: p}
 	a.docs = &docsAPI{pipeline: p, page: page, assets: assets}
 	a.cluster = &clusterAPI{pipeline: p, instances: opts.Instances}
-	a.files = &filesAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, admit: a.admit, clustered: opts.Cluster != nil}
+	a.units = &unitsAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, workerPolicy: opts.WorkerPolicy, pluginPolicy: opts.PluginPolicy,
+		workersDomain: opts.WorkersDomain, activations: opts.Activations, activator: opts.Activator, host: opts.PluginHost, cluster: opts.Cluster,
+		domains: a.domains, secrets: a.secrets, traffic: a.traffic}
+	a.files = &filesAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, admit: a.units.admit, clustered: opts.Cluster != nil}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {

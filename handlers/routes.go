@@ -65,7 +65,7 @@ func errorResponse(status int, description string) response {
 
 // routes is the route table of the API.
 func (a *API) routes() []route {
-	return slices.Concat(a.health.healthRoutes(), a.sessions.sessionRoutes(), a.apiKeys.keyRoutes(), a.workerRoutes(), a.domains.domainRoutes(), a.traffic.trafficRoutes(), a.pool.poolRoutes(), a.secrets.secretRoutes(), a.stats.statsRoutes(), a.logs.logRoutes(), a.auditTrail.auditRoutes(), a.pluginRoutes(),
+	return slices.Concat(a.health.healthRoutes(), a.sessions.sessionRoutes(), a.apiKeys.keyRoutes(), a.units.workerRoutes(), a.domains.domainRoutes(), a.traffic.trafficRoutes(), a.pool.poolRoutes(), a.secrets.secretRoutes(), a.stats.statsRoutes(), a.logs.logRoutes(), a.auditTrail.auditRoutes(), a.units.pluginRoutes(),
 		a.files.fileRoutes(), a.cluster.clusterRoutes(), a.docs.docsRoutes())
 }
 
