@@ -101,30 +101,34 @@ type Options struct {
 	Secrets SecretsOptions
 }
 
-// API serves the management API and the discovery document.
+// API serves the management API and the discovery document. It assembles the resources'
+// routes into one route table, which every request goes through behind the pipeline and
+// which also generates the OpenAPI document.
 type API struct {
 	*pipeline
-	opts Options
-	// The resources, in the route table's order.
+	version string // reported by the OpenAPI document
+	// The resources, each holding what its routes use, in the route table's order (units
+	// serves the workers' routes and, later, the plugins').
 	health     *healthAPI
 	sessions   *sessionsAPI
 	apiKeys    *keysAPI
+	units      *unitsAPI
 	domains    *domainsAPI
-	secrets    *secretsAPI
 	traffic    *trafficAPI
 	pool       *poolAPI
-	logs       *logsAPI
+	secrets    *secretsAPI
 	stats      *statsAPI
+	logs       *logsAPI
 	auditTrail *auditAPI
-	docs       *docsAPI
-	cluster    *clusterAPI
 	files      *filesAPI
-	units      *unitsAPI
-	mux        *http.ServeMux
-	exact      map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
-	handler    http.Handler
-	stopping   chan struct{} // closed by Shutdown: long-lived answers end
-	stopOnce   sync.Once
+	cluster    *clusterAPI
+	docs       *docsAPI
+
+	mux      *http.ServeMux
+	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
+	handler  http.Handler
+	stopping chan struct{} // closed by Shutdown: long-lived answers end
+	stopOnce sync.Once
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -152,7 +156,7 @@ func New(opts Options) (*API, error) {
 		sum := sha256.Sum256([]byte(opts.RootKey))
 		p.rootHash = sum[:]
 	}
-	a := &API{pipeline: p, opts: opts, mux: http.NewServeMux(),
+	a := &API{pipeline: p, version: opts.Version, mux: http.NewServeMux(),
 		stopping: make(chan struct{})}
 	assets, err := ui.DocsAssets()
 	if err != nil {
@@ -209,11 +213,11 @@ func (a *API) Shutdown() {
 }
 
 // Prefix returns the API path.
-func (a *API) Prefix() string { return a.opts.Prefix }
+func (a *API) Prefix() string { return a.prefix }
 
 // Owns reports whether the API answers requests for urlPath.
 func (a *API) Owns(urlPath string) bool {
-	p := a.opts.Prefix
+	p := a.prefix
 	return urlPath == p || strings.HasPrefix(urlPath, p+"/") ||
 		urlPath == api.DiscoveryPath || urlPath == api.DiscoveryPath+"/"
 }
@@ -236,7 +240,7 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		// redirect so that no path is reachable under two names.
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no API route at %s", r.URL.Path))
-		a.opts.Metrics.APIRequest(unmatchedRoute, http.StatusNotFound)
+		a.metrics.APIRequest(unmatchedRoute, http.StatusNotFound)
 		return
 	}
 	if h, ok := a.exact[r.Method+" "+p]; ok {
@@ -248,7 +252,7 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		sw := &trace.StatusRecorder{ResponseWriter: w}
 		a.routeMiss(sw, r)
-		a.opts.Metrics.APIRequest(unmatchedRoute, sw.Status)
+		a.metrics.APIRequest(unmatchedRoute, sw.Status)
 		return
 	}
 	a.mux.ServeHTTP(w, r)

@@ -95,7 +95,7 @@ func (a *API) document(table []route) openapi.Document {
 		JSONSchemaDialect: "https://spec.openapis.org/oas/3.1/dialect/base",
 		Info: openapi.Info{
 			Title:   "Runtime management API",
-			Version: a.opts.Version,
+			Version: a.version,
 			Description: "Manage the workers, plugins, API keys and sessions of a runtime. " +
 				"Every error of the API answers with the envelope {\"error\":{\"code\",\"message\"}}; every answer of the API carries X-Request-Id.",
 			Contact: &openapi.Contact{Name: "The runtime project", URL: RepositoryURL},
