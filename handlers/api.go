@@ -1,6 +1,7 @@
-// Package handlers is the runtime's management API on net/http: middleware, the route table
-// and one file per resource. The bodies it reads and answers are package api's, which the
-// route table documents. It knows nothing of Caddy.
+// Package handlers is the runtime's management API on net/http: the request pipeline, one
+// type per resource holding only what its routes use, and the route table assembled from
+// them. The bodies it reads and answers are package api's, which the route table documents.
+// It knows nothing of Caddy.
 package handlers
 
 import (

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/caddy-runtime/runtime/packages"
 	"net/http"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Error codes of custom domains.

@@ -3,7 +3,6 @@ package handlers
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/caddy-runtime/runtime/packages"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // DefaultHeartbeat is how often a followed log stream sends a comment line when no output

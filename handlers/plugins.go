@@ -3,9 +3,10 @@ package handlers
 import (
 	"encoding/json"
 	"fmt"
-	"go.uber.org/zap"
 	"net/http"
 	"slices"
+
+	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"

@@ -1,14 +1,14 @@
 package handlers
 
 import (
-	"github.com/caddy-runtime/runtime/internal/workers"
-	"github.com/caddy-runtime/runtime/packages"
 	"net/http"
 	"time"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // poolAPI serves the process pool: the running processes of process workers, and restarting

@@ -63,10 +63,26 @@ func errorResponse(status int, description string) response {
 	return response{status: status, description: description, body: api.Envelope{}}
 }
 
-// routes is the route table of the API.
+// routes is the route table of the API, assembled from the resources' routes; its order is the
+// OpenAPI document's.
 func (a *API) routes() []route {
-	return slices.Concat(a.health.healthRoutes(), a.sessions.sessionRoutes(), a.apiKeys.keyRoutes(), a.units.workerRoutes(), a.domains.domainRoutes(), a.traffic.trafficRoutes(), a.pool.poolRoutes(), a.secrets.secretRoutes(), a.stats.statsRoutes(), a.logs.logRoutes(), a.auditTrail.auditRoutes(), a.units.pluginRoutes(),
-		a.files.fileRoutes(), a.cluster.clusterRoutes(), a.docs.docsRoutes())
+	return slices.Concat(
+		a.health.healthRoutes(),
+		a.sessions.sessionRoutes(),
+		a.apiKeys.keyRoutes(),
+		a.units.workerRoutes(),
+		a.domains.domainRoutes(),
+		a.traffic.trafficRoutes(),
+		a.pool.poolRoutes(),
+		a.secrets.secretRoutes(),
+		a.stats.statsRoutes(),
+		a.logs.logRoutes(),
+		a.auditTrail.auditRoutes(),
+		a.units.pluginRoutes(),
+		a.files.fileRoutes(),
+		a.cluster.clusterRoutes(),
+		a.docs.docsRoutes(),
+	)
 }
 
 // RepositoryURL is where the runtime is developed: the document's contact.

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"github.com/caddy-runtime/runtime/packages"
 	"math"
 	"net/http"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // statsDoc says what every stats answer holds.

@@ -3,16 +3,17 @@ package handlers
 import (
 	"errors"
 	"fmt"
-	"github.com/caddy-runtime/runtime/internal/hosts"
-	"go.uber.org/zap"
 	"io"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/workers"
