@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/handlers"
 	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/cork"
 	"github.com/caddy-runtime/runtime/internal/cpanel"
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/metrics"
@@ -152,7 +153,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.server = srv
 		srv.RegisterOnShutdown(h.api.Shutdown)
 		// Large kept answers are written with their connection corked.
-		srv.RegisterConnContext(handlers.ConnContext)
+		srv.RegisterConnContext(cork.ConnContext)
 	}
 	return nil
 }

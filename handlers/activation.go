@@ -28,52 +28,52 @@ const activationDoc = "A process worker's version is started at once and answers
 
 // expect holds back a worker version about to be installed or enabled from unpinned traffic
 // until its check passes (workers.Activator.Expect); activated then waits for that check.
-func (a *API) expect(md packages.Metadata, enabling bool) {
-	if a.opts.Activator == nil {
+func (a *unitsAPI) expect(md packages.Metadata, enabling bool) {
+	if a.activator == nil {
 		return
 	}
 	if enabling {
-		a.opts.Activator.ExpectEnable(md)
+		a.activator.ExpectEnable(md)
 		return
 	}
-	a.opts.Activator.Expect(md)
+	a.activator.Expect(md)
 }
 
 // checks counts the checks started so far; activated waits for one started after it.
-func (a *API) checks() uint64 {
-	if a.opts.Activator == nil {
+func (a *unitsAPI) checks() uint64 {
+	if a.activator == nil {
 		return 0
 	}
-	return a.opts.Activator.Started()
+	return a.activator.Started()
 }
 
 // forget undoes expect for an install or enable that failed.
-func (a *API) forget(name, version string) {
-	if a.opts.Activator != nil {
-		a.opts.Activator.Forget(name, version)
+func (a *unitsAPI) forget(name, version string) {
+	if a.activator != nil {
+		a.activator.Forget(name, version)
 	}
 }
 
 // activated waits for the check of a version just installed or enabled here (started by the
 // change, after since; else now), and answers 422 HEALTHCHECK_FAILED when it did not pass.
-func (a *API) activated(r *http.Request, name, version string, since uint64) error {
-	if a.opts.Activator == nil {
+func (a *unitsAPI) activated(r *http.Request, name, version string, since uint64) error {
+	if a.activator == nil {
 		return nil
 	}
-	a.opts.Activator.CheckSince(name, version, since)
+	a.activator.CheckSince(name, version, since)
 	var failed *workers.CheckError
-	if err := a.opts.Activator.Wait(r.Context(), name, version); !errors.As(err, &failed) {
+	if err := a.activator.Wait(r.Context(), name, version); !errors.As(err, &failed) {
 		return nil // passed; or the client left, and the check goes on without it
 	}
 	return envelope.Errorf(http.StatusUnprocessableEntity, workers.CodeHealthcheckFailed, "%s", a.checkMessage(failed))
 }
 
 // checkMessage tells what failed, what is served instead and the worker's last output lines.
-func (a *API) checkMessage(e *workers.CheckError) string {
+func (a *unitsAPI) checkMessage(e *workers.CheckError) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s is installed but not activated: %s", e.Name, e.Version, e.Reason)
-	if u, err := a.opts.Workers.Lookup(e.Name); err == nil {
-		v, ok := workers.ActiveVersion(u, a.opts.Activations.Get(e.Name))
+	if u, err := a.workers.Lookup(e.Name); err == nil {
+		v, ok := workers.ActiveVersion(u, a.activations.Get(e.Name))
 		switch {
 		case !ok:
 		case v.Version != e.Version:
@@ -95,8 +95,8 @@ func (a *API) checkMessage(e *workers.CheckError) string {
 }
 
 // activation fills in the activation fields of a worker record.
-func (a *API) activation(rec *api.WorkerRecord, u packages.Unit) {
-	act := a.opts.Activations.Get(u.Name)
+func (a *unitsAPI) activation(rec *api.WorkerRecord, u packages.Unit) {
+	act := a.activations.Get(u.Name)
 	if v, ok := workers.ActiveVersion(u, act); ok {
 		rec.ActiveVersion = v.Version
 		rec.Served = v.Version

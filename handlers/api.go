@@ -1,6 +1,7 @@
-// Package handlers is the runtime's management API on net/http: middleware, the route table
-// and one file per resource. The bodies it reads and answers are package api's, which the
-// route table documents. It knows nothing of Caddy.
+// Package handlers is the runtime's management API on net/http: the request pipeline, one
+// type per resource holding only what its routes use, and the route table assembled from
+// them. The bodies it reads and answers are package api's, which the route table documents.
+// It knows nothing of Caddy.
 package handlers
 
 import (
@@ -9,13 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"path"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,8 +22,6 @@ import (
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/metrics"
-	"github.com/caddy-runtime/runtime/internal/mount"
-	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/trace"
 	"github.com/caddy-runtime/runtime/internal/ui"
@@ -106,25 +102,34 @@ type Options struct {
 	Secrets SecretsOptions
 }
 
-// API serves the management API and the discovery document.
+// API serves the management API and the discovery document. It assembles the resources'
+// routes into one route table, which every request goes through behind the pipeline and
+// which also generates the OpenAPI document.
 type API struct {
-	opts     Options
-	rootHash []byte // SHA-256 of the root key, nil without one
-	auditLog *zap.Logger
+	*pipeline
+	version string // reported by the OpenAPI document
+	// The resources, each holding what its routes use, in the route table's order (units
+	// serves the workers' routes and, later, the plugins').
+	health     *healthAPI
+	sessions   *sessionsAPI
+	apiKeys    *keysAPI
+	units      *unitsAPI
+	domains    *domainsAPI
+	traffic    *trafficAPI
+	pool       *poolAPI
+	secrets    *secretsAPI
+	stats      *statsAPI
+	logs       *logsAPI
+	auditTrail *auditAPI
+	files      *filesAPI
+	cluster    *clusterAPI
+	docs       *docsAPI
+
 	mux      *http.ServeMux
 	exact    map[string]http.Handler // "METHOD /path" → handler, for routes without wildcards
-	// The encoded answers of the listings, kept while their source is unchanged.
-	workerList, pluginList, keyList bodyCache
-	handler                         http.Handler
-	spec                            openapi.Document
-	doc                             *ui.File // the OpenAPI document, encoded once
-	docsPage                        *ui.File // the docs page for the API path at the root
-	docsAssets                      *ui.Assets
-	mounted                         atomic.Pointer[mountedDocs]
-	heartbeat                       time.Duration
-	stopping                        chan struct{} // closed by Shutdown: long-lived answers end
-	stopOnce                        sync.Once
-	refusedLogins                   *refusalTally
+	handler  http.Handler
+	stopping chan struct{} // closed by Shutdown: long-lived answers end
+	stopOnce sync.Once
 }
 
 // New builds the API: it registers every route of the route table and generates the OpenAPI
@@ -145,20 +150,40 @@ func New(opts Options) (*API, error) {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
-	a := &API{opts: opts, mux: http.NewServeMux(), auditLog: opts.Logger.Named("audit"),
-		heartbeat: opts.Heartbeat, stopping: make(chan struct{})}
-	a.refusedLogins = newRefusalTally(a.auditRefusals)
+	p := &pipeline{prefix: opts.Prefix, logger: opts.Logger, auditLog: opts.Logger.Named("audit"),
+		rootKey: opts.RootKey, keys: opts.Keys, started: opts.Started, metrics: opts.Metrics}
+	p.refusedLogins = newRefusalTally(p.auditRefusals)
 	if opts.RootKey != "" {
 		sum := sha256.Sum256([]byte(opts.RootKey))
-		a.rootHash = sum[:]
+		p.rootHash = sum[:]
 	}
-	var err error
-	if a.docsAssets, err = ui.DocsAssets(); err != nil {
+	a := &API{pipeline: p, version: opts.Version, mux: http.NewServeMux(),
+		stopping: make(chan struct{})}
+	assets, err := ui.DocsAssets()
+	if err != nil {
 		return nil, err
 	}
-	if a.docsPage, err = ui.DocsPage(opts.Prefix, a.docsAssets); err != nil {
+	page, err := ui.DocsPage(opts.Prefix, assets)
+	if err != nil {
 		return nil, err
 	}
+	a.health = &healthAPI{pipeline: p, version: opts.Version, workersURL: opts.WorkersURL, workersDomain: opts.WorkersDomain, readiness: opts.Ready}
+	a.sessions = &sessionsAPI{pipeline: p, sessionTTL: opts.SessionTTL}
+	a.apiKeys = &keysAPI{pipeline: p}
+	a.domains = &domainsAPI{pipeline: p, workers: opts.Workers, workersDomain: opts.WorkersDomain, resolvers: opts.DomainResolvers,
+		pending: opts.PendingDomains, ownHosts: opts.OwnHosts, changed: opts.DomainsChanged}
+	a.secrets = &secretsAPI{pipeline: p, sealing: opts.Secrets}
+	a.traffic = &trafficAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, apply: opts.ApplyTraffic}
+	a.pool = &poolAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool}
+	a.logs = &logsAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool, heartbeat: opts.Heartbeat, stopping: a.stopping}
+	a.stats = &statsAPI{pipeline: p, workers: opts.Workers}
+	a.auditTrail = &auditAPI{pipeline: p}
+	a.docs = &docsAPI{pipeline: p, page: page, assets: assets}
+	a.cluster = &clusterAPI{pipeline: p, instances: opts.Instances}
+	a.units = &unitsAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, workerPolicy: opts.WorkerPolicy, pluginPolicy: opts.PluginPolicy,
+		workersDomain: opts.WorkersDomain, activations: opts.Activations, activator: opts.Activator, host: opts.PluginHost, cluster: opts.Cluster,
+		domains: a.domains, secrets: a.secrets, traffic: a.traffic}
+	a.files = &filesAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, admit: a.units.admit, clustered: opts.Cluster != nil}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}
 	for _, rt := range table {
@@ -168,12 +193,12 @@ func New(opts Options) (*API, error) {
 			a.exact[pattern] = h
 		}
 	}
-	a.spec = a.document(table)
-	doc, err := json.Marshal(a.spec)
+	a.docs.spec = a.document(table)
+	doc, err := json.Marshal(a.docs.spec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
 	}
-	a.doc = ui.NewFile(doc, "application/json")
+	a.docs.doc = ui.NewFile(doc, "application/json")
 	a.handler = trace.WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))
 	return a, nil
 }
@@ -189,14 +214,11 @@ func (a *API) Shutdown() {
 }
 
 // Prefix returns the API path.
-func (a *API) Prefix() string { return a.opts.Prefix }
-
-// apiPath returns the API path as the client of r sees it, below the runtime's mount path.
-func (a *API) apiPath(r *http.Request) string { return mount.Path(r.Context()) + a.opts.Prefix }
+func (a *API) Prefix() string { return a.prefix }
 
 // Owns reports whether the API answers requests for urlPath.
 func (a *API) Owns(urlPath string) bool {
-	p := a.opts.Prefix
+	p := a.prefix
 	return urlPath == p || strings.HasPrefix(urlPath, p+"/") ||
 		urlPath == api.DiscoveryPath || urlPath == api.DiscoveryPath+"/"
 }
@@ -204,14 +226,6 @@ func (a *API) Owns(urlPath string) bool {
 // ServeHTTP serves a request that the API owns.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.handler.ServeHTTP(w, r)
-}
-
-// fullPath places an API-relative route path under the prefix; discovery stays at the root.
-func (a *API) fullPath(p string) string {
-	if strings.HasPrefix(p, "/"+mount.WellKnownSegment+"/") {
-		return p
-	}
-	return a.opts.Prefix + p
 }
 
 // dispatch routes a request, answering unknown paths and methods with the error envelope.
@@ -227,7 +241,7 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		// redirect so that no path is reachable under two names.
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		envelope.Write(w, envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no API route at %s", r.URL.Path))
-		a.opts.Metrics.APIRequest(unmatchedRoute, http.StatusNotFound)
+		a.metrics.APIRequest(unmatchedRoute, http.StatusNotFound)
 		return
 	}
 	if h, ok := a.exact[r.Method+" "+p]; ok {
@@ -239,7 +253,7 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		sw := &trace.StatusRecorder{ResponseWriter: w}
 		a.routeMiss(sw, r)
-		a.opts.Metrics.APIRequest(unmatchedRoute, sw.Status)
+		a.metrics.APIRequest(unmatchedRoute, sw.Status)
 		return
 	}
 	a.mux.ServeHTTP(w, r)
@@ -281,107 +295,3 @@ type headerProbe struct {
 func (p *headerProbe) Header() http.Header         { return p.header }
 func (p *headerProbe) WriteHeader(status int)      { p.status = status }
 func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
-
-// handlerFunc is an API handler; a returned *envelope.Error is written as the envelope, any other error
-// as a logged 500.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// unmatchedRoute is the route label of API requests no route matched.
-const unmatchedRoute = "unmatched"
-
-// endpoint runs a route behind the request pipeline, and counts its answers by the route's
-// pattern (bounded, unlike the paths).
-func (a *API) endpoint(rt route) http.Handler {
-	counter := a.opts.Metrics.Route(rt.method + " " + rt.path)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw, ok := w.(*trace.StatusRecorder) // withRecover's, unless a test serves the route alone
-		if !ok {
-			sw = &trace.StatusRecorder{ResponseWriter: w}
-			w = sw
-		}
-		start := time.Now()
-		defer func() {
-			d := time.Since(start)
-			if strings.HasPrefix(sw.Header().Get("Content-Type"), "text/event-stream") {
-				d = -1 // a followed stream lasts as long as its reader stays
-			}
-			counter.Count(sw.Status, d)
-		}()
-		if !rt.probe {
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-		}
-		err := a.awaitStart(rt, r)
-		if err == nil {
-			r, err = a.authorize(rt, r)
-		}
-		if err == nil {
-			err = checkWriteQuery(rt, r)
-		}
-		if err == nil {
-			err = rt.handle(w, r)
-		}
-		if err == nil {
-			return
-		}
-		var apiErr *envelope.Error
-		switch {
-		case errors.As(err, &apiErr):
-		case errors.Is(err, keystore.ErrPrimaryUnavailable):
-			// Sync mode: the write did not happen; the message names the primary, never its token.
-			w.Header().Set("Retry-After", "5")
-			apiErr = envelope.Errorf(http.StatusServiceUnavailable, CodeKeyStoreUnavailable, "%v; try again shortly", err)
-		default:
-			a.opts.Logger.Error("API request failed",
-				zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
-			apiErr = envelope.Errorf(http.StatusInternalServerError, envelope.CodeInternal,
-				"internal error; report request id %s to the operator", trace.RequestID(r.Context()))
-		}
-		if apiErr.Status == http.StatusUnauthorized {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="runtime"`)
-		}
-		if reason := refusalReason(err, apiErr); reason != "" {
-			a.opts.Metrics.AuthFailure(reason)
-		}
-		envelope.Write(w, apiErr)
-	})
-}
-
-// awaitStart waits for the runtime's start unless rt answers at once while it starts.
-func (a *API) awaitStart(rt route, r *http.Request) error {
-	if rt.immediate || a.opts.Started == nil {
-		return nil
-	}
-	if err := a.opts.Started(r.Context()); err != nil {
-		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
-	}
-	return nil
-}
-
-// checkWriteQuery refuses a query parameter that a mutating route does not take: a misspelt
-// flag (?dryrun=1 for ?dryRun=1) must not turn a rehearsal into the real change.
-func checkWriteQuery(rt route, r *http.Request) error {
-	if !mutating(r.Method) || r.URL.RawQuery == "" {
-		return nil
-	}
-	var known []string
-	for _, p := range rt.params {
-		if p.In == "query" {
-			known = append(known, p.Name)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(r.URL.Query())) {
-		if slices.Contains(known, name) {
-			continue
-		}
-		for _, k := range known {
-			if strings.EqualFold(k, name) {
-				return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q; did you mean %s? Nothing was changed", name, k)
-			}
-		}
-		if len(known) == 0 {
-			return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q: %s %s takes none; nothing was changed", name, r.Method, r.URL.Path)
-		}
-		return envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "unknown query parameter %q; %s %s takes %s; nothing was changed", name, r.Method, r.URL.Path, strings.Join(known, ", "))
-	}
-	return nil
-}

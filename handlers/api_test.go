@@ -35,7 +35,7 @@ func testAPI(t *testing.T, opts Options) (*API, *openapitest.Validator) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := json.Marshal(a.spec)
+	doc, err := json.Marshal(a.docs.spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,12 @@ const (
 	maxAuditLimit     = 500
 )
 
-func (a *API) auditRoutes() []route {
+// auditAPI serves the audit trail's listing; the pipeline writes the trail.
+type auditAPI struct {
+	*pipeline
+}
+
+func (a *auditAPI) auditRoutes() []route {
 	str := &openapi.Schema{Type: "string"}
 	return []route{{
 		method: "GET", path: "/audit", id: "listAudit", tag: "keys", permission: keystore.KeysRead,
@@ -42,7 +47,7 @@ func (a *API) auditRoutes() []route {
 	}}
 }
 
-func (a *API) listAudit(w http.ResponseWriter, r *http.Request) error {
+func (a *auditAPI) listAudit(w http.ResponseWriter, r *http.Request) error {
 	store, err := a.keyStore()
 	if err != nil {
 		return err

@@ -105,7 +105,7 @@ func sessionOf(ctx context.Context) (keystore.SessionRecord, bool) {
 // authorize runs the pipeline in front of a route: CSRF on mutating methods, then (unless the
 // route is public) the credential, where a cookie must come from the runtime's own pages, the
 // root key, the store and the route's permission.
-func (a *API) authorize(rt route, r *http.Request) (*http.Request, error) {
+func (a *pipeline) authorize(rt route, r *http.Request) (*http.Request, error) {
 	if rt.public && !mutating(r.Method) {
 		return r, nil // nothing to check: no credential is read
 	}
@@ -148,10 +148,10 @@ func logPrincipal(ctx context.Context, p keystore.Principal) {
 }
 
 // authenticate resolves a credential to its principal, and its session when it is one.
-func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Principal, *keystore.SessionRecord, error) {
+func (a *pipeline) authenticate(ctx context.Context, cred credential) (keystore.Principal, *keystore.SessionRecord, error) {
 	if !cred.present {
 		return keystore.Principal{}, nil, refused("missing_credential", envelope.Errorf(http.StatusUnauthorized, CodeAuthRequired,
-			"an API key is required: send it in X-API-Key or Authorization: Bearer, or log in with POST %s/admin/session", a.opts.Prefix))
+			"an API key is required: send it in X-API-Key or Authorization: Bearer, or log in with POST %s/admin/session", a.prefix))
 	}
 	if cred.duplicate {
 		return keystore.Principal{}, nil, refused("duplicate_cookie", envelope.Errorf(http.StatusUnauthorized, CodeDuplicateSessionCookie,
@@ -164,7 +164,7 @@ func (a *API) authenticate(ctx context.Context, cred credential) (keystore.Princ
 		return p, nil, refused("invalid_key", envelope.Errorf(http.StatusUnauthorized, CodeAuthRequired, "the API key is unknown, revoked or expired"))
 	case errors.Is(err, keystore.ErrInvalidKey):
 		return p, nil, refused("invalid_session", envelope.Errorf(http.StatusUnauthorized, CodeAuthRequired,
-			"the session has ended or expired, or its key was revoked; log in again with POST %s/admin/session", a.opts.Prefix))
+			"the session has ended or expired, or its key was revoked; log in again with POST %s/admin/session", a.prefix))
 	}
 	return p, sess, err
 }
@@ -203,13 +203,13 @@ func refusalReason(err error, apiErr *envelope.Error) string {
 // resolveCredential turns a credential into its principal: a cookie is looked up as a
 // session token first, then (as older clients store the key itself) as a key. Unknown
 // credentials give keystore.ErrInvalidKey.
-func (a *API) resolveCredential(ctx context.Context, cred credential) (keystore.Principal, *keystore.SessionRecord, error) {
+func (a *pipeline) resolveCredential(ctx context.Context, cred credential) (keystore.Principal, *keystore.SessionRecord, error) {
 	if !cred.fromHead && strings.HasPrefix(cred.key, keystore.SessionPrefix) {
 		store, err := a.keyStore()
 		if err != nil {
 			return keystore.Principal{}, nil, err
 		}
-		p, sess, err := store.VerifySession(ctx, cred.key, a.opts.RootKey)
+		p, sess, err := store.VerifySession(ctx, cred.key, a.rootKey)
 		if err == nil {
 			return p, &sess, nil
 		}
@@ -223,7 +223,7 @@ func (a *API) resolveCredential(ctx context.Context, cred credential) (keystore.
 
 // resolve turns a key into its principal: the root key first, in constant time, then the
 // store. Unknown keys give keystore.ErrInvalidKey.
-func (a *API) resolve(ctx context.Context, key string) (keystore.Principal, error) {
+func (a *pipeline) resolve(ctx context.Context, key string) (keystore.Principal, error) {
 	if a.isRoot(key) {
 		return keystore.Root(), nil
 	}
@@ -235,7 +235,7 @@ func (a *API) resolve(ctx context.Context, key string) (keystore.Principal, erro
 }
 
 // isRoot compares key with the root key in constant time; hashing first hides the length.
-func (a *API) isRoot(key string) bool {
+func (a *pipeline) isRoot(key string) bool {
 	if a.rootHash == nil || key == "" {
 		return false
 	}
@@ -255,7 +255,7 @@ func mutating(method string) bool {
 // marked X-Runtime-Internal (a browser cannot send that header cross-site without a CORS
 // preflight, which the runtime never grants) and requests whose header credential is the root
 // key (never held by a browser).
-func (a *API) checkCSRF(r *http.Request, cred credential) error {
+func (a *pipeline) checkCSRF(r *http.Request, cred credential) error {
 	if strings.EqualFold(r.Header.Get(InternalHeader), "true") || cred.fromHead && a.isRoot(cred.key) {
 		return nil
 	}
@@ -322,7 +322,7 @@ func withoutDefaultPort(scheme, hostport string) string {
 // whatever header carries it: a key's or a token's prefix, or the whole root key.
 func (a *API) HoldsCredential(s string) bool {
 	return strings.Contains(s, keystore.KeyPrefix) || strings.Contains(s, keystore.SessionPrefix) ||
-		a.opts.RootKey != "" && strings.Contains(s, a.opts.RootKey)
+		a.rootKey != "" && strings.Contains(s, a.rootKey)
 }
 
 // SkipsHooks reports whether a request carries a valid header credential (X-API-Key or
@@ -349,12 +349,12 @@ func authorizeUnit(p keystore.Principal, unit string) error {
 
 // audit logs one security-relevant action with who did it, and stores it in the audit trail;
 // it never records a secret. Its scope is the namespace of the unit target names, if any.
-func (a *API) audit(r *http.Request, action, target, outcome string, actor *keystore.Principal, extra ...zap.Field) {
+func (a *pipeline) audit(r *http.Request, action, target, outcome string, actor *keystore.Principal, extra ...zap.Field) {
 	a.auditScoped(r, action, target, keystore.NamespaceOf(target), outcome, actor, extra...)
 }
 
 // auditScoped audits an action about the namespace scope ("" for none).
-func (a *API) auditScoped(r *http.Request, action, target, scope, outcome string, actor *keystore.Principal, extra ...zap.Field) {
+func (a *pipeline) auditScoped(r *http.Request, action, target, scope, outcome string, actor *keystore.Principal, extra ...zap.Field) {
 	a.record(r.Context(), auditEntry(r, action, target, scope, outcome), actor, extra...)
 }
 
@@ -366,7 +366,7 @@ func auditEntry(r *http.Request, action, target, scope, outcome string) keystore
 
 // record logs an audit line for e, with extra as its details, and stores e in the audit
 // trail; ctx is the context of the request it is about, if any.
-func (a *API) record(ctx context.Context, e keystore.AuditEntry, actor *keystore.Principal, extra ...zap.Field) {
+func (a *pipeline) record(ctx context.Context, e keystore.AuditEntry, actor *keystore.Principal, extra ...zap.Field) {
 	e = audited(e, actor, extra...)
 	a.logAudit(e, extra...)
 	a.storeAudit(ctx, e)
@@ -390,7 +390,7 @@ func successEntry(r *http.Request, action, target string, actor *keystore.Princi
 }
 
 // logAudit logs the audit line of e, with extra as its details.
-func (a *API) logAudit(e keystore.AuditEntry, extra ...zap.Field) {
+func (a *pipeline) logAudit(e keystore.AuditEntry, extra ...zap.Field) {
 	fields := []zap.Field{
 		zap.String("action", e.Action),
 		zap.String("target", e.Target),
@@ -406,14 +406,14 @@ func (a *API) logAudit(e keystore.AuditEntry, extra ...zap.Field) {
 
 // storeAudit writes an entry to the audit trail. A failure is logged and never fails the
 // request: the action has happened.
-func (a *API) storeAudit(ctx context.Context, e keystore.AuditEntry) {
+func (a *pipeline) storeAudit(ctx context.Context, e keystore.AuditEntry) {
 	store, err := a.keyStore()
 	if err == nil {
 		// Detached from the request: a client that leaves does not unwrite the action.
 		err = store.AppendAudit(context.WithoutCancel(ctx), e)
 	}
 	if err != nil {
-		a.opts.Logger.Error("storing an audit entry", zap.String("action", e.Action), zap.String("request_id", e.RequestID), zap.Error(err))
+		a.logger.Error("storing an audit entry", zap.String("action", e.Action), zap.String("request_id", e.RequestID), zap.Error(err))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/caddy-runtime/runtime/internal/cork"
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/keystore"
@@ -247,8 +248,8 @@ func (l *listing) page(q pageQuery, shape listShape) *page {
 }
 
 // writeBody writes body as a JSON answer, in gzip when r accepts it, in as few segments as
-// the connection allows (see corked).
+// the connection allows (see cork.Write).
 func writeBody(w http.ResponseWriter, r *http.Request, body *envelope.Body) {
 	data, _ := body.For(w.Header(), r)
-	corked(w, r, len(data), func() { envelope.WriteEncoded(w, http.StatusOK, data) })
+	cork.Write(w, r, len(data), func() { envelope.WriteEncoded(w, http.StatusOK, data) })
 }

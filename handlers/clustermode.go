@@ -60,8 +60,8 @@ func unitKind(c *packages.Catalog) string {
 // (shared), returning its change number, unless the unit is built-in here or has no live row
 // (installed on this instance only), which change on this instance's disk (local) as without
 // a cluster, with no change number.
-func (a *API) unitChange(c *packages.Catalog, name, version string, shared func(keystore.UnitRef) (int64, error), local func() error) (int64, error) {
-	if a.opts.Cluster == nil {
+func (a *unitsAPI) unitChange(c *packages.Catalog, name, version string, shared func(keystore.UnitRef) (int64, error), local func() error) (int64, error) {
+	if a.cluster == nil {
 		return 0, local()
 	}
 	if u, err := c.Lookup(name); err == nil && u.Dir.BuiltIn {
@@ -76,9 +76,9 @@ func (a *API) unitChange(c *packages.Catalog, name, version string, shared func(
 
 // removeUnit removes a unit (version): see unitChange. In cluster mode, a whole unit's trees
 // that no row covered (installed on this instance only) go too, as the request asked.
-func (a *API) removeUnit(r *http.Request, c *packages.Catalog, name, version string, local func() error) error {
+func (a *unitsAPI) removeUnit(r *http.Request, c *packages.Catalog, name, version string, local func() error) error {
 	change, err := a.unitChange(c, name, version, func(ref keystore.UnitRef) (int64, error) {
-		return a.opts.Cluster.Remove(r.Context(), ref, principalOf(r.Context()))
+		return a.cluster.Remove(r.Context(), ref, principalOf(r.Context()))
 	}, local)
 	if err != nil || change == 0 || version != "" {
 		return err

@@ -9,7 +9,14 @@ import (
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
-func (a *API) clusterRoutes() []route {
+// clusterAPI serves GET cluster: the instances sharing the desired state and how far each
+// has converged.
+type clusterAPI struct {
+	*pipeline
+	instances Instances // nil answers 503 while the runtime is starting
+}
+
+func (a *clusterAPI) clusterRoutes() []route {
 	return []route{{
 		method: "GET", path: "/cluster", id: "getCluster", tag: "cluster", permission: keystore.WorkersRead,
 		summary: "List the instances and how far each has converged",
@@ -26,11 +33,11 @@ func (a *API) clusterRoutes() []route {
 	}}
 }
 
-func (a *API) getCluster(w http.ResponseWriter, r *http.Request) error {
-	if a.opts.Instances == nil {
+func (a *clusterAPI) getCluster(w http.ResponseWriter, r *http.Request) error {
+	if a.instances == nil {
 		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
-	c, err := a.opts.Instances(r.Context())
+	c, err := a.instances(r.Context())
 	var refused *envelope.Error
 	if err != nil && !errors.As(err, &refused) && len(c.Instances) > 0 {
 		// The instances could not be read from the primary, but Instances gave this instance's

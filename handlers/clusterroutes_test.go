@@ -22,8 +22,8 @@ func TestClusterRoute(t *testing.T) {
 		{ID: "a1", Address: "10.0.0.1:443", Version: "v1.2.3", AppliedChange: 7, LastSeen: "2026-11-27T05:00:00Z", Health: "ok", Self: true},
 		{ID: "b2", Address: "10.0.0.2:443", Version: "v1.2.3", AppliedChange: 5, LastSeen: "2026-11-27T04:00:00Z", Health: "gone"},
 	}}
-	a.opts.Instances = func(context.Context) (api.Cluster, error) { return want, nil }
-	store, _ := a.opts.Keys()
+	a.cluster.instances = func(context.Context) (api.Cluster, error) { return want, nil }
+	store, _ := a.keys()
 	key := func(k keystore.NewKey) string {
 		created, err := store.Create(context.Background(), k)
 		if err != nil {

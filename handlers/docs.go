@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/mount"
@@ -16,7 +17,18 @@ import (
 const docsCSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; " +
 	"connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
 
-func (a *API) docsRoutes() []route {
+// docsAPI serves the OpenAPI document and the API reference: its page, at the API path and at
+// each mount path the runtime is reached under, and the page's assets.
+type docsAPI struct {
+	*pipeline
+	spec    openapi.Document // generated from the route table once it is built
+	doc     *ui.File         // the OpenAPI document, encoded once
+	page    *ui.File         // the docs page for the API path at the root
+	assets  *ui.Assets
+	mounted atomic.Pointer[mountedDocs] // the last mount path's document and page
+}
+
+func (a *docsAPI) docsRoutes() []route {
 	text := func(types ...string) map[string]*openapi.Schema {
 		m := map[string]*openapi.Schema{}
 		for _, t := range types {
@@ -82,9 +94,9 @@ type mountedDocs struct {
 // docsAt returns the OpenAPI document and the docs page for a runtime mounted at at. Those
 // of the root are built once; a runtime is mounted at one path in practice, so the last
 // other one is kept.
-func (a *API) docsAt(at string) (*mountedDocs, error) {
+func (a *docsAPI) docsAt(at string) (*mountedDocs, error) {
 	if at == "" {
-		return &mountedDocs{doc: a.doc, page: a.docsPage}, nil
+		return &mountedDocs{doc: a.doc, page: a.page}, nil
 	}
 	if m := a.mounted.Load(); m != nil && m.at == at {
 		return m, nil
@@ -95,7 +107,7 @@ func (a *API) docsAt(at string) (*mountedDocs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
 	}
-	page, err := ui.DocsPage(at+a.opts.Prefix, a.docsAssets)
+	page, err := ui.DocsPage(at+a.prefix, a.assets)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +116,8 @@ func (a *API) docsAt(at string) (*mountedDocs, error) {
 	return m, nil
 }
 
-func (a *API) serveDocsAsset(w http.ResponseWriter, r *http.Request) error {
-	if !a.docsAssets.Serve(w, r, r.PathValue("asset")) {
+func (a *docsAPI) serveDocsAsset(w http.ResponseWriter, r *http.Request) error {
+	if !a.assets.Serve(w, r, r.PathValue("asset")) {
 		return envelope.Errorf(http.StatusNotFound, envelope.CodeNotFound, "no docs asset named %q", r.PathValue("asset"))
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Error codes of custom domains.
@@ -24,7 +25,19 @@ const (
 	CodeTooManyPending = "TOO_MANY_PENDING_DOMAINS"
 )
 
-func (a *API) domainRoutes() []route {
+// domainsAPI serves the custom domains of workers: attaching, verifying, listing and
+// detaching them.
+type domainsAPI struct {
+	*pipeline
+	workers       *packages.Catalog     // the workers a domain may be attached to
+	workersDomain hosts.Domain          // the workers_domain, whose hosts no custom domain may take
+	resolvers     []string              // the DNS servers asked for TXT records; none: the system's
+	pending       int                   // max_pending_domains per namespace; 0: no cap
+	ownHosts      func() []string       // the host names serving the API
+	changed       func(context.Context) // told after a change, before the answer; may be nil
+}
+
+func (a *domainsAPI) domainRoutes() []route {
 	badName := errorResponse(http.StatusBadRequest, "Malformed scope or name (INVALID_PACKAGE_NAME)")
 	namespace := errorResponse(http.StatusForbidden, "The worker is outside the key's namespaces (NAMESPACE_DENIED)")
 	return []route{
@@ -74,7 +87,7 @@ func (a *API) domainRoutes() []route {
 
 // domainsOf reads and authorizes the worker whose domains a request is about, and returns the
 // key store holding them.
-func (a *API) domainsOf(r *http.Request) (string, *keystore.Store, error) {
+func (a *domainsAPI) domainsOf(r *http.Request) (string, *keystore.Store, error) {
 	name, _, err := workerTarget(r)
 	if err != nil {
 		return "", nil, err
@@ -83,7 +96,7 @@ func (a *API) domainsOf(r *http.Request) (string, *keystore.Store, error) {
 	return name, store, err
 }
 
-func (a *API) listDomains(w http.ResponseWriter, r *http.Request) error {
+func (a *domainsAPI) listDomains(w http.ResponseWriter, r *http.Request) error {
 	name, store, err := a.domainsOf(r)
 	if err != nil {
 		return err
@@ -100,12 +113,12 @@ func (a *API) listDomains(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) attachDomain(w http.ResponseWriter, r *http.Request) error {
+func (a *domainsAPI) attachDomain(w http.ResponseWriter, r *http.Request) error {
 	name, _, err := workerTarget(r)
 	if err != nil {
 		return err
 	}
-	c, err := catalog(a.opts.Workers)
+	c, err := catalog(a.workers)
 	if err != nil {
 		return err
 	}
@@ -113,10 +126,10 @@ func (a *API) attachDomain(w http.ResponseWriter, r *http.Request) error {
 		return envelope.Errorf(http.StatusNotFound, "WORKER_NOT_FOUND", "no worker named %q", name)
 	}
 	own := []string{hosts.Normalize(r.Host)}
-	if a.opts.OwnHosts != nil {
-		own = append(own, a.opts.OwnHosts()...)
+	if a.ownHosts != nil {
+		own = append(own, a.ownHosts()...)
 	}
-	domain, err := hosts.CheckCustom(r.PathValue("domain"), a.opts.WorkersDomain, own)
+	domain, err := hosts.CheckCustom(r.PathValue("domain"), a.workersDomain, own)
 	p := principalOf(r.Context())
 	refuse := func(status int, code string, err error) error {
 		a.auditScoped(r, "worker.domain.attach", name+" "+r.PathValue("domain"), keystore.NamespaceOf(name), "failed", &p, zap.String("reason", err.Error()))
@@ -135,14 +148,14 @@ func (a *API) attachDomain(w http.ResponseWriter, r *http.Request) error {
 	taken := func() error {
 		return refuse(http.StatusConflict, CodeDomainTaken, errors.New(domain+" is verified for another worker; detach it there first"))
 	}
-	d, err := store.AttachDomain(r.Context(), domain, name, a.opts.PendingDomains, p)
+	d, err := store.AttachDomain(r.Context(), domain, name, a.pending, p)
 	switch {
 	case errors.Is(err, keystore.ErrDomainTaken):
 		return taken()
 	case errors.Is(err, keystore.ErrTooManyPending):
 		return refuse(http.StatusConflict, CodeTooManyPending, fmt.Errorf("the namespace of %s holds %d custom domains pending verification, "+
 			"the most max_pending_domains allows: verify or detach one first (a claim still pending after %d days is dropped)",
-			name, a.opts.PendingDomains, int(keystore.PendingDomainTTL.Hours()/24)))
+			name, a.pending, int(keystore.PendingDomainTTL.Hours()/24)))
 	case err != nil:
 		return err
 	}
@@ -163,8 +176,8 @@ func (a *API) attachDomain(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if a.opts.DomainsChanged != nil {
-		a.opts.DomainsChanged(r.Context())
+	if a.changed != nil {
+		a.changed(r.Context())
 	}
 	rec := domainRecord(d)
 	a.auditScoped(r, "worker.domain.attach", name+" "+domain, keystore.NamespaceOf(name), "success", &p,
@@ -173,7 +186,7 @@ func (a *API) attachDomain(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
+func (a *domainsAPI) detachDomain(w http.ResponseWriter, r *http.Request) error {
 	name, store, err := a.domainsOf(r)
 	if err != nil {
 		return err
@@ -187,8 +200,8 @@ func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if a.opts.DomainsChanged != nil {
-		a.opts.DomainsChanged(r.Context())
+	if a.changed != nil {
+		a.changed(r.Context())
 	}
 	envelope.WriteJSON(w, http.StatusOK, api.Success{Success: true})
 	return nil
@@ -196,7 +209,7 @@ func (a *API) detachDomain(w http.ResponseWriter, r *http.Request) error {
 
 // removeDomain detaches domain from worker name, by p, with its worker.domain.detach entry
 // written in the same transaction and logged once it is.
-func (a *API) removeDomain(r *http.Request, store *keystore.Store, domain, name string, p keystore.Principal) error {
+func (a *domainsAPI) removeDomain(r *http.Request, store *keystore.Store, domain, name string, p keystore.Principal) error {
 	field := zap.String("domain", domain)
 	entry := audited(auditEntry(r, "worker.domain.detach", name+" "+domain, keystore.NamespaceOf(name), "success"), &p, field)
 	if err := store.RemoveDomainAudited(r.Context(), domain, name, p, &entry); err != nil {
@@ -208,31 +221,31 @@ func (a *API) removeDomain(r *http.Request, store *keystore.Store, domain, name 
 
 // endDomains detaches the custom domains of name, a worker just removed whole; a failure is
 // logged with what to do.
-func (a *API) endDomains(r *http.Request, name string) {
+func (a *domainsAPI) endDomains(r *http.Request, name string) {
 	store, err := a.keyStore()
 	if err != nil {
 		return
 	}
 	held, err := store.Domains(r.Context(), name)
 	if err != nil {
-		a.opts.Logger.Warn("the custom domains of a removed worker could not be read; detach them (DELETE domains) before a worker of that name is uploaded",
+		a.logger.Warn("the custom domains of a removed worker could not be read; detach them (DELETE domains) before a worker of that name is uploaded",
 			zap.String("worker", name), zap.Error(err))
 		return
 	}
 	p := principalOf(r.Context())
 	for _, d := range held {
 		if err := a.removeDomain(r, store, d.Domain, name, p); err != nil && !errors.Is(err, keystore.ErrDomainNotFound) {
-			a.opts.Logger.Warn("a custom domain of a removed worker could not be detached; detach it (DELETE domains) before a worker of that name is uploaded",
+			a.logger.Warn("a custom domain of a removed worker could not be detached; detach it (DELETE domains) before a worker of that name is uploaded",
 				zap.String("worker", name), zap.String("domain", d.Domain), zap.Error(err))
 		}
 	}
-	if len(held) > 0 && a.opts.DomainsChanged != nil {
-		a.opts.DomainsChanged(r.Context())
+	if len(held) > 0 && a.changed != nil {
+		a.changed(r.Context())
 	}
 }
 
 // verifier checks the TXT records of custom domains.
-func (a *API) verifier() hosts.Verifier { return hosts.Verifier{Resolvers: a.opts.DomainResolvers} }
+func (a *domainsAPI) verifier() hosts.Verifier { return hosts.Verifier{Resolvers: a.resolvers} }
 
 func domainRecord(d keystore.WorkerDomain) api.WorkerDomain {
 	rec := api.WorkerDomain{Domain: d.Domain, Worker: d.Worker, State: "pending", Record: hosts.ChallengeLabel + "." + d.Domain,

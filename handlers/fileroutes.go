@@ -15,19 +15,19 @@ import (
 type fileSurface struct {
 	name                  string // path segment and operationId prefix: "workers" or "plugins"
 	noun                  string // "worker" or "plugin"
-	catalog               func(a *API) *packages.Catalog
+	catalog               func(a *filesAPI) *packages.Catalog
 	read, install, remove string // permissions
 	layout                string // the writable part of the layout, for descriptions
 }
 
 var fileSurfaces = []fileSurface{
 	{
-		name: "workers", noun: "worker", catalog: func(a *API) *packages.Catalog { return a.opts.Workers },
+		name: "workers", noun: "worker", catalog: func(a *filesAPI) *packages.Catalog { return a.workers },
 		read: keystore.WorkersRead, install: keystore.WorkersInstall, remove: keystore.WorkersRemove,
 		layout: "Writes land strictly inside a version folder (<root>/<name>/<version>/… or <root>/@scope/<name>/<version>/…); name, scope and version folders are never created, renamed, moved or deleted here.",
 	},
 	{
-		name: "plugins", noun: "plugin", catalog: func(a *API) *packages.Catalog { return a.opts.Plugins },
+		name: "plugins", noun: "plugin", catalog: func(a *filesAPI) *packages.Catalog { return a.plugins },
 		read: keystore.PluginsRead, install: keystore.PluginsInstall, remove: keystore.PluginsRemove,
 		layout: "Writes land strictly inside a plugin folder (<root>/<name>/… or <root>/@scope/<name>/…); the plugin folder itself is never renamed, moved or deleted here (use DELETE plugins/{name}).",
 	},
@@ -39,8 +39,17 @@ const maxFileBatch = 1000
 // fileZipTooLarge is the refusal of a zip download over its limits, sent before the zip starts.
 const fileZipTooLarge = "The zip would hold more than max_archive_entries files and folders or max_unpacked_size bytes of files (PAYLOAD_TOO_LARGE, naming the limit)"
 
+// filesAPI serves the file managers of the workers and of the plugins.
+type filesAPI struct {
+	*pipeline
+	workers, plugins *packages.Catalog
+	// admit checks a unit's metadata that a write leaves changed, as an upload of it would be.
+	admit     func(p keystore.Principal, c *packages.Catalog, md packages.Metadata) error
+	clustered bool // cluster mode: the files are read-only here, the desired state is shared
+}
+
 // fileRoutes are the file manager's routes under workers/files and plugins/files.
-func (a *API) fileRoutes() []route {
+func (a *filesAPI) fileRoutes() []route {
 	var routes []route
 	for _, s := range fileSurfaces {
 		routes = append(routes, a.fileSurfaceRoutes(s)...)
@@ -65,7 +74,7 @@ const (
 )
 
 // fileSurfaceRoutes are the routes of one surface.
-func (a *API) fileSurfaceRoutes(s fileSurface) []route {
+func (a *filesAPI) fileSurfaceRoutes(s fileSurface) []route {
 	base := "/" + s.name + "/files/"
 	id := func(op string) string { return s.name + "Files" + op }
 	tag := s.name

@@ -22,7 +22,7 @@ import (
 // fileManager returns a surface's file manager for a request, or 503 while its catalog is
 // missing. A write that leaves a unit's metadata changed is admitted with the caller's key,
 // as an upload of that metadata would be.
-func (a *API) fileManager(s fileSurface, r *http.Request) (*filemanager.Surface, error) {
+func (a *filesAPI) fileManager(s fileSurface, r *http.Request) (*filemanager.Surface, error) {
 	c, err := catalog(s.catalog(a))
 	if err != nil {
 		return nil, err
@@ -31,7 +31,7 @@ func (a *API) fileManager(s fileSurface, r *http.Request) (*filemanager.Surface,
 	fm := filemanager.ForCatalog(c).WithAdmit(func(_ string, md packages.Metadata) error {
 		return a.admit(p, c, md)
 	})
-	if a.opts.Cluster != nil {
+	if a.clustered {
 		fm.WithFrozen(clusterReadOnly)
 	}
 	return fm, nil
@@ -54,7 +54,7 @@ func fileMessage(err error) string {
 
 // auditFile logs one write of the file manager: "success", "denied" for a refusal by policy,
 // namespace or containment, "failed" otherwise.
-func (a *API) auditFile(r *http.Request, s fileSurface, op, target string, err error, extra ...zap.Field) {
+func (a *filesAPI) auditFile(r *http.Request, s fileSurface, op, target string, err error, extra ...zap.Field) {
 	outcome := "success"
 	if err != nil {
 		outcome = "failed"
@@ -69,7 +69,7 @@ func (a *API) auditFile(r *http.Request, s fileSurface, op, target string, err e
 	a.auditScoped(r, "files."+op, target, keystore.NamespaceOf(unit), outcome, &p, append(extra, zap.String("surface", s.name))...)
 }
 
-func (a *API) fileList(s fileSurface) handlerFunc {
+func (a *filesAPI) fileList(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -96,7 +96,7 @@ func (a *API) fileList(s fileSurface) handlerFunc {
 // fileWrite runs one file manager change from a JSON request: decode it, make the change,
 // audit it as op on the path audited names (with further fields), and answer with the body
 // the change returns.
-func fileWrite[R any](a *API, s fileSurface, op string, audited func(R) (string, []zap.Field), change func(*filemanager.Surface, filemanager.Guard, R) (any, error)) handlerFunc {
+func fileWrite[R any](a *filesAPI, s fileSurface, op string, audited func(R) (string, []zap.Field), change func(*filemanager.Surface, filemanager.Guard, R) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -125,21 +125,21 @@ func pathAnswer(loc filemanager.Location) api.FilePathResponse {
 	return api.FilePathResponse{Success: true, Data: api.FilePathResult{Path: loc.Path}}
 }
 
-func (a *API) fileMkdir(s fileSurface) handlerFunc {
+func (a *filesAPI) fileMkdir(s fileSurface) handlerFunc {
 	return fileWrite(a, s, "mkdir", auditPath, func(fm *filemanager.Surface, g filemanager.Guard, req api.FilePathRequest) (any, error) {
 		loc, err := fm.Mkdir(g, req.Path)
 		return pathAnswer(loc), err
 	})
 }
 
-func (a *API) fileDelete(s fileSurface) handlerFunc {
+func (a *filesAPI) fileDelete(s fileSurface) handlerFunc {
 	return fileWrite(a, s, "delete", auditPath, func(fm *filemanager.Surface, g filemanager.Guard, req api.FilePathRequest) (any, error) {
 		_, err := fm.Delete(g, req.Path)
 		return api.Success{Success: true}, err
 	})
 }
 
-func (a *API) fileRename(s fileSurface) handlerFunc {
+func (a *filesAPI) fileRename(s fileSurface) handlerFunc {
 	return fileWrite(a, s, "rename", func(r api.FileRenameRequest) (string, []zap.Field) {
 		return r.Path, []zap.Field{zap.String("new_name", r.NewName)}
 	}, func(fm *filemanager.Surface, g filemanager.Guard, req api.FileRenameRequest) (any, error) {
@@ -148,7 +148,7 @@ func (a *API) fileRename(s fileSurface) handlerFunc {
 	})
 }
 
-func (a *API) fileMove(s fileSurface) handlerFunc {
+func (a *filesAPI) fileMove(s fileSurface) handlerFunc {
 	return fileWrite(a, s, "move", func(r api.FileMoveRequest) (string, []zap.Field) {
 		return r.Path, []zap.Field{zap.String("dest_path", r.DestPath)}
 	}, func(fm *filemanager.Surface, g filemanager.Guard, req api.FileMoveRequest) (any, error) {
@@ -157,7 +157,7 @@ func (a *API) fileMove(s fileSurface) handlerFunc {
 	})
 }
 
-func (a *API) fileRefresh(s fileSurface) handlerFunc {
+func (a *filesAPI) fileRefresh(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -190,7 +190,7 @@ func checkBatch(paths []string) error {
 	return nil
 }
 
-func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
+func (a *filesAPI) fileDeleteBatch(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -218,7 +218,7 @@ func (a *API) fileDeleteBatch(s fileSurface) handlerFunc {
 	}
 }
 
-func (a *API) fileMoveBatch(s fileSurface) handlerFunc {
+func (a *filesAPI) fileMoveBatch(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -261,7 +261,7 @@ func cmpErr(kept, err error) error {
 	return kept
 }
 
-func (a *API) fileDownload(s fileSurface) handlerFunc {
+func (a *filesAPI) fileDownload(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -276,7 +276,7 @@ func (a *API) fileDownload(s fileSurface) handlerFunc {
 	}
 }
 
-func (a *API) fileDownloadBatch(s fileSurface) handlerFunc {
+func (a *filesAPI) fileDownloadBatch(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {
@@ -312,7 +312,7 @@ func (a *API) fileDownloadBatch(s fileSurface) handlerFunc {
 // sendDownload streams a download. The headers go out with the first byte, so a failure
 // before it is still an error envelope; a failure after it aborts the response, so the client
 // sees a broken transfer rather than a truncated file that looks complete.
-func (a *API) sendDownload(w http.ResponseWriter, r *http.Request, d *filemanager.Download) error {
+func (a *filesAPI) sendDownload(w http.ResponseWriter, r *http.Request, d *filemanager.Download) error {
 	lw := &lazyHeaderWriter{w: w, header: func() {
 		h := w.Header()
 		if d.IsZip {
@@ -333,7 +333,7 @@ func (a *API) sendDownload(w http.ResponseWriter, r *http.Request, d *filemanage
 	case !lw.started:
 		return packageError(err)
 	}
-	a.opts.Logger.Warn("download failed after it started", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
+	a.logger.Warn("download failed after it started", zap.String("request_id", trace.RequestID(r.Context())), zap.Error(err))
 	panic(http.ErrAbortHandler)
 }
 
@@ -359,7 +359,7 @@ func (l *lazyHeaderWriter) Write(p []byte) (int, error) {
 // fileUpload reads the multipart form as a stream: the files are spooled, in one temporary
 // file, counting their bytes against max_upload_size, and handed to the file manager once the
 // form is complete, because paths[] may follow the files it names.
-func (a *API) fileUpload(s fileSurface) handlerFunc {
+func (a *filesAPI) fileUpload(s fileSurface) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		fm, err := a.fileManager(s, r)
 		if err != nil {

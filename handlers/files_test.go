@@ -164,7 +164,7 @@ func TestFileRoutes(t *testing.T) {
 // TestFileNamespaces runs a restricted key against every kind of route.
 func TestFileNamespaces(t *testing.T) {
 	a, do, _, _ := fileTestAPI(t)
-	store, _ := a.opts.Keys()
+	store, _ := a.keys()
 	created, err := store.Create(context.Background(), keystore.NewKey{Name: "team", Role: keystore.RoleAdmin, Namespaces: []string{"@team"}})
 	if err != nil {
 		t.Fatal(err)

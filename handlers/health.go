@@ -5,12 +5,22 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 )
 
-func (a *API) healthRoutes() []route {
+// healthAPI serves discovery and the health probes: it holds what they report.
+type healthAPI struct {
+	*pipeline
+	version       string
+	workersURL    string       // "" when workers share the API's origin
+	workersDomain hosts.Domain // a host per worker when set
+	readiness     func() error // why the runtime cannot take traffic yet, or nil
+}
+
+func (a *healthAPI) healthRoutes() []route {
 	probe := func(status string) handlerFunc {
 		// Encoded once: probes are the most frequent requests and always answer the same.
-		body := envelope.EncodeJSON(api.Health{OK: true, Status: status, Version: a.opts.Version})
+		body := envelope.EncodeJSON(api.Health{OK: true, Status: status, Version: a.version})
 		return func(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(body)
@@ -24,8 +34,8 @@ func (a *API) healthRoutes() []route {
 			description: "Clients read `api` to find the API path, which moves under a configured prefix, `workers` to build links to workers when they are served on their own origin, and `workersDomain` when each worker has a host of its own.",
 			responses:   []response{{status: http.StatusOK, description: "The API path and version, and the workers' base URL", body: api.Discovery{}}},
 			handle: func(w http.ResponseWriter, r *http.Request) error {
-				envelope.WriteJSON(w, http.StatusOK, api.Discovery{API: a.apiPath(r), Version: a.opts.Version, Workers: a.opts.WorkersURL,
-					WorkersDomain: a.opts.WorkersDomain.BaseURL()})
+				envelope.WriteJSON(w, http.StatusOK, api.Discovery{API: a.apiPath(r), Version: a.version, Workers: a.workersURL,
+					WorkersDomain: a.workersDomain.BaseURL()})
 				return nil
 			},
 		},
@@ -60,9 +70,9 @@ func (a *API) healthRoutes() []route {
 
 // ready answers the readiness probe: with the fixed answer probe where the key store is local,
 // and with the state of the key store's primary in sync mode.
-func (a *API) ready(probe handlerFunc) handlerFunc {
+func (a *healthAPI) ready(probe handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := a.opts.Ready(); err != nil {
+		if err := a.readiness(); err != nil {
 			return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
 		}
 		store, err := a.keyStore()
@@ -76,7 +86,7 @@ func (a *API) ready(probe handlerFunc) handlerFunc {
 		if !st.Synced {
 			return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the key store has not pulled from its primary yet")
 		}
-		body := api.Health{OK: true, Status: "ready", Version: a.opts.Version, KeyStore: "ok"}
+		body := api.Health{OK: true, Status: "ready", Version: a.version, KeyStore: "ok"}
 		if !st.Reachable {
 			body.KeyStore = "degraded"
 		}

@@ -30,7 +30,13 @@ const (
 	keyValidationDescription = "Invalid request (BAD_REQUEST, MISSING_KEY_NAME, INVALID_KEY_NAME, INVALID_KEY_ROLE, MISSING_PERMISSIONS, INVALID_PERMISSION, INVALID_NAMESPACE, INVALID_EXPIRATION)"
 )
 
-func (a *API) keyRoutes() []route {
+// keysAPI serves the API keys: listing, creating and revoking them.
+type keysAPI struct {
+	*pipeline
+	list bodyCache // the encoded listings, kept while the keys are unchanged
+}
+
+func (a *keysAPI) keyRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/keys", id: "listKeys", tag: "keys", permission: keystore.KeysRead,
@@ -93,14 +99,14 @@ func (a *API) keyRoutes() []route {
 	}
 }
 
-func (a *API) listKeys(w http.ResponseWriter, r *http.Request) error {
+func (a *keysAPI) listKeys(w http.ResponseWriter, r *http.Request) error {
 	store, err := a.keyStore()
 	if err != nil {
 		return err
 	}
 	gen := store.ListGeneration() // before the listing: a change after it gives a new one
 	p := principalOf(r.Context())
-	return a.keyList.serve(w, r, p, cacheGen{list: gen}, true, keyListShape, func() ([]listRecord, error) {
+	return a.list.serve(w, r, p, cacheGen{list: gen}, true, keyListShape, func() ([]listRecord, error) {
 		keys, err := store.List(r.Context())
 		if err != nil {
 			return nil, err
@@ -141,7 +147,7 @@ var keyListShape = listShape{
 // keyOrder is the order key of the key with id: zero-padded, so that byte order is the ids'.
 func keyOrder(id int64) string { return fmt.Sprintf("%019d", id) }
 
-func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
+func (a *keysAPI) createKey(w http.ResponseWriter, r *http.Request) error {
 	store, err := a.keyStore()
 	if err != nil {
 		return err
@@ -185,22 +191,7 @@ func (a *API) createKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// storeAndID returns the key store and the route's {id}, a positive integer naming a what.
-func (a *API) storeAndID(r *http.Request, what string) (*keystore.Store, int64, error) {
-	store, err := a.keyStore()
-	if err != nil {
-		return nil, 0, err
-	}
-	raw := r.PathValue("id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	// One name per id: "01" or "+1" would reach key 1 under a name no listing shows.
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != raw {
-		return nil, 0, envelope.Errorf(http.StatusBadRequest, envelope.CodeBadRequest, "%q is not a %s id; ids are positive integers written without leading zeros or a sign", raw, what)
-	}
-	return store, id, nil
-}
-
-func (a *API) revokeKey(w http.ResponseWriter, r *http.Request) error {
+func (a *keysAPI) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	store, id, err := a.storeAndID(r, "key")
 	if err != nil {
 		return err
@@ -269,24 +260,15 @@ func checkRank(p keystore.Principal, rec keystore.KeyRecord, now time.Time) erro
 
 // removeStaleBootstrap deletes the bootstrap key's file once its key no longer works, so no
 // dead secret lingers on disk.
-func (a *API) removeStaleBootstrap(ctx context.Context, store *keystore.Store) {
+func (a *keysAPI) removeStaleBootstrap(ctx context.Context, store *keystore.Store) {
 	why, err := store.RemoveStaleBootstrap(ctx)
 	if err != nil {
-		a.opts.Logger.Error("checking the bootstrap key file", zap.String("file", store.BootstrapPath()), zap.Error(err))
+		a.logger.Error("checking the bootstrap key file", zap.String("file", store.BootstrapPath()), zap.Error(err))
 		return
 	}
 	if why != "" {
-		a.opts.Logger.Info(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
+		a.logger.Info(keystore.BootstrapRemovedMessage, zap.String("file", store.BootstrapPath()), zap.String("reason", why))
 	}
-}
-
-// keyStore returns the store, or 503 while the runtime is starting.
-func (a *API) keyStore() (*keystore.Store, error) {
-	store, err := a.opts.Keys()
-	if err != nil {
-		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err)
-	}
-	return store, nil
 }
 
 // keyTarget names a key in the audit trail as people know it: by name and id.

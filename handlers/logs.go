@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // DefaultHeartbeat is how often a followed log stream sends a comment line when no output
@@ -21,7 +22,16 @@ const DefaultHeartbeat = 15 * time.Second
 // defaultLogLimit is how many lines GET logs answers when no limit is given.
 const defaultLogLimit = 100
 
-func (a *API) logRoutes() []route {
+// logsAPI serves the workers' logs, read once or followed.
+type logsAPI struct {
+	*pipeline
+	workers   *packages.Catalog
+	pool      func() *workers.Pool // nil until the runtime has started
+	heartbeat time.Duration        // how often an idle followed stream sends a comment
+	stopping  <-chan struct{}      // closed by Shutdown: followed streams end
+}
+
+func (a *logsAPI) logRoutes() []route {
 	return []route{{
 		method: "GET", path: "/workers/{scope}/{name}/logs", id: "workerLogs", tag: "workers", permission: keystore.WorkersRead,
 		summary: "Read or follow a worker's output",
@@ -87,8 +97,8 @@ func logLine(l workers.LogLine) api.WorkerLogLine {
 	return api.WorkerLogLine{Seq: l.Seq, Time: l.Time.UTC().Format(time.RFC3339Nano), Version: l.Version, PID: l.PID, Stream: l.Stream, Text: l.Text}
 }
 
-func (a *API) workerLogs(w http.ResponseWriter, r *http.Request) error {
-	name, err := a.existingWorker(r)
+func (a *logsAPI) workerLogs(w http.ResponseWriter, r *http.Request) error {
+	name, err := existingWorker(a.workers, r)
 	if err != nil {
 		return err
 	}
@@ -96,7 +106,7 @@ func (a *API) workerLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pool := a.opts.Pool()
+	pool := a.pool()
 	if pool == nil {
 		return envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
@@ -116,7 +126,7 @@ func (a *API) workerLogs(w http.ResponseWriter, r *http.Request) error {
 
 // streamLogs writes the backlog and then each new line as Server-Sent Events until the client
 // leaves, the runtime stops, or the log book closes its followers.
-func (a *API) streamLogs(w http.ResponseWriter, r *http.Request, backlog []workers.LogLine, f *workers.Follower, stream string) {
+func (a *logsAPI) streamLogs(w http.ResponseWriter, r *http.Request, backlog []workers.LogLine, f *workers.Follower, stream string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")

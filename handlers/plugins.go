@@ -23,7 +23,7 @@ type PluginHost interface {
 	Reload()
 }
 
-func (a *API) pluginRoutes() []route {
+func (a *unitsAPI) pluginRoutes() []route {
 	namespace := errorResponse(http.StatusForbidden, "The plugin is outside the key's namespaces (NAMESPACE_DENIED)")
 	badName := errorResponse(http.StatusBadRequest, "Malformed name (INVALID_PACKAGE_NAME)")
 	toggle := func(enabled bool) route {
@@ -58,11 +58,11 @@ func (a *API) pluginRoutes() []route {
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install and the load plan the next reload would make (PluginDryRun)",
 				body: api.PluginUploaded{}, alt: []any{api.PluginDryRun{}}}}, uploadErrors("plugin")...),
-			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Plugins }, "plugin.upload", func(in api.InstalledUnit, _ []keystore.Share) any {
+			handle: a.uploadHandler(func() *packages.Catalog { return a.plugins }, "plugin.upload", func(in api.InstalledUnit, _ []keystore.Share) any {
 				var body api.PluginUploaded
 				body.Success, body.Data.Plugin, body.Data.ReloadRequired = true, in, true
-				body.Data.Message = "installed; POST " + a.opts.Prefix + "/plugins/reload to load it"
-				if a.opts.Cluster != nil {
+				body.Data.Message = "installed; POST " + a.prefix + "/plugins/reload to load it"
+				if a.cluster != nil {
 					body.Data.ReloadRequired = false
 					body.Data.Message = "installed and loaded; every instance loads it once it has installed it"
 				}
@@ -114,8 +114,8 @@ func (a *API) pluginRoutes() []route {
 	}
 }
 
-func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
-	c, err := catalog(a.opts.Plugins)
+func (a *unitsAPI) listPlugins(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.plugins)
 	if err != nil {
 		return err
 	}
@@ -127,8 +127,8 @@ func (a *API) listPlugins(w http.ResponseWriter, r *http.Request) error {
 }
 
 // pluginTarget reads and authorizes the plugin a request acts on, in the plugin catalog.
-func (a *API) pluginTarget(r *http.Request) (*packages.Catalog, string, error) {
-	c, err := catalog(a.opts.Plugins)
+func (a *unitsAPI) pluginTarget(r *http.Request) (*packages.Catalog, string, error) {
+	c, err := catalog(a.plugins)
 	if err != nil {
 		return nil, "", err
 	}
@@ -139,7 +139,7 @@ func (a *API) pluginTarget(r *http.Request) (*packages.Catalog, string, error) {
 	return c, name, authorizeUnit(principalOf(r.Context()), name)
 }
 
-func (a *API) togglePlugin(w http.ResponseWriter, r *http.Request, enabled bool) error {
+func (a *unitsAPI) togglePlugin(w http.ResponseWriter, r *http.Request, enabled bool) error {
 	c, name, err := a.pluginTarget(r)
 	if err != nil {
 		return err
@@ -152,7 +152,7 @@ func (a *API) togglePlugin(w http.ResponseWriter, r *http.Request, enabled bool)
 		}, body)
 }
 
-func (a *API) deletePlugin(w http.ResponseWriter, r *http.Request) error {
+func (a *unitsAPI) deletePlugin(w http.ResponseWriter, r *http.Request) error {
 	c, name, err := a.pluginTarget(r)
 	if err != nil {
 		return err
@@ -160,7 +160,7 @@ func (a *API) deletePlugin(w http.ResponseWriter, r *http.Request) error {
 	return a.act(w, r, "plugin.delete", name, func() error { return a.removeUnit(r, c, name, "", func() error { return c.Remove(name) }) }, api.Success{Success: true})
 }
 
-func (a *API) pluginConfig(w http.ResponseWriter, r *http.Request) error {
+func (a *unitsAPI) pluginConfig(w http.ResponseWriter, r *http.Request) error {
 	c, name, err := a.pluginTarget(r)
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ func (a *API) pluginConfig(w http.ResponseWriter, r *http.Request) error {
 	}
 	v := u.Versions[0]
 	out := api.PluginConfig{Name: u.Name, Version: v.Version, Enabled: v.Enabled, Path: u.Path, Source: u.Source()}
-	if m, err := plugins.ReadManifest(v.Metadata, a.opts.PluginPolicy, v.Path); err != nil {
+	if m, err := plugins.ReadManifest(v.Metadata, a.pluginPolicy, v.Path); err != nil {
 		out.ManifestError = err.Error()
 	} else if out.Manifest, err = pluginManifest(m); err != nil {
 		return err
@@ -225,14 +225,14 @@ func pluginLoad(host PluginHost, name string, enabled bool) api.PluginLoad {
 }
 
 // pluginHost returns the plugin table, or 503 while the runtime is starting.
-func (a *API) pluginHost() (PluginHost, error) {
-	if a.opts.PluginHost == nil {
+func (a *unitsAPI) pluginHost() (PluginHost, error) {
+	if a.host == nil {
 		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
-	return a.opts.PluginHost, nil
+	return a.host, nil
 }
 
-func (a *API) listLoadedPlugins(w http.ResponseWriter, r *http.Request) error {
+func (a *unitsAPI) listLoadedPlugins(w http.ResponseWriter, r *http.Request) error {
 	host, err := a.pluginHost()
 	if err != nil {
 		return err
@@ -267,15 +267,15 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
+func (a *unitsAPI) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
 	host, err := a.pluginHost()
 	if err != nil {
 		return err
 	}
 	var change int64
-	if a.opts.Cluster != nil {
+	if a.cluster != nil {
 		// Every instance reloads; this one has when the request is written.
-		if change, err = a.opts.Cluster.ReloadPlugins(r.Context(), principalOf(r.Context())); err != nil {
+		if change, err = a.cluster.ReloadPlugins(r.Context(), principalOf(r.Context())); err != nil {
 			return err
 		}
 	} else {
@@ -301,7 +301,7 @@ func (a *API) reloadPlugins(w http.ResponseWriter, r *http.Request) error {
 
 // pluginDryRun answers a plugin upload's dry run: the staged plugin and the load plan that
 // the installed plugins and it would make, filtered to the key's namespaces.
-func (a *API) pluginDryRun(r *http.Request, s *packages.Staged) (any, error) {
+func (a *unitsAPI) pluginDryRun(r *http.Request, s *packages.Staged) (any, error) {
 	installed, err := a.installed()
 	if err != nil {
 		return nil, err
@@ -309,7 +309,7 @@ func (a *API) pluginDryRun(r *http.Request, s *packages.Staged) (any, error) {
 	candidate := packages.Unit{Name: s.Name, Path: s.Tree,
 		Versions: []packages.Version{{Version: s.Version, Enabled: s.Metadata.Enabled, Path: s.Tree, Metadata: s.Metadata}}}
 	units := slices.DeleteFunc(slices.Clone(installed[packages.PluginLayout.Noun]), func(u packages.Unit) bool { return u.Name == s.Name })
-	plan := plugins.MakePlan(append(units, candidate), a.opts.PluginPolicy, packages.Names(installed[packages.WorkerLayout.Noun]))
+	plan := plugins.MakePlan(append(units, candidate), a.pluginPolicy, packages.Names(installed[packages.WorkerLayout.Noun]))
 	var body api.PluginDryRun
 	body.Success, body.DryRun, body.Data.Plugin, body.Data.Replaces = true, true, installedUnit(s.Installed), s.Replaces
 	body.Data.Plan = api.PluginPlan{Load: []api.PluginVersion{}, Failed: []api.PluginFailure{}}

@@ -6,10 +6,20 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
-func (a *API) poolRoutes() []route {
+// poolAPI serves the process pool: the running processes of process workers, and restarting
+// a worker's.
+type poolAPI struct {
+	*pipeline
+	workers *packages.Catalog
+	pool    func() *workers.Pool // nil until the runtime has started
+}
+
+func (a *poolAPI) poolRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/workers/pool", id: "listWorkerProcesses", tag: "workers", permission: keystore.WorkersRead,
@@ -35,9 +45,9 @@ func (a *API) poolRoutes() []route {
 	}
 }
 
-func (a *API) listPool(w http.ResponseWriter, r *http.Request) error {
+func (a *poolAPI) listPool(w http.ResponseWriter, r *http.Request) error {
 	out := []api.PoolProcess{}
-	pool := a.opts.Pool()
+	pool := a.pool()
 	if pool == nil {
 		envelope.WriteJSON(w, http.StatusOK, out)
 		return nil
@@ -64,15 +74,15 @@ func timestamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-func (a *API) restartWorker(w http.ResponseWriter, r *http.Request) error {
-	name, err := a.existingWorker(r)
+func (a *poolAPI) restartWorker(w http.ResponseWriter, r *http.Request) error {
+	name, err := existingWorker(a.workers, r)
 	if err != nil {
 		return err
 	}
 	var body api.WorkerRestarted
 	body.Success, body.Data.Name, body.Data.Restarted = true, name, []string{}
 	return a.act(w, r, "worker.restart", name, func() error {
-		if pool := a.opts.Pool(); pool != nil {
+		if pool := a.pool(); pool != nil {
 			body.Data.Restarted = append(body.Data.Restarted, pool.Restart(name, "")...)
 		}
 		return nil
@@ -81,8 +91,8 @@ func (a *API) restartWorker(w http.ResponseWriter, r *http.Request) error {
 
 // existingWorker names the worker a request targets, or fails with the
 // spec's 404 when no such worker is installed.
-func (a *API) existingWorker(r *http.Request) (string, error) {
-	c, err := catalog(a.opts.Workers)
+func existingWorker(workers *packages.Catalog, r *http.Request) (string, error) {
+	c, err := catalog(workers)
 	if err != nil {
 		return "", err
 	}

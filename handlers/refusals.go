@@ -140,6 +140,6 @@ func (t *refusalTally) stop() {
 }
 
 // auditRefusals is the refusalTally's writer: one audit line and entry per address and minute.
-func (a *API) auditRefusals(e keystore.AuditEntry, n int) {
+func (a *pipeline) auditRefusals(e keystore.AuditEntry, n int) {
 	a.record(context.Background(), e, nil, zap.Int("count", n))
 }

@@ -63,10 +63,26 @@ func errorResponse(status int, description string) response {
 	return response{status: status, description: description, body: api.Envelope{}}
 }
 
-// routes is the route table of the API.
+// routes is the route table of the API, assembled from the resources' routes; its order is the
+// OpenAPI document's.
 func (a *API) routes() []route {
-	return slices.Concat(a.healthRoutes(), a.sessionRoutes(), a.keyRoutes(), a.workerRoutes(), a.domainRoutes(), a.trafficRoutes(), a.poolRoutes(), a.secretRoutes(), a.statsRoutes(), a.logRoutes(), a.auditRoutes(), a.pluginRoutes(),
-		a.fileRoutes(), a.clusterRoutes(), a.docsRoutes())
+	return slices.Concat(
+		a.health.healthRoutes(),
+		a.sessions.sessionRoutes(),
+		a.apiKeys.keyRoutes(),
+		a.units.workerRoutes(),
+		a.domains.domainRoutes(),
+		a.traffic.trafficRoutes(),
+		a.pool.poolRoutes(),
+		a.secrets.secretRoutes(),
+		a.stats.statsRoutes(),
+		a.logs.logRoutes(),
+		a.auditTrail.auditRoutes(),
+		a.units.pluginRoutes(),
+		a.files.fileRoutes(),
+		a.cluster.clusterRoutes(),
+		a.docs.docsRoutes(),
+	)
 }
 
 // RepositoryURL is where the runtime is developed: the document's contact.
@@ -95,7 +111,7 @@ func (a *API) document(table []route) openapi.Document {
 		JSONSchemaDialect: "https://spec.openapis.org/oas/3.1/dialect/base",
 		Info: openapi.Info{
 			Title:   "Runtime management API",
-			Version: a.opts.Version,
+			Version: a.version,
 			Description: "Manage the workers, plugins, API keys and sessions of a runtime. " +
 				"Every error of the API answers with the envelope {\"error\":{\"code\",\"message\"}}; every answer of the API carries X-Request-Id.",
 			Contact: &openapi.Contact{Name: "The runtime project", URL: RepositoryURL},

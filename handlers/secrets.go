@@ -41,7 +41,13 @@ const secretsDoc = "Secrets reach only the worker's processes, as environment va
 	"a change drains and restarts the processes running. A value is never shown again, nor logged, audited or listed: " +
 	"the audit trail records the name and who set it. {scope} is _ or @scope. A runtime without secrets_key answers 503 SECRETS_NOT_CONFIGURED."
 
-func (a *API) secretRoutes() []route {
+// secretsAPI serves the workers' secrets: setting, listing the names of and removing them.
+type secretsAPI struct {
+	*pipeline
+	sealing SecretsOptions // the key secrets are sealed with and the hook that applies a change
+}
+
+func (a *secretsAPI) secretRoutes() []route {
 	secretParam := []openapi.Parameter{{Name: "secret", In: "path", Required: true,
 		Description: "the secret's name: an environment variable name the runtime does not set itself (not PORT, HOST, TMPDIR, PATH, HOME, LISTEN_* or a CGI variable such as HTTP_*, SERVER_NAME, REMOTE_ADDR or PATH_INFO)",
 		Schema:      &openapi.Schema{Type: "string"}}}
@@ -93,7 +99,7 @@ func (a *API) secretRoutes() []route {
 
 // secretsTarget reads and authorizes the worker a secrets request acts on, and returns the
 // key, refusing the request when none is configured.
-func (a *API) secretsTarget(r *http.Request) (string, *secrets.Key, error) {
+func (a *secretsAPI) secretsTarget(r *http.Request) (string, *secrets.Key, error) {
 	name, err := unitName(r)
 	if err != nil {
 		return "", nil, err
@@ -102,8 +108,8 @@ func (a *API) secretsTarget(r *http.Request) (string, *secrets.Key, error) {
 		return "", nil, err
 	}
 	var key *secrets.Key
-	if a.opts.Secrets.Key != nil {
-		key = a.opts.Secrets.Key()
+	if a.sealing.Key != nil {
+		key = a.sealing.Key()
 	}
 	if key == nil {
 		return "", nil, envelope.Errorf(http.StatusServiceUnavailable, CodeSecretsNotConfigured,
@@ -113,7 +119,7 @@ func (a *API) secretsTarget(r *http.Request) (string, *secrets.Key, error) {
 	return name, key, nil
 }
 
-func (a *API) listSecrets(w http.ResponseWriter, r *http.Request) error {
+func (a *secretsAPI) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	worker, _, err := a.secretsTarget(r)
 	if err != nil {
 		return err
@@ -135,7 +141,7 @@ func (a *API) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) setSecret(w http.ResponseWriter, r *http.Request) error {
+func (a *secretsAPI) setSecret(w http.ResponseWriter, r *http.Request) error {
 	worker, key, err := a.secretsTarget(r)
 	if err != nil {
 		return err
@@ -147,7 +153,7 @@ func (a *API) setSecret(w http.ResponseWriter, r *http.Request) error {
 	return a.applySecrets(w, r, worker, key, map[string]string{r.PathValue("secret"): body.Value}, nil)
 }
 
-func (a *API) changeSecrets(w http.ResponseWriter, r *http.Request) error {
+func (a *secretsAPI) changeSecrets(w http.ResponseWriter, r *http.Request) error {
 	worker, key, err := a.secretsTarget(r)
 	if err != nil {
 		return err
@@ -162,7 +168,7 @@ func (a *API) changeSecrets(w http.ResponseWriter, r *http.Request) error {
 	return a.applySecrets(w, r, worker, key, body.Set, body.Unset)
 }
 
-func (a *API) deleteSecret(w http.ResponseWriter, r *http.Request) error {
+func (a *secretsAPI) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 	worker, key, err := a.secretsTarget(r)
 	if err != nil {
 		return err
@@ -172,7 +178,7 @@ func (a *API) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 
 // applySecrets checks, seals and stores the change to worker's secrets, audits it by name,
 // restarts the worker's processes and answers.
-func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string, key *secrets.Key, set map[string]string, unset []string) error {
+func (a *secretsAPI) applySecrets(w http.ResponseWriter, r *http.Request, worker string, key *secrets.Key, set map[string]string, unset []string) error {
 	names := make([]string, 0, len(set))
 	for name := range set {
 		names = append(names, name)
@@ -238,8 +244,8 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string
 	a.logAudit(entry, fields...)
 	var body api.SecretsChanged
 	body.Success, body.Data.Worker, body.Data.Set, body.Data.Unset, body.Data.Restarted = true, worker, names, unset, []string{}
-	if a.opts.Secrets.Changed != nil {
-		body.Data.Restarted = append(body.Data.Restarted, a.opts.Secrets.Changed(worker, change)...)
+	if a.sealing.Changed != nil {
+		body.Data.Restarted = append(body.Data.Restarted, a.sealing.Changed(worker, change)...)
 	}
 	envelope.WriteJSON(w, http.StatusOK, body)
 	return nil
@@ -247,7 +253,7 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string
 
 // endSecrets removes the secrets of name, a worker just removed whole; a failure is logged
 // with what to do.
-func (a *API) endSecrets(r *http.Request, name string) {
+func (a *secretsAPI) endSecrets(r *http.Request, name string) {
 	store, err := a.keyStore()
 	if err != nil {
 		return
@@ -270,7 +276,7 @@ func (a *API) endSecrets(r *http.Request, name string) {
 		a.logAudit(entry, fields...)
 		return
 	}
-	a.opts.Logger.Warn("the secrets of a removed worker could not be removed; remove them (DELETE secrets) before a worker of that name is uploaded",
+	a.logger.Warn("the secrets of a removed worker could not be removed; remove them (DELETE secrets) before a worker of that name is uploaded",
 		zap.String("worker", name), zap.Error(err))
 	a.audit(r, "worker.secrets", name, "failed", &p, fields...)
 }

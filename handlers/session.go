@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/net/publicsuffix"
@@ -43,7 +44,13 @@ var sessionCookieHeaders = map[string]openapi.Header{"Set-Cookie": {
 	Schema: &openapi.Schema{Type: "string"},
 }}
 
-func (a *API) sessionRoutes() []route {
+// sessionsAPI serves the browser sessions: signing in and out, listing and ending them.
+type sessionsAPI struct {
+	*pipeline
+	sessionTTL time.Duration // the lifetime of a session cookie
+}
+
+func (a *sessionsAPI) sessionRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/admin/session", id: "getSession", tag: "session",
@@ -117,7 +124,7 @@ func (a *API) sessionRoutes() []route {
 // getSession describes the caller. The answer depends only on the verification the credential
 // came from, so it is encoded once per cached verification (the most frequent authenticated
 // request: every page of the cpanel asks it).
-func (a *API) getSession(w http.ResponseWriter, r *http.Request) error {
+func (a *sessionsAPI) getSession(w http.ResponseWriter, r *http.Request) error {
 	p := principalOf(r.Context())
 	body := p.Memo().Load()
 	if body == nil {
@@ -132,7 +139,7 @@ func (a *API) getSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) login(w http.ResponseWriter, r *http.Request) error {
+func (a *sessionsAPI) login(w http.ResponseWriter, r *http.Request) error {
 	var req api.LoginRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
@@ -154,7 +161,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) error {
 	}
 	var entry keystore.AuditEntry
 	token, sess, err := store.CreateSession(r.Context(), keystore.NewSession{
-		Principal: p, RootKey: a.opts.RootKey, TTL: a.opts.SessionTTL, UserAgent: r.UserAgent(),
+		Principal: p, RootKey: a.rootKey, TTL: a.sessionTTL, UserAgent: r.UserAgent(),
 		Audit: func(s keystore.SessionRecord) keystore.AuditEntry {
 			entry = successEntry(r, "session.login", p.Name, &p, zap.Int64("session", s.ID))
 			return entry
@@ -168,7 +175,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) logout(w http.ResponseWriter, r *http.Request) error {
+func (a *sessionsAPI) logout(w http.ResponseWriter, r *http.Request) error {
 	var actor *keystore.Principal
 	if cred := credentialOf(r); cred.present && !cred.duplicate {
 		if p, _, err := a.resolveCredential(r.Context(), cred); err == nil {
@@ -207,12 +214,12 @@ func sessionTokens(r *http.Request) []string {
 	return tokens
 }
 
-func (a *API) listSessions(w http.ResponseWriter, r *http.Request) error {
+func (a *sessionsAPI) listSessions(w http.ResponseWriter, r *http.Request) error {
 	store, err := a.keyStore()
 	if err != nil {
 		return err
 	}
-	list, err := store.ListSessions(r.Context(), principalOf(r.Context()), a.opts.RootKey)
+	list, err := store.ListSessions(r.Context(), principalOf(r.Context()), a.rootKey)
 	if err != nil {
 		return err
 	}
@@ -228,15 +235,15 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
+func (a *sessionsAPI) endSession(w http.ResponseWriter, r *http.Request) error {
 	store, id, err := a.storeAndID(r, "session")
 	if err != nil {
 		return err
 	}
 	p := principalOf(r.Context())
-	err = store.EndSession(r.Context(), p, a.opts.RootKey, id)
+	err = store.EndSession(r.Context(), p, a.rootKey, id)
 	if errors.Is(err, keystore.ErrSessionNotFound) {
-		return envelope.Errorf(http.StatusNotFound, CodeSessionNotFound, "no live session %d of yours; GET %s/admin/sessions lists them", id, a.opts.Prefix)
+		return envelope.Errorf(http.StatusNotFound, CodeSessionNotFound, "no live session %d of yours; GET %s/admin/sessions lists them", id, a.prefix)
 	}
 	if err != nil {
 		return err
@@ -249,7 +256,7 @@ func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) endOtherSessions(w http.ResponseWriter, r *http.Request) error {
+func (a *sessionsAPI) endOtherSessions(w http.ResponseWriter, r *http.Request) error {
 	store, err := a.keyStore()
 	if err != nil {
 		return err
@@ -259,7 +266,7 @@ func (a *API) endOtherSessions(w http.ResponseWriter, r *http.Request) error {
 		keep = current.ID
 	}
 	p := principalOf(r.Context())
-	n, err := store.EndOtherSessions(r.Context(), p, a.opts.RootKey, keep)
+	n, err := store.EndOtherSessions(r.Context(), p, a.rootKey, keep)
 	if err != nil {
 		return err
 	}

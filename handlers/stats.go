@@ -10,6 +10,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/metrics"
 	"github.com/caddy-runtime/runtime/keystore"
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // statsDoc says what every stats answer holds.
@@ -17,7 +18,14 @@ const statsDoc = "The last hour in steps of 10 seconds, from the runtime's own m
 	"A step without requests has 0 requests and null error rate and latencies; one without a memory sample, null memory. " +
 	"Kept by this instance only, and lost when it restarts."
 
-func (a *API) statsRoutes() []route {
+// statsAPI serves the request statistics of the runtime and of each worker, from the metrics'
+// history.
+type statsAPI struct {
+	*pipeline
+	workers *packages.Catalog
+}
+
+func (a *statsAPI) statsRoutes() []route {
 	return []route{
 		{
 			method: "GET", path: "/stats", id: "runtimeStats", tag: "workers", permission: keystore.WorkersRead,
@@ -47,14 +55,14 @@ func (a *API) statsRoutes() []route {
 	}
 }
 
-func (a *API) runtimeStats(w http.ResponseWriter, r *http.Request) error {
+func (a *statsAPI) runtimeStats(w http.ResponseWriter, r *http.Request) error {
 	if p := principalOf(r.Context()); !p.Unrestricted() {
 		// The totals include workers of every namespace.
 		return envelope.Errorf(http.StatusForbidden, CodeNamespaceDenied,
 			"the whole runtime's stats cover every namespace, and this key may only read %s; read a worker's stats at workers/{scope}/{name}/stats",
 			strings.Join(p.Namespaces, ", "))
 	}
-	h := a.opts.Metrics.History()
+	h := a.metrics.History()
 	total, apiWin := h.Total(), h.API()
 	body := api.RuntimeStats{Workers: statsSeries(total), API: statsSeries(apiWin)}
 	body.Start, body.Step, body.Points = windowOf(total)
@@ -62,12 +70,12 @@ func (a *API) runtimeStats(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) workerStats(w http.ResponseWriter, r *http.Request) error {
-	name, err := a.existingWorker(r)
+func (a *statsAPI) workerStats(w http.ResponseWriter, r *http.Request) error {
+	name, err := existingWorker(a.workers, r)
 	if err != nil {
 		return err
 	}
-	win := a.opts.Metrics.History().Worker(name)
+	win := a.metrics.History().Worker(name)
 	body := api.WorkerStats{Worker: name, Stats: statsSeries(win)}
 	body.Start, body.Step, body.Points = windowOf(win)
 	envelope.WriteJSON(w, http.StatusOK, body)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -36,7 +37,16 @@ const (
 		"The split is kept in the key store: it holds across restarts and, in a cluster, on every instance."
 )
 
-func (a *API) trafficRoutes() []route {
+// trafficAPI serves the traffic splits between versions of a worker, and puts a canary
+// upload's split in force.
+type trafficAPI struct {
+	*pipeline
+	workers     *packages.Catalog
+	activations *workers.Activations            // which version is active here; nil: every one at once
+	apply       func(ctx context.Context) error // puts the stored splits in force here; nil: not served here
+}
+
+func (a *trafficAPI) trafficRoutes() []route {
 	path := "/workers/{scope}/{name}/traffic"
 	badName := errorResponse(http.StatusBadRequest, "Malformed scope or name (INVALID_PACKAGE_NAME)")
 	namespace := errorResponse(http.StatusForbidden, "The worker is outside the key's namespaces (NAMESPACE_DENIED)")
@@ -77,8 +87,8 @@ func (a *API) trafficRoutes() []route {
 
 // trafficWorker reads and authorizes the worker a traffic route acts on, which must be
 // installed here.
-func (a *API) trafficWorker(r *http.Request) (packages.Unit, *keystore.Store, error) {
-	c, err := catalog(a.opts.Workers)
+func (a *trafficAPI) trafficWorker(r *http.Request) (packages.Unit, *keystore.Store, error) {
+	c, err := catalog(a.workers)
 	if err != nil {
 		return packages.Unit{}, nil, err
 	}
@@ -94,7 +104,7 @@ func (a *API) trafficWorker(r *http.Request) (packages.Unit, *keystore.Store, er
 	return u, store, err
 }
 
-func (a *API) getTraffic(w http.ResponseWriter, r *http.Request) error {
+func (a *trafficAPI) getTraffic(w http.ResponseWriter, r *http.Request) error {
 	u, store, err := a.trafficWorker(r)
 	if err != nil {
 		return err
@@ -107,7 +117,7 @@ func (a *API) getTraffic(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (a *API) putTraffic(w http.ResponseWriter, r *http.Request) error {
+func (a *trafficAPI) putTraffic(w http.ResponseWriter, r *http.Request) error {
 	u, store, err := a.trafficWorker(r)
 	if err != nil {
 		return err
@@ -135,7 +145,7 @@ func (a *API) putTraffic(w http.ResponseWriter, r *http.Request) error {
 	return a.setTraffic(w, r, store, u.Name, shares)
 }
 
-func (a *API) deleteTraffic(w http.ResponseWriter, r *http.Request) error {
+func (a *trafficAPI) deleteTraffic(w http.ResponseWriter, r *http.Request) error {
 	u, store, err := a.trafficWorker(r)
 	if err != nil {
 		return err
@@ -145,7 +155,7 @@ func (a *API) deleteTraffic(w http.ResponseWriter, r *http.Request) error {
 
 // setTraffic stores shares as the split of name (nil ends it), puts it in force here, audits
 // it and answers the split in force.
-func (a *API) setTraffic(w http.ResponseWriter, r *http.Request, store *keystore.Store, name string, shares []keystore.Share) error {
+func (a *trafficAPI) setTraffic(w http.ResponseWriter, r *http.Request, store *keystore.Store, name string, shares []keystore.Share) error {
 	p := principalOf(r.Context())
 	if _, err := a.storeTraffic(r, store, name, shares); err != nil {
 		a.audit(r, trafficAuditAction, name, "failed", &p)
@@ -162,13 +172,13 @@ func (a *API) setTraffic(w http.ResponseWriter, r *http.Request, store *keystore
 
 // storeTraffic writes the split of name and puts it in force on this instance before it
 // returns, so the next request here is served by it.
-func (a *API) storeTraffic(r *http.Request, store *keystore.Store, name string, shares []keystore.Share) (int64, error) {
+func (a *trafficAPI) storeTraffic(r *http.Request, store *keystore.Store, name string, shares []keystore.Share) (int64, error) {
 	change, err := store.SetTraffic(r.Context(), name, shares, principalOf(r.Context()))
 	if err != nil {
 		return 0, err
 	}
-	if a.opts.ApplyTraffic != nil {
-		if err := a.opts.ApplyTraffic(r.Context()); err != nil {
+	if a.apply != nil {
+		if err := a.apply(r.Context()); err != nil {
 			return 0, fmt.Errorf("the split is stored but not yet in force here: %w", err)
 		}
 	}
@@ -227,13 +237,13 @@ func canaryQuery(r *http.Request) (int, error) {
 // most unpinned requests until then: the largest share of a split in force that this
 // instance serves (enabled, not held by a health check), else the worker's active version
 // (what serving chooses without a split).
-func (a *API) canarySplit(r *http.Request, store *keystore.Store, name, version string, percent int) (next, prev []keystore.Share, err error) {
+func (a *trafficAPI) canarySplit(r *http.Request, store *keystore.Store, name, version string, percent int) (next, prev []keystore.Share, err error) {
 	before, err := store.Traffic(r.Context(), name)
 	if err != nil {
 		return nil, nil, err
 	}
-	u, _ := a.opts.Workers.Lookup(name)
-	act := a.opts.Activations.Get(name)
+	u, _ := a.workers.Lookup(name)
+	act := a.activations.Get(name)
 	serves := func(v string) bool { ver, ok := u.Find(v); return ok && ver.Enabled && !act.Held(v) }
 	served, most := "", 0
 	for _, sh := range before.Shares {
@@ -258,7 +268,7 @@ func (a *API) canarySplit(r *http.Request, store *keystore.Store, name, version 
 // endTraffic ends the split of a worker that was removed, if it had one, so that a worker
 // uploaded later under the name does not inherit it; a failure is logged (the split's
 // versions are gone, so it splits nothing until they come back).
-func (a *API) endTraffic(r *http.Request, name string) {
+func (a *trafficAPI) endTraffic(r *http.Request, name string) {
 	store, err := a.keyStore()
 	if err != nil {
 		return
@@ -267,7 +277,7 @@ func (a *API) endTraffic(r *http.Request, name string) {
 		return
 	}
 	if _, err := a.storeTraffic(r, store, name, nil); err != nil {
-		a.opts.Logger.Warn("the traffic split of a removed worker could not be ended; end it (DELETE traffic) before a worker of that name is uploaded",
+		a.logger.Warn("the traffic split of a removed worker could not be ended; end it (DELETE traffic) before a worker of that name is uploaded",
 			zap.String("worker", name), zap.Error(err))
 	}
 }
@@ -275,9 +285,9 @@ func (a *API) endTraffic(r *http.Request, name string) {
 // restoreTraffic puts the split before a canary upload back when its install or its health
 // check failed, and reports whether it did; a failure to is logged: the split then names a
 // version that is not installed or is held back, whose share the active version serves.
-func (a *API) restoreTraffic(r *http.Request, store *keystore.Store, name string, before []keystore.Share) bool {
+func (a *trafficAPI) restoreTraffic(r *http.Request, store *keystore.Store, name string, before []keystore.Share) bool {
 	if _, err := a.storeTraffic(r, store, name, before); err != nil {
-		a.opts.Logger.Error("a canary upload failed, and the traffic split before it could not be put back; set it again (PUT traffic)",
+		a.logger.Error("a canary upload failed, and the traffic split before it could not be put back; set it again (PUT traffic)",
 			zap.String("worker", name), zap.Error(err))
 		return false
 	}
@@ -288,7 +298,7 @@ func (a *API) restoreTraffic(r *http.Request, store *keystore.Store, name string
 
 // canaryFailed adds to the answer of a canary upload whose health check failed what became of
 // its split.
-func (a *API) canaryFailed(r *http.Request, store *keystore.Store, name string, before []keystore.Share, err error) error {
+func (a *trafficAPI) canaryFailed(r *http.Request, store *keystore.Store, name string, before []keystore.Share, err error) error {
 	var e *envelope.Error
 	if !errors.As(err, &e) {
 		return err

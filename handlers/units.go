@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
+	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/openapi"
 	"github.com/caddy-runtime/runtime/internal/plugins"
 	"github.com/caddy-runtime/runtime/internal/workers"
@@ -56,11 +57,31 @@ var (
 	}
 )
 
+// unitsAPI serves the units, workers and plugins: uploads, listings, enabling, disabling and
+// removing them, with their health checks, and the plugins' configuration and reloads.
+type unitsAPI struct {
+	*pipeline
+	workers, plugins       *packages.Catalog // nil answers their routes 503
+	workerPolicy           workers.Policy
+	pluginPolicy           plugins.Policy
+	workersDomain          hosts.Domain
+	activations            *workers.Activations // nil: every version is served at once
+	activator              *workers.Activator
+	host                   PluginHost // the live plugin table; nil until plugins are served
+	cluster                Cluster    // the shared desired state; nil on a single instance
+	workerList, pluginList bodyCache  // the encoded listings, kept while the units are unchanged
+	// What a removed worker leaves (its domains, secrets and split) ends with it, and a
+	// canary upload puts its split in force.
+	domains *domainsAPI
+	secrets *secretsAPI
+	traffic *trafficAPI
+}
+
 // stage reads the multipart field "file" of an upload and stages it in c: unpacked and
 // checked, the package admitted with the caller's key (admit), nothing installed yet. The
 // archive itself is bounded exactly by the catalog. keep keeps the archive as received, for
 // the cluster's package store.
-func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog, keep bool) (*packages.Staged, error) {
+func (a *unitsAPI) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog, keep bool) (*packages.Staged, error) {
 	p := principalOf(r.Context())
 	up, err := readMultipart(w, r, c.Limits().Upload, CodeNoFileProvided,
 		"send the archive as multipart/form-data in the field file (curl -F file=@app.tgz)")
@@ -90,7 +111,7 @@ func (a *API) stage(w http.ResponseWriter, r *http.Request, c *packages.Catalog,
 		}
 		part.Close()
 		if err == nil && c.Layout().Versioned {
-			if err = checkProgram(staged, a.opts.WorkerPolicy.MaxModuleSize); err != nil {
+			if err = checkProgram(staged, a.workerPolicy.MaxModuleSize); err != nil {
 				staged.Discard()
 				staged = nil
 			}
@@ -115,7 +136,7 @@ func checkProgram(s *packages.Staged, maxModule int64) error {
 // describes in c, or leave it so by a file manager write: the name must be valid and within
 // the key's namespaces, and the unit must pass its kind's admission (workers.Admit,
 // plugins.Admit), against the units installed now.
-func (a *API) admit(p keystore.Principal, c *packages.Catalog, md packages.Metadata) error {
+func (a *unitsAPI) admit(p keystore.Principal, c *packages.Catalog, md packages.Metadata) error {
 	if err := packages.ValidateName(md.Name); err != nil {
 		return packageError(err)
 	}
@@ -131,18 +152,18 @@ func (a *API) admit(p keystore.Principal, c *packages.Catalog, md packages.Metad
 	}
 	bases := plugins.Bases(installed[packages.PluginLayout.Noun])
 	if c.Layout().Versioned {
-		err = workers.Admit(md, a.opts.WorkerPolicy, bases)
+		err = workers.Admit(md, a.workerPolicy, bases)
 	} else {
 		world := plugins.World{Workers: packages.Names(installed[packages.WorkerLayout.Noun]), Bases: bases}
-		err = plugins.Admit(md, a.opts.PluginPolicy, p.Unrestricted(), world)
+		err = plugins.Admit(md, a.pluginPolicy, p.Unrestricted(), world)
 	}
 	return packageError(err)
 }
 
 // installed lists the installed units of both kinds, by noun, for admissions to compare with.
-func (a *API) installed() (map[string][]packages.Unit, error) {
+func (a *unitsAPI) installed() (map[string][]packages.Unit, error) {
 	out := map[string][]packages.Unit{}
-	for _, c := range []*packages.Catalog{a.opts.Workers, a.opts.Plugins} {
+	for _, c := range []*packages.Catalog{a.workers, a.plugins} {
 		if c == nil {
 			continue
 		}
@@ -158,7 +179,7 @@ func (a *API) installed() (map[string][]packages.Unit, error) {
 // setEnabled enables or disables a unit (a worker version: version set); enabling admits it
 // with the caller's key first, as an upload would be. In cluster mode it returns the change
 // number (see unitChange).
-func (a *API) setEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) (int64, error) {
+func (a *unitsAPI) setEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) (int64, error) {
 	if enabled {
 		md, err := a.admitEnable(r, c, name, version)
 		if err != nil {
@@ -178,9 +199,9 @@ func (a *API) setEnabled(r *http.Request, c *packages.Catalog, name, version str
 
 // changeEnabled writes the enabled flag: on this instance's disk, or in cluster mode into the
 // desired state and then here.
-func (a *API) changeEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) (int64, error) {
+func (a *unitsAPI) changeEnabled(r *http.Request, c *packages.Catalog, name, version string, enabled bool) (int64, error) {
 	return a.unitChange(c, name, version, func(ref keystore.UnitRef) (int64, error) {
-		return a.opts.Cluster.SetEnabled(r.Context(), ref, enabled, principalOf(r.Context()))
+		return a.cluster.SetEnabled(r.Context(), ref, enabled, principalOf(r.Context()))
 	}, func() error { return c.SetEnabled(name, version, enabled) })
 }
 
@@ -197,7 +218,7 @@ func toggleErrors(noun string, enabled bool, badName, namespace response, extra 
 
 // admitEnable admits the unit (version) about to be enabled, as it is on disk, and returns
 // its metadata (nil when the version is missing: SetEnabled answers that).
-func (a *API) admitEnable(r *http.Request, c *packages.Catalog, name, version string) (*packages.Metadata, error) {
+func (a *unitsAPI) admitEnable(r *http.Request, c *packages.Catalog, name, version string) (*packages.Metadata, error) {
 	u, err := c.Lookup(name)
 	if err != nil {
 		return nil, packageError(err)
@@ -229,19 +250,6 @@ func packageError(err error) error {
 	return envelope.Errorf(status, pe.Code, "%s", pe.Message)
 }
 
-// act runs op, the change a request makes to a unit, audits it as action on target and
-// answers body.
-func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string, op func() error, body any) error {
-	p := principalOf(r.Context())
-	if err := op(); err != nil {
-		a.audit(r, action, target, "failed", &p)
-		return packageError(err)
-	}
-	a.audit(r, action, target, "success", &p)
-	envelope.WriteJSON(w, http.StatusOK, body)
-	return nil
-}
-
 // uploadHandler installs an upload into the catalog c returns and answers with the body
 // built from the install. With ?dryRun=1 it stops before installing and answers with dry's
 // body instead: every check has run and nothing outside the temporary folder was written.
@@ -250,7 +258,7 @@ func (a *API) act(w http.ResponseWriter, r *http.Request, action, target string,
 // version and the rest to the version served until then, before the version is installed:
 // no instance that installs it serves it to everyone, even for a moment. A failed install
 // puts the split before back.
-func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func(api.InstalledUnit, []keystore.Share) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
+func (a *unitsAPI) uploadHandler(c func() *packages.Catalog, action string, body func(api.InstalledUnit, []keystore.Share) any, dry func(*http.Request, *packages.Staged) (any, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		cat, err := catalog(c())
 		if err != nil {
@@ -268,9 +276,9 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		}
 		// Timed from the first byte read, so a slow client counts in: it is what uploaders wait.
 		start, outcome, bytes := time.Now(), "refused", int64(0)
-		defer func() { a.opts.Metrics.Install(cat.Layout().Noun, outcome, time.Since(start), bytes) }()
+		defer func() { a.metrics.Install(cat.Layout().Noun, outcome, time.Since(start), bytes) }()
 		p := principalOf(r.Context())
-		s, err := a.stage(w, r, cat, a.opts.Cluster != nil && !dryRun)
+		s, err := a.stage(w, r, cat, a.cluster != nil && !dryRun)
 		if err != nil {
 			if !dryRun {
 				a.audit(r, action, "", "failed", &p)
@@ -282,10 +290,10 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 		var store *keystore.Store
 		if canary > 0 {
 			if store, err = a.keyStore(); err == nil {
-				split, before, err = a.canarySplit(r, store, s.Name, s.Version, canary)
+				split, before, err = a.traffic.canarySplit(r, store, s.Name, s.Version, canary)
 			}
 			if err == nil && !dryRun {
-				_, err = a.storeTraffic(r, store, s.Name, split)
+				_, err = a.traffic.storeTraffic(r, store, s.Name, split)
 			}
 			if err != nil {
 				if !dryRun {
@@ -317,7 +325,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			}
 			a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
 			if canary > 0 {
-				a.restoreTraffic(r, store, s.Name, before)
+				a.traffic.restoreTraffic(r, store, s.Name, before)
 			}
 			return packageError(storeError(w, err))
 		}
@@ -329,7 +337,7 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 			// Installed either way; the answer says whether it is served.
 			if err := a.activated(r, in.Name, in.Version, checks); err != nil {
 				if canary > 0 {
-					return a.canaryFailed(r, store, in.Name, before, err)
+					return a.traffic.canaryFailed(r, store, in.Name, before, err)
 				}
 				return err
 			}
@@ -343,12 +351,12 @@ func (a *API) uploadHandler(c func() *packages.Catalog, action string, body func
 
 // install installs a staged upload: on this instance's disk, or in cluster mode into the
 // desired state and then here, with the change number it created.
-func (a *API) install(r *http.Request, c *packages.Catalog, s *packages.Staged) (packages.Installed, int64, error) {
-	if a.opts.Cluster == nil {
+func (a *unitsAPI) install(r *http.Request, c *packages.Catalog, s *packages.Staged) (packages.Installed, int64, error) {
+	if a.cluster == nil {
 		in, err := s.Commit()
 		return in, 0, err
 	}
-	return a.opts.Cluster.Publish(r.Context(), unitKind(c), s, principalOf(r.Context()))
+	return a.cluster.Publish(r.Context(), unitKind(c), s, principalOf(r.Context()))
 }
 
 // boolQuery reads the query parameter name as a flag: absent, "0" or "false" is false, "1" or

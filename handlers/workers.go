@@ -11,7 +11,7 @@ import (
 	"github.com/caddy-runtime/runtime/packages"
 )
 
-func (a *API) workerRoutes() []route {
+func (a *unitsAPI) workerRoutes() []route {
 	notFound := errorResponse(http.StatusNotFound, "No such worker or version (WORKER_NOT_FOUND, WORKER_VERSION_NOT_FOUND)")
 	namespace := errorResponse(http.StatusForbidden, "The worker is outside the key's namespaces (NAMESPACE_DENIED)")
 	badName := errorResponse(http.StatusBadRequest, "Malformed scope, name or version (INVALID_PACKAGE_NAME, INVALID_PACKAGE_VERSION)")
@@ -64,7 +64,7 @@ func (a *API) workerRoutes() []route {
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
 				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, canaryErrors(append(uploadErrors("worker"), healthcheckFailed))...),
-			handle: a.uploadHandler(func() *packages.Catalog { return a.opts.Workers }, "worker.upload", func(in api.InstalledUnit, split []keystore.Share) any {
+			handle: a.uploadHandler(func() *packages.Catalog { return a.workers }, "worker.upload", func(in api.InstalledUnit, split []keystore.Share) any {
 				var body api.WorkerUploaded
 				body.Success, body.Data.Worker = true, in
 				for _, sh := range split {
@@ -86,12 +86,12 @@ func (a *API) workerRoutes() []route {
 	}
 }
 
-func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
-	c, err := catalog(a.opts.Workers)
+func (a *unitsAPI) listWorkers(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.workers)
 	if err != nil {
 		return err
 	}
-	return listUnits(w, r, c, &a.workerList, workerListShape, a.opts.Activations.Gen(), func(u packages.Unit) api.WorkerRecord {
+	return listUnits(w, r, c, &a.workerList, workerListShape, a.activations.Gen(), func(u packages.Unit) api.WorkerRecord {
 		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}, Kinds: map[string]string{}}
 		for _, v := range u.Versions {
@@ -105,7 +105,7 @@ func (a *API) listWorkers(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		a.activation(&rec, u)
-		if d := a.opts.WorkersDomain; d.Name != "" {
+		if d := a.workersDomain; d.Name != "" {
 			if url, err := d.URL(u.Name); err != nil {
 				rec.NoHost = err.Error()
 			} else {
@@ -144,8 +144,8 @@ func workerTarget(r *http.Request) (name, version string, err error) {
 	return name, version, authorizeUnit(principalOf(r.Context()), name)
 }
 
-func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool) error {
-	c, err := catalog(a.opts.Workers)
+func (a *unitsAPI) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool) error {
+	c, err := catalog(a.workers)
 	if err != nil {
 		return err
 	}
@@ -165,8 +165,8 @@ func (a *API) toggleWorker(w http.ResponseWriter, r *http.Request, enabled bool)
 		}, body)
 }
 
-func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
-	c, err := catalog(a.opts.Workers)
+func (a *unitsAPI) deleteWorker(w http.ResponseWriter, r *http.Request) error {
+	c, err := catalog(a.workers)
 	if err != nil {
 		return err
 	}
@@ -185,9 +185,9 @@ func (a *API) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 		if version == "" {
 			// What belonged to the worker goes with it: a worker uploaded later under the
 			// same name starts without it.
-			a.endTraffic(r, name)
-			a.endSecrets(r, name)
-			a.endDomains(r, name)
+			a.traffic.endTraffic(r, name)
+			a.secrets.endSecrets(r, name)
+			a.domains.endDomains(r, name)
 		}
 		return nil
 	}, api.Success{Success: true})

@@ -1,17 +1,17 @@
-package handlers
+package cork
 
 import (
 	"net/http"
 	"syscall"
 )
 
-// corked runs write, which writes a whole answer of size bytes to w, with the connection
+// Write runs write, which writes a whole answer of size bytes to w, with the connection
 // corked (TCP_CORK) when the answer is larger than net/http writes at once: the header and the
 // body then leave in one segment where the kernel can make one, and the client reads the
 // answer in one go rather than waking for each piece. HTTP/2 streams share their connection
 // and are written elsewhere: they are left as they are.
-func corked(w http.ResponseWriter, r *http.Request, size int, write func()) {
-	if size < corkThreshold || r.ProtoMajor != 1 || r.Method == http.MethodHead {
+func Write(w http.ResponseWriter, r *http.Request, size int, write func()) {
+	if size < Threshold || r.ProtoMajor != 1 || r.Method == http.MethodHead {
 		write()
 		return
 	}

@@ -1,4 +1,4 @@
-package handlers
+package cork
 
 import (
 	"io"
@@ -34,11 +34,11 @@ func corkState(t *testing.T, r *http.Request) int {
 // that the client gets every byte either way.
 func TestCorkedAnswers(t *testing.T) {
 	for _, tlsOn := range []bool{false, true} {
-		for _, size := range []int{100, corkThreshold - 1, corkThreshold, 17 << 10, 300 << 10} {
+		for _, size := range []int{100, Threshold - 1, Threshold, 17 << 10, 300 << 10} {
 			body := strings.Repeat("x", size)
 			var during, after int
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				corked(w, r, size, func() {
+				Write(w, r, size, func() {
 					during = corkState(t, r)
 					_, _ = io.WriteString(w, body)
 				})
@@ -61,7 +61,7 @@ func TestCorkedAnswers(t *testing.T) {
 				t.Errorf("TLS %v, %d bytes: got %d bytes (%v)", tlsOn, size, len(got), err)
 			}
 			want := 0
-			if size >= corkThreshold {
+			if size >= Threshold {
 				want = 1
 			}
 			if during != want || after != 0 {

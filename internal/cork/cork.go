@@ -1,4 +1,7 @@
-package handlers
+// Package cork writes an answer with its connection corked (TCP_CORK), so that a large answer
+// leaves in as few segments as the kernel can make: the server records each request's
+// connection (ConnContext) and a handler writes through Write.
+package cork
 
 import (
 	"context"
@@ -7,14 +10,14 @@ import (
 	"syscall"
 )
 
-// corkThreshold is the answer size from which writeBody corks the connection: net/http sends
+// Threshold is the answer size from which Write corks the connection: net/http sends
 // the header and the first part of a body from a 4 KiB buffer, and the rest in another write.
-const corkThreshold = 3 << 10
+const Threshold = 3 << 10
 
 // connKey is the context key of the connection a request came on.
 type connKey struct{}
 
-// ConnContext records c, the connection whose requests ctx serves, for writeBody; the server
+// ConnContext records c, the connection whose requests ctx serves, for Write; the server
 // that serves the API calls it for every connection (http.Server.ConnContext).
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
