@@ -19,6 +19,13 @@ func GuardResponse(w http.ResponseWriter, cookies []string, serve func(http.Resp
 	serve(gw)
 }
 
+// Guard is GuardResponse for the session cookies of the server's Credentials: the data plane's
+// front (pluginhost) answers through it whatever uploaded code answers, workers, plugin routes
+// and hooks alike.
+func (s *Server) Guard(w http.ResponseWriter, serve func(http.ResponseWriter)) {
+	GuardResponse(w, s.opts.Credentials.Cookies, serve)
+}
+
 // unitWriter is the writer GuardResponse answers through. It implements no optional interface
 // that would let the header out past it (io.ReaderFrom and flushing are its own); hijacking
 // goes through Unwrap, and the one hijacker that writes a header itself, the worker proxy,
