@@ -19,11 +19,13 @@ func GuardResponse(w http.ResponseWriter, cookies []string, serve func(http.Resp
 	serve(gw)
 }
 
-// Guard is GuardResponse for the session cookies of the server's Credentials: the data plane's
-// front (pluginhost) answers through it whatever uploaded code answers, workers, plugin routes
-// and hooks alike.
-func (s *Server) Guard(w http.ResponseWriter, serve func(http.ResponseWriter)) {
-	GuardResponse(w, s.opts.Credentials.Cookies, serve)
+// Guard returns GuardResponse's writer for the session cookies of the server's Credentials, and
+// done, to call once the handlers have returned (it guards a header left to the server). The
+// data plane's front (pluginhost) hands it to whatever uploaded code answers: workers, plugin
+// routes and hooks alike.
+func (s *Server) Guard(w http.ResponseWriter) (guarded http.ResponseWriter, done func()) {
+	gw := &unitWriter{ResponseWriter: w, cookies: s.opts.Credentials.Cookies}
+	return gw, gw.guard
 }
 
 // unitWriter is the writer GuardResponse answers through. It implements no optional interface
