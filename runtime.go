@@ -18,17 +18,8 @@ func init() {
 }
 
 // Commands returns the runtime's commands, the subcommands of caddy runtime: the command-line
-// client's (its cluster with publish beneath, its secrets with rotate beneath), keystore-migrate
-// and backup.
+// client's and the module's own, which work on the local state (caddymodule.Commands), each
+// hung where it says (cluster publish, secrets rotate) by cli.Tree.
 func Commands() []caddycmd.Command {
-	cmds := append(cli.Commands(), caddymodule.KeyStoreMigrateCommand(), caddymodule.BackupCommand())
-	for i, c := range cmds {
-		switch c.Name {
-		case "cluster":
-			cmds[i] = caddymodule.WithClusterPublish(c)
-		case cli.SecretsCommandName:
-			cmds[i] = caddymodule.WithSecretsRotate(c)
-		}
-	}
-	return cmds
+	return cli.Tree(caddymodule.Commands()...)
 }

@@ -16,15 +16,28 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-runtime/runtime/internal/cli"
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/reconcile"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
-// KeyStoreMigrateCommand returns the keystore-migrate command, which the module's entry point
-// registers under caddy runtime.
-func KeyStoreMigrateCommand() caddycmd.Command {
+// Commands are the runtime's commands that work on its local state (the config, the key store,
+// the folders) rather than over HTTP, each declaring where it hangs beneath caddy runtime:
+// keystore-migrate and backup at the top, publish beneath the client's cluster, rotate beneath
+// its secrets. The module's entry point assembles them with the client's (cli.Tree).
+func Commands() []cli.Command {
+	return []cli.Command{
+		{Command: keyStoreMigrateCommand()},
+		{Command: backupCommand()},
+		{Parent: "cluster", Command: clusterPublishCommand()},
+		{Parent: "secrets", Command: secretsRotateCommand()},
+	}
+}
+
+// keyStoreMigrateCommand is keystore-migrate.
+func keyStoreMigrateCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "keystore-migrate",
 		Usage: "[--from PATH] [--to URL]",
@@ -70,9 +83,8 @@ func migrateKeyStore(fl caddycmd.Flags) (int, error) {
 	return caddy.ExitCodeSuccess, nil
 }
 
-// BackupCommand returns the backup command, which the module's entry point registers under
-// caddy runtime (and bin/runtime at its top level).
-func BackupCommand() caddycmd.Command {
+// backupCommand is backup (which bin/runtime also offers at its top level).
+func backupCommand() caddycmd.Command {
 	return caddycmd.Command{
 		Name:  "backup",
 		Usage: "[--config <Caddyfile> [--adapter caddyfile]] [--from PATH] [--json] <file>",
@@ -165,27 +177,13 @@ func keyStorePath(from, configFile, adapter string) (string, error) {
 	return filepath.Join(settings.StateDir, keyStoreFile), nil
 }
 
-// WithClusterPublish returns the client's cluster command with publish beneath it (caddy
-// runtime cluster publish), which grows a single instance into a cluster; the module's entry
-// point registers it under caddy runtime. publish reads the config and the folders here,
-// which the client, speaking HTTP only, does not.
-func WithClusterPublish(cluster caddycmd.Command) caddycmd.Command {
-	inner := cluster.CobraFunc
-	cluster.CobraFunc = func(cmd *cobra.Command) {
-		if inner != nil {
-			inner(cmd)
-		}
-		cmd.AddCommand(clusterPublishCommand())
-	}
-	return cluster
-}
-
-// clusterPublishCommand is cluster publish.
-func clusterPublishCommand() *cobra.Command {
-	publish := &cobra.Command{
-		Use:   "publish --config <Caddyfile> [--adapter caddyfile] [--dry-run] [--json]",
+// clusterPublishCommand is cluster publish, which grows a single instance into a cluster. It
+// reads the config and the folders here, which the client, speaking HTTP only, does not.
+func clusterPublishCommand() caddycmd.Command {
+	return caddycmd.Command{
+		Name:  "publish",
+		Usage: "--config <Caddyfile> [--adapter caddyfile] [--dry-run] [--json]",
 		Short: "Publish this instance's uploaded workers and plugins into the package store and the primary",
-		Args:  cobra.NoArgs,
 		Long: `Publishes the workers and plugins uploaded to this instance, in the writable folders of the
 config's worker_dirs and plugin_dirs, to the cluster the config names: each tree is packed
 into an archive, put in the package store, and written as a row on the key store's primary,
@@ -205,13 +203,15 @@ Example:
   caddy runtime keystore-migrate --to libsql://keys.example.com
   caddy runtime cluster publish --config Caddyfile --dry-run
   caddy runtime cluster publish --config Caddyfile`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Args = cobra.NoArgs
+			cmd.Flags().StringP("config", "c", "", "the runtime's config file, naming key_store sync and package_store")
+			cmd.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
+			cmd.Flags().Bool("dry-run", false, "print what would be published, writing nothing")
+			cmd.Flags().Bool("json", false, "print the result as JSON, for scripts")
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(publishCluster)
+		},
 	}
-	publish.Flags().StringP("config", "c", "", "the runtime's config file, naming key_store sync and package_store")
-	publish.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
-	publish.Flags().Bool("dry-run", false, "print what would be published, writing nothing")
-	publish.Flags().Bool("json", false, "print the result as JSON, for scripts")
-	publish.RunE = caddycmd.WrapCommandFuncForCobra(publishCluster)
-	return publish
 }
 
 // publishCluster runs cluster publish.

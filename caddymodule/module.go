@@ -243,9 +243,7 @@ func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) error {
 	if err := h.state.awaitStart(r.Context()); err != nil {
 		return h.fail(w, r, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err))
 	}
-	var failed *envelope.Error
-	serving.GuardResponse(w, sessionCookies, func(w http.ResponseWriter) { failed = h.units.Serve(w, r) })
-	if failed != nil {
+	if failed := h.units.Serve(w, r); failed != nil {
 		return h.fail(w, r, failed)
 	}
 	return nil

@@ -18,26 +18,13 @@ import (
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
-// WithSecretsRotate returns the client's secrets command with rotate beneath it (caddy runtime
-// secrets rotate), which re-seals every stored secret under a new key; the module's entry point
-// registers it under caddy runtime. rotate opens the key store itself, which the client,
-// speaking HTTP only, does not.
-func WithSecretsRotate(c caddycmd.Command) caddycmd.Command {
-	inner := c.CobraFunc
-	c.CobraFunc = func(cmd *cobra.Command) {
-		if inner != nil {
-			inner(cmd)
-		}
-		cmd.AddCommand(secretsRotateCommand())
-	}
-	return c
-}
-
-func secretsRotateCommand() *cobra.Command {
-	rotate := &cobra.Command{
-		Use:   "rotate [--config <Caddyfile> [--adapter caddyfile]] [--json]",
+// secretsRotateCommand is secrets rotate, which re-seals every stored secret under a new key.
+// It opens the key store itself, which the client, speaking HTTP only, does not.
+func secretsRotateCommand() caddycmd.Command {
+	return caddycmd.Command{
+		Name:  "rotate",
+		Usage: "[--config <Caddyfile> [--adapter caddyfile]] [--json]",
 		Short: "Re-seal every worker's secrets under a new secrets_key",
-		Args:  cobra.NoArgs,
 		Long: `Re-seals every secret in the key store, in one transaction, under a new key: the old key
 comes from the config's secrets_key_old (--config), else RUNTIME_SECRETS_KEY_OLD; the new one
 from its secrets_key, else RUNTIME_SECRETS_KEY; both never from the command line, where other
@@ -55,12 +42,14 @@ restart once, as after a change of their secrets, with the same values.
 Example:
   RUNTIME_SECRETS_KEY_OLD="$OLD_KEY" RUNTIME_SECRETS_KEY="$NEW_KEY" \
     caddy runtime secrets rotate --config Caddyfile`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Args = cobra.NoArgs
+			cmd.Flags().StringP("config", "c", "", "the runtime's config file, whose state_dir and key_store hold the secrets")
+			cmd.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
+			cmd.Flags().Bool("json", false, "print the result as JSON, for scripts")
+			cmd.RunE = caddycmd.WrapCommandFuncForCobra(rotateSecrets)
+		},
 	}
-	rotate.Flags().StringP("config", "c", "", "the runtime's config file, whose state_dir and key_store hold the secrets")
-	rotate.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
-	rotate.Flags().Bool("json", false, "print the result as JSON, for scripts")
-	rotate.RunE = caddycmd.WrapCommandFuncForCobra(rotateSecrets)
-	return rotate
 }
 
 // rotated is the result of secrets rotate.

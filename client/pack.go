@@ -1,9 +1,7 @@
 package client
 
 import (
-	"archive/tar"
 	"bufio"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -35,13 +33,15 @@ type Packed struct {
 }
 
 // Pack reads the package in dir (its manifest.yaml or package.json), checks its name and
-// version with the runtime's own rules, and writes it as a .tgz to w, leaving out .git,
-// node_modules (unless the manifest's deploy.include names it) and what the ignore file names. Files are read through dir as an os.Root, so
-// links are packed as links, never followed.
+// version with the runtime's own rules, and writes it as a .tgz to w with the runtime's packer
+// (packages.Pack: the same tree gives the same bytes), leaving out .git, node_modules (unless
+// the manifest's deploy.include names it), what the ignore file names, and sockets, devices and
+// pipes, which are not package content. Files are read through dir as an os.Root, so links are
+// packed as links, never followed.
 func Pack(dir string, w io.Writer) (Packed, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return Packed{}, fmt.Errorf("opening the folder to deploy: %v", err)
+		return Packed{}, fmt.Errorf("opening the folder to deploy: %w", err)
 	}
 	defer root.Close()
 	md, err := packages.ReadMetadata(root, ".")
@@ -52,10 +52,10 @@ func Pack(dir string, w io.Writer) (Packed, error) {
 		return Packed{}, err
 	}
 	if err := packages.ValidateName(md.Name); err != nil {
-		return Packed{}, fmt.Errorf("the package name %q: %v", md.Name, err)
+		return Packed{}, fmt.Errorf("the package name %q: %w", md.Name, err)
 	}
 	if err := packages.ValidateVersion(md.Version); err != nil {
-		return Packed{}, fmt.Errorf("the version %q of %s: %v", md.Version, md.Name, err)
+		return Packed{}, fmt.Errorf("the version %q of %s: %w", md.Version, md.Name, err)
 	}
 	var keys struct {
 		Deploy struct {
@@ -72,72 +72,16 @@ func Pack(dir string, w io.Writer) (Packed, error) {
 
 	sum := sha256.New()
 	size := &byteCount{}
-	zw, _ := gzip.NewWriterLevel(io.MultiWriter(w, sum, size), gzip.DefaultCompression)
-	tw := tar.NewWriter(zw)
-	p := Packed{Name: md.Name, Version: md.Version}
-	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	files, err := packages.Pack(root, io.MultiWriter(w, sum, size), packages.PackOptions{Skip: func(name string, d fs.DirEntry) bool {
+		if t := d.Type(); !t.IsDir() && !t.IsRegular() && t&fs.ModeSymlink == 0 {
+			return true
 		}
-		if name == "." {
-			return nil
-		}
-		if ignore.skips(name, d.IsDir()) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if d.Type()&fs.ModeSymlink != 0 {
-			if link, err = root.Readlink(name); err != nil {
-				return err
-			}
-		} else if !d.IsDir() && !d.Type().IsRegular() {
-			return nil // sockets, devices and pipes are not package content
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = name
-		if d.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		p.Files++
-		if link != "" {
-			return nil
-		}
-		f, err := root.Open(name)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err == nil {
-		err = tw.Close()
-	}
-	if err == nil {
-		err = zw.Close()
-	}
+		return ignore.skips(name, d.IsDir())
+	}})
 	if err != nil {
-		return Packed{}, fmt.Errorf("packing %s: %v", dir, err)
+		return Packed{}, err
 	}
-	p.Bytes, p.SHA256 = size.n, hex.EncodeToString(sum.Sum(nil))
-	return p, nil
+	return Packed{Name: md.Name, Version: md.Version, Files: files, Bytes: size.n, SHA256: hex.EncodeToString(sum.Sum(nil))}, nil
 }
 
 type byteCount struct{ n int64 }

@@ -7,11 +7,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 func TestIgnoreRules(t *testing.T) {
@@ -120,22 +124,100 @@ func TestPack(t *testing.T) {
 
 // TestPackIncludes checks that the manifest's deploy.include takes node_modules back in.
 func TestPackIncludes(t *testing.T) {
-	dir := t.TempDir()
-	for name, body := range map[string]string{
+	dir := writeTree(t, map[string]string{
 		"manifest.yaml":           "name: api\nversion: 1.0.0\ndeploy:\n  include: [node_modules]\n",
 		"node_modules/x/index.js": "x",
 		".git/HEAD":               "ref",
-	} {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	})
+	p, err := Pack(dir, io.Discard)
+	if err != nil || p.Files != 2 {
+		t.Errorf("packed %+v, %v; want the manifest and node_modules/x/index.js", p, err)
+	}
+}
+
+// TestPackIsTheEnginesArchive: a deploy's archive is the one the runtime's own packer
+// (packages.Pack, which cluster publish uses) writes of the tree it installs, so the same
+// folder gives the same bytes and sha256 whatever its files' times, and what the ignore rules
+// leave out or cannot be packed (a socket) is absent from both.
+func TestPackIsTheEnginesArchive(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"manifest.yaml":           "name: site\nversion: 1.0.0\n",
+		"index.html":              "<p>hi</p>",
+		"bin/run.sh":              "#!/bin/sh\n",
+		"empty/":                  "",
+		"node_modules/x/index.js": "x",
+		"debug.log":               "noise",
+		IgnoreFile:                "*.log\n",
+	})
+	if err := os.Chmod(filepath.Join(dir, "bin/run.sh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("index.html", filepath.Join(dir, "home.html")); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := net.Listen("unix", filepath.Join(dir, "s.sock")); err == nil {
+		t.Cleanup(func() { l.Close() })
+	}
+
+	var first bytes.Buffer
+	p, err := Pack(dir, &first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Files != 4 {
+		t.Errorf("packed %d files and links, want 4: the manifest, index.html, run.sh and the link home.html", p.Files)
+	}
+	old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, name := range []string{"manifest.yaml", "index.html", "bin/run.sh", "bin", "empty"} {
+		if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(name)), old, old); err != nil {
 			t.Fatal(err)
+		}
+	}
+	var again bytes.Buffer
+	if _, err := Pack(dir, &again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first.Bytes(), again.Bytes()) {
+		t.Error("the folder packs to other bytes once its files' times change")
+	}
+
+	installed, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer installed.Close()
+	if _, err := packages.ExtractTarGz(bytes.NewReader(first.Bytes()), installed, packages.DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	var engine bytes.Buffer
+	if _, err := packages.Pack(installed, &engine, packages.PackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first.Bytes(), engine.Bytes()) {
+		t.Errorf("the deploy's archive (%d bytes) is not the engine's archive of the tree it installs (%d bytes)", first.Len(), engine.Len())
+	}
+}
+
+// writeTree writes files (slash-separated names; one ending in "/" is a folder) into a new
+// folder, and returns it.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		folder := filepath.Dir(p)
+		if strings.HasSuffix(name, "/") {
+			folder = p
+		}
+		if err := os.MkdirAll(folder, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(name, "/") {
+			continue
 		}
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p, err := Pack(dir, io.Discard)
-	if err != nil || p.Files != 2 {
-		t.Errorf("packed %+v, %v; want the manifest and node_modules/x/index.js", p, err)
-	}
+	return dir
 }

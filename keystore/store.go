@@ -1,6 +1,10 @@
-// Package keystore keeps API keys in a libSQL (SQLite) database file: only each key's SHA-256
-// is stored, keys carry a role or explicit permissions and a namespace list, and verification
-// is constant-time and cached.
+// Package keystore is the runtime's database, behind one Store: a libSQL (SQLite) file, or in
+// sync mode a replica of a primary that several instances share. It holds the API keys (only
+// each key's SHA-256, with a role or explicit permissions and a namespace list; verification is
+// constant-time and cached), sessions, the audit trail, the cluster's instances, traffic
+// splits, the desired state of units (unit versions) and plugin reloads, custom domains and
+// their claims, the workers' sealed secrets, and the store's meta; with its schema and
+// migrations, backups and the bootstrap key. The name is from when keys were all it held.
 package keystore
 
 import (

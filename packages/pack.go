@@ -14,23 +14,38 @@ import (
 // package, and the same tree must pack to the same bytes.
 var packTime = time.Unix(0, 0).UTC()
 
+// PackOptions change what Pack leaves out.
+type PackOptions struct {
+	// Skip, when set, leaves out the entry name (slash-separated, relative to the root) and,
+	// for a folder, all it holds: a deploy's ignore rules, and the special files it passes over.
+	Skip func(name string, d fs.DirEntry) bool
+}
+
 // Pack writes the tree of root as a gzip-compressed tar (.tgz) that Stage accepts back
 // unchanged: its files at the archive's root, the manifest among them, every folder (empty
 // ones too), each file's executable bit (the only mode bits an extraction keeps) and its
 // links. The entries come in name order with one fixed time, no owner and fixed modes, so
-// the same tree packs to the same bytes, and the same SHA-256, with the same build.
+// the same tree packs to the same bytes, and the same SHA-256, with the same build. It is the
+// one packer: cluster publish packs installed trees with it, and a deploy (client.Pack) the
+// folder it uploads. It returns how many files and links it wrote.
 //
 // A link must stay inside the tree as an extraction requires, and a special file (a socket,
 // a FIFO, a device) cannot be packed: either is an error naming it, as is a file that changes
 // size while it is read.
-func Pack(root *os.Root, w io.Writer) error {
+func Pack(root *os.Root, w io.Writer, opts PackOptions) (files int, err error) {
 	gz, _ := gzip.NewWriterLevel(w, gzip.BestCompression)
 	tw := tar.NewWriter(gz)
-	err := fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if name == "." {
+			return nil
+		}
+		if opts.Skip != nil && opts.Skip(name, d) {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
 			return nil
 		}
 		hdr := &tar.Header{Name: name, ModTime: packTime, Format: tar.FormatPAX}
@@ -47,22 +62,24 @@ func Pack(root *os.Root, w io.Writer) error {
 				return err
 			}
 			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, target, 0o777
+			files++
 			return tw.WriteHeader(hdr)
 		case t.IsRegular():
+			files++
 			return packFile(root, tw, hdr)
 		}
 		return fmt.Errorf("%s is a special file (%v); only files, folders and links can be packed", name, d.Type())
 	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err == nil {
+		err = gz.Close()
+	}
 	if err != nil {
-		return fmt.Errorf("packing %s: %w", root.Name(), err)
+		return 0, fmt.Errorf("packing %s: %w", root.Name(), err)
 	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("packing %s: %w", root.Name(), err)
-	}
-	if err := gz.Close(); err != nil {
-		return fmt.Errorf("packing %s: %w", root.Name(), err)
-	}
-	return nil
+	return files, nil
 }
 
 // packFile writes the regular file hdr names, with the size of the file as opened.

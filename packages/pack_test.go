@@ -23,7 +23,7 @@ func pack(t *testing.T, dir string) ([]byte, error) {
 	}
 	defer root.Close()
 	var buf bytes.Buffer
-	err = Pack(root, &buf)
+	_, err = Pack(root, &buf, PackOptions{})
 	return buf.Bytes(), err
 }
 

@@ -82,14 +82,9 @@ reached; 4 the key was not accepted.`,
 // TopLevel returns c for a binary that offers it at its top level (bin/runtime deploy): its
 // help names the program as the user ran it, as it does under the runtime command.
 func TopLevel(c caddycmd.Command) caddycmd.Command {
-	setup := c.CobraFunc
+	inner := c
 	c.CobraFunc = func(cmd *cobra.Command) {
-		if setup != nil {
-			setup(cmd)
-		} else {
-			cmd.RunE = caddycmd.WrapCommandFuncForCobra(c.Func)
-			cmd.Flags().AddGoFlagSet(c.Flags)
-		}
+		setUp(inner, cmd)
 		helpNamed(cmd)
 	}
 	return c
@@ -132,13 +127,19 @@ func helpNamed(cmd *cobra.Command) {
 // cobraCommand builds the cobra form of c as Caddy builds a top-level command's.
 func cobraCommand(c caddycmd.Command) *cobra.Command {
 	cmd := &cobra.Command{Use: strings.TrimSpace(c.Name + " " + c.Usage), Short: c.Short, Long: c.Long}
+	setUp(c, cmd)
+	return cmd
+}
+
+// setUp gives cmd, the cobra form of c, what c declares: through its CobraFunc, else its Func
+// and Flags, as Caddy does.
+func setUp(c caddycmd.Command, cmd *cobra.Command) {
 	if c.CobraFunc != nil {
 		c.CobraFunc(cmd)
-		return cmd
+		return
 	}
 	cmd.RunE = caddycmd.WrapCommandFuncForCobra(c.Func)
 	cmd.Flags().AddGoFlagSet(c.Flags)
-	return cmd
 }
 
 // unknownCommand runs a command that only groups others: without arguments it shows the help;

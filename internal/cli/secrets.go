@@ -18,12 +18,8 @@ import (
 	"github.com/caddy-runtime/runtime/api"
 )
 
-// SecretsCommandName is the name of the secrets command, under which the module's entry
-// point adds rotate.
-const SecretsCommandName = "secrets"
-
 func secretsCommand() caddycmd.Command {
-	return caddycmd.Command{Name: SecretsCommandName, Usage: "set|list|unset", Short: "Set, list and remove workers' secrets",
+	return caddycmd.Command{Name: "secrets", Usage: "set|list|unset", Short: "Set, list and remove workers' secrets",
 		Long: `Manages a worker's secrets: environment variables its processes get at start, sealed on the
 runtime (AES-256-GCM under its secrets_key) and never shown again. A change drains and restarts
 the worker's running processes. A value is read from standard input, never from an argument,

@@ -34,7 +34,9 @@ type Chain struct {
 // first path segment, else to a worker. None of them sees the runtime's credentials: once the
 // header credential has decided on the hooks, they are stripped from the request itself, since
 // Caddy's placeholders read the request the server received; X-Real-IP is the runtime's (see
-// serving.Server.Prepare).
+// serving.Server.Prepare). None of them sets or clears a session cookie either: they all answer
+// through the guarded writer (serving.Server.Guard), so a request walks one way, from here to
+// serving, which never calls back.
 //
 // An error answer (no such worker, a worker down, a failing hook or plugin route) is returned,
 // not written, for the Caddy glue to write or to hand to the site's error routes.
@@ -45,6 +47,14 @@ func (c *Chain) Serve(w http.ResponseWriter, r *http.Request) *envelope.Error {
 	}
 	hooks := t != nil && len(t.hooks) > 0 && !c.Exempt.SkipsHooks(r)
 	c.Workers.Prepare(r)
+	w, done := c.Workers.Guard(w)
+	defer done()
+	return c.serve(w, r, t, hooks)
+}
+
+// serve is Serve past the preparation, w the guarded writer: through the hooks of t if hooks,
+// then a plugin route of t, else a worker.
+func (c *Chain) serve(w http.ResponseWriter, r *http.Request, t *pluginTable, hooks bool) *envelope.Error {
 	if t == nil {
 		return c.Workers.Serve(w, r)
 	}

@@ -1,7 +1,8 @@
 // Package pluginhost is the part of the data plane that runs plugins: it compiles the
 // plugins' routes and onRequest hooks into Caddy handlers, swaps them in as plugins change,
-// and serves a request for uploaded code through the hooks, then the plugin whose base is its
-// first path segment, else the workers (package serving). It imports Caddy, whose handlers
+// and serves a request for uploaded code (Chain) through the hooks, then the plugin whose base
+// is its first path segment, else the workers (package serving), every answer of them through
+// the guard of the session cookie. It imports Caddy, whose handlers
 // the plugins' routes are; the management API is elsewhere (package handlers), which it
 // knows only through the small interfaces it declares.
 package pluginhost

@@ -167,7 +167,10 @@ func (p *publisher) tree(ctx context.Context, cat *packages.Catalog, dir package
 		os.Remove(archive.Name())
 	}()
 	h := sha256.New()
-	err = withRoot(v.Path, func(root *os.Root) error { return packages.Pack(root, io.MultiWriter(archive, h)) })
+	err = withRoot(v.Path, func(root *os.Root) error {
+		_, err := packages.Pack(root, io.MultiWriter(archive, h), packages.PackOptions{})
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,15 @@ func GuardResponse(w http.ResponseWriter, cookies []string, serve func(http.Resp
 	serve(gw)
 }
 
+// Guard returns GuardResponse's writer for the session cookies of the server's Credentials, and
+// done, to call once the handlers have returned (it guards a header left to the server). The
+// data plane's front (pluginhost) hands it to whatever uploaded code answers: workers, plugin
+// routes and hooks alike.
+func (s *Server) Guard(w http.ResponseWriter) (guarded http.ResponseWriter, done func()) {
+	gw := &unitWriter{ResponseWriter: w, cookies: s.opts.Credentials.Cookies}
+	return gw, gw.guard
+}
+
 // unitWriter is the writer GuardResponse answers through. It implements no optional interface
 // that would let the header out past it (io.ReaderFrom and flushing are its own); hijacking
 // goes through Unwrap, and the one hijacker that writes a header itself, the worker proxy,

@@ -1,5 +1,10 @@
-// Package workers serves workers: it resolves a request path to a worker version, serves
-// static workers from their folder and runs process workers in a pool.
+// Package workers holds what a worker is and what runs one: manifests and their admission (the
+// policy an upload, an enable or a manifest write passes: kinds, limits, names, env), the pool
+// that starts process workers (through sandbox) and stops them, their health checks and the
+// activator that checks a new version before it takes traffic, which version of each worker is
+// active on this instance (Activations), crash loops, and each worker's log ring. Resolving a
+// request to a worker version and answering it (static files, the proxy, WebAssembly) is the
+// data plane's, package serving.
 package workers
 
 import (
