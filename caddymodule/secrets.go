@@ -64,7 +64,7 @@ func (s *state) workerSecrets(ctx context.Context, worker string) (map[string]st
 	if err != nil {
 		return nil, err
 	}
-	rows, err := store.Secrets(ctx, worker)
+	rows, err := store.Secrets.List(ctx, worker)
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (s *state) watchSecrets(ctx context.Context, store *keystore.Store) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-store.SecretsChanged():
+		case <-store.Secrets.Changed():
 			s.applySecrets(store, false)
 		}
 	}
@@ -112,7 +112,7 @@ func (s *state) watchSecrets(ctx context.Context, store *keystore.Store) {
 // looked, and returns the versions restarted by worker; first only takes note. Changes are
 // applied once, whoever calls it first: the watcher, or the API after a change it made.
 func (s *state) applySecrets(store *keystore.Store, first bool) {
-	versions, err := store.SecretVersions(context.Background())
+	versions, err := store.Secrets.Versions(context.Background())
 	if err != nil {
 		s.logger.Error("reading the changes of the workers' secrets", zap.Error(err))
 		return

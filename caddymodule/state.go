@@ -336,7 +336,7 @@ func (s *state) applyTraffic(ctx context.Context) error {
 	}
 	s.trafficMu.Lock()
 	defer s.trafficMu.Unlock()
-	all, err := store.TrafficSplits(ctx)
+	all, err := store.Traffic.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -356,7 +356,7 @@ func (s *state) watchTraffic(store *keystore.Store) {
 	defer close(s.trafficDone)
 	for {
 		select {
-		case <-store.TrafficChanged():
+		case <-store.Traffic.Changed():
 			if err := s.applyTraffic(context.Background()); err != nil {
 				s.logger.Error("applying the traffic splits; the ones before stay in force", zap.Error(err))
 			}
@@ -377,7 +377,7 @@ func (s *state) pruneAudit(store *keystore.Store) {
 	defer tick.Stop()
 	for {
 		if keep := time.Duration(s.retention.Load()); keep > 0 {
-			n, err := store.PruneAudit(context.Background(), time.Now().Add(-keep))
+			n, err := store.Audit.Prune(context.Background(), time.Now().Add(-keep))
 			switch {
 			case err != nil:
 				s.logger.Error("pruning the audit trail", zap.Error(err))

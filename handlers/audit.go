@@ -54,7 +54,7 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if p := principalOf(r.Context()); !p.Unrestricted() {
 		q.Scopes = append([]string{}, p.Namespaces...)
 	}
-	entries, more, err := store.ListAudit(r.Context(), q)
+	entries, more, err := store.Audit.List(r.Context(), q)
 	if err != nil {
 		return err
 	}

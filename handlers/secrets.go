@@ -122,7 +122,7 @@ func (a *API) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := store.Secrets(r.Context(), worker)
+	rows, err := store.Secrets.List(r.Context(), worker)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string
 		return err
 	}
 	if len(names) > 0 {
-		have, err := store.Secrets(r.Context(), worker)
+		have, err := store.Secrets.List(r.Context(), worker)
 		if err != nil {
 			return err
 		}
@@ -227,7 +227,7 @@ func (a *API) applySecrets(w http.ResponseWriter, r *http.Request, worker string
 	p := principalOf(r.Context())
 	fields := []zap.Field{zap.Strings("set", names), zap.Strings("unset", unset)}
 	entry := successEntry(r, "worker.secrets", worker, &p, fields...)
-	change, err := store.ChangeSecretsAudited(r.Context(), worker, sealed, unset, p, &entry)
+	change, err := store.Secrets.ChangeAudited(r.Context(), worker, sealed, unset, p, &entry)
 	if err != nil {
 		a.audit(r, "worker.secrets", worker, "failed", &p, fields...)
 		if errors.Is(err, keystore.ErrSecretNotFound) {
@@ -252,7 +252,7 @@ func (a *API) endSecrets(r *http.Request, name string) {
 	if err != nil {
 		return
 	}
-	have, err := store.Secrets(r.Context(), name)
+	have, err := store.Secrets.List(r.Context(), name)
 	if err == nil && len(have) == 0 {
 		return
 	}
@@ -264,7 +264,7 @@ func (a *API) endSecrets(r *http.Request, name string) {
 	fields := []zap.Field{zap.Strings("set", []string{}), zap.Strings("unset", unset)}
 	entry := successEntry(r, "worker.secrets", name, &p, fields...)
 	if err == nil {
-		_, err = store.ChangeSecretsAudited(r.Context(), name, nil, unset, p, &entry)
+		_, err = store.Secrets.ChangeAudited(r.Context(), name, nil, unset, p, &entry)
 	}
 	if err == nil {
 		a.logAudit(entry, fields...)

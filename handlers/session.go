@@ -153,7 +153,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var entry keystore.AuditEntry
-	token, sess, err := store.CreateSession(r.Context(), keystore.NewSession{
+	token, sess, err := store.Sessions.Create(r.Context(), keystore.NewSession{
 		Principal: p, RootKey: a.opts.RootKey, TTL: a.opts.SessionTTL, UserAgent: r.UserAgent(),
 		Audit: func(s keystore.SessionRecord) keystore.AuditEntry {
 			entry = successEntry(r, "session.login", p.Name, &p, zap.Int64("session", s.ID))
@@ -182,7 +182,7 @@ func (a *API) logout(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if err := store.EndSessionToken(r.Context(), token); err != nil {
+		if err := store.Sessions.EndToken(r.Context(), token); err != nil {
 			return err
 		}
 	}
@@ -212,7 +212,7 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, err := store.ListSessions(r.Context(), principalOf(r.Context()), a.opts.RootKey)
+	list, err := store.Sessions.List(r.Context(), principalOf(r.Context()), a.opts.RootKey)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (a *API) endSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principalOf(r.Context())
-	err = store.EndSession(r.Context(), p, a.opts.RootKey, id)
+	err = store.Sessions.End(r.Context(), p, a.opts.RootKey, id)
 	if errors.Is(err, keystore.ErrSessionNotFound) {
 		return envelope.Errorf(http.StatusNotFound, CodeSessionNotFound, "no live session %d of yours; GET %s/admin/sessions lists them", id, a.opts.Prefix)
 	}
@@ -259,7 +259,7 @@ func (a *API) endOtherSessions(w http.ResponseWriter, r *http.Request) error {
 		keep = current.ID
 	}
 	p := principalOf(r.Context())
-	n, err := store.EndOtherSessions(r.Context(), p, a.opts.RootKey, keep)
+	n, err := store.Sessions.EndOthers(r.Context(), p, a.opts.RootKey, keep)
 	if err != nil {
 		return err
 	}
