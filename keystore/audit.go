@@ -52,7 +52,7 @@ type AuditQuery struct {
 func (f Audit) Append(ctx context.Context, e AuditEntry) error {
 	s := f.s
 	defer s.timed("append_audit")()
-	row, err := s.Audit.row(e)
+	row, err := f.row(e)
 	if err != nil {
 		return err
 	}
@@ -87,11 +87,10 @@ func (f Audit) row(e AuditEntry) (auditRow, error) {
 // its entry are written together or not at all (a crash between two writes left a key
 // without its key.create entry). A nil e stores nothing.
 func (f Audit) appendIn(ctx context.Context, tx writeTx, e *AuditEntry) error {
-	s := f.s
 	if e == nil {
 		return nil
 	}
-	row, err := s.Audit.row(*e)
+	row, err := f.row(*e)
 	if err != nil {
 		return err
 	}

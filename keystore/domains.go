@@ -127,7 +127,7 @@ func (f Domains) Attach(ctx context.Context, domain, worker string, maxPending i
 	if err != nil {
 		return WorkerDomain{}, err
 	}
-	s.Domains.changedNow()
+	f.changedNow()
 	return out, nil
 }
 
@@ -147,7 +147,7 @@ func (f Domains) DropExpired(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.Domains.changedNow()
+	f.changedNow()
 	return n, nil
 }
 
@@ -215,14 +215,13 @@ func (f Domains) RecordCheck(ctx context.Context, domain, worker string, verifie
 	if err != nil {
 		return WorkerDomain{}, err
 	}
-	s.Domains.changedNow()
+	f.changedNow()
 	return out, nil
 }
 
 // Remove detaches domain from worker, by by.
 func (f Domains) Remove(ctx context.Context, domain, worker string, by Principal) error {
-	s := f.s
-	return s.Domains.RemoveAudited(ctx, domain, worker, by, nil)
+	return f.RemoveAudited(ctx, domain, worker, by, nil)
 }
 
 // RemoveAudited is Domains.Remove that also stores e, the detach's audit entry, in the
@@ -245,7 +244,7 @@ func (f Domains) RemoveAudited(ctx context.Context, domain, worker string, by Pr
 	if err != nil {
 		return err
 	}
-	s.Domains.changedNow()
+	f.changedNow()
 	return nil
 }
 

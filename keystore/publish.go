@@ -33,7 +33,7 @@ func (f Units) Add(ctx context.Context, u UnitVersion, by Principal) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	return s.Units.write(ctx, func(tx writeTx) error {
+	return f.write(ctx, func(tx writeTx) error {
 		existing, err := scanUnit(tx.QueryRowContext(ctx, `SELECT `+unitColumns+` FROM unit_versions
 			WHERE kind = ? AND name = ? AND (version = ? OR kind = ? AND removed_at = 0)
 			ORDER BY version = ? DESC LIMIT 1`, u.Kind, u.Name, u.Version, UnitPlugin, u.Version))

@@ -57,8 +57,7 @@ const (
 // unset names, of worker, in one write changed by by, and returns its change number. Removing
 // a secret the worker does not have is ErrSecretNotFound, and nothing changes.
 func (f Secrets) Change(ctx context.Context, worker string, set []SealedSecret, unset []string, by Principal) (int64, error) {
-	s := f.s
-	return s.Secrets.ChangeAudited(ctx, worker, set, unset, by, nil)
+	return f.ChangeAudited(ctx, worker, set, unset, by, nil)
 }
 
 // ChangeAudited is Secrets.Change that also stores e, the change's audit entry, in the
@@ -112,7 +111,7 @@ func (f Secrets) ChangeAudited(ctx context.Context, worker string, set []SealedS
 	if err != nil {
 		return 0, err
 	}
-	s.Secrets.changedNow()
+	f.changedNow()
 	return change, nil
 }
 
@@ -126,8 +125,7 @@ func checkSecretName(name string) error {
 
 // List returns the live secrets of worker, by name, as this instance holds them.
 func (f Secrets) List(ctx context.Context, worker string) ([]SecretRecord, error) {
-	s := f.s
-	return s.Secrets.read(ctx, `SELECT `+secretColumns+` FROM worker_secrets WHERE worker = ? AND removed_at = 0 ORDER BY name`, worker)
+	return f.read(ctx, `SELECT `+secretColumns+` FROM worker_secrets WHERE worker = ? AND removed_at = 0 ORDER BY name`, worker)
 }
 
 // Versions returns, for every worker that has or had a secret, the change number of the
@@ -198,7 +196,7 @@ func (f Secrets) Reseal(ctx context.Context, reseal func(SecretRecord) (keyID, s
 		return 0, err
 	}
 	if n > 0 {
-		s.Secrets.changedNow()
+		f.changedNow()
 	}
 	return n, nil
 }

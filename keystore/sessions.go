@@ -145,7 +145,7 @@ func (f Sessions) Verify(ctx context.Context, token, rootKey string) (Principal,
 	e, memo, ok := s.sessions.get(sum, gen)
 	if !ok {
 		var err error
-		if e, gen, err = readFresh(ctx, s, gen, ErrInvalidSession, func() (sessionEntry, error) { return s.Sessions.read(ctx, sum) }); err != nil {
+		if e, gen, err = readFresh(ctx, s, gen, ErrInvalidSession, func() (sessionEntry, error) { return f.read(ctx, sum) }); err != nil {
 			return Principal{}, SessionRecord{}, err
 		}
 		memo = s.sessions.put(sum, e, gen)
@@ -226,7 +226,7 @@ func (f Sessions) owner(p Principal, rootKey string) (int64, string, bool) {
 func (f Sessions) List(ctx context.Context, p Principal, rootKey string) ([]SessionRecord, error) {
 	s := f.s
 	out := []SessionRecord{}
-	keyID, fp, ok := s.Sessions.owner(p, rootKey)
+	keyID, fp, ok := f.owner(p, rootKey)
 	if !ok {
 		return out, nil
 	}
@@ -251,22 +251,22 @@ func (f Sessions) List(ctx context.Context, p Principal, rootKey string) ([]Sess
 // any other id gives ErrSessionNotFound.
 func (f Sessions) End(ctx context.Context, p Principal, rootKey string, id int64) error {
 	s := f.s
-	keyID, fp, ok := s.Sessions.owner(p, rootKey)
+	keyID, fp, ok := f.owner(p, rootKey)
 	if !ok {
 		return ErrSessionNotFound
 	}
-	return s.Sessions.end(ctx, `id = ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, id, keyID, fp, s.now().Unix())
+	return f.end(ctx, `id = ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, id, keyID, fp, s.now().Unix())
 }
 
 // EndOthers ends every live session of p (for the root principal: those begun with
 // rootKey) but the one with id keep (0: none kept), and returns how many it ended.
 func (f Sessions) EndOthers(ctx context.Context, p Principal, rootKey string, keep int64) (int, error) {
 	s := f.s
-	keyID, fp, ok := s.Sessions.owner(p, rootKey)
+	keyID, fp, ok := f.owner(p, rootKey)
 	if !ok {
 		return 0, nil
 	}
-	n, err := s.Sessions.endCount(ctx, `id != ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, keep, keyID, fp, s.now().Unix())
+	n, err := f.endCount(ctx, `id != ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, keep, keyID, fp, s.now().Unix())
 	if errors.Is(err, ErrSessionNotFound) {
 		return 0, nil
 	}
@@ -275,12 +275,11 @@ func (f Sessions) EndOthers(ctx context.Context, p Principal, rootKey string, ke
 
 // EndToken ends the session with token, if there is one (logout).
 func (f Sessions) EndToken(ctx context.Context, token string) error {
-	s := f.s
 	sum, ok := secretSum(token, SessionPrefix)
 	if !ok {
 		return nil
 	}
-	err := s.Sessions.end(ctx, `token_hash = ?`, hex.EncodeToString(sum[:]))
+	err := f.end(ctx, `token_hash = ?`, hex.EncodeToString(sum[:]))
 	if errors.Is(err, ErrSessionNotFound) {
 		return nil
 	}
@@ -291,8 +290,7 @@ func (f Sessions) EndToken(ctx context.Context, token string) error {
 // selects, effective from the next verification on; none gives ErrSessionNotFound. The rows
 // stay until they expire, so that the end reaches every replica.
 func (f Sessions) end(ctx context.Context, where string, args ...any) error {
-	s := f.s
-	_, err := s.Sessions.endCount(ctx, where, args...)
+	_, err := f.endCount(ctx, where, args...)
 	return err
 }
 

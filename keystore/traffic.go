@@ -100,15 +100,14 @@ func (f Traffic) Set(ctx context.Context, name string, shares []Share, by Princi
 	if err != nil {
 		return 0, err
 	}
-	s.Traffic.changedNow()
+	f.changedNow()
 	return change, nil
 }
 
 // Get returns the split of the worker name as this instance holds it; its Shares are
 // empty when none is in force.
 func (f Traffic) Get(ctx context.Context, name string) (TrafficSplit, error) {
-	s := f.s
-	splits, err := s.Traffic.read(ctx, `SELECT `+trafficColumns+` FROM traffic_splits WHERE name = ?`, name)
+	splits, err := f.read(ctx, `SELECT `+trafficColumns+` FROM traffic_splits WHERE name = ?`, name)
 	if err != nil || len(splits) == 0 {
 		return TrafficSplit{Name: name, Scope: NamespaceOf(name), Shares: []Share{}}, err
 	}
@@ -118,8 +117,7 @@ func (f Traffic) Get(ctx context.Context, name string) (TrafficSplit, error) {
 // List returns every split in force as this instance holds it (in sync mode, its
 // replica as of the last pull), by worker name; ended splits are left out.
 func (f Traffic) List(ctx context.Context) ([]TrafficSplit, error) {
-	s := f.s
-	return s.Traffic.read(ctx, `SELECT `+trafficColumns+` FROM traffic_splits WHERE split <> '[]' ORDER BY name`)
+	return f.read(ctx, `SELECT `+trafficColumns+` FROM traffic_splits WHERE split <> '[]' ORDER BY name`)
 }
 
 func (f Traffic) read(ctx context.Context, query string, args ...any) ([]TrafficSplit, error) {

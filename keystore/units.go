@@ -97,7 +97,7 @@ func (f Units) Put(ctx context.Context, u UnitVersion, by Principal) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	return s.Units.write(ctx, func(tx writeTx) error {
+	return f.write(ctx, func(tx writeTx) error {
 		now := s.now().Unix()
 		if u.Kind == UnitPlugin {
 			if _, err := tx.ExecContext(ctx, `UPDATE unit_versions SET removed_at = ?, updated_at = ?, changed_by_id = ?,
@@ -124,7 +124,7 @@ func (f Units) write(ctx context.Context, fn func(tx writeTx) error) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	s.Units.changedNow()
+	f.changedNow()
 	return change, nil
 }
 
@@ -164,7 +164,7 @@ func insertUnit(ctx context.Context, tx writeTx, u UnitVersion, scope, hash stri
 func (f Units) SetEnabled(ctx context.Context, ref UnitRef, enabled bool, by Principal) (int64, error) {
 	s := f.s
 	defer s.timed("set_unit_enabled")()
-	return s.Units.change(ctx, ref, by, `enabled = ?`, enabled)
+	return f.change(ctx, ref, by, `enabled = ?`, enabled)
 }
 
 // Remove removes a unit version (every live version when ref.Version is empty), changed
@@ -173,7 +173,7 @@ func (f Units) SetEnabled(ctx context.Context, ref UnitRef, enabled bool, by Pri
 func (f Units) Remove(ctx context.Context, ref UnitRef, by Principal) (int64, error) {
 	s := f.s
 	defer s.timed("remove_unit")()
-	return s.Units.change(ctx, ref, by, `removed_at = ?`, s.now().Unix())
+	return f.change(ctx, ref, by, `removed_at = ?`, s.now().Unix())
 }
 
 // change sets set (one column = ?, with value) on the live rows ref names; none is
@@ -183,7 +183,7 @@ func (f Units) change(ctx context.Context, ref UnitRef, by Principal, set string
 	if err := checkRef(ref, true); err != nil {
 		return 0, err
 	}
-	return s.Units.write(ctx, func(tx writeTx) error {
+	return f.write(ctx, func(tx writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE unit_versions SET `+set+`, updated_at = ?, changed_by_id = ?,
 			changed_by_prefix = ?, change_seq = ? WHERE kind = ? AND name = ? AND (version = ? OR ? = '') AND removed_at = 0`,
 			value, s.now().Unix(), by.ID, by.KeyPrefix, tx.seq, ref.Kind, ref.Name, ref.Version, ref.Version)
@@ -234,15 +234,13 @@ func (f Units) Refresh(ctx context.Context) bool {
 // mode, its replica as of the last pull), removed versions included, by kind, name and
 // version: the whole of it, which each reconciliation compares with what is installed.
 func (f Units) Versions(ctx context.Context) ([]UnitVersion, error) {
-	s := f.s
-	return s.Units.read(ctx, `SELECT `+unitColumns+` FROM unit_versions ORDER BY kind, name, version`)
+	return f.read(ctx, `SELECT `+unitColumns+` FROM unit_versions ORDER BY kind, name, version`)
 }
 
 // ChangesSince returns the rows of the desired state changed after change number
 // change, removed versions included, in the order of their changes.
 func (f Units) ChangesSince(ctx context.Context, change int64) ([]UnitVersion, error) {
-	s := f.s
-	return s.Units.read(ctx, `SELECT `+unitColumns+` FROM unit_versions WHERE change_seq > ?
+	return f.read(ctx, `SELECT `+unitColumns+` FROM unit_versions WHERE change_seq > ?
 		ORDER BY change_seq, kind, name, version`, change)
 }
 
@@ -306,7 +304,7 @@ func (f Units) RequestReload(ctx context.Context, kind string, by Principal) (in
 	if err != nil {
 		return 0, err
 	}
-	s.Units.changedNow()
+	f.changedNow()
 	return change, nil
 }
 
