@@ -38,7 +38,7 @@ func (p *auditPruner) run(ctx context.Context, store *keystore.Store) {
 	defer tick.Stop()
 	for {
 		if keep := time.Duration(p.retention.Load()); keep > 0 {
-			n, err := store.PruneAudit(context.Background(), time.Now().Add(-keep))
+			n, err := store.Audit.Prune(context.Background(), time.Now().Add(-keep))
 			switch {
 			case err != nil:
 				p.logger.Error("pruning the audit trail", zap.Error(err))

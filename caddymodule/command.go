@@ -278,7 +278,7 @@ func publishConfig(ctx context.Context, configFile, adapter string, dryRun bool)
 	defer workers.Close()
 	plugins := packages.NewCatalog(packages.PluginLayout, st.PluginDirs, limits)
 	defer plugins.Close()
-	return reconcile.Publish(ctx, reconcile.PublishOptions{Desired: keys, Store: store, Workers: workers, Plugins: plugins,
+	return reconcile.Publish(ctx, reconcile.PublishOptions{Desired: keys.Units, Store: store, Workers: workers, Plugins: plugins,
 		By: keystore.Root(), DryRun: dryRun})
 }
 

@@ -27,7 +27,7 @@ func (d *domainFollower) refresh(ctx context.Context) error {
 	if store == nil {
 		return nil
 	}
-	list, err := store.Domains(ctx, "")
+	list, err := store.Domains.List(ctx, "")
 	if err != nil {
 		return fmt.Errorf("reading the custom domains: %w", err)
 	}
@@ -66,10 +66,10 @@ func (d *domainFollower) follow(ctx context.Context, store *keystore.Store) {
 	defer expire.Stop()
 	for {
 		select {
-		case <-store.DomainsChanged():
+		case <-store.Domains.Changed():
 		case <-retry:
 		case <-expire.C:
-			if n, err := store.DropExpiredDomains(context.Background()); err != nil {
+			if n, err := store.Domains.DropExpired(context.Background()); err != nil {
 				d.logger.Warn("dropping expired custom domain claims; they are tried again in an hour (listings skip them meanwhile)", zap.Error(err))
 			} else if n > 0 {
 				d.logger.Info("dropped custom domain claims pending for too long", zap.Int("claims", n),

@@ -3,9 +3,6 @@ package caddymodule
 import (
 	"bytes"
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -114,50 +111,5 @@ func TestStateLeavesNoGoroutine(t *testing.T) {
 	if left := settledGoroutines(before); len(left) > before {
 		t.Fatalf("%d goroutines of the runtime before, %d after releasing the states:\n\n%s",
 			before, len(left), strings.Join(left, "\n\n"))
-	}
-}
-
-// maxMethods is the most methods a type of this package may have: past it, a concern has
-// grown into the type that should be a part of its own (see state.parts).
-const maxMethods = 40
-
-// TestMethodsPerType counts the methods of each type of the package and fails on one with
-// more than maxMethods.
-func TestMethodsPerType(t *testing.T) {
-	fset := token.NewFileSet()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := map[string]int{}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Recv == nil || len(fn.Recv.List) == 0 {
-				continue
-			}
-			typ := fn.Recv.List[0].Type
-			if star, ok := typ.(*ast.StarExpr); ok {
-				typ = star.X
-			}
-			if id, ok := typ.(*ast.Ident); ok {
-				count[id.Name]++
-			}
-		}
-	}
-	if count["state"] == 0 {
-		t.Fatal("found no method of state: the count reads the wrong files")
-	}
-	for typ, n := range count {
-		if n > maxMethods {
-			t.Errorf("%s has %d methods, more than %d: move a concern into a type of its own", typ, n, maxMethods)
-		}
 	}
 }

@@ -71,7 +71,7 @@ func (s *state) workerSecrets(ctx context.Context, worker string) (map[string]st
 	if err != nil {
 		return nil, err
 	}
-	rows, err := store.Secrets(ctx, worker)
+	rows, err := store.Secrets.List(ctx, worker)
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (ss *secretState) Start() error {
 			select {
 			case <-ctx.Done():
 				return
-			case <-store.SecretsChanged():
+			case <-store.Secrets.Changed():
 				ss.apply(store, false)
 			}
 		}
@@ -125,7 +125,7 @@ func (ss *secretState) Stop() error { return ss.loop.Stop() }
 // first only takes note. Changes are applied once, whoever calls it first: the watcher, or
 // the API after a change it made.
 func (ss *secretState) apply(store *keystore.Store, first bool) {
-	versions, err := store.SecretVersions(context.Background())
+	versions, err := store.Secrets.Versions(context.Background())
 	if err != nil {
 		ss.logger.Error("reading the changes of the workers' secrets", zap.Error(err))
 		return

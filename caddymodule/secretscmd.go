@@ -94,7 +94,7 @@ func rotateSecrets(fl caddycmd.Flags) (int, error) {
 		return caddy.ExitCodeFailedStartup, err
 	}
 	defer done()
-	n, err := store.ResealSecrets(ctx, func(r keystore.SecretRecord) (string, string, bool, error) {
+	n, err := store.Secrets.Reseal(ctx, func(r keystore.SecretRecord) (string, string, bool, error) {
 		if r.KeyID == newKey.ID() {
 			return "", "", true, nil
 		}

@@ -31,7 +31,7 @@ func (t *trafficFollower) apply(ctx context.Context) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	all, err := store.TrafficSplits(ctx)
+	all, err := store.Traffic.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (t *trafficFollower) Start() error {
 	t.loop.Go(func(ctx context.Context) {
 		for {
 			select {
-			case <-store.TrafficChanged():
+			case <-store.Traffic.Changed():
 				if err := t.apply(context.Background()); err != nil {
 					t.logger.Error("applying the traffic splits; the ones before stay in force", zap.Error(err))
 				}

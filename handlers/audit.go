@@ -59,7 +59,7 @@ func (a *auditAPI) listAudit(w http.ResponseWriter, r *http.Request) error {
 	if p := principalOf(r.Context()); !p.Unrestricted() {
 		q.Scopes = append([]string{}, p.Namespaces...)
 	}
-	entries, more, err := store.ListAudit(r.Context(), q)
+	entries, more, err := store.Audit.List(r.Context(), q)
 	if err != nil {
 		return err
 	}

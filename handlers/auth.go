@@ -209,7 +209,7 @@ func (a *pipeline) resolveCredential(ctx context.Context, cred credential) (keys
 		if err != nil {
 			return keystore.Principal{}, nil, err
 		}
-		p, sess, err := store.VerifySession(ctx, cred.key, a.rootKey)
+		p, sess, err := store.Sessions.Verify(ctx, cred.key, a.rootKey)
 		if err == nil {
 			return p, &sess, nil
 		}
@@ -410,7 +410,7 @@ func (a *pipeline) storeAudit(ctx context.Context, e keystore.AuditEntry) {
 	store, err := a.keyStore()
 	if err == nil {
 		// Detached from the request: a client that leaves does not unwrite the action.
-		err = store.AppendAudit(context.WithoutCancel(ctx), e)
+		err = store.Audit.Append(context.WithoutCancel(ctx), e)
 	}
 	if err != nil {
 		a.logger.Error("storing an audit entry", zap.String("action", e.Action), zap.String("request_id", e.RequestID), zap.Error(err))

@@ -83,7 +83,7 @@ func TestClusterMode(t *testing.T) {
 	}
 	rows := func() []keystore.UnitVersion {
 		t.Helper()
-		rows, err := keys.UnitVersions(ctx)
+		rows, err := keys.Units.Versions(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestClusterMode(t *testing.T) {
 	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&reload) != nil || reloads.Load() != 2 || host.reloads != 0 {
 		t.Fatalf("reload = %d %+v; cluster reloads %d, local-only reloads %d", resp.StatusCode, reload, reloads.Load(), host.reloads)
 	}
-	if n, err := keys.ReloadRequested(ctx, keystore.UnitPlugin); err != nil || n <= plugin.Data.Plugin.Change || reload.Change != n {
+	if n, err := keys.Units.ReloadRequested(ctx, keystore.UnitPlugin); err != nil || n <= plugin.Data.Plugin.Change || reload.Change != n {
 		t.Fatalf("the reload request: %d, %v; the reload answered change %d", n, err, reload.Change)
 	}
 

@@ -90,7 +90,7 @@ func TestClusterUploadDiskFull(t *testing.T) {
 		e.Error.Code != packages.CodeNoSpace || !strings.Contains(e.Error.Message, "disk space") {
 		t.Fatalf("upload on a full disk = %d %+v", resp.StatusCode, e)
 	}
-	if rows, err := keys.UnitVersions(ctx); err != nil || len(rows) != 0 {
+	if rows, err := keys.Units.Versions(ctx); err != nil || len(rows) != 0 {
 		t.Fatalf("rows after the refused upload: %+v, %v", rows, err)
 	}
 	for o, err := range store.List(ctx) {
@@ -109,7 +109,7 @@ func TestClusterUploadDiskFull(t *testing.T) {
 	if resp := upload(); resp.StatusCode != http.StatusOK {
 		t.Fatalf("upload with room = %d", resp.StatusCode)
 	}
-	if rows, err := keys.UnitVersions(ctx); err != nil || len(rows) != 1 {
+	if rows, err := keys.Units.Versions(ctx); err != nil || len(rows) != 1 {
 		t.Fatalf("rows after the upload: %+v, %v", rows, err)
 	}
 }

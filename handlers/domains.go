@@ -101,7 +101,7 @@ func (a *domainsAPI) listDomains(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, err := store.Domains(r.Context(), name)
+	list, err := store.Domains.List(r.Context(), name)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (a *domainsAPI) attachDomain(w http.ResponseWriter, r *http.Request) error 
 	taken := func() error {
 		return refuse(http.StatusConflict, CodeDomainTaken, errors.New(domain+" is verified for another worker; detach it there first"))
 	}
-	d, err := store.AttachDomain(r.Context(), domain, name, a.pending, p)
+	d, err := store.Domains.Attach(r.Context(), domain, name, a.pending, p)
 	switch {
 	case errors.Is(err, keystore.ErrDomainTaken):
 		return taken()
@@ -167,7 +167,7 @@ func (a *domainsAPI) attachDomain(w http.ResponseWriter, r *http.Request) error 
 		if checkErr != nil {
 			reason = checkErr.Error()
 		}
-		d, err = store.RecordDomainCheck(r.Context(), domain, name, checkErr == nil, reason)
+		d, err = store.Domains.RecordCheck(r.Context(), domain, name, checkErr == nil, reason)
 		// Another worker's claim was verified meanwhile, which dropped this one.
 		if errors.Is(err, keystore.ErrDomainTaken) || errors.Is(err, keystore.ErrDomainNotFound) {
 			return taken()
@@ -212,7 +212,7 @@ func (a *domainsAPI) detachDomain(w http.ResponseWriter, r *http.Request) error 
 func (a *domainsAPI) removeDomain(r *http.Request, store *keystore.Store, domain, name string, p keystore.Principal) error {
 	field := zap.String("domain", domain)
 	entry := audited(auditEntry(r, "worker.domain.detach", name+" "+domain, keystore.NamespaceOf(name), "success"), &p, field)
-	if err := store.RemoveDomainAudited(r.Context(), domain, name, p, &entry); err != nil {
+	if err := store.Domains.RemoveAudited(r.Context(), domain, name, p, &entry); err != nil {
 		return err
 	}
 	a.logAudit(entry, field)
@@ -226,7 +226,7 @@ func (a *domainsAPI) endDomains(r *http.Request, name string) {
 	if err != nil {
 		return
 	}
-	held, err := store.Domains(r.Context(), name)
+	held, err := store.Domains.List(r.Context(), name)
 	if err != nil {
 		a.logger.Warn("the custom domains of a removed worker could not be read; detach them (DELETE domains) before a worker of that name is uploaded",
 			zap.String("worker", name), zap.Error(err))

@@ -128,7 +128,7 @@ func (a *secretsAPI) listSecrets(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := store.Secrets(r.Context(), worker)
+	rows, err := store.Secrets.List(r.Context(), worker)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func (a *secretsAPI) applySecrets(w http.ResponseWriter, r *http.Request, worker
 		return err
 	}
 	if len(names) > 0 {
-		have, err := store.Secrets(r.Context(), worker)
+		have, err := store.Secrets.List(r.Context(), worker)
 		if err != nil {
 			return err
 		}
@@ -233,7 +233,7 @@ func (a *secretsAPI) applySecrets(w http.ResponseWriter, r *http.Request, worker
 	p := principalOf(r.Context())
 	fields := []zap.Field{zap.Strings("set", names), zap.Strings("unset", unset)}
 	entry := successEntry(r, "worker.secrets", worker, &p, fields...)
-	change, err := store.ChangeSecretsAudited(r.Context(), worker, sealed, unset, p, &entry)
+	change, err := store.Secrets.ChangeAudited(r.Context(), worker, sealed, unset, p, &entry)
 	if err != nil {
 		a.audit(r, "worker.secrets", worker, "failed", &p, fields...)
 		if errors.Is(err, keystore.ErrSecretNotFound) {
@@ -258,7 +258,7 @@ func (a *secretsAPI) endSecrets(r *http.Request, name string) {
 	if err != nil {
 		return
 	}
-	have, err := store.Secrets(r.Context(), name)
+	have, err := store.Secrets.List(r.Context(), name)
 	if err == nil && len(have) == 0 {
 		return
 	}
@@ -270,7 +270,7 @@ func (a *secretsAPI) endSecrets(r *http.Request, name string) {
 	fields := []zap.Field{zap.Strings("set", []string{}), zap.Strings("unset", unset)}
 	entry := successEntry(r, "worker.secrets", name, &p, fields...)
 	if err == nil {
-		_, err = store.ChangeSecretsAudited(r.Context(), name, nil, unset, p, &entry)
+		_, err = store.Secrets.ChangeAudited(r.Context(), name, nil, unset, p, &entry)
 	}
 	if err == nil {
 		a.logAudit(entry, fields...)

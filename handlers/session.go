@@ -160,7 +160,7 @@ func (a *sessionsAPI) login(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var entry keystore.AuditEntry
-	token, sess, err := store.CreateSession(r.Context(), keystore.NewSession{
+	token, sess, err := store.Sessions.Create(r.Context(), keystore.NewSession{
 		Principal: p, RootKey: a.rootKey, TTL: a.sessionTTL, UserAgent: r.UserAgent(),
 		Audit: func(s keystore.SessionRecord) keystore.AuditEntry {
 			entry = successEntry(r, "session.login", p.Name, &p, zap.Int64("session", s.ID))
@@ -189,7 +189,7 @@ func (a *sessionsAPI) logout(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		if err := store.EndSessionToken(r.Context(), token); err != nil {
+		if err := store.Sessions.EndToken(r.Context(), token); err != nil {
 			return err
 		}
 	}
@@ -219,7 +219,7 @@ func (a *sessionsAPI) listSessions(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	list, err := store.ListSessions(r.Context(), principalOf(r.Context()), a.rootKey)
+	list, err := store.Sessions.List(r.Context(), principalOf(r.Context()), a.rootKey)
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func (a *sessionsAPI) endSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principalOf(r.Context())
-	err = store.EndSession(r.Context(), p, a.rootKey, id)
+	err = store.Sessions.End(r.Context(), p, a.rootKey, id)
 	if errors.Is(err, keystore.ErrSessionNotFound) {
 		return envelope.Errorf(http.StatusNotFound, CodeSessionNotFound, "no live session %d of yours; GET %s/admin/sessions lists them", id, a.prefix)
 	}
@@ -266,7 +266,7 @@ func (a *sessionsAPI) endOtherSessions(w http.ResponseWriter, r *http.Request) e
 		keep = current.ID
 	}
 	p := principalOf(r.Context())
-	n, err := store.EndOtherSessions(r.Context(), p, a.rootKey, keep)
+	n, err := store.Sessions.EndOthers(r.Context(), p, a.rootKey, keep)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func (a *trafficAPI) getTraffic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, err := store.Traffic(r.Context(), u.Name)
+	t, err := store.Traffic.Get(r.Context(), u.Name)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (a *trafficAPI) setTraffic(w http.ResponseWriter, r *http.Request, store *k
 		return inputError(err)
 	}
 	a.audit(r, trafficAuditAction, name, "success", &p, splitField(shares))
-	t, err := store.Traffic(r.Context(), name)
+	t, err := store.Traffic.Get(r.Context(), name)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (a *trafficAPI) setTraffic(w http.ResponseWriter, r *http.Request, store *k
 // storeTraffic writes the split of name and puts it in force on this instance before it
 // returns, so the next request here is served by it.
 func (a *trafficAPI) storeTraffic(r *http.Request, store *keystore.Store, name string, shares []keystore.Share) (int64, error) {
-	change, err := store.SetTraffic(r.Context(), name, shares, principalOf(r.Context()))
+	change, err := store.Traffic.Set(r.Context(), name, shares, principalOf(r.Context()))
 	if err != nil {
 		return 0, err
 	}
@@ -238,7 +238,7 @@ func canaryQuery(r *http.Request) (int, error) {
 // instance serves (enabled, not held by a health check), else the worker's active version
 // (what serving chooses without a split).
 func (a *trafficAPI) canarySplit(r *http.Request, store *keystore.Store, name, version string, percent int) (next, prev []keystore.Share, err error) {
-	before, err := store.Traffic(r.Context(), name)
+	before, err := store.Traffic.Get(r.Context(), name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -273,7 +273,7 @@ func (a *trafficAPI) endTraffic(r *http.Request, name string) {
 	if err != nil {
 		return
 	}
-	if t, err := store.Traffic(r.Context(), name); err != nil || len(t.Shares) == 0 {
+	if t, err := store.Traffic.Get(r.Context(), name); err != nil || len(t.Shares) == 0 {
 		return
 	}
 	if _, err := a.storeTraffic(r, store, name, nil); err != nil {

@@ -49,20 +49,20 @@ func TestAuditedWritesAreAtomic(t *testing.T) {
 			if err := s.RevokeAudited(ctx, kept.ID, &AuditEntry{Action: "key.revoke", Outcome: "success"}); err == nil {
 				t.Error("RevokeAudited succeeded although its audit entry could not be stored")
 			}
-			if _, err := s.AttachDomain(ctx, "shop.example.org", "@team/app", 0, Principal{}); err != nil {
+			if _, err := s.Domains.Attach(ctx, "shop.example.org", "@team/app", 0, Principal{}); err != nil {
 				t.Fatal(err)
 			}
 			failing := &AuditEntry{Action: "change", Outcome: "success"}
-			if _, err := s.ChangeSecretsAudited(ctx, "@team/app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, Root(), failing); err == nil {
-				t.Error("ChangeSecretsAudited succeeded although its audit entry could not be stored")
+			if _, err := s.Secrets.ChangeAudited(ctx, "@team/app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, Root(), failing); err == nil {
+				t.Error("Secrets.ChangeAudited succeeded although its audit entry could not be stored")
 			}
-			if got, err := s.Secrets(ctx, "@team/app"); err != nil || len(got) != 0 {
+			if got, err := s.Secrets.List(ctx, "@team/app"); err != nil || len(got) != 0 {
 				t.Errorf("secrets after a failed audited change = %+v, %v; want none", got, err)
 			}
-			if err := s.RemoveDomainAudited(ctx, "shop.example.org", "@team/app", Principal{}, failing); err == nil {
-				t.Error("RemoveDomainAudited succeeded although its audit entry could not be stored")
+			if err := s.Domains.RemoveAudited(ctx, "shop.example.org", "@team/app", Principal{}, failing); err == nil {
+				t.Error("Domains.RemoveAudited succeeded although its audit entry could not be stored")
 			}
-			if got, err := s.Domains(ctx, "@team/app"); err != nil || len(got) != 1 {
+			if got, err := s.Domains.List(ctx, "@team/app"); err != nil || len(got) != 1 {
 				t.Errorf("domains after a failed audited detach = %+v, %v; want the domain still attached", got, err)
 			}
 			p, err := s.Verify(ctx, kept.Secret)
@@ -72,8 +72,8 @@ func TestAuditedWritesAreAtomic(t *testing.T) {
 			login := NewSession{Principal: p, TTL: time.Hour, Audit: func(r SessionRecord) AuditEntry {
 				return AuditEntry{Action: "session.login", Target: fmt.Sprint(r.ID), Outcome: "success"}
 			}}
-			if _, _, err := s.CreateSession(ctx, login); err == nil {
-				t.Error("CreateSession succeeded although its audit entry could not be stored")
+			if _, _, err := s.Sessions.Create(ctx, login); err == nil {
+				t.Error("Sessions.Create succeeded although its audit entry could not be stored")
 			}
 			var sessions int
 			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&sessions); err != nil || sessions != 0 {
@@ -97,13 +97,13 @@ func TestAuditedWritesAreAtomic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := s.CreateSession(ctx, login); err != nil {
+			if _, _, err := s.Sessions.Create(ctx, login); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.RevokeAudited(ctx, kept.ID, &AuditEntry{Action: "key.revoke", Target: "kept", Outcome: "success"}); err != nil {
 				t.Fatal(err)
 			}
-			got, _, err := s.ListAudit(ctx, AuditQuery{Limit: 10})
+			got, _, err := s.Audit.List(ctx, AuditQuery{Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,9 @@ import (
 	"time"
 )
 
+// Audit is the store's audit table: the trail of audited actions, newest first.
+type Audit struct{ s *Store }
+
 // AuditEntry is one audited action. It never holds a secret: actors are named by id, name and
 // key prefix, and details are what the action's audit line says besides.
 type AuditEntry struct {
@@ -45,10 +48,11 @@ type AuditQuery struct {
 	Limit  int
 }
 
-// AppendAudit stores an audited action; e.Time defaults to now.
-func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
+// Append stores an audited action; e.Time defaults to now.
+func (f Audit) Append(ctx context.Context, e AuditEntry) error {
+	s := f.s
 	defer s.timed("append_audit")()
-	row, err := s.auditRowOf(e)
+	row, err := f.row(e)
 	if err != nil {
 		return err
 	}
@@ -58,8 +62,9 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	return s.write(ctx, func(tx writeTx) error { return insertAudit(ctx, tx, row) })
 }
 
-// auditRowOf is the row of e, its time now when e has none.
-func (s *Store) auditRowOf(e AuditEntry) (auditRow, error) {
+// row is the row of e, its time now when e has none.
+func (f Audit) row(e AuditEntry) (auditRow, error) {
+	s := f.s
 	if e.Time.IsZero() {
 		e.Time = s.now()
 	}
@@ -78,14 +83,14 @@ func (s *Store) auditRowOf(e AuditEntry) (auditRow, error) {
 	return auditRow{e.Time.UnixMilli(), actorID, name, prefix, e.Action, e.Target, e.Scope, e.Outcome, e.RequestID, e.RemoteAddr, string(details)}, nil
 }
 
-// auditIn stores e in tx, the transaction of the change it records, so that the change and
+// appendIn stores e in tx, the transaction of the change it records, so that the change and
 // its entry are written together or not at all (a crash between two writes left a key
 // without its key.create entry). A nil e stores nothing.
-func (s *Store) auditIn(ctx context.Context, tx writeTx, e *AuditEntry) error {
+func (f Audit) appendIn(ctx context.Context, tx writeTx, e *AuditEntry) error {
 	if e == nil {
 		return nil
 	}
-	row, err := s.auditRowOf(*e)
+	row, err := f.row(*e)
 	if err != nil {
 		return err
 	}
@@ -106,9 +111,10 @@ func insertAudit(ctx context.Context, tx writeTx, row auditRow) error {
 	return nil
 }
 
-// ListAudit returns up to q.Limit entries matching q, newest first, and whether more follow
+// List returns up to q.Limit entries matching q, newest first, and whether more follow
 // (then the last entry's id is the next page's Before).
-func (s *Store) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, bool, error) {
+func (f Audit) List(ctx context.Context, q AuditQuery) ([]AuditEntry, bool, error) {
+	s := f.s
 	defer s.timed("list_audit")()
 	var where []string
 	var args []any
@@ -179,8 +185,9 @@ func (s *Store) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, bool
 	return out, false, nil
 }
 
-// PruneAudit deletes the entries older than before and returns how many went.
-func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error) {
+// Prune deletes the entries older than before and returns how many went.
+func (f Audit) Prune(ctx context.Context, before time.Time) (int64, error) {
+	s := f.s
 	defer s.timed("prune_audit")()
 	var n int64
 	err := s.write(ctx, func(tx writeTx) error {

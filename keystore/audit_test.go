@@ -20,7 +20,7 @@ func TestAuditTrail(t *testing.T) {
 	}
 	for _, e := range ops {
 		clk.add(time.Minute)
-		if err := s.AppendAudit(ctx, e); err != nil {
+		if err := s.Audit.Append(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -30,7 +30,7 @@ func TestAuditTrail(t *testing.T) {
 		if q.Limit == 0 {
 			q.Limit = 100
 		}
-		got, _, err := s.ListAudit(ctx, q)
+		got, _, err := s.Audit.List(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestAuditTrail(t *testing.T) {
 	var paged []int64
 	q := AuditQuery{Limit: 2}
 	for {
-		page, more, err := s.ListAudit(ctx, q)
+		page, more, err := s.Audit.List(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestAuditTrail(t *testing.T) {
 		t.Fatalf("pages gave %v", paged)
 	}
 
-	all, _, _ := s.ListAudit(ctx, AuditQuery{Limit: 10})
+	all, _, _ := s.Audit.List(ctx, AuditQuery{Limit: 10})
 	if e := all[3]; e.Actor == nil || e.Actor.Name != "root" || e.Details["key"].(map[string]any)["role"] != "editor" || !e.Time.Equal(start.Add(2*time.Minute)) {
 		t.Errorf("key.create entry = %+v", e)
 	}
@@ -87,7 +87,7 @@ func TestAuditTrail(t *testing.T) {
 		t.Errorf("refused login = %+v", all[4])
 	}
 
-	n, err := s.PruneAudit(ctx, start.Add(3*time.Minute))
+	n, err := s.Audit.Prune(ctx, start.Add(3*time.Minute))
 	if err != nil || n != 2 {
 		t.Fatalf("pruned %d, %v; want 2", n, err)
 	}

@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// Domains is the store's worker_domains table: the custom domains attached to workers,
+// pending or verified, with their tombstones.
+type Domains struct{ s *Store }
+
 // ErrDomainTaken is an attach of a domain that another worker holds verified.
 var ErrDomainTaken = errors.New("the domain is attached to another worker")
 
@@ -64,12 +68,13 @@ func newToken() string {
 	return "runtime-" + hex.EncodeToString(b)
 }
 
-// AttachDomain attaches domain (checked by the caller) to worker, by by, and returns its row:
+// Attach attaches domain (checked by the caller) to worker, by by, and returns its row:
 // a new claim with a fresh token, or the live one when the worker holds it already. A domain
 // another worker holds verified is ErrDomainTaken; one it holds pending blocks nothing (whoever
 // verifies first gets it). A new claim that would give the worker's namespace more than
 // maxPending pending claims is ErrTooManyPending (no cap when maxPending <= 0).
-func (s *Store) AttachDomain(ctx context.Context, domain, worker string, maxPending int, by Principal) (WorkerDomain, error) {
+func (f Domains) Attach(ctx context.Context, domain, worker string, maxPending int, by Principal) (WorkerDomain, error) {
+	s := f.s
 	defer s.timed("attach_domain")()
 	if err := checkRef(UnitRef{Kind: UnitWorker, Name: worker}, true); err != nil {
 		return WorkerDomain{}, err
@@ -122,15 +127,16 @@ func (s *Store) AttachDomain(ctx context.Context, domain, worker string, maxPend
 	if err != nil {
 		return WorkerDomain{}, err
 	}
-	s.domainsChangedNow()
+	f.changedNow()
 	return out, nil
 }
 
-// DropExpiredDomains drops the claims still pending PendingDomainTTL after they were made,
+// DropExpired drops the claims still pending PendingDomainTTL after they were made,
 // as tombstones every instance learns of, and returns how many went. Listings skip them
 // already; this keeps the table and the router's view of pending names current. A store
 // holding none writes nothing.
-func (s *Store) DropExpiredDomains(ctx context.Context) (int, error) {
+func (f Domains) DropExpired(ctx context.Context) (int, error) {
+	s := f.s
 	defer s.timed("drop_expired_domains")()
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_domains WHERE removed_at = 0 AND verified_at = 0 AND created_at <= ?`,
@@ -141,7 +147,7 @@ func (s *Store) DropExpiredDomains(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.domainsChangedNow()
+	f.changedNow()
 	return n, nil
 }
 
@@ -159,11 +165,12 @@ func dropExpired(ctx context.Context, tx writeTx, now int64, where string, args 
 	return nil
 }
 
-// RecordDomainCheck stores the outcome of a DNS check of worker's domain: verified, or the
+// RecordCheck stores the outcome of a DNS check of worker's domain: verified, or the
 // reason it failed (a verified domain stays verified). The first claim verified takes the
 // domain: the other workers' pending claims of it are dropped, and a check that passes after
 // another worker's claim was verified is ErrDomainTaken. It returns the row as stored.
-func (s *Store) RecordDomainCheck(ctx context.Context, domain, worker string, verified bool, reason string) (WorkerDomain, error) {
+func (f Domains) RecordCheck(ctx context.Context, domain, worker string, verified bool, reason string) (WorkerDomain, error) {
+	s := f.s
 	defer s.timed("check_domain")()
 	var out WorkerDomain
 	err := s.write(ctx, func(tx writeTx) error {
@@ -208,18 +215,19 @@ func (s *Store) RecordDomainCheck(ctx context.Context, domain, worker string, ve
 	if err != nil {
 		return WorkerDomain{}, err
 	}
-	s.domainsChangedNow()
+	f.changedNow()
 	return out, nil
 }
 
-// RemoveDomain detaches domain from worker, by by.
-func (s *Store) RemoveDomain(ctx context.Context, domain, worker string, by Principal) error {
-	return s.RemoveDomainAudited(ctx, domain, worker, by, nil)
+// Remove detaches domain from worker, by by.
+func (f Domains) Remove(ctx context.Context, domain, worker string, by Principal) error {
+	return f.RemoveAudited(ctx, domain, worker, by, nil)
 }
 
-// RemoveDomainAudited is RemoveDomain that also stores e, the detach's audit entry, in the
+// RemoveAudited is Domains.Remove that also stores e, the detach's audit entry, in the
 // same transaction (none when e is nil).
-func (s *Store) RemoveDomainAudited(ctx context.Context, domain, worker string, by Principal, e *AuditEntry) error {
+func (f Domains) RemoveAudited(ctx context.Context, domain, worker string, by Principal, e *AuditEntry) error {
+	s := f.s
 	defer s.timed("remove_domain")()
 	err := s.write(ctx, func(tx writeTx) error {
 		now := s.now().Unix()
@@ -231,19 +239,20 @@ func (s *Store) RemoveDomainAudited(ctx context.Context, domain, worker string, 
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrDomainNotFound
 		}
-		return s.auditIn(ctx, tx, e)
+		return s.Audit.appendIn(ctx, tx, e)
 	})
 	if err != nil {
 		return err
 	}
-	s.domainsChangedNow()
+	f.changedNow()
 	return nil
 }
 
-// Domains returns the live domains as this instance holds them, of worker only when worker is
+// List returns the live domains as this instance holds them, of worker only when worker is
 // not "", by domain: the verified ones and the pending claims not expired (several workers
 // may claim one domain while it is pending).
-func (s *Store) Domains(ctx context.Context, worker string) ([]WorkerDomain, error) {
+func (f Domains) List(ctx context.Context, worker string) ([]WorkerDomain, error) {
+	s := f.s
 	defer s.timed("list_domains")()
 	return readDomains(ctx, s.db, `removed_at = 0 AND (verified_at != 0 OR created_at > ?) AND (? = '' OR worker = ?)`,
 		pendingSince(s.now().Unix()), worker, worker)
@@ -268,12 +277,13 @@ func readDomains(ctx context.Context, db queryer, where string, args ...any) ([]
 	return out, rows.Err()
 }
 
-// DomainsChanged returns the channel that receives a value after the domains this instance
+// Changed returns the channel that receives a value after the domains this instance
 // holds have changed: a change made here, or a pull that brought changed rows. Signals that
 // come while one waits are merged into it.
-func (s *Store) DomainsChanged() <-chan struct{} { return s.domainsChanged }
+func (f Domains) Changed() <-chan struct{} { return f.s.domainsChanged }
 
-func (s *Store) domainsChangedNow() {
+func (f Domains) changedNow() {
+	s := f.s
 	select {
 	case s.domainsChanged <- struct{}{}:
 	default:

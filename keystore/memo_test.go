@@ -37,11 +37,11 @@ func TestMemoLivesWithItsVerification(t *testing.T) {
 		t.Fatal("a verification served from the cache has another memo")
 	}
 
-	token, _, err := s.CreateSession(ctx, NewSession{Principal: first, TTL: time.Hour})
+	token, _, err := s.Sessions.Create(ctx, NewSession{Principal: first, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, _, err := s.VerifySession(ctx, token, "")
+	sp, _, err := s.Sessions.Verify(ctx, token, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-// UnitExistsError is AddUnitVersion's refusal: the desired state holds Existing, a row of the
+// UnitExistsError is Units.Add's refusal: the desired state holds Existing, a row of the
 // same unit version (live or removed) or, for a plugin, another live version.
 type UnitExistsError struct{ Existing UnitVersion }
 
@@ -20,19 +20,20 @@ func (e *UnitExistsError) Error() string {
 		e.Existing.Version, state, e.Existing.SHA256, e.Existing.Change)
 }
 
-// AddUnitVersion stores u as a new live row, as PutUnitVersion does, unless the desired state
+// Add stores u as a new live row, as Units.Put does, unless the desired state
 // holds a row of the same unit version, live or removed, or for a plugin another live version
-// (which PutUnitVersion would remove): then it writes nothing and returns a *UnitExistsError
+// (which Units.Put would remove): then it writes nothing and returns a *UnitExistsError
 // with that row. The check and the write are one transaction (on the primary in sync mode),
 // so a row written meanwhile by another instance is never replaced. It publishes what an
 // instance holds without overruling the cluster.
-func (s *Store) AddUnitVersion(ctx context.Context, u UnitVersion, by Principal) (int64, error) {
+func (f Units) Add(ctx context.Context, u UnitVersion, by Principal) (int64, error) {
+	s := f.s
 	defer s.timed("add_unit")()
 	scope, hash, err := checkUnit(u)
 	if err != nil {
 		return 0, err
 	}
-	return s.writeUnits(ctx, func(tx writeTx) error {
+	return f.write(ctx, func(tx writeTx) error {
 		existing, err := scanUnit(tx.QueryRowContext(ctx, `SELECT `+unitColumns+` FROM unit_versions
 			WHERE kind = ? AND name = ? AND (version = ? OR kind = ? AND removed_at = 0)
 			ORDER BY version = ? DESC LIMIT 1`, u.Kind, u.Name, u.Version, UnitPlugin, u.Version))

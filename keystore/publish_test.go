@@ -14,29 +14,29 @@ func TestAddUnitVersion(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newStore(t)
 	app := unitVersion(UnitWorker, "@team/app", "1.0.0", 'a')
-	change, err := s.AddUnitVersion(ctx, app, deployer)
+	change, err := s.Units.Add(ctx, app, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !signalled(s) {
-		t.Error("an add did not signal UnitsChanged")
+		t.Error("an add did not signal Units.Changed")
 	}
 	stored := findUnit(t, unitsOf(t, s), app.UnitRef)
 	if stored.Change != change || stored.Scope != "@team" || stored.SHA256 != app.SHA256 || !stored.Live() || stored.ChangedByPrefix != deployer.KeyPrefix {
 		t.Fatalf("stored %+v (change %d)", stored, change)
 	}
-	if _, err := s.PutUnitVersion(ctx, unitVersion(UnitPlugin, "hello", "2.0.0", 'c'), Root()); err != nil {
+	if _, err := s.Units.Put(ctx, unitVersion(UnitPlugin, "hello", "2.0.0", 'c'), Root()); err != nil {
 		t.Fatal(err)
 	}
 	gone := unitVersion(UnitWorker, "gone", "1.0.0", 'd')
-	if _, err := s.PutUnitVersion(ctx, gone, Root()); err != nil {
+	if _, err := s.Units.Put(ctx, gone, Root()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RemoveUnit(ctx, gone.UnitRef, Root()); err != nil {
+	if _, err := s.Units.Remove(ctx, gone.UnitRef, Root()); err != nil {
 		t.Fatal(err)
 	}
 	before := unitsOf(t, s)
-	latest, _ := s.LatestChange(ctx)
+	latest, _ := s.Units.LatestChange(ctx)
 
 	for _, tc := range []struct {
 		name     string
@@ -49,24 +49,24 @@ func TestAddUnitVersion(t *testing.T) {
 		{"plugin's other version", unitVersion(UnitPlugin, "hello", "1.0.0", 'e'), UnitRef{Kind: UnitPlugin, Name: "hello", Version: "2.0.0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.AddUnitVersion(ctx, tc.add, Root())
+			_, err := s.Units.Add(ctx, tc.add, Root())
 			var exists *UnitExistsError
 			if !errors.As(err, &exists) || exists.Existing != findUnit(t, before, tc.existing) {
 				t.Fatalf("add = %v, want the row of %+v", err, tc.existing)
 			}
 		})
 	}
-	if after, _ := s.LatestChange(ctx); after != latest || !reflect.DeepEqual(unitsOf(t, s), before) {
+	if after, _ := s.Units.LatestChange(ctx); after != latest || !reflect.DeepEqual(unitsOf(t, s), before) {
 		t.Fatal("a refused add changed the desired state")
 	}
 	// Another worker version, and a plugin once its live version is removed, are added.
-	if _, err := s.AddUnitVersion(ctx, unitVersion(UnitWorker, "@team/app", "2.0.0", 'f'), Root()); err != nil {
+	if _, err := s.Units.Add(ctx, unitVersion(UnitWorker, "@team/app", "2.0.0", 'f'), Root()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RemoveUnit(ctx, UnitRef{Kind: UnitPlugin, Name: "hello"}, Root()); err != nil {
+	if _, err := s.Units.Remove(ctx, UnitRef{Kind: UnitPlugin, Name: "hello"}, Root()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AddUnitVersion(ctx, unitVersion(UnitPlugin, "hello", "1.0.0", 'e'), Root()); err != nil {
+	if _, err := s.Units.Add(ctx, unitVersion(UnitPlugin, "hello", "1.0.0", 'e'), Root()); err != nil {
 		t.Fatal(err)
 	}
 }

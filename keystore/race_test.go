@@ -95,14 +95,14 @@ func TestRevokeRacingFirstUse(t *testing.T) {
 		var revokeErr error
 		race(
 			func() { s.Verify(ctx, k.Secret) },
-			func() { s.VerifySession(ctx, token, "") },
+			func() { s.Sessions.Verify(ctx, token, "") },
 			func() { revokeErr = s.Revoke(ctx, k.ID) },
 		)
 		if revokeErr != nil {
 			return false, revokeErr
 		}
 		_, keyErr := s.Verify(ctx, k.Secret)
-		_, _, sessErr := s.VerifySession(ctx, token, "")
+		_, _, sessErr := s.Sessions.Verify(ctx, token, "")
 		return !errors.Is(keyErr, ErrInvalidKey) || !errors.Is(sessErr, ErrInvalidSession), nil
 	})
 	if list, _ := s.List(ctx); len(list) != 0 {
@@ -119,10 +119,10 @@ func TestLogoutRacingFirstUse(t *testing.T) {
 		token := tokens[n]
 		var endErr error
 		race(
-			func() { s.VerifySession(ctx, token, "") },
-			func() { endErr = s.EndSessionToken(ctx, token) },
+			func() { s.Sessions.Verify(ctx, token, "") },
+			func() { endErr = s.Sessions.EndToken(ctx, token) },
 		)
-		_, _, err := s.VerifySession(ctx, token, "")
+		_, _, err := s.Sessions.Verify(ctx, token, "")
 		return !errors.Is(err, ErrInvalidSession), endErr
 	})
 }

@@ -538,16 +538,16 @@ func (r *replica) pullLocked(ctx context.Context) error {
 		r.s.invalidate()
 	}
 	if len(pulled[len(keyTables)])+len(pulled[len(keyTables)+1]) > 0 || cursor < 0 { // unit_versions, unit_reloads
-		r.s.unitsChangedNow()
+		r.s.Units.changedNow()
 	}
 	if len(pulled[len(keyTables)+2]) > 0 || cursor < 0 { // traffic_splits
-		r.s.trafficChangedNow()
+		r.s.Traffic.changedNow()
 	}
 	if len(pulled[secretsTable]) > 0 || cursor < 0 {
-		r.s.secretsChangedNow()
+		r.s.Secrets.changedNow()
 	}
 	if len(pulled[domainsTable]) > 0 || cursor < 0 {
-		r.s.domainsChangedNow()
+		r.s.Domains.changedNow()
 	}
 	return nil
 }

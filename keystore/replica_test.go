@@ -51,21 +51,21 @@ func TestSyncSharesKeysAndSessions(t *testing.T) {
 		t.Fatalf("unknown key on B = %v, want ErrInvalidKey", err)
 	}
 
-	token, _, err := a.CreateSession(ctx, NewSession{Principal: p, TTL: time.Hour})
+	token, _, err := a.Sessions.Create(ctx, NewSession{Principal: p, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.VerifySession(ctx, token, ""); err != nil {
+	if _, _, err := b.Sessions.Verify(ctx, token, ""); err != nil {
 		t.Fatalf("session begun on A, on B: %v", err)
 	}
-	if _, _, err := a.VerifySession(ctx, token, ""); err != nil {
+	if _, _, err := a.Sessions.Verify(ctx, token, ""); err != nil {
 		t.Fatalf("session begun on A, on A: %v", err)
 	}
-	if err := b.EndSessionToken(ctx, token); err != nil {
+	if err := b.Sessions.EndToken(ctx, token); err != nil {
 		t.Fatal(err)
 	}
 	testkit.EventuallyNil(t, 3*time.Second, func() error {
-		if _, _, err := a.VerifySession(ctx, token, ""); !errors.Is(err, ErrInvalidSession) {
+		if _, _, err := a.Sessions.Verify(ctx, token, ""); !errors.Is(err, ErrInvalidSession) {
 			return fmt.Errorf("session ended on B, on A: %v", err)
 		}
 		return nil
@@ -164,13 +164,13 @@ func TestSyncPrimaryDown(t *testing.T) {
 	if st, ok := a.Sync(); !ok || st.Reachable || !st.Synced || st.Error == "" {
 		t.Fatalf("status while down = %+v", st)
 	}
-	if err := a.AppendAudit(ctx, AuditEntry{Action: "key.create", Target: "during", Outcome: "failed"}); err != nil {
+	if err := a.Audit.Append(ctx, AuditEntry{Action: "key.create", Target: "during", Outcome: "failed"}); err != nil {
 		t.Fatalf("an audit entry while the primary is down fails its request: %v", err)
 	}
 
 	primary.Restart(t)
 	testkit.EventuallyNil(t, 10*time.Second, func() error {
-		entries, _, err := b.ListAudit(ctx, AuditQuery{Action: "key.create", Limit: 10})
+		entries, _, err := b.Audit.List(ctx, AuditQuery{Action: "key.create", Limit: 10})
 		if err != nil || len(entries) != 1 || entries[0].Target != "during" {
 			return fmt.Errorf("the queued audit entry on B = %+v, %v", entries, err)
 		}
@@ -303,21 +303,21 @@ func TestMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := local.Verify(ctx, k.Secret)
-	token, _, err := local.CreateSession(ctx, NewSession{Principal: p, TTL: time.Hour})
+	token, _, err := local.Sessions.Create(ctx, NewSession{Principal: p, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rootToken, _, err := local.CreateSession(ctx, NewSession{Principal: Root(), RootKey: root, TTL: time.Hour})
+	rootToken, _, err := local.Sessions.Create(ctx, NewSession{Principal: Root(), RootKey: root, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := local.AppendAudit(ctx, AuditEntry{Action: "key.create", Target: "ci", Outcome: "success"}); err != nil {
+	if err := local.Audit.Append(ctx, AuditEntry{Action: "key.create", Target: "ci", Outcome: "success"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.ChangeSecrets(ctx, "@team/app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, p); err != nil {
+	if _, err := local.Secrets.Change(ctx, "@team/app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := local.AttachDomain(ctx, "shop.example.org", "@team/app", 0, p); err != nil {
+	if _, err := local.Domains.Attach(ctx, "shop.example.org", "@team/app", 0, p); err != nil {
 		t.Fatal(err)
 	}
 	local.Close()
@@ -342,19 +342,19 @@ func TestMigrate(t *testing.T) {
 		if _, err := s.Verify(ctx, k.Secret); err != nil {
 			t.Errorf("%s: the key: %v", name, err)
 		}
-		if _, _, err := s.VerifySession(ctx, token, root); err != nil {
+		if _, _, err := s.Sessions.Verify(ctx, token, root); err != nil {
 			t.Errorf("%s: the key's session: %v", name, err)
 		}
-		if _, _, err := s.VerifySession(ctx, rootToken, root); err != nil {
+		if _, _, err := s.Sessions.Verify(ctx, rootToken, root); err != nil {
 			t.Errorf("%s: the root session: %v", name, err)
 		}
-		if entries, _, err := s.ListAudit(ctx, AuditQuery{Limit: 10}); err != nil || len(entries) != 1 {
+		if entries, _, err := s.Audit.List(ctx, AuditQuery{Limit: 10}); err != nil || len(entries) != 1 {
 			t.Errorf("%s: the audit trail = %+v, %v", name, entries, err)
 		}
-		if secrets, err := s.Secrets(ctx, "@team/app"); err != nil || len(secrets) != 1 || secrets[0].Sealed != "sealed" {
+		if secrets, err := s.Secrets.List(ctx, "@team/app"); err != nil || len(secrets) != 1 || secrets[0].Sealed != "sealed" {
 			t.Errorf("%s: the secrets = %+v, %v", name, secrets, err)
 		}
-		if domains, err := s.Domains(ctx, "@team/app"); err != nil || len(domains) != 1 || domains[0].Domain != "shop.example.org" {
+		if domains, err := s.Domains.List(ctx, "@team/app"); err != nil || len(domains) != 1 || domains[0].Domain != "shop.example.org" {
 			t.Errorf("%s: the domains = %+v, %v", name, domains, err)
 		}
 	}

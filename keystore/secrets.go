@@ -6,6 +6,10 @@ import (
 	"fmt"
 )
 
+// Secrets is the store's worker_secrets table: the workers' secrets, sealed, with their
+// tombstones.
+type Secrets struct{ s *Store }
+
 // ErrSecretNotFound is a change to a secret the worker does not have.
 var ErrSecretNotFound = errors.New("no such secret")
 
@@ -49,16 +53,17 @@ const (
 	maxSealedLength = 64 << 10
 )
 
-// ChangeSecrets sets the secrets set (a secret removed before comes back) and removes those
+// Change sets the secrets set (a secret removed before comes back) and removes those
 // unset names, of worker, in one write changed by by, and returns its change number. Removing
 // a secret the worker does not have is ErrSecretNotFound, and nothing changes.
-func (s *Store) ChangeSecrets(ctx context.Context, worker string, set []SealedSecret, unset []string, by Principal) (int64, error) {
-	return s.ChangeSecretsAudited(ctx, worker, set, unset, by, nil)
+func (f Secrets) Change(ctx context.Context, worker string, set []SealedSecret, unset []string, by Principal) (int64, error) {
+	return f.ChangeAudited(ctx, worker, set, unset, by, nil)
 }
 
-// ChangeSecretsAudited is ChangeSecrets that also stores e, the change's audit entry, in the
+// ChangeAudited is Secrets.Change that also stores e, the change's audit entry, in the
 // same transaction (none when e is nil).
-func (s *Store) ChangeSecretsAudited(ctx context.Context, worker string, set []SealedSecret, unset []string, by Principal, e *AuditEntry) (int64, error) {
+func (f Secrets) ChangeAudited(ctx context.Context, worker string, set []SealedSecret, unset []string, by Principal, e *AuditEntry) (int64, error) {
+	s := f.s
 	defer s.timed("change_secrets")()
 	if err := checkRef(UnitRef{Kind: UnitWorker, Name: worker}, true); err != nil {
 		return 0, err
@@ -101,12 +106,12 @@ func (s *Store) ChangeSecretsAudited(ctx context.Context, worker string, set []S
 				return ErrSecretNotFound
 			}
 		}
-		return s.auditIn(ctx, tx, e)
+		return s.Audit.appendIn(ctx, tx, e)
 	})
 	if err != nil {
 		return 0, err
 	}
-	s.secretsChangedNow()
+	f.changedNow()
 	return change, nil
 }
 
@@ -118,15 +123,16 @@ func checkSecretName(name string) error {
 	return checkText("secret name", "BAD_REQUEST", name, maxSecretName)
 }
 
-// Secrets returns the live secrets of worker, by name, as this instance holds them.
-func (s *Store) Secrets(ctx context.Context, worker string) ([]SecretRecord, error) {
-	return s.readSecrets(ctx, `SELECT `+secretColumns+` FROM worker_secrets WHERE worker = ? AND removed_at = 0 ORDER BY name`, worker)
+// List returns the live secrets of worker, by name, as this instance holds them.
+func (f Secrets) List(ctx context.Context, worker string) ([]SecretRecord, error) {
+	return f.read(ctx, `SELECT `+secretColumns+` FROM worker_secrets WHERE worker = ? AND removed_at = 0 ORDER BY name`, worker)
 }
 
-// SecretVersions returns, for every worker that has or had a secret, the change number of the
+// Versions returns, for every worker that has or had a secret, the change number of the
 // last change to its secrets (a removal included): a worker whose number moves has new
 // secrets, which its running processes do not have yet.
-func (s *Store) SecretVersions(ctx context.Context) (map[string]int64, error) {
+func (f Secrets) Versions(ctx context.Context) (map[string]int64, error) {
+	s := f.s
 	rows, err := s.db.QueryContext(ctx, `SELECT worker, MAX(change_seq) FROM worker_secrets GROUP BY worker`)
 	if err != nil {
 		return nil, fmt.Errorf("reading the secrets' changes: %v", err)
@@ -144,11 +150,12 @@ func (s *Store) SecretVersions(ctx context.Context) (map[string]int64, error) {
 	return out, rows.Err()
 }
 
-// ResealSecrets passes every live secret to reseal in one write transaction and stores what
+// Reseal passes every live secret to reseal in one write transaction and stores what
 // it returns in its place, keeping who set it and when: a new key id and sealed value, or
 // keep to leave it as it is. An error from reseal changes nothing. It returns how many
 // secrets it re-sealed.
-func (s *Store) ResealSecrets(ctx context.Context, reseal func(SecretRecord) (keyID, sealed string, keep bool, err error)) (int, error) {
+func (f Secrets) Reseal(ctx context.Context, reseal func(SecretRecord) (keyID, sealed string, keep bool, err error)) (int, error) {
+	s := f.s
 	defer s.timed("reseal_secrets")()
 	n := 0
 	err := s.write(ctx, func(tx writeTx) error {
@@ -189,12 +196,13 @@ func (s *Store) ResealSecrets(ctx context.Context, reseal func(SecretRecord) (ke
 		return 0, err
 	}
 	if n > 0 {
-		s.secretsChangedNow()
+		f.changedNow()
 	}
 	return n, nil
 }
 
-func (s *Store) readSecrets(ctx context.Context, query string, args ...any) ([]SecretRecord, error) {
+func (f Secrets) read(ctx context.Context, query string, args ...any) ([]SecretRecord, error) {
+	s := f.s
 	defer s.timed("list_secrets")()
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -212,12 +220,13 @@ func (s *Store) readSecrets(ctx context.Context, query string, args ...any) ([]S
 	return out, rows.Err()
 }
 
-// SecretsChanged returns the channel that receives a value after the secrets this instance
+// Changed returns the channel that receives a value after the secrets this instance
 // holds have changed: a change made here, or a pull that brought changed rows. Signals that
-// come while one waits are merged into it, as for UnitsChanged.
-func (s *Store) SecretsChanged() <-chan struct{} { return s.secretsChanged }
+// come while one waits are merged into it, as for Units.Changed.
+func (f Secrets) Changed() <-chan struct{} { return f.s.secretsChanged }
 
-func (s *Store) secretsChangedNow() {
+func (f Secrets) changedNow() {
+	s := f.s
 	select {
 	case s.secretsChanged <- struct{}{}:
 	default:

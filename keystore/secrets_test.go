@@ -10,10 +10,10 @@ import (
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
-// secretsSignalled drains SecretsChanged and reports whether it held a signal.
+// secretsSignalled drains Secrets.Changed and reports whether it held a signal.
 func secretsSignalled(s *Store) bool {
 	select {
-	case <-s.SecretsChanged():
+	case <-s.Secrets.Changed():
 		return true
 	default:
 		return false
@@ -33,14 +33,14 @@ func names(rows []SecretRecord) []string {
 func TestSecrets(t *testing.T) {
 	ctx := context.Background()
 	s, c, _ := newStore(t)
-	c1, err := s.ChangeSecrets(ctx, "@team/app", []SealedSecret{{"B", "k1", "sealed-b"}, {"A", "k1", "sealed-a"}}, nil, deployer)
+	c1, err := s.Secrets.Change(ctx, "@team/app", []SealedSecret{{"B", "k1", "sealed-b"}, {"A", "k1", "sealed-a"}}, nil, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !secretsSignalled(s) {
-		t.Error("a change did not signal SecretsChanged")
+		t.Error("a change did not signal Secrets.Changed")
 	}
-	rows, err := s.Secrets(ctx, "@team/app")
+	rows, err := s.Secrets.List(ctx, "@team/app")
 	if err != nil || !reflect.DeepEqual(names(rows), []string{"A", "B"}) {
 		t.Fatalf("Secrets = %v, %v", names(rows), err)
 	}
@@ -48,32 +48,32 @@ func TestSecrets(t *testing.T) {
 		r.ChangedByPrefix != deployer.KeyPrefix || r.UpdatedAt != c.now().Unix() || r.Change != c1 {
 		t.Errorf("row = %+v", r)
 	}
-	if other, _ := s.Secrets(ctx, "@team/other"); len(other) != 0 {
+	if other, _ := s.Secrets.List(ctx, "@team/other"); len(other) != 0 {
 		t.Errorf("another worker's secrets: %v", names(other))
 	}
-	c2, err := s.ChangeSecrets(ctx, "@team/app", nil, []string{"B"}, Root())
+	c2, err := s.Secrets.Change(ctx, "@team/app", nil, []string{"B"}, Root())
 	if err != nil || c2 <= c1 {
 		t.Fatalf("remove: %d, %v", c2, err)
 	}
-	if rows, _ := s.Secrets(ctx, "@team/app"); !reflect.DeepEqual(names(rows), []string{"A"}) {
+	if rows, _ := s.Secrets.List(ctx, "@team/app"); !reflect.DeepEqual(names(rows), []string{"A"}) {
 		t.Errorf("after removing B: %v", names(rows))
 	}
-	if v, _ := s.SecretVersions(ctx); v["@team/app"] != c2 {
-		t.Errorf("SecretVersions = %v, want @team/app at %d", v, c2)
+	if v, _ := s.Secrets.Versions(ctx); v["@team/app"] != c2 {
+		t.Errorf("Secrets.Versions = %v, want @team/app at %d", v, c2)
 	}
-	if _, err := s.ChangeSecrets(ctx, "@team/app", []SealedSecret{{"C", "k1", "c"}}, []string{"B"}, Root()); !errors.Is(err, ErrSecretNotFound) {
+	if _, err := s.Secrets.Change(ctx, "@team/app", []SealedSecret{{"C", "k1", "c"}}, []string{"B"}, Root()); !errors.Is(err, ErrSecretNotFound) {
 		t.Fatalf("removing a removed secret: %v, want ErrSecretNotFound", err)
 	}
-	if rows, _ := s.Secrets(ctx, "@team/app"); !reflect.DeepEqual(names(rows), []string{"A"}) {
+	if rows, _ := s.Secrets.List(ctx, "@team/app"); !reflect.DeepEqual(names(rows), []string{"A"}) {
 		t.Errorf("a refused change changed: %v", names(rows))
 	}
-	if _, err := s.ChangeSecrets(ctx, "@team/app", []SealedSecret{{"B", "k1", "b2"}}, nil, deployer); err != nil {
+	if _, err := s.Secrets.Change(ctx, "@team/app", []SealedSecret{{"B", "k1", "b2"}}, nil, deployer); err != nil {
 		t.Fatal(err)
 	}
-	if rows, _ := s.Secrets(ctx, "@team/app"); !reflect.DeepEqual(names(rows), []string{"A", "B"}) || rows[1].Sealed != "b2" {
+	if rows, _ := s.Secrets.List(ctx, "@team/app"); !reflect.DeepEqual(names(rows), []string{"A", "B"}) || rows[1].Sealed != "b2" {
 		t.Errorf("B set again: %+v", rows)
 	}
-	if _, err := s.ChangeSecrets(ctx, "@team/app", []SealedSecret{{"D", "k1", ""}}, nil, deployer); err == nil {
+	if _, err := s.Secrets.Change(ctx, "@team/app", []SealedSecret{{"D", "k1", ""}}, nil, deployer); err == nil {
 		t.Error("a secret with nothing sealed was stored")
 	}
 }
@@ -83,12 +83,12 @@ func TestSecrets(t *testing.T) {
 func TestResealSecrets(t *testing.T) {
 	ctx := context.Background()
 	s, c, _ := newStore(t)
-	s.ChangeSecrets(ctx, "app", []SealedSecret{{"A", "old", "a"}, {"B", "new", "b"}}, nil, deployer)
-	s.ChangeSecrets(ctx, "app", nil, []string{"B"}, deployer)
-	s.ChangeSecrets(ctx, "@team/x", []SealedSecret{{"C", "old", "c"}}, nil, deployer)
+	s.Secrets.Change(ctx, "app", []SealedSecret{{"A", "old", "a"}, {"B", "new", "b"}}, nil, deployer)
+	s.Secrets.Change(ctx, "app", nil, []string{"B"}, deployer)
+	s.Secrets.Change(ctx, "@team/x", []SealedSecret{{"C", "old", "c"}}, nil, deployer)
 	set := c.now().Unix()
 	c.t = c.t.Add(time.Hour)
-	_, err := s.ResealSecrets(ctx, func(r SecretRecord) (string, string, bool, error) {
+	_, err := s.Secrets.Reseal(ctx, func(r SecretRecord) (string, string, bool, error) {
 		if r.Worker == "@team/x" {
 			return "", "", false, errors.New("cannot open")
 		}
@@ -97,38 +97,38 @@ func TestResealSecrets(t *testing.T) {
 	if err == nil {
 		t.Fatal("a failing reseal succeeded")
 	}
-	if rows, _ := s.Secrets(ctx, "app"); rows[0].Sealed != "a" {
+	if rows, _ := s.Secrets.List(ctx, "app"); rows[0].Sealed != "a" {
 		t.Fatalf("a failed reseal changed %+v", rows[0])
 	}
-	n, err := s.ResealSecrets(ctx, func(r SecretRecord) (string, string, bool, error) {
+	n, err := s.Secrets.Reseal(ctx, func(r SecretRecord) (string, string, bool, error) {
 		if r.KeyID == "new" {
 			return "", "", true, nil
 		}
 		return "new", "re-" + r.Sealed, false, nil
 	})
 	if err != nil || n != 2 {
-		t.Fatalf("ResealSecrets = %d, %v; want the 2 live secrets", n, err)
+		t.Fatalf("Secrets.Reseal = %d, %v; want the 2 live secrets", n, err)
 	}
 	for _, w := range []string{"app", "@team/x"} {
-		rows, _ := s.Secrets(ctx, w)
+		rows, _ := s.Secrets.List(ctx, w)
 		if len(rows) != 1 || rows[0].KeyID != "new" || rows[0].Sealed[:3] != "re-" || rows[0].UpdatedAt != set || rows[0].ChangedByName != deployer.Name {
 			t.Errorf("%s after reseal: %+v", w, rows)
 		}
 	}
-	if n, _ := s.ResealSecrets(ctx, func(SecretRecord) (string, string, bool, error) { return "", "", true, nil }); n != 0 {
+	if n, _ := s.Secrets.Reseal(ctx, func(SecretRecord) (string, string, bool, error) { return "", "", true, nil }); n != 0 {
 		t.Errorf("a second rotation re-sealed %d", n)
 	}
 }
 
 // TestSyncSecrets: a secret set on one instance, and its removal, reach another by a pull,
-// which signals SecretsChanged there.
+// which signals Secrets.Changed there.
 func TestSyncSecrets(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t)
 	a, _ := syncStore(t, primary, time.Hour)
 	b, _ := syncStore(t, primary, time.Hour)
-	if _, err := a.ChangeSecrets(ctx, "app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, deployer); err != nil {
+	if _, err := a.Secrets.Change(ctx, "app", []SealedSecret{{"TOKEN", "k1", "sealed"}}, nil, deployer); err != nil {
 		t.Fatal(err)
 	}
 	secretsSignalled(b)
@@ -136,23 +136,23 @@ func TestSyncSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !secretsSignalled(b) {
-		t.Error("the pull did not signal SecretsChanged")
+		t.Error("the pull did not signal Secrets.Changed")
 	}
-	if rows, _ := b.Secrets(ctx, "app"); len(rows) != 1 || rows[0].Sealed != "sealed" {
+	if rows, _ := b.Secrets.List(ctx, "app"); len(rows) != 1 || rows[0].Sealed != "sealed" {
 		t.Fatalf("B's secrets: %+v", rows)
 	}
-	if _, err := a.ChangeSecrets(ctx, "app", nil, []string{"TOKEN"}, deployer); err != nil {
+	if _, err := a.Secrets.Change(ctx, "app", nil, []string{"TOKEN"}, deployer); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.replica.pull(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rows, _ := b.Secrets(ctx, "app"); len(rows) != 0 {
+	if rows, _ := b.Secrets.List(ctx, "app"); len(rows) != 0 {
 		t.Fatalf("B's secrets after the removal: %+v", rows)
 	}
-	va, _ := a.SecretVersions(ctx)
-	vb, _ := b.SecretVersions(ctx)
+	va, _ := a.Secrets.Versions(ctx)
+	vb, _ := b.Secrets.Versions(ctx)
 	if !reflect.DeepEqual(va, vb) {
-		t.Errorf("SecretVersions: A %v, B %v", va, vb)
+		t.Errorf("Secrets.Versions: A %v, B %v", va, vb)
 	}
 }

@@ -15,6 +15,10 @@ import (
 	"unicode/utf8"
 )
 
+// Sessions is the store's sessions table: the logins of the management panel, each a token
+// of a key (or of the root key) that verifies as its principal until it ends or expires.
+type Sessions struct{ s *Store }
+
 // SessionPrefix starts every session token: "rts_" followed by 32 random bytes in unpadded
 // base64url, like a key, so a token is as hard to guess.
 const SessionPrefix = "rts_"
@@ -63,9 +67,10 @@ type NewSession struct {
 	Audit func(SessionRecord) AuditEntry
 }
 
-// CreateSession stores a new session and returns its token, which is never available again
+// Create stores a new session and returns its token, which is never available again
 // (only its SHA-256 is stored). The session ends at TTL, or when its key expires if sooner.
-func (s *Store) CreateSession(ctx context.Context, ns NewSession) (string, SessionRecord, error) {
+func (f Sessions) Create(ctx context.Context, ns NewSession) (string, SessionRecord, error) {
+	s := f.s
 	defer s.timed("create_session")()
 	now := s.now()
 	rec := SessionRecord{CreatedAt: now.Unix(), ExpiresAt: now.Add(ns.TTL).Unix(), LastSeenAt: now.Unix(),
@@ -115,7 +120,7 @@ func (s *Store) CreateSession(ctx context.Context, ns NewSession) (string, Sessi
 			return nil
 		}
 		e := ns.Audit(rec)
-		return s.auditIn(ctx, tx, &e)
+		return s.Audit.appendIn(ctx, tx, &e)
 	})
 	if err != nil {
 		return "", rec, err
@@ -126,10 +131,11 @@ func (s *Store) CreateSession(ctx context.Context, ns NewSession) (string, Sessi
 	return token, rec, nil
 }
 
-// VerifySession resolves a session token to its principal and session. A session whose
+// Verify resolves a session token to its principal and session. A session whose
 // token is unknown, that was ended, that expired, whose key was revoked or expired, or (root
 // sessions) that began with another root key than rootKey gives ErrInvalidSession.
-func (s *Store) VerifySession(ctx context.Context, token, rootKey string) (Principal, SessionRecord, error) {
+func (f Sessions) Verify(ctx context.Context, token, rootKey string) (Principal, SessionRecord, error) {
+	s := f.s
 	sum, ok := secretSum(token, SessionPrefix)
 	if !ok {
 		return Principal{}, SessionRecord{}, ErrInvalidSession
@@ -139,7 +145,7 @@ func (s *Store) VerifySession(ctx context.Context, token, rootKey string) (Princ
 	e, memo, ok := s.sessions.get(sum, gen)
 	if !ok {
 		var err error
-		if e, gen, err = readFresh(ctx, s, gen, ErrInvalidSession, func() (sessionEntry, error) { return s.readSession(ctx, sum) }); err != nil {
+		if e, gen, err = readFresh(ctx, s, gen, ErrInvalidSession, func() (sessionEntry, error) { return f.read(ctx, sum) }); err != nil {
 			return Principal{}, SessionRecord{}, err
 		}
 		memo = s.sessions.put(sum, e, gen)
@@ -174,9 +180,10 @@ func scanSession(row scanner, extra ...any) (SessionRecord, error) {
 	return rec, err
 }
 
-// readSession reads the session with token hash sum and, for a key's session, its key, which
+// read reads the session with token hash sum and, for a key's session, its key, which
 // must not be revoked.
-func (s *Store) readSession(ctx context.Context, sum [sha256.Size]byte) (sessionEntry, error) {
+func (f Sessions) read(ctx context.Context, sum [sha256.Size]byte) (sessionEntry, error) {
+	s := f.s
 	var e sessionEntry
 	var stored string
 	var err error
@@ -203,7 +210,8 @@ func (s *Store) readSession(ctx context.Context, sum [sha256.Size]byte) (session
 }
 
 // owner returns the key id and root fingerprint that the sessions of p carry.
-func (s *Store) owner(p Principal, rootKey string) (int64, string, bool) {
+func (f Sessions) owner(p Principal, rootKey string) (int64, string, bool) {
+	s := f.s
 	if !p.IsRoot {
 		return p.ID, "", p.ID > 0
 	}
@@ -213,11 +221,12 @@ func (s *Store) owner(p Principal, rootKey string) (int64, string, bool) {
 	return 0, s.rootFingerprint(rootKey), true
 }
 
-// ListSessions returns the live sessions of p (for the root principal: those begun with
+// List returns the live sessions of p (for the root principal: those begun with
 // rootKey), oldest first.
-func (s *Store) ListSessions(ctx context.Context, p Principal, rootKey string) ([]SessionRecord, error) {
+func (f Sessions) List(ctx context.Context, p Principal, rootKey string) ([]SessionRecord, error) {
+	s := f.s
 	out := []SessionRecord{}
-	keyID, fp, ok := s.owner(p, rootKey)
+	keyID, fp, ok := f.owner(p, rootKey)
 	if !ok {
 		return out, nil
 	}
@@ -238,53 +247,56 @@ func (s *Store) ListSessions(ctx context.Context, p Principal, rootKey string) (
 	return out, rows.Err()
 }
 
-// EndSession ends the live session id of p (for the root principal: one begun with rootKey);
+// End ends the live session id of p (for the root principal: one begun with rootKey);
 // any other id gives ErrSessionNotFound.
-func (s *Store) EndSession(ctx context.Context, p Principal, rootKey string, id int64) error {
-	keyID, fp, ok := s.owner(p, rootKey)
+func (f Sessions) End(ctx context.Context, p Principal, rootKey string, id int64) error {
+	s := f.s
+	keyID, fp, ok := f.owner(p, rootKey)
 	if !ok {
 		return ErrSessionNotFound
 	}
-	return s.endSessions(ctx, `id = ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, id, keyID, fp, s.now().Unix())
+	return f.end(ctx, `id = ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, id, keyID, fp, s.now().Unix())
 }
 
-// EndOtherSessions ends every live session of p (for the root principal: those begun with
+// EndOthers ends every live session of p (for the root principal: those begun with
 // rootKey) but the one with id keep (0: none kept), and returns how many it ended.
-func (s *Store) EndOtherSessions(ctx context.Context, p Principal, rootKey string, keep int64) (int, error) {
-	keyID, fp, ok := s.owner(p, rootKey)
+func (f Sessions) EndOthers(ctx context.Context, p Principal, rootKey string, keep int64) (int, error) {
+	s := f.s
+	keyID, fp, ok := f.owner(p, rootKey)
 	if !ok {
 		return 0, nil
 	}
-	n, err := s.endSessionsCount(ctx, `id != ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, keep, keyID, fp, s.now().Unix())
+	n, err := f.endCount(ctx, `id != ? AND key_id = ? AND root_fp = ? AND expires_at > ?`, keep, keyID, fp, s.now().Unix())
 	if errors.Is(err, ErrSessionNotFound) {
 		return 0, nil
 	}
 	return n, err
 }
 
-// EndSessionToken ends the session with token, if there is one (logout).
-func (s *Store) EndSessionToken(ctx context.Context, token string) error {
+// EndToken ends the session with token, if there is one (logout).
+func (f Sessions) EndToken(ctx context.Context, token string) error {
 	sum, ok := secretSum(token, SessionPrefix)
 	if !ok {
 		return nil
 	}
-	err := s.endSessions(ctx, `token_hash = ?`, hex.EncodeToString(sum[:]))
+	err := f.end(ctx, `token_hash = ?`, hex.EncodeToString(sum[:]))
 	if errors.Is(err, ErrSessionNotFound) {
 		return nil
 	}
 	return err
 }
 
-// endSessions ends the live sessions that where (a condition on their columns, with args)
+// end ends the live sessions that where (a condition on their columns, with args)
 // selects, effective from the next verification on; none gives ErrSessionNotFound. The rows
 // stay until they expire, so that the end reaches every replica.
-func (s *Store) endSessions(ctx context.Context, where string, args ...any) error {
-	_, err := s.endSessionsCount(ctx, where, args...)
+func (f Sessions) end(ctx context.Context, where string, args ...any) error {
+	_, err := f.endCount(ctx, where, args...)
 	return err
 }
 
-// endSessionsCount is endSessions, also returning how many sessions it ended.
-func (s *Store) endSessionsCount(ctx context.Context, where string, args ...any) (int, error) {
+// endCount is end, also returning how many sessions it ended.
+func (f Sessions) endCount(ctx context.Context, where string, args ...any) (int, error) {
+	s := f.s
 	defer s.timed("end_sessions")()
 	var ended int64
 	err := s.write(ctx, func(tx writeTx) error {

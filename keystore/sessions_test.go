@@ -16,7 +16,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, rec, err := s.CreateSession(ctx, NewSession{Principal: k.Principal(), TTL: 2 * time.Hour, UserAgent: "Firefox\x00/1\xff"})
+	token, rec, err := s.Sessions.Create(ctx, NewSession{Principal: k.Principal(), TTL: 2 * time.Hour, UserAgent: "Firefox\x00/1\xff"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,15 +27,15 @@ func TestSessionLifecycle(t *testing.T) {
 	if rec.CreatedAt != now || rec.ExpiresAt != now+7200 || rec.LastSeenAt != now || rec.UserAgent != "Firefox/1" {
 		t.Fatalf("session = %+v", rec)
 	}
-	p, got, err := s.VerifySession(ctx, token, "")
+	p, got, err := s.Sessions.Verify(ctx, token, "")
 	if err != nil || p.ID != k.ID || p.Role != RoleViewer || got.ID != rec.ID {
-		t.Fatalf("VerifySession = %+v %+v %v", p, got, err)
+		t.Fatalf("Sessions.Verify = %+v %+v %v", p, got, err)
 	}
 	// A token is no key, and a key no token.
 	if _, err := s.Verify(ctx, token); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("a token verified as a key: %v", err)
 	}
-	if _, _, err := s.VerifySession(ctx, k.Secret, ""); !errors.Is(err, ErrInvalidSession) {
+	if _, _, err := s.Sessions.Verify(ctx, k.Secret, ""); !errors.Is(err, ErrInvalidSession) {
 		t.Fatalf("a key verified as a token: %v", err)
 	}
 	// Only the token's hash reaches the disk.
@@ -48,25 +48,25 @@ func TestSessionLifecycle(t *testing.T) {
 
 	// lastSeenAt: at most once a minute, in the background.
 	c.add(30 * time.Second)
-	s.VerifySession(ctx, token, "")
+	s.Sessions.Verify(ctx, token, "")
 	c.add(40 * time.Second)
-	s.VerifySession(ctx, token, "")
+	s.Sessions.Verify(ctx, token, "")
 	s.FlushUsage(ctx)
-	list, err := s.ListSessions(ctx, p, "")
+	list, err := s.Sessions.List(ctx, p, "")
 	if err != nil || len(list) != 1 || list[0].LastSeenAt != c.now().Unix() || list[0].UserAgent != "Firefox/1" {
-		t.Fatalf("ListSessions = %+v %v", list, err)
+		t.Fatalf("Sessions.List = %+v %v", list, err)
 	}
 
 	// The server enforces the lifetime, whatever the browser keeps.
 	c.add(2*time.Hour - 70*time.Second - time.Second)
-	if _, _, err := s.VerifySession(ctx, token, ""); err != nil {
+	if _, _, err := s.Sessions.Verify(ctx, token, ""); err != nil {
 		t.Fatalf("session refused a second before its end: %v", err)
 	}
 	c.add(time.Second)
-	if _, _, err := s.VerifySession(ctx, token, ""); !errors.Is(err, ErrInvalidSession) {
+	if _, _, err := s.Sessions.Verify(ctx, token, ""); !errors.Is(err, ErrInvalidSession) {
 		t.Fatalf("session past its TTL verified: %v", err)
 	}
-	if list, _ := s.ListSessions(ctx, p, ""); len(list) != 0 {
+	if list, _ := s.Sessions.List(ctx, p, ""); len(list) != 0 {
 		t.Fatalf("an expired session is listed: %+v", list)
 	}
 }
@@ -78,37 +78,37 @@ func TestSessionEnds(t *testing.T) {
 	other, _ := s.Create(ctx, NewKey{Name: "other"})
 	begin := func(p Principal, root string) (string, SessionRecord) {
 		t.Helper()
-		token, rec, err := s.CreateSession(ctx, NewSession{Principal: p, RootKey: root, TTL: time.Hour})
+		token, rec, err := s.Sessions.Create(ctx, NewSession{Principal: p, RootKey: root, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return token, rec
 	}
 	valid := func(token, root string) bool {
-		_, _, err := s.VerifySession(ctx, token, root)
+		_, _, err := s.Sessions.Verify(ctx, token, root)
 		return err == nil
 	}
 
 	// Logout ends the session on the server; a copy of the token is worthless.
 	t1, _ := begin(k.Principal(), "")
 	valid(t1, "")
-	if err := s.EndSessionToken(ctx, t1); err != nil || valid(t1, "") {
+	if err := s.Sessions.EndToken(ctx, t1); err != nil || valid(t1, "") {
 		t.Fatalf("logout: %v, still valid %v", err, valid(t1, ""))
 	}
-	if err := s.EndSessionToken(ctx, t1); err != nil {
+	if err := s.Sessions.EndToken(ctx, t1); err != nil {
 		t.Fatalf("second logout = %v", err)
 	}
 
 	// A caller ends its own sessions only.
 	t2, r2 := begin(k.Principal(), "")
-	if err := s.EndSession(ctx, other.Principal(), "", r2.ID); !errors.Is(err, ErrSessionNotFound) || !valid(t2, "") {
+	if err := s.Sessions.End(ctx, other.Principal(), "", r2.ID); !errors.Is(err, ErrSessionNotFound) || !valid(t2, "") {
 		t.Fatalf("another key ended the session: %v", err)
 	}
-	if err := s.EndSession(ctx, Root(), "a-root-key-0123456789", r2.ID); !errors.Is(err, ErrSessionNotFound) {
+	if err := s.Sessions.End(ctx, Root(), "a-root-key-0123456789", r2.ID); !errors.Is(err, ErrSessionNotFound) {
 		t.Fatalf("root ended a key's session: %v", err)
 	}
-	if err := s.EndSession(ctx, k.Principal(), "", r2.ID); err != nil || valid(t2, "") {
-		t.Fatalf("EndSession = %v", err)
+	if err := s.Sessions.End(ctx, k.Principal(), "", r2.ID); err != nil || valid(t2, "") {
+		t.Fatalf("Sessions.End = %v", err)
 	}
 
 	// Ending the other sessions keeps the one named, and another key's and root's sessions.
@@ -118,21 +118,21 @@ func TestSessionEnds(t *testing.T) {
 	theirs, _ := begin(other.Principal(), "")
 	const root = "a-root-key-0123456789"
 	rootSession, _ := begin(Root(), root)
-	if n, err := s.EndOtherSessions(ctx, k.Principal(), "", kept.ID); err != nil || n != 2 {
-		t.Fatalf("EndOtherSessions = %d, %v; want 2 ended", n, err)
+	if n, err := s.Sessions.EndOthers(ctx, k.Principal(), "", kept.ID); err != nil || n != 2 {
+		t.Fatalf("Sessions.EndOthers = %d, %v; want 2 ended", n, err)
 	}
 	if !valid(keep, "") || valid(gone1, "") || valid(gone2, "") || !valid(theirs, "") || !valid(rootSession, root) {
 		t.Fatalf("after ending the others: kept %v, others %v %v, another key's %v, root's %v",
 			valid(keep, ""), valid(gone1, ""), valid(gone2, ""), valid(theirs, ""), valid(rootSession, root))
 	}
-	if n, err := s.EndOtherSessions(ctx, k.Principal(), "", kept.ID); err != nil || n != 0 {
-		t.Fatalf("EndOtherSessions with none left = %d, %v", n, err)
+	if n, err := s.Sessions.EndOthers(ctx, k.Principal(), "", kept.ID); err != nil || n != 0 {
+		t.Fatalf("Sessions.EndOthers with none left = %d, %v", n, err)
 	}
 	// Keeping none (a header credential) ends them all; root's are those of its root key.
-	if n, err := s.EndOtherSessions(ctx, Root(), root, 0); err != nil || n != 1 || valid(rootSession, root) {
-		t.Fatalf("EndOtherSessions of root = %d, %v", n, err)
+	if n, err := s.Sessions.EndOthers(ctx, Root(), root, 0); err != nil || n != 1 || valid(rootSession, root) {
+		t.Fatalf("Sessions.EndOthers of root = %d, %v", n, err)
 	}
-	if err := s.EndSession(ctx, k.Principal(), "", kept.ID); err != nil {
+	if err := s.Sessions.End(ctx, k.Principal(), "", kept.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -153,7 +153,7 @@ func TestSessionEnds(t *testing.T) {
 	if _, rec := begin(short.Principal(), ""); rec.ExpiresAt != c.now().Unix()+3600 {
 		t.Fatalf("an hour's session of a key expiring in a day ends at %d", rec.ExpiresAt)
 	}
-	long, rec, err := s.CreateSession(ctx, NewSession{Principal: short.Principal(), TTL: 48 * time.Hour})
+	long, rec, err := s.Sessions.Create(ctx, NewSession{Principal: short.Principal(), TTL: 48 * time.Hour})
 	if err != nil || rec.ExpiresAt != exp {
 		t.Fatalf("a session outlives its key: ends %d, key %d (%v)", rec.ExpiresAt, exp, err)
 	}
@@ -168,14 +168,14 @@ func TestRootSessions(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newStore(t)
 	const root, rotated = "first-root-key-0123456789abcdef", "second-root-key-0123456789abcdef"
-	if _, _, err := s.CreateSession(ctx, NewSession{Principal: Root(), TTL: time.Hour}); err == nil {
+	if _, _, err := s.Sessions.Create(ctx, NewSession{Principal: Root(), TTL: time.Hour}); err == nil {
 		t.Fatal("a root session began without the root key")
 	}
-	token, rec, err := s.CreateSession(ctx, NewSession{Principal: Root(), RootKey: root, TTL: time.Hour})
+	token, rec, err := s.Sessions.Create(ctx, NewSession{Principal: Root(), RootKey: root, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _, err := s.VerifySession(ctx, token, root); err != nil || !p.IsRoot {
+	if p, _, err := s.Sessions.Verify(ctx, token, root); err != nil || !p.IsRoot {
 		t.Fatalf("root session = %+v %v", p, err)
 	}
 	var fp string
@@ -185,14 +185,14 @@ func TestRootSessions(t *testing.T) {
 	}
 	// The root key changes: the session is over, and no longer listed as the root's.
 	for _, now := range []string{rotated, ""} {
-		if _, _, err := s.VerifySession(ctx, token, now); !errors.Is(err, ErrInvalidSession) {
+		if _, _, err := s.Sessions.Verify(ctx, token, now); !errors.Is(err, ErrInvalidSession) {
 			t.Fatalf("root session with root key %q: %v", now, err)
 		}
-		if list, _ := s.ListSessions(ctx, Root(), now); len(list) != 0 {
+		if list, _ := s.Sessions.List(ctx, Root(), now); len(list) != 0 {
 			t.Fatalf("root sessions under root key %q: %+v", now, list)
 		}
 	}
-	if list, _ := s.ListSessions(ctx, Root(), root); len(list) != 1 || list[0].ID != rec.ID {
+	if list, _ := s.Sessions.List(ctx, Root(), root); len(list) != 1 || list[0].ID != rec.ID {
 		t.Fatalf("root sessions = %+v", list)
 	}
 	// A salt of its own per store: the same root key gives another fingerprint elsewhere.
@@ -206,17 +206,17 @@ func TestSessionsPerOwnerAreBounded(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newStore(t)
 	k, _ := s.Create(ctx, NewKey{Name: "k"})
-	first, _, _ := s.CreateSession(ctx, NewSession{Principal: k.Principal(), TTL: time.Hour})
-	s.VerifySession(ctx, first, "")
+	first, _, _ := s.Sessions.Create(ctx, NewSession{Principal: k.Principal(), TTL: time.Hour})
+	s.Sessions.Verify(ctx, first, "")
 	for range MaxSessionsPerOwner {
-		if _, _, err := s.CreateSession(ctx, NewSession{Principal: k.Principal(), TTL: time.Hour}); err != nil {
+		if _, _, err := s.Sessions.Create(ctx, NewSession{Principal: k.Principal(), TTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if list, _ := s.ListSessions(ctx, k.Principal(), ""); len(list) != MaxSessionsPerOwner {
+	if list, _ := s.Sessions.List(ctx, k.Principal(), ""); len(list) != MaxSessionsPerOwner {
 		t.Fatalf("%d sessions, want %d", len(list), MaxSessionsPerOwner)
 	}
-	if _, _, err := s.VerifySession(ctx, first, ""); !errors.Is(err, ErrInvalidSession) {
+	if _, _, err := s.Sessions.Verify(ctx, first, ""); !errors.Is(err, ErrInvalidSession) {
 		t.Fatalf("the oldest session outlived the bound: %v", err)
 	}
 }

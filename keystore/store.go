@@ -1,10 +1,21 @@
-// Package keystore is the runtime's database, behind one Store: a libSQL (SQLite) file, or in
-// sync mode a replica of a primary that several instances share. It holds the API keys (only
-// each key's SHA-256, with a role or explicit permissions and a namespace list; verification is
-// constant-time and cached), sessions, the audit trail, the cluster's instances, traffic
-// splits, the desired state of units (unit versions) and plugin reloads, custom domains and
-// their claims, the workers' sealed secrets, and the store's meta; with its schema and
-// migrations, backups and the bootstrap key. The name is from when keys were all it held.
+// Package keystore is the runtime's database: one libSQL (SQLite) file, local or a replica of
+// a primary (sync mode), whose tables are
+//
+//   - api_keys: the API keys (only each key's SHA-256; a role or explicit permissions and a
+//     namespace list), verified in constant time and cached;
+//   - sessions: the management panel's logins;
+//   - audit: the audit trail;
+//   - instances: the heartbeats of a cluster's instances;
+//   - unit_versions and unit_reloads: the desired state (the uploaded unit versions, the
+//     reload requests);
+//   - traffic_splits: the workers' traffic splits;
+//   - worker_domains: the workers' custom domains;
+//   - worker_secrets: the workers' secrets, sealed;
+//   - store_meta: the file's own records (its id, mode, change counter and salt).
+//
+// A Store keeps the keys and the instances itself; each other concern is a facet of it, a
+// field holding a small value that points back at the store: Store.Sessions, Store.Audit,
+// Store.Units, Store.Traffic, Store.Domains and Store.Secrets.
 package keystore
 
 import (
@@ -89,8 +100,16 @@ type Created struct {
 	Secret string
 }
 
-// Store is the key store.
+// Store is the runtime's database. It holds the API keys itself; its other tables are
+// reached through its facets, one per concern, each a small value pointing back at the store.
 type Store struct {
+	Sessions Sessions // the management panel's sessions
+	Audit    Audit    // the audit trail
+	Units    Units    // the desired state: unit versions and reload requests
+	Traffic  Traffic  // the workers' traffic splits
+	Secrets  Secrets  // the workers' sealed secrets
+	Domains  Domains  // the workers' custom domains
+
 	db      *sql.DB
 	dir     string     // the folder of the store's file, which also holds BootstrapFile
 	writeMu sync.Mutex // one writer at a time; SQLite allows no more
@@ -119,10 +138,10 @@ type Store struct {
 	// cost more than running it.
 	keyByHash, keyByID, sessionByHash, listKeys *sql.Stmt
 	observer                                    atomic.Pointer[Observer]
-	unitsChanged                                chan struct{} // see UnitsChanged
-	trafficChanged                              chan struct{} // see TrafficChanged
-	secretsChanged                              chan struct{} // see SecretsChanged
-	domainsChanged                              chan struct{} // see DomainsChanged
+	unitsChanged                                chan struct{} // see Units.Changed
+	trafficChanged                              chan struct{} // see Traffic.Changed
+	secretsChanged                              chan struct{} // see Secrets.Changed
+	domainsChanged                              chan struct{} // see Domains.Changed
 }
 
 // Open opens the local key store at path and migrates its schema. A new store is created
@@ -158,6 +177,7 @@ func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
 	}
 	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now, unitsChanged: make(chan struct{}, 1), trafficChanged: make(chan struct{}, 1),
 		secretsChanged: make(chan struct{}, 1), domainsChanged: make(chan struct{}, 1)}
+	s.Sessions, s.Audit, s.Units, s.Traffic, s.Secrets, s.Domains = Sessions{s}, Audit{s}, Units{s}, Traffic{s}, Secrets{s}, Domains{s}
 	fail := func(format string, args ...any) (*Store, error) {
 		s.closeStatements()
 		db.Close()
@@ -330,7 +350,7 @@ func (s *Store) CreateAudited(ctx context.Context, nk NewKey, audit func(KeyReco
 			return err
 		}
 		e := audit(c.KeyRecord)
-		return s.auditIn(ctx, tx, &e)
+		return s.Audit.appendIn(ctx, tx, &e)
 	})
 	if err != nil {
 		return Created{}, err
@@ -538,7 +558,7 @@ func (s *Store) RevokeAudited(ctx context.Context, id int64, e *AuditEntry) erro
 			now, tx.seq, id); err != nil {
 			return fmt.Errorf("ending the sessions of key %d: %w", id, err)
 		}
-		return s.auditIn(ctx, tx, e)
+		return s.Audit.appendIn(ctx, tx, e)
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,10 @@ import (
 	"fmt"
 )
 
+// Traffic is the store's traffic_splits table: how each worker's unpinned requests split
+// between its versions.
+type Traffic struct{ s *Store }
+
 // Share is one version's part of a traffic split: Percent of a worker's unpinned requests.
 type Share struct {
 	Version string `json:"version"`
@@ -64,9 +68,10 @@ func CheckShares(shares []Share) error {
 	return nil
 }
 
-// SetTraffic puts the split shares (CheckShares) in force for the worker name, changed by by,
+// Set puts the split shares (CheckShares) in force for the worker name, changed by by,
 // and returns the change number of the write; nil or empty shares end the split.
-func (s *Store) SetTraffic(ctx context.Context, name string, shares []Share, by Principal) (int64, error) {
+func (f Traffic) Set(ctx context.Context, name string, shares []Share, by Principal) (int64, error) {
+	s := f.s
 	defer s.timed("set_traffic")()
 	if err := checkRef(UnitRef{Kind: UnitWorker, Name: name}, true); err != nil {
 		return 0, err
@@ -95,27 +100,28 @@ func (s *Store) SetTraffic(ctx context.Context, name string, shares []Share, by 
 	if err != nil {
 		return 0, err
 	}
-	s.trafficChangedNow()
+	f.changedNow()
 	return change, nil
 }
 
-// Traffic returns the split of the worker name as this instance holds it; its Shares are
+// Get returns the split of the worker name as this instance holds it; its Shares are
 // empty when none is in force.
-func (s *Store) Traffic(ctx context.Context, name string) (TrafficSplit, error) {
-	splits, err := s.readTraffic(ctx, `SELECT `+trafficColumns+` FROM traffic_splits WHERE name = ?`, name)
+func (f Traffic) Get(ctx context.Context, name string) (TrafficSplit, error) {
+	splits, err := f.read(ctx, `SELECT `+trafficColumns+` FROM traffic_splits WHERE name = ?`, name)
 	if err != nil || len(splits) == 0 {
 		return TrafficSplit{Name: name, Scope: NamespaceOf(name), Shares: []Share{}}, err
 	}
 	return splits[0], nil
 }
 
-// TrafficSplits returns every split in force as this instance holds it (in sync mode, its
+// List returns every split in force as this instance holds it (in sync mode, its
 // replica as of the last pull), by worker name; ended splits are left out.
-func (s *Store) TrafficSplits(ctx context.Context) ([]TrafficSplit, error) {
-	return s.readTraffic(ctx, `SELECT `+trafficColumns+` FROM traffic_splits WHERE split <> '[]' ORDER BY name`)
+func (f Traffic) List(ctx context.Context) ([]TrafficSplit, error) {
+	return f.read(ctx, `SELECT `+trafficColumns+` FROM traffic_splits WHERE split <> '[]' ORDER BY name`)
 }
 
-func (s *Store) readTraffic(ctx context.Context, query string, args ...any) ([]TrafficSplit, error) {
+func (f Traffic) read(ctx context.Context, query string, args ...any) ([]TrafficSplit, error) {
+	s := f.s
 	defer s.timed("list_traffic")()
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -140,13 +146,14 @@ func (s *Store) readTraffic(ctx context.Context, query string, args ...any) ([]T
 	return out, rows.Err()
 }
 
-// TrafficChanged returns the channel that receives a value after the traffic splits this
+// Changed returns the channel that receives a value after the traffic splits this
 // instance holds have changed: a change made here, or a pull that brought changed rows.
 // Signals that come while one waits are merged into it; the receiver reads every split again.
-func (s *Store) TrafficChanged() <-chan struct{} { return s.trafficChanged }
+func (f Traffic) Changed() <-chan struct{} { return f.s.trafficChanged }
 
-// trafficChangedNow signals TrafficChanged.
-func (s *Store) trafficChangedNow() {
+// changedNow signals Traffic.Changed.
+func (f Traffic) changedNow() {
+	s := f.s
 	select {
 	case s.trafficChanged <- struct{}{}:
 	default:

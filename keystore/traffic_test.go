@@ -13,7 +13,7 @@ import (
 
 func trafficSignalled(s *Store) bool {
 	select {
-	case <-s.TrafficChanged():
+	case <-s.Traffic.Changed():
 		return true
 	default:
 		return false
@@ -54,43 +54,43 @@ func TestTrafficLocal(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "api-keys.db")
 	s, _ := openStore(t, path)
-	if got, err := s.Traffic(ctx, "@team/app"); err != nil || len(got.Shares) != 0 || got.Scope != "@team" {
+	if got, err := s.Traffic.Get(ctx, "@team/app"); err != nil || len(got.Shares) != 0 || got.Scope != "@team" {
 		t.Fatalf("before any split: %+v, %v", got, err)
 	}
 	shares := []Share{{"1.2.0", 90}, {"1.3.0", 10}}
-	change, err := s.SetTraffic(ctx, "@team/app", shares, deployer)
+	change, err := s.Traffic.Set(ctx, "@team/app", shares, deployer)
 	if err != nil || change == 0 {
-		t.Fatalf("SetTraffic = %d, %v", change, err)
+		t.Fatalf("Traffic.Set = %d, %v", change, err)
 	}
 	if !trafficSignalled(s) {
-		t.Error("a split set here did not signal TrafficChanged")
+		t.Error("a split set here did not signal Traffic.Changed")
 	}
-	if _, err := s.SetTraffic(ctx, "other", []Share{{"1.0.0", 50}}, deployer); err == nil {
+	if _, err := s.Traffic.Set(ctx, "other", []Share{{"1.0.0", 50}}, deployer); err == nil {
 		t.Error("a split summing to 50 was stored")
 	}
-	got, err := s.Traffic(ctx, "@team/app")
+	got, err := s.Traffic.Get(ctx, "@team/app")
 	if err != nil || !reflect.DeepEqual(got.Shares, shares) || got.ChangedByPrefix != deployer.KeyPrefix || got.Change != change {
 		t.Fatalf("Traffic = %+v, %v", got, err)
 	}
 	s.Close()
 	s, _ = openStore(t, path)
-	all, err := s.TrafficSplits(ctx)
+	all, err := s.Traffic.List(ctx)
 	if err != nil || len(all) != 1 || !reflect.DeepEqual(all[0].Shares, shares) {
-		t.Fatalf("after a reopen, TrafficSplits = %+v, %v", all, err)
+		t.Fatalf("after a reopen, Traffic.List = %+v, %v", all, err)
 	}
-	if _, err := s.SetTraffic(ctx, "@team/app", nil, Root()); err != nil {
+	if _, err := s.Traffic.Set(ctx, "@team/app", nil, Root()); err != nil {
 		t.Fatal(err)
 	}
-	if all, err := s.TrafficSplits(ctx); err != nil || len(all) != 0 {
-		t.Fatalf("after the end, TrafficSplits = %+v, %v", all, err)
+	if all, err := s.Traffic.List(ctx); err != nil || len(all) != 0 {
+		t.Fatalf("after the end, Traffic.List = %+v, %v", all, err)
 	}
-	if got, err := s.Traffic(ctx, "@team/app"); err != nil || len(got.Shares) != 0 {
+	if got, err := s.Traffic.Get(ctx, "@team/app"); err != nil || len(got.Shares) != 0 {
 		t.Fatalf("after the end, Traffic = %+v, %v", got, err)
 	}
 }
 
 // TestSyncTraffic checks that a split set on one instance, and its end, reach another by a
-// pull that signals TrafficChanged there.
+// pull that signals Traffic.Changed there.
 func TestSyncTraffic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -99,28 +99,28 @@ func TestSyncTraffic(t *testing.T) {
 	b, _ := syncStore(t, primary, time.Hour)
 	trafficSignalled(b)
 	shares := []Share{{"1.2.0", 70}, {"1.3.0", 30}}
-	if _, err := a.SetTraffic(ctx, "app", shares, deployer); err != nil {
+	if _, err := a.Traffic.Set(ctx, "app", shares, deployer); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.replica.pull(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !trafficSignalled(b) {
-		t.Error("the pull that brought the split did not signal TrafficChanged")
+		t.Error("the pull that brought the split did not signal Traffic.Changed")
 	}
-	if all, err := b.TrafficSplits(ctx); err != nil || len(all) != 1 || !reflect.DeepEqual(all[0].Shares, shares) {
+	if all, err := b.Traffic.List(ctx); err != nil || len(all) != 1 || !reflect.DeepEqual(all[0].Shares, shares) {
 		t.Fatalf("on B: %+v, %v", all, err)
 	}
-	if _, err := a.SetTraffic(ctx, "app", nil, deployer); err != nil {
+	if _, err := a.Traffic.Set(ctx, "app", nil, deployer); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.replica.pull(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !trafficSignalled(b) {
-		t.Error("the pull that brought the end did not signal TrafficChanged")
+		t.Error("the pull that brought the end did not signal Traffic.Changed")
 	}
-	if all, err := b.TrafficSplits(ctx); err != nil || len(all) != 0 {
+	if all, err := b.Traffic.List(ctx); err != nil || len(all) != 0 {
 		t.Fatalf("on B after the end: %+v, %v", all, err)
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// Units is the desired state: the store's unit_versions table (the uploaded unit versions,
+// with their tombstones) and its unit_reloads table (the requests to reload a kind of unit).
+type Units struct{ s *Store }
+
 // The kinds of unit the desired state holds.
 const (
 	UnitWorker = "worker"
@@ -18,7 +22,7 @@ const (
 // only as removed.
 var ErrUnitNotFound = errors.New("no such unit version")
 
-// UnitRef names a unit version of the desired state. In SetUnitEnabled and RemoveUnit an
+// UnitRef names a unit version of the desired state. In Units.SetEnabled and Units.Remove an
 // empty Version names every live version of the unit.
 type UnitRef struct {
 	Kind    string // UnitWorker or UnitPlugin
@@ -81,18 +85,19 @@ func checkRef(ref UnitRef, anyVersion bool) error {
 	return checkText("unit version", "BAD_REQUEST", ref.Version, maxUnitVersion)
 }
 
-// PutUnitVersion stores u as live (a removed version comes back) with u's archive, size and
+// Put stores u as live (a removed version comes back) with u's archive, size and
 // enabled state, changed by by, and returns the change number of the write. A plugin is
 // installed at one version at a time, so its other live versions are removed in the same
 // write. u.Scope, when set, must be the namespace of u.Name; the stored row takes that
 // namespace either way.
-func (s *Store) PutUnitVersion(ctx context.Context, u UnitVersion, by Principal) (int64, error) {
+func (f Units) Put(ctx context.Context, u UnitVersion, by Principal) (int64, error) {
+	s := f.s
 	defer s.timed("put_unit")()
 	scope, hash, err := checkUnit(u)
 	if err != nil {
 		return 0, err
 	}
-	return s.writeUnits(ctx, func(tx writeTx) error {
+	return f.write(ctx, func(tx writeTx) error {
 		now := s.now().Unix()
 		if u.Kind == UnitPlugin {
 			if _, err := tx.ExecContext(ctx, `UPDATE unit_versions SET removed_at = ?, updated_at = ?, changed_by_id = ?,
@@ -107,9 +112,10 @@ func (s *Store) PutUnitVersion(ctx context.Context, u UnitVersion, by Principal)
 	})
 }
 
-// writeUnits runs fn in one write transaction, then signals UnitsChanged; it returns the
+// write runs fn in one write transaction, then signals Units.Changed; it returns the
 // change number of the write.
-func (s *Store) writeUnits(ctx context.Context, fn func(tx writeTx) error) (int64, error) {
+func (f Units) write(ctx context.Context, fn func(tx writeTx) error) (int64, error) {
+	s := f.s
 	var change int64
 	err := s.write(ctx, func(tx writeTx) error {
 		change = tx.seq
@@ -118,7 +124,7 @@ func (s *Store) writeUnits(ctx context.Context, fn func(tx writeTx) error) (int6
 	if err != nil {
 		return 0, err
 	}
-	s.unitsChangedNow()
+	f.changedNow()
 	return change, nil
 }
 
@@ -153,28 +159,31 @@ func insertUnit(ctx context.Context, tx writeTx, u UnitVersion, scope, hash stri
 	return nil
 }
 
-// SetUnitEnabled enables or disables a live unit version (every live version when
+// SetEnabled enables or disables a live unit version (every live version when
 // ref.Version is empty), changed by by, and returns the change number of the write.
-func (s *Store) SetUnitEnabled(ctx context.Context, ref UnitRef, enabled bool, by Principal) (int64, error) {
+func (f Units) SetEnabled(ctx context.Context, ref UnitRef, enabled bool, by Principal) (int64, error) {
+	s := f.s
 	defer s.timed("set_unit_enabled")()
-	return s.changeUnit(ctx, ref, by, `enabled = ?`, enabled)
+	return f.change(ctx, ref, by, `enabled = ?`, enabled)
 }
 
-// RemoveUnit removes a unit version (every live version when ref.Version is empty), changed
+// Remove removes a unit version (every live version when ref.Version is empty), changed
 // by by, and returns the change number of the write. The rows stay as tombstones, so a pull
 // brings the removal to every instance.
-func (s *Store) RemoveUnit(ctx context.Context, ref UnitRef, by Principal) (int64, error) {
+func (f Units) Remove(ctx context.Context, ref UnitRef, by Principal) (int64, error) {
+	s := f.s
 	defer s.timed("remove_unit")()
-	return s.changeUnit(ctx, ref, by, `removed_at = ?`, s.now().Unix())
+	return f.change(ctx, ref, by, `removed_at = ?`, s.now().Unix())
 }
 
-// changeUnit sets set (one column = ?, with value) on the live rows ref names; none is
+// change sets set (one column = ?, with value) on the live rows ref names; none is
 // ErrUnitNotFound.
-func (s *Store) changeUnit(ctx context.Context, ref UnitRef, by Principal, set string, value any) (int64, error) {
+func (f Units) change(ctx context.Context, ref UnitRef, by Principal, set string, value any) (int64, error) {
+	s := f.s
 	if err := checkRef(ref, true); err != nil {
 		return 0, err
 	}
-	return s.writeUnits(ctx, func(tx writeTx) error {
+	return f.write(ctx, func(tx writeTx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE unit_versions SET `+set+`, updated_at = ?, changed_by_id = ?,
 			changed_by_prefix = ?, change_seq = ? WHERE kind = ? AND name = ? AND (version = ? OR ? = '') AND removed_at = 0`,
 			value, s.now().Unix(), by.ID, by.KeyPrefix, tx.seq, ref.Kind, ref.Name, ref.Version, ref.Version)
@@ -188,43 +197,50 @@ func (s *Store) changeUnit(ctx context.Context, ref UnitRef, by Principal, set s
 	})
 }
 
-// UnitsChanged returns the channel that receives a value after the desired state this
+// Changed returns the channel that receives a value after the desired state this
 // instance holds has changed: a change made here, or a pull that brought changed rows.
 // Signals that come while one waits are merged into it, so the receiver, the one loop that
 // converges this instance, reads the whole desired state again after each; it misses
 // nothing, though it may find nothing new.
-func (s *Store) UnitsChanged() <-chan struct{} { return s.unitsChanged }
+func (f Units) Changed() <-chan struct{} { return f.s.unitsChanged }
 
-// unitsChangedNow signals UnitsChanged.
-func (s *Store) unitsChangedNow() {
+// changedNow signals Units.Changed.
+func (f Units) changedNow() {
+	s := f.s
 	select {
 	case s.unitsChanged <- struct{}{}:
 	default:
 	}
 }
 
-// RefreshUnits asks for a pull that begins after the call, at most one per second as for
+// Sync is the store's Sync: the state of the replica the desired state is read from, and
+// false for a local store. A reader that deletes what the desired state does not name (the
+// package store's collector) reads nothing from a replica that has not pulled.
+func (f Units) Sync() (SyncStatus, bool) { return f.s.Sync() }
+
+// Refresh asks for a pull that begins after the call, at most one per second as for
 // unknown credentials (a request named a unit this instance does not hold, which may have
 // been uploaded elsewhere since the last pull), and waits for it a little while. It reports
 // whether such a pull succeeded; a local store, which is the desired state, reports false.
-func (s *Store) RefreshUnits(ctx context.Context) bool {
+func (f Units) Refresh(ctx context.Context) bool {
+	s := f.s
 	if s.replica == nil {
 		return false
 	}
 	return s.replica.demand(ctx)
 }
 
-// UnitVersions returns every row of the desired state as this instance holds it (in sync
+// Versions returns every row of the desired state as this instance holds it (in sync
 // mode, its replica as of the last pull), removed versions included, by kind, name and
 // version: the whole of it, which each reconciliation compares with what is installed.
-func (s *Store) UnitVersions(ctx context.Context) ([]UnitVersion, error) {
-	return s.readUnits(ctx, `SELECT `+unitColumns+` FROM unit_versions ORDER BY kind, name, version`)
+func (f Units) Versions(ctx context.Context) ([]UnitVersion, error) {
+	return f.read(ctx, `SELECT `+unitColumns+` FROM unit_versions ORDER BY kind, name, version`)
 }
 
-// UnitChangesSince returns the rows of the desired state changed after change number
+// ChangesSince returns the rows of the desired state changed after change number
 // change, removed versions included, in the order of their changes.
-func (s *Store) UnitChangesSince(ctx context.Context, change int64) ([]UnitVersion, error) {
-	return s.readUnits(ctx, `SELECT `+unitColumns+` FROM unit_versions WHERE change_seq > ?
+func (f Units) ChangesSince(ctx context.Context, change int64) ([]UnitVersion, error) {
+	return f.read(ctx, `SELECT `+unitColumns+` FROM unit_versions WHERE change_seq > ?
 		ORDER BY change_seq, kind, name, version`, change)
 }
 
@@ -232,7 +248,8 @@ func (s *Store) UnitChangesSince(ctx context.Context, change int64) ([]UnitVersi
 // instance holds (a unit version, or a reload request), 0 before any. An instance that has applied the rows up to it has
 // converged; the store's other writes (keys, sessions, audit entries) share the numbering but
 // do not count.
-func (s *Store) LatestChange(ctx context.Context) (int64, error) {
+func (f Units) LatestChange(ctx context.Context) (int64, error) {
+	s := f.s
 	var n int64
 	err := s.db.QueryRowContext(ctx, `SELECT MAX((SELECT COALESCE(MAX(change_seq), 0) FROM unit_versions),
 		(SELECT COALESCE(MAX(change_seq), 0) FROM unit_reloads))`).Scan(&n)
@@ -242,7 +259,8 @@ func (s *Store) LatestChange(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-func (s *Store) readUnits(ctx context.Context, query string, args ...any) ([]UnitVersion, error) {
+func (f Units) read(ctx context.Context, query string, args ...any) ([]UnitVersion, error) {
+	s := f.s
 	defer s.timed("list_units")()
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -267,7 +285,8 @@ const reloadColumns = "kind, requested_at, changed_by_id, changed_by_prefix, cha
 // by, and returns the change number of the request: an instance that has reloaded after
 // seeing it (ReloadRequested) has honoured it. Requests are not queued: one reload honours
 // every request before it.
-func (s *Store) RequestReload(ctx context.Context, kind string, by Principal) (int64, error) {
+func (f Units) RequestReload(ctx context.Context, kind string, by Principal) (int64, error) {
+	s := f.s
 	defer s.timed("request_reload")()
 	if kind != UnitWorker && kind != UnitPlugin {
 		return 0, inputErr("BAD_REQUEST", "unit kind %q is neither %s nor %s", kind, UnitWorker, UnitPlugin)
@@ -285,13 +304,14 @@ func (s *Store) RequestReload(ctx context.Context, kind string, by Principal) (i
 	if err != nil {
 		return 0, err
 	}
-	s.unitsChangedNow()
+	f.changedNow()
 	return change, nil
 }
 
 // ReloadRequested returns the change number of the latest request to reload the units of
 // kind as this instance holds it, 0 when none was made.
-func (s *Store) ReloadRequested(ctx context.Context, kind string) (int64, error) {
+func (f Units) ReloadRequested(ctx context.Context, kind string) (int64, error) {
+	s := f.s
 	var n int64
 	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(change_seq), 0) FROM unit_reloads WHERE kind = ?`, kind).Scan(&n)
 	if err != nil {

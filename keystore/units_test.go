@@ -25,10 +25,10 @@ func unitVersion(kind, name, version string, d byte) UnitVersion {
 // deployer is the key the tests change the desired state with.
 var deployer = Principal{ID: 7, KeyPrefix: "rtk_deployer"}
 
-// signalled reports whether s's UnitsChanged holds a signal, and takes it.
+// signalled reports whether s's Units.Changed holds a signal, and takes it.
 func signalled(s *Store) bool {
 	select {
-	case <-s.UnitsChanged():
+	case <-s.Units.Changed():
 		return true
 	default:
 		return false
@@ -53,18 +53,18 @@ func findUnit(t *testing.T, units []UnitVersion, ref UnitRef) UnitVersion {
 func TestUnitsLocal(t *testing.T) {
 	ctx := context.Background()
 	s, c, _ := newStore(t)
-	if n, err := s.LatestChange(ctx); err != nil || n != 0 {
+	if n, err := s.Units.LatestChange(ctx); err != nil || n != 0 {
 		t.Fatalf("LatestChange of an empty store = %d, %v", n, err)
 	}
 	app1 := unitVersion(UnitWorker, "@team/app", "1.0.0", 'a')
-	c1, err := s.PutUnitVersion(ctx, app1, deployer)
+	c1, err := s.Units.Put(ctx, app1, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !signalled(s) {
-		t.Error("a put did not signal UnitsChanged")
+		t.Error("a put did not signal Units.Changed")
 	}
-	c2, err := s.PutUnitVersion(ctx, unitVersion(UnitWorker, "@team/app", "2.0.0", 'b'), Root())
+	c2, err := s.Units.Put(ctx, unitVersion(UnitWorker, "@team/app", "2.0.0", 'b'), Root())
 	if err != nil || c2 <= c1 {
 		t.Fatalf("second put = %d, %v (first %d)", c2, err, c1)
 	}
@@ -76,11 +76,11 @@ func TestUnitsLocal(t *testing.T) {
 	}
 
 	c.add(time.Minute)
-	c3, err := s.SetUnitEnabled(ctx, app1.UnitRef, false, Root())
+	c3, err := s.Units.SetEnabled(ctx, app1.UnitRef, false, Root())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c4, err := s.RemoveUnit(ctx, UnitRef{Kind: UnitWorker, Name: "@team/app"}, deployer) // every version
+	c4, err := s.Units.Remove(ctx, UnitRef{Kind: UnitWorker, Name: "@team/app"}, deployer) // every version
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,27 +93,27 @@ func TestUnitsLocal(t *testing.T) {
 	if u := findUnit(t, units, app1.UnitRef); u.Enabled || u.ChangedByPrefix != "rtk_deployer" {
 		t.Errorf("the disabled, then removed version: %+v", u)
 	}
-	if changes, _ := s.UnitChangesSince(ctx, c3); len(changes) != 2 || changes[0].Change != c4 {
+	if changes, _ := s.Units.ChangesSince(ctx, c3); len(changes) != 2 || changes[0].Change != c4 {
 		t.Errorf("changes since %d = %+v, want the two tombstones of %d", c3, changes, c4)
 	}
 	for name, err := range map[string]error{
-		"disable a removed version": second(s.SetUnitEnabled(ctx, app1.UnitRef, false, deployer)),
-		"remove it again":           second(s.RemoveUnit(ctx, app1.UnitRef, deployer)),
-		"enable an unknown worker":  second(s.SetUnitEnabled(ctx, UnitRef{Kind: UnitWorker, Name: "nope", Version: "1"}, true, deployer)),
+		"disable a removed version": second(s.Units.SetEnabled(ctx, app1.UnitRef, false, deployer)),
+		"remove it again":           second(s.Units.Remove(ctx, app1.UnitRef, deployer)),
+		"enable an unknown worker":  second(s.Units.SetEnabled(ctx, UnitRef{Kind: UnitWorker, Name: "nope", Version: "1"}, true, deployer)),
 	} {
 		if !errors.Is(err, ErrUnitNotFound) {
 			t.Errorf("%s = %v, want ErrUnitNotFound", name, err)
 		}
 	}
-	if n, _ := s.LatestChange(ctx); n != c4 {
+	if n, _ := s.Units.LatestChange(ctx); n != c4 {
 		t.Errorf("LatestChange = %d, want %d (refused changes take none)", n, c4)
 	}
 	signalled(s) // the changes that succeeded
-	if _, err := s.RemoveUnit(ctx, app1.UnitRef, deployer); err == nil || signalled(s) {
-		t.Errorf("a refused change signalled UnitsChanged (%v)", err)
+	if _, err := s.Units.Remove(ctx, app1.UnitRef, deployer); err == nil || signalled(s) {
+		t.Errorf("a refused change signalled Units.Changed (%v)", err)
 	}
 
-	c5, err := s.PutUnitVersion(ctx, app1, deployer)
+	c5, err := s.Units.Put(ctx, app1, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +124,8 @@ func TestUnitsLocal(t *testing.T) {
 	// A plugin is installed at one version at a time.
 	p1 := unitVersion(UnitPlugin, "auth", "1.0.0", 'c')
 	p2 := unitVersion(UnitPlugin, "auth", "1.1.0", 'd')
-	s.PutUnitVersion(ctx, p1, deployer)
-	c6, err := s.PutUnitVersion(ctx, p2, deployer)
+	s.Units.Put(ctx, p1, deployer)
+	c6, err := s.Units.Put(ctx, p2, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestUnitsLocal(t *testing.T) {
 	if u := findUnit(t, units, p2.UnitRef); !u.Live() {
 		t.Errorf("plugin 1.1.0: %+v", u)
 	}
-	if _, err := s.SetUnitEnabled(ctx, UnitRef{Kind: UnitPlugin, Name: "auth"}, false, deployer); err != nil {
+	if _, err := s.Units.SetEnabled(ctx, UnitRef{Kind: UnitPlugin, Name: "auth"}, false, deployer); err != nil {
 		t.Fatalf("disabling a plugin by name: %v", err)
 	}
 	if u := findUnit(t, unitsOf(t, s), p2.UnitRef); u.Enabled {
@@ -155,11 +155,11 @@ func TestUnitsLocal(t *testing.T) {
 		"another's scope": bad(func(u *UnitVersion) { u.Scope = "@other" }),
 	} {
 		var in *InputError
-		if _, err := s.PutUnitVersion(ctx, u, deployer); !errors.As(err, &in) {
+		if _, err := s.Units.Put(ctx, u, deployer); !errors.As(err, &in) {
 			t.Errorf("%s: put = %v, want an InputError", name, err)
 		}
 	}
-	if _, err := s.RemoveUnit(ctx, UnitRef{Kind: UnitWorker}, deployer); err == nil {
+	if _, err := s.Units.Remove(ctx, UnitRef{Kind: UnitWorker}, deployer); err == nil {
 		t.Error("a removal naming no unit was accepted")
 	}
 }
@@ -169,7 +169,7 @@ func second[T any](_ T, err error) error { return err }
 // unitsOf returns the desired state s holds, failing the test when it cannot be read.
 func unitsOf(t *testing.T, s *Store) []UnitVersion {
 	t.Helper()
-	units, err := s.UnitVersions(context.Background())
+	units, err := s.Units.Versions(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestSyncDesiredState(t *testing.T) {
 		}
 	}
 	app := unitVersion(UnitWorker, "app", "1.0.0", 'a')
-	c1, err := a.PutUnitVersion(ctx, app, deployer)
+	c1, err := a.Units.Put(ctx, app, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,15 +271,15 @@ func TestSyncDesiredState(t *testing.T) {
 		t.Fatalf("B holds %+v before it pulled", units)
 	}
 	signalled(b) // of its first pull
-	if !b.RefreshUnits(ctx) || !signalled(b) {
-		t.Fatal("B's asked-for pull failed or did not signal UnitsChanged")
+	if !b.Units.Refresh(ctx) || !signalled(b) {
+		t.Fatal("B's asked-for pull failed or did not signal Units.Changed")
 	}
 	if u := findUnit(t, unitsOf(t, b), app.UnitRef); u.Change != c1 || !u.Enabled || u.SHA256 != app.SHA256 ||
 		u.ChangedByPrefix != deployer.KeyPrefix {
 		t.Fatalf("on B after its pull: %+v, want A's change %d", u, c1)
 	}
 
-	c2, err := b.SetUnitEnabled(ctx, app.UnitRef, false, Root())
+	c2, err := b.Units.SetEnabled(ctx, app.UnitRef, false, Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestSyncDesiredState(t *testing.T) {
 		t.Fatalf("on A after B disabled it: %+v, want B's change %d", u, c2)
 	}
 
-	c3, err := a.RemoveUnit(ctx, app.UnitRef, deployer)
+	c3, err := a.Units.Remove(ctx, app.UnitRef, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,11 +298,11 @@ func TestSyncDesiredState(t *testing.T) {
 		if len(units) != 1 || units[0].Live() || units[0].Change != c3 {
 			t.Errorf("on %s after the removal: %+v, want one tombstone of change %d", name, units, c3)
 		}
-		if n, _ := s.LatestChange(ctx); n != c3 {
+		if n, _ := s.Units.LatestChange(ctx); n != c3 {
 			t.Errorf("on %s: LatestChange = %d, want %d", name, n, c3)
 		}
 	}
-	if _, err := b.SetUnitEnabled(ctx, app.UnitRef, true, deployer); !errors.Is(err, ErrUnitNotFound) {
+	if _, err := b.Units.SetEnabled(ctx, app.UnitRef, true, deployer); !errors.Is(err, ErrUnitNotFound) {
 		t.Errorf("enabling the removed version = %v, want ErrUnitNotFound", err)
 	}
 	if st, _ := b.Sync(); !st.Reachable {
@@ -322,7 +322,7 @@ func TestSyncDesiredState(t *testing.T) {
 	pull(a)
 	pull(b)
 	if signalled(a) {
-		t.Error("a pull that brought heartbeats only signalled UnitsChanged")
+		t.Error("a pull that brought heartbeats only signalled Units.Changed")
 	}
 	for name, s := range map[string]*Store{"A": a, "B": b} {
 		got, err := s.Instances(ctx)
@@ -344,7 +344,7 @@ func TestSyncDesiredStatePrimaryDown(t *testing.T) {
 	primary := testkit.StartSqld(t)
 	s, _ := syncStore(t, primary, time.Hour)
 	app := unitVersion(UnitWorker, "app", "1.0.0", 'a')
-	c1, err := s.PutUnitVersion(ctx, app, deployer)
+	c1, err := s.Units.Put(ctx, app, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,19 +354,19 @@ func TestSyncDesiredStatePrimaryDown(t *testing.T) {
 
 	primary.Stop()
 	for name, err := range map[string]error{
-		"put":       second(s.PutUnitVersion(ctx, unitVersion(UnitWorker, "app", "2.0.0", 'b'), deployer)),
-		"disable":   second(s.SetUnitEnabled(ctx, app.UnitRef, false, deployer)),
-		"remove":    second(s.RemoveUnit(ctx, app.UnitRef, deployer)),
+		"put":       second(s.Units.Put(ctx, unitVersion(UnitWorker, "app", "2.0.0", 'b'), deployer)),
+		"disable":   second(s.Units.SetEnabled(ctx, app.UnitRef, false, deployer)),
+		"remove":    second(s.Units.Remove(ctx, app.UnitRef, deployer)),
 		"heartbeat": s.Heartbeat(ctx, Instance{ID: "a"}),
 	} {
 		if !errors.Is(err, ErrPrimaryUnavailable) {
 			t.Errorf("%s while the primary is down = %v, want ErrPrimaryUnavailable", name, err)
 		}
 	}
-	if units, err := s.UnitVersions(ctx); err != nil || len(units) != 1 || units[0].Change != c1 || !units[0].Enabled {
+	if units, err := s.Units.Versions(ctx); err != nil || len(units) != 1 || units[0].Change != c1 || !units[0].Enabled {
 		t.Errorf("the desired state while the primary is down = %+v, %v", units, err)
 	}
-	if n, err := s.LatestChange(ctx); err != nil || n != c1 {
+	if n, err := s.Units.LatestChange(ctx); err != nil || n != c1 {
 		t.Errorf("LatestChange while the primary is down = %d, %v", n, err)
 	}
 	if got, err := s.Instances(ctx); err != nil || len(got) != 1 {
@@ -374,7 +374,7 @@ func TestSyncDesiredStatePrimaryDown(t *testing.T) {
 	}
 
 	primary.Restart(t)
-	c2, err := s.SetUnitEnabled(ctx, app.UnitRef, false, deployer)
+	c2, err := s.Units.SetEnabled(ctx, app.UnitRef, false, deployer)
 	if err != nil || c2 <= c1 {
 		t.Fatalf("disable after the outage = %d, %v", c2, err)
 	}
@@ -408,44 +408,44 @@ func TestSyncRefusesNewerUnitsSchema(t *testing.T) {
 }
 
 // TestSyncReloadRequest checks that a reload asked of one instance reaches another with its
-// change number, signals UnitsChanged there, and counts as a change of the desired state.
+// change number, signals Units.Changed there, and counts as a change of the desired state.
 func TestSyncReloadRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	primary := testkit.StartSqld(t)
 	a, _ := syncStore(t, primary, time.Hour)
 	b, _ := syncStore(t, primary, time.Hour)
-	if n, err := b.ReloadRequested(ctx, UnitPlugin); err != nil || n != 0 {
+	if n, err := b.Units.ReloadRequested(ctx, UnitPlugin); err != nil || n != 0 {
 		t.Fatalf("before any request: %d, %v", n, err)
 	}
-	c1, err := a.RequestReload(ctx, UnitPlugin, deployer)
+	c1, err := a.Units.RequestReload(ctx, UnitPlugin, deployer)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := a.ReloadRequested(ctx, UnitPlugin); n != c1 {
+	if n, _ := a.Units.ReloadRequested(ctx, UnitPlugin); n != c1 {
 		t.Fatalf("on A, its own request: %d, want %d", n, c1)
 	}
 	signalled(b)
-	if !b.RefreshUnits(ctx) || !signalled(b) {
-		t.Fatal("B's pull failed or did not signal UnitsChanged")
+	if !b.Units.Refresh(ctx) || !signalled(b) {
+		t.Fatal("B's pull failed or did not signal Units.Changed")
 	}
-	c2, err := a.RequestReload(ctx, UnitPlugin, Root())
+	c2, err := a.Units.RequestReload(ctx, UnitPlugin, Root())
 	if err != nil || c2 <= c1 {
 		t.Fatalf("second request: %d, %v (first %d)", c2, err, c1)
 	}
 	if err := b.replica.pull(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := b.ReloadRequested(ctx, UnitPlugin); n != c2 {
+	if n, _ := b.Units.ReloadRequested(ctx, UnitPlugin); n != c2 {
 		t.Errorf("on B: %d, want the latest request %d", n, c2)
 	}
-	if n, _ := b.ReloadRequested(ctx, UnitWorker); n != 0 {
+	if n, _ := b.Units.ReloadRequested(ctx, UnitWorker); n != 0 {
 		t.Errorf("worker reloads on B: %d, want none", n)
 	}
-	if n, _ := b.LatestChange(ctx); n != c2 {
+	if n, _ := b.Units.LatestChange(ctx); n != c2 {
 		t.Errorf("LatestChange on B = %d, want the reload's %d", n, c2)
 	}
-	if _, err := a.RequestReload(ctx, "theme", deployer); err == nil {
+	if _, err := a.Units.RequestReload(ctx, "theme", deployer); err == nil {
 		t.Error("a reload of an unknown kind was accepted")
 	}
 }

@@ -109,7 +109,7 @@ func New(o Options) (*Cluster, error) {
 	// No health until the first pass, which then differs and writes the first heartbeat at once.
 	c := &Cluster{opts: o, rec: rec, beat: make(chan struct{}, 1)}
 	// The plugins load from disk when the instance starts: the requests made before are honoured.
-	c.reloaded, _ = o.Keys.ReloadRequested(context.Background(), keystore.UnitPlugin)
+	c.reloaded, _ = o.Keys.Units.ReloadRequested(context.Background(), keystore.UnitPlugin)
 	return c, nil
 }
 
@@ -118,11 +118,11 @@ func New(o Options) (*Cluster, error) {
 // from the store.
 type pulled struct{ keys *keystore.Store }
 
-func (p pulled) UnitVersions(ctx context.Context) ([]keystore.UnitVersion, error) {
+func (p pulled) Versions(ctx context.Context) ([]keystore.UnitVersion, error) {
 	if st, _ := p.keys.Sync(); !st.Synced {
 		return nil, errors.New("the key store's replica has not pulled from its primary yet")
 	}
-	return p.keys.UnitVersions(ctx)
+	return p.keys.Units.Versions(ctx)
 }
 
 // Ready is closed once the first pass has completed: until then this instance's folders may
@@ -140,10 +140,10 @@ func (c *Cluster) Run(ctx context.Context) {
 	wg.Go(func() {
 		// The key store itself, not pulled: Collector refuses a replica that has not pulled
 		// or cannot reach its primary now, as its rows may be incomplete.
-		reconcile.Collector{Desired: c.opts.Keys, Store: c.opts.Store, Grace: c.opts.CollectGrace,
+		reconcile.Collector{Desired: c.opts.Keys.Units, Store: c.opts.Store, Grace: c.opts.CollectGrace,
 			Interval: c.opts.CollectInterval}.Run(ctx, c.collected)
 	})
-	c.rec.Run(ctx, c.opts.Keys.UnitsChanged(), c.opts.Interval, func(res reconcile.Result, err error) { c.report(ctx, res, err) })
+	c.rec.Run(ctx, c.opts.Keys.Units.Changed(), c.opts.Interval, func(res reconcile.Result, err error) { c.report(ctx, res, err) })
 	wg.Wait()
 }
 
@@ -198,7 +198,7 @@ func (c *Cluster) report(ctx context.Context, res reconcile.Result, err error) {
 			c.failed(ctx, f)
 		}
 	}
-	requested, rerr := c.opts.Keys.ReloadRequested(ctx, keystore.UnitPlugin)
+	requested, rerr := c.opts.Keys.Units.ReloadRequested(ctx, keystore.UnitPlugin)
 	if rerr != nil {
 		log.Warn("cluster: reading the reload requests", zap.Error(rerr))
 	}
@@ -267,7 +267,7 @@ func (c *Cluster) failed(ctx context.Context, f reconcile.Failure) {
 		zap.String("kind", f.Kind), zap.String("unit", target), zap.String("op", string(f.Op)), zap.String("class", string(f.Class)),
 		zap.Int64("change", f.Change), zap.Time("retry", f.Retry), zap.Error(f.Err))
 	c.opts.Metrics.ReconcileFailure(f.Kind, string(f.Class))
-	err := c.opts.Keys.AppendAudit(ctx, keystore.AuditEntry{Action: AuditAction, Target: target, Scope: keystore.NamespaceOf(f.Name),
+	err := c.opts.Keys.Audit.Append(ctx, keystore.AuditEntry{Action: AuditAction, Target: target, Scope: keystore.NamespaceOf(f.Name),
 		Outcome: "failed", Details: map[string]any{"kind": f.Kind, "op": string(f.Op), "class": string(f.Class),
 			"change": f.Change, "instance": c.opts.ID, "error": f.Err.Error()}})
 	if err != nil {
@@ -326,7 +326,7 @@ func (c *Cluster) Publish(ctx context.Context, kind string, s *packages.Staged, 
 		row := keystore.UnitVersion{UnitRef: keystore.UnitRef{Kind: kind, Name: s.Name, Version: s.Version},
 			SHA256: s.SHA256, Size: info.Size(), Enabled: s.Metadata.Enabled}
 		var err error
-		row.Change, err = c.opts.Keys.PutUnitVersion(ctx, row, by)
+		row.Change, err = c.opts.Keys.Units.Put(ctx, row, by)
 		return row, err
 	}, s)
 	if err != nil {
@@ -342,13 +342,13 @@ func (c *Cluster) Publish(ctx context.Context, kind string, s *packages.Staged, 
 // SetEnabled writes the enabled state of a unit version (every live version when ref.Version
 // is empty) into the desired state and applies it here before it returns the change number.
 func (c *Cluster) SetEnabled(ctx context.Context, ref keystore.UnitRef, enabled bool, by keystore.Principal) (int64, error) {
-	return c.change(ctx, ref, func() (int64, error) { return c.opts.Keys.SetUnitEnabled(ctx, ref, enabled, by) })
+	return c.change(ctx, ref, func() (int64, error) { return c.opts.Keys.Units.SetEnabled(ctx, ref, enabled, by) })
 }
 
 // Remove removes a unit version (every version when ref.Version is empty) from the desired
 // state and from this instance before it returns the change number.
 func (c *Cluster) Remove(ctx context.Context, ref keystore.UnitRef, by keystore.Principal) (int64, error) {
-	return c.change(ctx, ref, func() (int64, error) { return c.opts.Keys.RemoveUnit(ctx, ref, by) })
+	return c.change(ctx, ref, func() (int64, error) { return c.opts.Keys.Units.Remove(ctx, ref, by) })
 }
 
 // change writes a change to the unit of ref to the desired state, then runs a pass, so the
@@ -369,7 +369,7 @@ func (c *Cluster) change(ctx context.Context, ref keystore.UnitRef, write func()
 // ReloadPlugins asks every instance to reload its plugins and reloads them here before it
 // returns the change number of the request.
 func (c *Cluster) ReloadPlugins(ctx context.Context, by keystore.Principal) (int64, error) {
-	change, err := c.opts.Keys.RequestReload(ctx, keystore.UnitPlugin, by)
+	change, err := c.opts.Keys.Units.RequestReload(ctx, keystore.UnitPlugin, by)
 	if err != nil {
 		return 0, err
 	}
@@ -393,10 +393,10 @@ func (c *Cluster) Missing(ctx context.Context, name string) bool {
 		c.mu.Lock()
 		seen := c.seen
 		c.mu.Unlock()
-		if !c.opts.Keys.RefreshUnits(ctx) {
+		if !c.opts.Keys.Units.Refresh(ctx) {
 			return false
 		}
-		latest, err := c.opts.Keys.LatestChange(ctx)
+		latest, err := c.opts.Keys.Units.LatestChange(ctx)
 		if err != nil || latest <= seen {
 			return false
 		}
@@ -424,7 +424,7 @@ func (c *Cluster) Instances(ctx context.Context) (api.Cluster, error) {
 		self.Health = api.InstanceDegraded
 	}
 	list, err := c.opts.Keys.Instances(ctx)
-	change, cerr := c.opts.Keys.LatestChange(ctx)
+	change, cerr := c.opts.Keys.Units.LatestChange(ctx)
 	if err = errors.Join(err, cerr); err != nil {
 		list = nil
 	}

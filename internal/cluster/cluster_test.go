@@ -305,7 +305,7 @@ func TestPublishStoreDown(t *testing.T) {
 	if !errors.Is(err, packagestore.ErrUnavailable) {
 		t.Fatalf("publish with the store down = %v, want ErrUnavailable", err)
 	}
-	if rows, err := a.keys.UnitVersions(ctx); err != nil || len(rows) != 0 {
+	if rows, err := a.keys.Units.Versions(ctx); err != nil || len(rows) != 0 {
 		t.Errorf("rows after the refused publish: %+v, %v", rows, err)
 	}
 	if units, err := a.workers.List(); err != nil || len(units) != 0 {
@@ -324,7 +324,7 @@ func TestAlteredObject(t *testing.T) {
 	if _, _, err := a.publish(t, keystore.UnitWorker, unit(t, "app", "1.0.0")); err != nil {
 		t.Fatal(err)
 	}
-	if !b.keys.RefreshUnits(ctx) {
+	if !b.keys.Units.Refresh(ctx) {
 		t.Fatal("B could not pull")
 	}
 	if res, err := b.c.pass(ctx, keystore.UnitWorker, "app"); err != nil || len(res.Installed) != 1 {
@@ -343,7 +343,7 @@ func TestAlteredObject(t *testing.T) {
 	if err := os.WriteFile(object, body, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !b.keys.RefreshUnits(ctx) {
+	if !b.keys.Units.Refresh(ctx) {
 		t.Fatal("B could not pull")
 	}
 	for i := range 3 {
@@ -358,7 +358,7 @@ func TestAlteredObject(t *testing.T) {
 	if v, ok := version(b.workers, "app", "1.0.0"); !ok || !v.Enabled {
 		t.Fatal("B's version 1.0.0 no longer serves")
 	}
-	entries, _, err := b.keys.ListAudit(ctx, keystore.AuditQuery{Action: AuditAction})
+	entries, _, err := b.keys.Audit.List(ctx, keystore.AuditQuery{Action: AuditAction})
 	if err != nil || len(entries) != 1 || entries[0].Target != "app@2.0.0" || entries[0].Outcome != "failed" ||
 		entries[0].Details["class"] != "corrupt" || entries[0].Details["instance"] != "b" {
 		t.Fatalf("audit entries: %+v, %v", entries, err)

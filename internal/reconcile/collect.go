@@ -54,7 +54,7 @@ type FailedObject struct {
 // Collect deletes the objects of store that no live row of rows refers to and whose last
 // change is older than grace before now: the object's own time, and for an object that only
 // removed rows refer to, the last of those removals too. rows must be the whole desired state
-// (keystore.Store.UnitVersions), tombstones included.
+// (keystore.Units.Versions), tombstones included.
 //
 // Each object to delete is looked at again (a HEAD) right before its delete, and kept when
 // its time is no longer older than grace: an upload put it again since the listing (see
@@ -165,7 +165,7 @@ func (c Collector) Run(ctx context.Context, report func(Collected, error)) {
 	}
 }
 
-// syncer is a desired state that is a replica of the primary; *keystore.Store is one.
+// syncer is a desired state that is a replica of the primary; keystore.Store.Units is one.
 type syncer interface {
 	Sync() (keystore.SyncStatus, bool)
 }
@@ -190,7 +190,7 @@ func (c Collector) Once(ctx context.Context) (Collected, error) {
 	if c.Now != nil {
 		now = c.Now
 	}
-	rows, err := c.Desired.UnitVersions(ctx)
+	rows, err := c.Desired.Versions(ctx)
 	if err != nil {
 		return Collected{}, fmt.Errorf("reading the desired state: %w", err)
 	}

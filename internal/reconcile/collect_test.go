@@ -224,11 +224,11 @@ func TestCollector(t *testing.T) {
 	a := w.instance(t, packages.DefaultLimits)
 	kept := a.upload(t, keystore.UnitWorker, "app.tgz", worker(t, "app", "1.0.0"))
 	removed := a.upload(t, keystore.UnitWorker, "app.tgz", worker(t, "app", "2.0.0"))
-	if _, err := a.keys.RemoveUnit(ctx, removed.UnitRef, keystore.Root()); err != nil {
+	if _, err := a.keys.Units.Remove(ctx, removed.UnitRef, keystore.Root()); err != nil {
 		t.Fatal(err)
 	}
 	later := func() time.Time { return time.Now().Add(DefaultGrace + time.Hour) }
-	c := Collector{Desired: a.keys, Store: w.store, Now: later}
+	c := Collector{Desired: a.keys.Units, Store: w.store, Now: later}
 	res, err := c.Once(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +242,7 @@ func TestCollector(t *testing.T) {
 	reports, done := make(chan Collected, 100), make(chan struct{})
 	go func() {
 		defer close(done)
-		Collector{Desired: a.keys, Store: w.store, Now: later, Interval: 10 * time.Millisecond}.Run(runCtx, func(res Collected, err error) {
+		Collector{Desired: a.keys.Units, Store: w.store, Now: later, Interval: 10 * time.Millisecond}.Run(runCtx, func(res Collected, err error) {
 			if err != nil {
 				t.Error(err)
 			}
@@ -261,7 +261,7 @@ func TestCollector(t *testing.T) {
 	<-done
 	want(t, "objects after Run", w.objects(t), kept.SHA256)
 
-	if _, err := a.keys.RemoveUnit(ctx, kept.UnitRef, keystore.Root()); err != nil {
+	if _, err := a.keys.Units.Remove(ctx, kept.UnitRef, keystore.Root()); err != nil {
 		t.Fatal(err)
 	}
 	w.primary.Stop()

@@ -71,7 +71,7 @@ func TestDiskFull(t *testing.T) {
 	b.workers = packages.NewCatalog(packages.WorkerLayout, []string{filepath.Join(b.base, ".workers"), dir}, packages.DefaultLimits)
 	b.workers.SetRetireDelay(0)
 	t.Cleanup(b.workers.Close)
-	b.rec = b.reconciler(t, b.keys)
+	b.rec = b.reconciler(t, b.keys.Units)
 
 	v1 := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, "app", "1.0.0"))
 	b.sees(t, v1.Change)

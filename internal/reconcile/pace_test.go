@@ -78,7 +78,7 @@ func (w *world) pacedInstance(t *testing.T, duty float64, s *sleeps, activity fu
 	t.Helper()
 	in := w.instance(t, packages.DefaultLimits)
 	s.clock = &ticking{t: time.Unix(1_800_000_000, 0)}
-	rec, err := New(Options{Desired: in.keys, Store: w.store, Workers: in.workers, Plugins: in.plugins,
+	rec, err := New(Options{Desired: in.keys.Units, Store: w.store, Workers: in.workers, Plugins: in.plugins,
 		Now: s.clock.now, Duty: duty, Sleep: s.sleep, Activity: activity})
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // one.
 type Publisher interface {
 	Desired
-	AddUnitVersion(ctx context.Context, u keystore.UnitVersion, by keystore.Principal) (int64, error)
+	Add(ctx context.Context, u keystore.UnitVersion, by keystore.Principal) (int64, error)
 }
 
 // PublishOptions configure Publish.
@@ -78,7 +78,7 @@ func Publish(ctx context.Context, o PublishOptions) (Published, error) {
 	if o.Desired == nil || o.Store == nil || o.Workers == nil || o.Plugins == nil {
 		return out, errors.New("publish: the desired state, the store and both catalogs are required")
 	}
-	rows, err := o.Desired.UnitVersions(ctx)
+	rows, err := o.Desired.Versions(ctx)
 	if err != nil {
 		return out, fmt.Errorf("reading the desired state: %w", err)
 	}
@@ -218,7 +218,7 @@ func (p *publisher) tree(ctx context.Context, cat *packages.Catalog, dir package
 		}
 		return err
 	}
-	change, err := p.o.Desired.AddUnitVersion(ctx, row, p.o.By)
+	change, err := p.o.Desired.Add(ctx, row, p.o.By)
 	var exists *keystore.UnitExistsError
 	if errors.As(err, &exists) {
 		p.found(u, row, exists.Existing, dir, cat.Layout())

@@ -30,7 +30,7 @@ func (in *instance) install(t *testing.T, kind, filename string, archive []byte)
 
 func (in *instance) publish(t *testing.T, dryRun bool) Published {
 	t.Helper()
-	return in.publishTo(t, in.keys, dryRun)
+	return in.publishTo(t, in.keys.Units, dryRun)
 }
 
 func (in *instance) publishTo(t *testing.T, desired Publisher, dryRun bool) Published {
@@ -67,9 +67,9 @@ func conflicts(cs []Conflict) []string {
 
 // stale is a desired state read before another instance wrote its rows: Publish meets them
 // only when it writes.
-type stale struct{ *keystore.Store }
+type stale struct{ keystore.Units }
 
-func (stale) UnitVersions(context.Context) ([]keystore.UnitVersion, error) { return nil, nil }
+func (stale) Versions(context.Context) ([]keystore.UnitVersion, error) { return nil, nil }
 
 // TestPublish grows a single instance into a cluster: a dry run writes nothing; Publish
 // stores one archive per uploaded tree, writes its row enabled as the manifest says and
@@ -101,7 +101,7 @@ func TestPublish(t *testing.T) {
 	all := []string{"plugin hello@1.0.0", "worker @team/app@1.0.0", "worker @team/app@2.0.0"}
 	dry := a.publish(t, true)
 	want(t, "dry run", names(dry.Published), all...)
-	if latest, _ := a.keys.LatestChange(ctx); latest != 0 || len(w.objects(t)) != 0 {
+	if latest, _ := a.keys.Units.LatestChange(ctx); latest != 0 || len(w.objects(t)) != 0 {
 		t.Fatalf("the dry run wrote: change %d, objects %v", latest, w.objects(t))
 	}
 	if _, ok := a.record(t, keystore.UnitWorker, "@team/app", "1.0.0"); ok {
@@ -125,7 +125,7 @@ func TestPublish(t *testing.T) {
 	}
 	slices.Sort(sums)
 	want(t, "objects", w.objects(t), sums...)
-	rows, err := a.keys.UnitVersions(ctx)
+	rows, err := a.keys.Units.Versions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestPublish(t *testing.T) {
 		t.Fatalf("the publishing instance's pass = %+v, want nothing to do", res)
 	}
 	b := w.instance(t, packages.DefaultLimits)
-	latest, _ := a.keys.LatestChange(ctx)
+	latest, _ := a.keys.Units.LatestChange(ctx)
 	b.sees(t, latest)
 	got := b.pass(t)
 	want(t, "B installed", names(got.Installed), all...)
@@ -169,13 +169,13 @@ func TestPublish(t *testing.T) {
 	if err := withRoot(filepath.Join(a.base, "plugins"), func(root *os.Root) error { return removeRecord(root, "hello") }); err != nil {
 		t.Fatal(err)
 	}
-	for _, desired := range []Publisher{a.keys, stale{a.keys}} {
+	for _, desired := range []Publisher{a.keys.Units, stale{a.keys.Units}} {
 		again := a.publishTo(t, desired, false)
 		want(t, "recorded", names(again.Recorded), "plugin hello@1.0.0")
 		if len(again.Published)+len(again.Conflicts)+len(again.Failed) > 0 {
 			t.Fatalf("publish after an interruption = %+v", again)
 		}
-		if n, _ := a.keys.LatestChange(ctx); n != latest {
+		if n, _ := a.keys.Units.LatestChange(ctx); n != latest {
 			t.Fatalf("publish after an interruption wrote change %d", n)
 		}
 		if err := withRoot(filepath.Join(a.base, "plugins"), func(root *os.Root) error { return removeRecord(root, "hello") }); err != nil {
@@ -184,7 +184,7 @@ func TestPublish(t *testing.T) {
 	}
 
 	// Another single instance with trees of its own under versions the cluster holds.
-	if _, err := a.keys.RemoveUnit(ctx, keystore.UnitRef{Kind: keystore.UnitWorker, Name: "@team/app", Version: "2.0.0"}, keystore.Root()); err != nil {
+	if _, err := a.keys.Units.Remove(ctx, keystore.UnitRef{Kind: keystore.UnitWorker, Name: "@team/app", Version: "2.0.0"}, keystore.Root()); err != nil {
 		t.Fatal(err)
 	}
 	c := w.instance(t, packages.DefaultLimits)
@@ -192,7 +192,7 @@ func TestPublish(t *testing.T) {
 	c.install(t, keystore.UnitWorker, "app.tgz", worker(t, "@team/app", "2.0.0"))
 	c.install(t, keystore.UnitPlugin, "hello.zip", plugin(t, "hello", "2.0.0"))
 	c.install(t, keystore.UnitWorker, "new.tgz", worker(t, "new", "1.0.0"))
-	latest, _ = a.keys.LatestChange(ctx)
+	latest, _ = a.keys.Units.LatestChange(ctx)
 	c.sees(t, latest)
 	objects := w.objects(t)
 	wantConflicts := []string{"worker @team/app@1.0.0 vs @team/app@1.0.0", "worker @team/app@2.0.0 vs @team/app@2.0.0", "plugin hello@2.0.0 vs hello@1.0.0"}
@@ -209,11 +209,11 @@ func TestPublish(t *testing.T) {
 	if err := withRoot(filepath.Join(c.base, "workers"), func(root *os.Root) error { return removeRecord(root, "new/1.0.0") }); err != nil {
 		t.Fatal(err)
 	}
-	latest, _ = c.keys.LatestChange(ctx)
-	res = c.publishTo(t, stale{c.keys}, false)
+	latest, _ = c.keys.Units.LatestChange(ctx)
+	res = c.publishTo(t, stale{c.keys.Units}, false)
 	want(t, "conflicts at the write", conflicts(res.Conflicts), wantConflicts...)
 	want(t, "recorded at the write", names(res.Recorded), "worker new@1.0.0")
-	if n, _ := c.keys.LatestChange(ctx); n != latest {
+	if n, _ := c.keys.Units.LatestChange(ctx); n != latest {
 		t.Fatalf("conflicts wrote change %d", n)
 	}
 	for _, cf := range res.Conflicts {
@@ -221,7 +221,7 @@ func TestPublish(t *testing.T) {
 			t.Errorf("conflicting %s@%s was recorded", cf.Name, cf.Version)
 		}
 	}
-	rows, _ = a.keys.UnitVersions(ctx)
+	rows, _ = a.keys.Units.Versions(ctx)
 	for _, r := range rows {
 		if r.Name == "@team/app" && r.Version == "1.0.0" && r.SHA256 != a.recordOf(t, r) {
 			t.Fatalf("the cluster's row of @team/app@1.0.0 was overwritten: %+v", r)
@@ -248,7 +248,7 @@ func TestPublishStoreDown(t *testing.T) {
 	if len(res.Published) > 0 || len(res.Failed) != 2 || !errors.Is(res.Failed[0].Err, packagestore.ErrUnavailable) || !errors.Is(res.Failed[1].Err, packagestore.ErrUnavailable) {
 		t.Fatalf("publish with the store down = %+v", res)
 	}
-	if latest, _ := a.keys.LatestChange(context.Background()); latest != 0 {
+	if latest, _ := a.keys.Units.LatestChange(context.Background()); latest != 0 {
 		t.Fatalf("rows written with the store down: change %d", latest)
 	}
 	if _, ok := a.record(t, keystore.UnitWorker, "a", "1.0.0"); ok {

@@ -32,10 +32,10 @@ import (
 	"github.com/caddy-runtime/runtime/packages"
 )
 
-// Desired is the desired state as this instance holds it; *keystore.Store is one.
+// Desired is the desired state as this instance holds it; keystore.Store.Units is one.
 type Desired interface {
-	// UnitVersions returns every row, removed versions included.
-	UnitVersions(ctx context.Context) ([]keystore.UnitVersion, error)
+	// Versions returns every row, removed versions included.
+	Versions(ctx context.Context) ([]keystore.UnitVersion, error)
 }
 
 // Options configure a Reconciler.
@@ -321,7 +321,7 @@ func (r *Reconciler) Hurry(ctx context.Context, want func(kind, name string) boo
 func (r *Reconciler) reconcile(ctx context.Context, want func(kind, name string) bool) (Result, error) {
 	r.lock()
 	defer r.mu.Unlock()
-	rows, err := r.opts.Desired.UnitVersions(ctx)
+	rows, err := r.opts.Desired.Versions(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("reading the desired state: %w", err)
 	}

@@ -101,7 +101,7 @@ func (w *world) instance(t *testing.T, limits packages.Limits) *instance {
 		return c
 	}
 	in.workers, in.plugins = catalog(packages.WorkerLayout, "workers"), catalog(packages.PluginLayout, "plugins")
-	in.rec = in.reconciler(t, keys)
+	in.rec = in.reconciler(t, keys.Units)
 	return in
 }
 
@@ -153,7 +153,7 @@ func (in *instance) put(t *testing.T, kind, name, version string, enabled bool, 
 	}
 	row := keystore.UnitVersion{UnitRef: keystore.UnitRef{Kind: kind, Name: name, Version: version},
 		SHA256: hex.EncodeToString(sum[:]), Size: int64(len(archive)), Enabled: enabled}
-	change, err := in.keys.PutUnitVersion(ctx, row, keystore.Root())
+	change, err := in.keys.Units.Put(ctx, row, keystore.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func (in *instance) put(t *testing.T, kind, name, version string, enabled bool, 
 func (in *instance) sees(t *testing.T, change int64) {
 	t.Helper()
 	testkit.EventuallyNil(t, 10*time.Second, func() error {
-		if n, err := in.keys.LatestChange(context.Background()); err != nil || n < change {
+		if n, err := in.keys.Units.LatestChange(context.Background()); err != nil || n < change {
 			return fmt.Errorf("the replica holds change %d (%v), want %d", n, err, change)
 		}
 		return nil
@@ -318,7 +318,7 @@ func TestTwoInstances(t *testing.T) {
 	}
 
 	// Disabled as a row: B's manifest says so.
-	change, err := a.keys.SetUnitEnabled(context.Background(), app.UnitRef, false, keystore.Root())
+	change, err := a.keys.Units.SetEnabled(context.Background(), app.UnitRef, false, keystore.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestTwoInstances(t *testing.T) {
 	want(t, "A disabled", names(res.Disabled), "worker @team/app@1.0.0")
 
 	// A plugin's disable is a plugin change.
-	change, err = a.keys.SetUnitEnabled(context.Background(), hello.UnitRef, false, keystore.Root())
+	change, err = a.keys.Units.SetEnabled(context.Background(), hello.UnitRef, false, keystore.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestTwoInstances(t *testing.T) {
 	}
 
 	// Removed as a row: the tree and its record go, on both.
-	change, err = a.keys.RemoveUnit(context.Background(), app.UnitRef, keystore.Root())
+	change, err = a.keys.Units.Remove(context.Background(), app.UnitRef, keystore.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func TestStoreDown(t *testing.T) {
 
 	w1 := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, "w1", "1.0.0"))
 	w2 := a.upload(t, keystore.UnitWorker, "w.tgz", worker(t, "w2", "1.0.0"))
-	change, err := a.keys.SetUnitEnabled(context.Background(), w0.UnitRef, false, keystore.Root())
+	change, err := a.keys.Units.SetEnabled(context.Background(), w0.UnitRef, false, keystore.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,13 +538,13 @@ func TestFreshInstance(t *testing.T) {
 		rows = append(rows, a.upload(t, keystore.UnitPlugin, "p.zip", plugin(t, fmt.Sprintf("p%d", i), "1.0.0")))
 	}
 	ctx := context.Background()
-	if _, err := a.keys.SetUnitEnabled(ctx, rows[1].UnitRef, false, keystore.Root()); err != nil {
+	if _, err := a.keys.Units.SetEnabled(ctx, rows[1].UnitRef, false, keystore.Root()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.keys.SetUnitEnabled(ctx, rows[16].UnitRef, false, keystore.Root()); err != nil {
+	if _, err := a.keys.Units.SetEnabled(ctx, rows[16].UnitRef, false, keystore.Root()); err != nil {
 		t.Fatal(err)
 	}
-	last, err := a.keys.RemoveUnit(ctx, rows[2].UnitRef, keystore.Root())
+	last, err := a.keys.Units.Remove(ctx, rows[2].UnitRef, keystore.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -594,7 +594,7 @@ func TestFreshInstance(t *testing.T) {
 // fixed is a desired state given as rows.
 type fixed []keystore.UnitVersion
 
-func (f *fixed) UnitVersions(context.Context) ([]keystore.UnitVersion, error) {
+func (f *fixed) Versions(context.Context) ([]keystore.UnitVersion, error) {
 	return slices.Clone(*f), nil
 }
 
@@ -673,7 +673,7 @@ func TestInstallChecks(t *testing.T) {
 	small := packages.DefaultLimits
 	small.Unpacked = 4 << 10
 	b := w.instance(t, small)
-	b.rec = b.reconciler(t, b.keys, func(kind string, md packages.Metadata) error {
+	b.rec = b.reconciler(t, b.keys.Units, func(kind string, md packages.Metadata) error {
 		if kind == keystore.UnitPlugin && md.Name == "refused" {
 			return errors.New("not admitted here")
 		}
@@ -725,7 +725,7 @@ func TestRun(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.rec.Run(ctx, b.keys.UnitsChanged(), time.Hour, func(res Result, err error) {
+		b.rec.Run(ctx, b.keys.Units.Changed(), time.Hour, func(res Result, err error) {
 			if err != nil {
 				t.Errorf("pass: %v", err)
 			}
