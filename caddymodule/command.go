@@ -70,7 +70,7 @@ func migrateKeyStore(fl caddycmd.Flags) (int, error) {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("name the primary with --to or %s", config.Lookup("sync_url").Env)
 	}
 	if _, err := os.Stat(from); err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("no local key store to migrate: %v", err)
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("no local key store to migrate: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -291,12 +291,12 @@ func loadApp(configFile, adapter string) (*App, error) {
 	}
 	var cfg caddy.Config
 	if err := json.Unmarshal(body, &cfg); err != nil {
-		return nil, fmt.Errorf("reading %s: %v", configFile, err)
+		return nil, fmt.Errorf("reading %s: %w", configFile, err)
 	}
 	app := new(App)
 	if raw := cfg.AppsRaw[appID]; raw != nil {
 		if err := json.Unmarshal(raw, app); err != nil {
-			return nil, fmt.Errorf("reading the runtime app of %s: %v", configFile, err)
+			return nil, fmt.Errorf("reading the runtime app of %s: %w", configFile, err)
 		}
 	}
 	return app, nil

@@ -93,7 +93,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.settings, h.state = settings, st
 	if err := runtimeMetrics.Register(ctx.GetMetricsRegistry()); err != nil {
-		return fmt.Errorf("registering the runtime's metrics: %v", err)
+		return fmt.Errorf("registering the runtime's metrics: %w", err)
 	}
 	workerPolicy, pluginPolicy := policies(settings)
 	h.plugins, h.unsubscribe = pluginhost.New(ctx, pluginhost.Options{

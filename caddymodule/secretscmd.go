@@ -78,14 +78,14 @@ func rotateSecrets(fl caddycmd.Flags) (int, error) {
 	}
 	newKey, err := secrets.ParseKey(settings.SecretsKey)
 	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("invalid secrets_key: %v", err)
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("invalid secrets_key: %w", err)
 	}
 	if settings.SecretsKeyOld == "" {
 		return caddy.ExitCodeFailedStartup, errors.New("no old key: set RUNTIME_SECRETS_KEY_OLD (or the config's secrets_key_old) to the key the secrets are sealed under now")
 	}
 	oldKey, err := secrets.ParseKey(settings.SecretsKeyOld)
 	if err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("invalid secrets_key_old: %v", err)
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("invalid secrets_key_old: %w", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -104,7 +104,7 @@ func rotateSecrets(fl caddycmd.Flags) (int, error) {
 		}
 		value, err := oldKey.Open(r.Worker, r.Name, r.KeyID, r.Sealed)
 		if err != nil {
-			return "", "", false, fmt.Errorf("secret %s of %s: %v; nothing was changed", r.Name, r.Worker, err)
+			return "", "", false, fmt.Errorf("secret %s of %s: %w; nothing was changed", r.Name, r.Worker, err)
 		}
 		sealed, err := newKey.Seal(r.Worker, r.Name, value)
 		return newKey.ID(), sealed, false, err
@@ -130,7 +130,7 @@ func openStoreOf(ctx context.Context, st config.Settings) (store *keystore.Store
 	path := filepath.Join(st.StateDir, keyStoreFile)
 	if st.KeyStore != "sync" {
 		if _, err := os.Stat(path); err != nil {
-			return nil, nil, fmt.Errorf("no key store in state_dir %s: %v", st.StateDir, err)
+			return nil, nil, fmt.Errorf("no key store in state_dir %s: %w", st.StateDir, err)
 		}
 		if store, err = keystore.Open(ctx, path); err != nil {
 			return nil, nil, err

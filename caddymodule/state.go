@@ -430,7 +430,7 @@ func (s *state) ensureBootstrap() error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("creating the bootstrap key: %v", err)
+		return fmt.Errorf("creating the bootstrap key: %w", err)
 	}
 	if created != nil {
 		s.logger.Warn("no root key and no API key: created the bootstrap admin key; read it from the file, create your own keys, then revoke it",

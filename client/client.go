@@ -247,7 +247,7 @@ func (c *Client) send(ctx context.Context, method, url string, body io.Reader, c
 		return err
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("reading the answer of %s %s: %v", method, url, err)
+		return fmt.Errorf("reading the answer of %s %s: %w", method, url, err)
 	}
 	return nil
 }

@@ -142,7 +142,7 @@ func readIgnore(root *os.Root, include []string) (ignoreRules, error) {
 		lines = append(lines, s.Text())
 	}
 	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %v", IgnoreFile, err)
+		return nil, fmt.Errorf("reading %s: %w", IgnoreFile, err)
 	}
 	return parseIgnore(lines), nil
 }

@@ -196,7 +196,7 @@ func New(opts Options) (*API, error) {
 	a.docs.spec = a.document(table)
 	doc, err := json.Marshal(a.docs.spec)
 	if err != nil {
-		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
+		return nil, fmt.Errorf("encoding the OpenAPI document: %w", err)
 	}
 	a.docs.doc = ui.NewFile(doc, "application/json")
 	a.handler = trace.WithRequestID(withRecover(opts.Logger, http.HandlerFunc(a.dispatch)))

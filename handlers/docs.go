@@ -105,7 +105,7 @@ func (a *docsAPI) docsAt(at string) (*mountedDocs, error) {
 	spec.Servers = servers(at)
 	doc, err := json.Marshal(spec)
 	if err != nil {
-		return nil, fmt.Errorf("encoding the OpenAPI document: %v", err)
+		return nil, fmt.Errorf("encoding the OpenAPI document: %w", err)
 	}
 	page, err := ui.DocsPage(at+a.prefix, a.assets)
 	if err != nil {

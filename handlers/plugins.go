@@ -191,7 +191,7 @@ func pluginManifest(m plugins.Manifest) (*api.PluginManifest, error) {
 		out := make([]any, len(parts))
 		for i, part := range parts {
 			if err := json.Unmarshal(part, &out[i]); err != nil {
-				return nil, fmt.Errorf("decoding a resolved manifest: %v", err)
+				return nil, fmt.Errorf("decoding a resolved manifest: %w", err)
 			}
 		}
 		return out, nil

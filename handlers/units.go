@@ -169,7 +169,7 @@ func (a *unitsAPI) installed() (map[string][]packages.Unit, error) {
 		}
 		units, err := c.List()
 		if err != nil {
-			return nil, fmt.Errorf("listing the installed %ss: %v", c.Layout().Noun, err)
+			return nil, fmt.Errorf("listing the installed %ss: %w", c.Layout().Noun, err)
 		}
 		out[c.Layout().Noun] = units
 	}

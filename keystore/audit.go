@@ -72,7 +72,7 @@ func (f Audit) row(e AuditEntry) (auditRow, error) {
 	if len(e.Details) > 0 {
 		var err error
 		if details, err = json.Marshal(e.Details); err != nil {
-			return auditRow{}, fmt.Errorf("encoding audit details: %v", err)
+			return auditRow{}, fmt.Errorf("encoding audit details: %w", err)
 		}
 	}
 	var actorID any
@@ -154,7 +154,7 @@ func (f Audit) List(ctx context.Context, q AuditQuery) ([]AuditEntry, bool, erro
 	query += fmt.Sprintf(` ORDER BY id DESC LIMIT %d`, limit+1)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, false, fmt.Errorf("reading the audit trail: %v", err)
+		return nil, false, fmt.Errorf("reading the audit trail: %w", err)
 	}
 	defer rows.Close()
 	out := []AuditEntry{}
@@ -165,19 +165,19 @@ func (f Audit) List(ctx context.Context, q AuditQuery) ([]AuditEntry, bool, erro
 		var name, prefix, details string
 		if err := rows.Scan(&e.ID, &at, &actorID, &name, &prefix, &e.Action, &e.Target, &e.Scope, &e.Outcome,
 			&e.RequestID, &e.RemoteAddr, &details); err != nil {
-			return nil, false, fmt.Errorf("reading the audit trail: %v", err)
+			return nil, false, fmt.Errorf("reading the audit trail: %w", err)
 		}
 		e.Time = time.UnixMilli(at)
 		if actorID != nil {
 			e.Actor = &AuditActor{ID: *actorID, Name: name, KeyPrefix: prefix}
 		}
 		if err := json.Unmarshal([]byte(details), &e.Details); err != nil {
-			return nil, false, fmt.Errorf("audit entry %d: its details are damaged: %v", e.ID, err)
+			return nil, false, fmt.Errorf("audit entry %d: its details are damaged: %w", e.ID, err)
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("reading the audit trail: %v", err)
+		return nil, false, fmt.Errorf("reading the audit trail: %w", err)
 	}
 	if len(out) > limit {
 		return out[:limit], true, nil

@@ -34,7 +34,7 @@ func Backup(ctx context.Context, path, to string) (BackupReport, error) {
 		return rep, err
 	}
 	if info, err := os.Stat(path); err != nil {
-		return rep, fmt.Errorf("no key store to back up: %v", err)
+		return rep, fmt.Errorf("no key store to back up: %w", err)
 	} else if !info.Mode().IsRegular() || info.Size() == 0 {
 		return rep, fmt.Errorf("key store %s is not a regular, non-empty file: nothing to back up", path)
 	}
@@ -45,7 +45,7 @@ func Backup(ctx context.Context, path, to string) (BackupReport, error) {
 		return rep, fmt.Errorf("%s exists: a backup is written to a new file, never over one; name another", to)
 	}
 	if err != nil {
-		return rep, fmt.Errorf("creating the backup: %v", err)
+		return rep, fmt.Errorf("creating the backup: %w", err)
 	}
 	f.Close()
 	if rep, err = backup(ctx, path, to); err != nil {
@@ -66,7 +66,7 @@ func backup(ctx context.Context, path, to string) (BackupReport, error) {
 		return rep, fmt.Errorf("key store %s: %w", path, err)
 	}
 	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, to); err != nil {
-		return rep, fmt.Errorf("copying key store %s: %v", path, err)
+		return rep, fmt.Errorf("copying key store %s: %w", path, err)
 	}
 	// VACUUM INTO does not sync its output.
 	f, err := os.OpenFile(to, os.O_RDWR, 0)
@@ -76,7 +76,7 @@ func backup(ctx context.Context, path, to string) (BackupReport, error) {
 	err = f.Sync()
 	f.Close()
 	if err != nil {
-		return rep, fmt.Errorf("writing the backup: %v", err)
+		return rep, fmt.Errorf("writing the backup: %w", err)
 	}
 	return checkBackup(ctx, to)
 }
@@ -92,16 +92,16 @@ func checkBackup(ctx context.Context, to string) (BackupReport, error) {
 	defer db.Close()
 	var check string
 	if err := db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
-		return rep, fmt.Errorf("the backup %s does not pass integrity_check (%q, %v)", to, check, err)
+		return rep, fmt.Errorf("the backup %s does not pass integrity_check (%q, %w)", to, check, err)
 	}
 	err = db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM api_keys), (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM audit)`).
 		Scan(&rep.Keys, &rep.Sessions, &rep.AuditEntries)
 	if err != nil {
-		return rep, fmt.Errorf("reading the backup %s: %v", to, err)
+		return rep, fmt.Errorf("reading the backup %s: %w", to, err)
 	}
 	mode := modeLocal
 	if err := db.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE name = 'mode'`).Scan(&mode); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return rep, fmt.Errorf("reading the backup %s: %v", to, err)
+		return rep, fmt.Errorf("reading the backup %s: %w", to, err)
 	}
 	rep.Replica = mode == modeSync
 	info, err := os.Stat(to)

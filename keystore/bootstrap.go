@@ -72,13 +72,13 @@ func removeSecret(dir string) error {
 func writeSecret(dir, secret string) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("opening state folder: %v", err)
+		return fmt.Errorf("opening state folder: %w", err)
 	}
 	defer root.Close()
 	tmp := BootstrapFile + ".tmp"
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("writing %s: %v", BootstrapFile, err)
+		return fmt.Errorf("writing %s: %w", BootstrapFile, err)
 	}
 	_, werr := f.WriteString(secret + "\n")
 	if err := f.Chmod(0o600); werr == nil {
@@ -89,10 +89,10 @@ func writeSecret(dir, secret string) error {
 	}
 	if werr != nil {
 		_ = root.Remove(tmp)
-		return fmt.Errorf("writing %s: %v", BootstrapFile, werr)
+		return fmt.Errorf("writing %s: %w", BootstrapFile, werr)
 	}
 	if err := root.Rename(tmp, BootstrapFile); err != nil {
-		return fmt.Errorf("writing %s: %v", BootstrapFile, err)
+		return fmt.Errorf("writing %s: %w", BootstrapFile, err)
 	}
 	return nil
 }
@@ -113,7 +113,7 @@ func (s *Store) RemoveStaleBootstrap(ctx context.Context) (string, error) {
 	}
 	root, err := os.OpenRoot(s.dir)
 	if err != nil {
-		return "", fmt.Errorf("opening state folder: %v", err)
+		return "", fmt.Errorf("opening state folder: %w", err)
 	}
 	defer root.Close()
 	f, err := root.Open(BootstrapFile)
@@ -121,19 +121,19 @@ func (s *Store) RemoveStaleBootstrap(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %v", BootstrapFile, err)
+		return "", fmt.Errorf("reading %s: %w", BootstrapFile, err)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	f.Close()
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %v", BootstrapFile, err)
+		return "", fmt.Errorf("reading %s: %w", BootstrapFile, err)
 	}
 	why, err := s.deadReason(ctx, strings.TrimSpace(string(b)))
 	if why == "" || err != nil {
 		return "", err
 	}
 	if err := root.Remove(BootstrapFile); err != nil {
-		return "", fmt.Errorf("deleting %s: %v", BootstrapFile, err)
+		return "", fmt.Errorf("deleting %s: %w", BootstrapFile, err)
 	}
 	return why, nil
 }

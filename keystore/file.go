@@ -26,7 +26,7 @@ func prepareFile(ctx context.Context, path, mode string) error {
 		return createStore(ctx, path, mode)
 	}
 	if err != nil {
-		return fmt.Errorf("key store %s: %v", path, err)
+		return fmt.Errorf("key store %s: %w", path, err)
 	}
 	restore := "restore the key store from a backup, or move this file away to start over with a new, empty store (and a new bootstrap key)"
 	if !info.Mode().IsRegular() {
@@ -38,7 +38,7 @@ func prepareFile(ctx context.Context, path, mode string) error {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("key store %s: %v", path, err)
+		return fmt.Errorf("key store %s: %w", path, err)
 	}
 	defer f.Close()
 	head := make([]byte, len(sqliteHeader))
@@ -50,7 +50,7 @@ func prepareFile(ctx context.Context, path, mode string) error {
 	u := url.URL{Scheme: "file", Path: path, RawQuery: "mode=ro&_pragma=busy_timeout(10000)"}
 	db, err := sql.Open("libsql", u.String())
 	if err != nil {
-		return fmt.Errorf("key store %s: %v", path, err)
+		return fmt.Errorf("key store %s: %w", path, err)
 	}
 	defer db.Close()
 	if err := checkOurs(ctx, db); errors.Is(err, errForeign) {
@@ -65,13 +65,13 @@ func createStore(ctx context.Context, path, mode string) error {
 	tmp := path + ".new"
 	for _, f := range []string{tmp, tmp + "-wal", tmp + "-shm"} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("creating key store %s: %v", path, err)
+			return fmt.Errorf("creating key store %s: %w", path, err)
 		}
 	}
 	// Owner-only from the start: SQLite gives its -wal and -shm files the same mode.
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("creating key store %s: %v", path, err)
+		return fmt.Errorf("creating key store %s: %w", path, err)
 	}
 	f.Close()
 	db, err := openDB(tmp)
@@ -88,7 +88,7 @@ func createStore(ctx context.Context, path, mode string) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("creating key store %s: %v", path, err)
+		return fmt.Errorf("creating key store %s: %w", path, err)
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ func checkMode(ctx context.Context, db *sql.DB, path, mode string) error {
 	have := modeLocal
 	err := db.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE name = 'mode'`).Scan(&have)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("key store %s: reading its mode: %v", path, err)
+		return fmt.Errorf("key store %s: reading its mode: %w", path, err)
 	}
 	switch {
 	case have == mode:

@@ -27,7 +27,7 @@ var instanceIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func InstanceID(stateDir string) (string, error) {
 	root, err := os.OpenRoot(stateDir)
 	if err != nil {
-		return "", fmt.Errorf("instance id: opening the state folder: %v", err)
+		return "", fmt.Errorf("instance id: opening the state folder: %w", err)
 	}
 	defer root.Close()
 	path := filepath.Join(stateDir, InstanceIDFile)
@@ -45,7 +45,7 @@ func InstanceID(stateDir string) (string, error) {
 	tmp := InstanceIDFile + "." + id + ".tmp"
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", fmt.Errorf("creating %s: %v", path, err)
+		return "", fmt.Errorf("creating %s: %w", path, err)
 	}
 	_, err = f.WriteString(id + "\n")
 	if err == nil {
@@ -57,7 +57,7 @@ func InstanceID(stateDir string) (string, error) {
 	}
 	root.Remove(tmp)
 	if err != nil && !errors.Is(err, os.ErrExist) {
-		return "", fmt.Errorf("creating %s: %v", path, err)
+		return "", fmt.Errorf("creating %s: %w", path, err)
 	}
 	return readInstanceID(root, path)
 }
@@ -134,7 +134,7 @@ func (s *Store) Heartbeat(ctx context.Context, in Instance) error {
 		}
 	}
 	if _, err := s.db.ExecContext(ctx, upsert, args...); err != nil {
-		return fmt.Errorf("recording the heartbeat of instance %s: %v", in.ID, err)
+		return fmt.Errorf("recording the heartbeat of instance %s: %w", in.ID, err)
 	}
 	return nil
 }
@@ -144,14 +144,14 @@ func (s *Store) Heartbeat(ctx context.Context, in Instance) error {
 func (s *Store) Instances(ctx context.Context) ([]Instance, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances ORDER BY id`)
 	if err != nil {
-		return nil, fmt.Errorf("reading the instances: %v", err)
+		return nil, fmt.Errorf("reading the instances: %w", err)
 	}
 	defer rows.Close()
 	out := []Instance{}
 	for rows.Next() {
 		var in Instance
 		if err := rows.Scan(&in.ID, &in.Address, &in.Version, &in.AppliedChange, &in.LastSeen, &in.Health); err != nil {
-			return nil, fmt.Errorf("reading the instances: %v", err)
+			return nil, fmt.Errorf("reading the instances: %w", err)
 		}
 		out = append(out, in)
 	}

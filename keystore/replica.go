@@ -177,7 +177,7 @@ func openPrimary(opts SyncOptions) (*sql.DB, error) {
 	}
 	conn, err := libsql.NewConnector(opts.URL, options...)
 	if err != nil {
-		return nil, fmt.Errorf("key store primary %s: %v", opts.URL, err)
+		return nil, fmt.Errorf("key store primary %s: %w", opts.URL, err)
 	}
 	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(4)
@@ -499,7 +499,7 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	}
 	upto, err := strconv.ParseInt(meta["change_seq"], 10, 64)
 	if err != nil {
-		return fmt.Errorf("the primary's change number %q: %v", meta["change_seq"], err)
+		return fmt.Errorf("the primary's change number %q: %w", meta["change_seq"], err)
 	}
 	local, err := readMeta(ctx, r.s.db)
 	if err != nil {
@@ -516,7 +516,7 @@ func (r *replica) pullLocked(ctx context.Context) error {
 	}
 	if cursor >= upto && cursor >= 0 {
 		if err := r.applyInstances(ctx, instances); err != nil {
-			return fmt.Errorf("applying the pulled instances to the replica: %v", err)
+			return fmt.Errorf("applying the pulled instances to the replica: %w", err)
 		}
 		return nil
 	}
@@ -527,7 +527,7 @@ func (r *replica) pullLocked(ctx context.Context) error {
 		}
 	}
 	if err := r.apply(ctx, pulled, instances, cursor < 0, upto, meta); err != nil {
-		return fmt.Errorf("applying the pulled rows to the replica: %v", err)
+		return fmt.Errorf("applying the pulled rows to the replica: %w", err)
 	}
 	r.cursor = upto
 	r.synced.Store(true)
@@ -693,7 +693,7 @@ func metaInt(ctx context.Context, db *sql.DB, name string, def int64) (int64, er
 		return def, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading the store's %s: %v", name, err)
+		return 0, fmt.Errorf("reading the store's %s: %w", name, err)
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {

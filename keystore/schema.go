@@ -219,7 +219,7 @@ func (e *SchemaError) Error() string {
 func migrate(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("starting migration: %v", err)
+		return fmt.Errorf("starting migration: %w", err)
 	}
 	defer tx.Rollback()
 	if err := checkOurs(ctx, tx); err != nil {
@@ -227,7 +227,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	var version int
 	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
-		return fmt.Errorf("reading schema version: %v", err)
+		return fmt.Errorf("reading schema version: %w", err)
 	}
 	if version >= 3 { // store_meta exists
 		if err := checkUnitsSchema(ctx, tx); err != nil {
@@ -239,12 +239,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	for v := version; v < SchemaVersion; v++ {
 		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
-			return fmt.Errorf("migrating schema to version %d: %v", v+1, err)
+			return fmt.Errorf("migrating schema to version %d: %w", v+1, err)
 		}
 	}
 	if version != SchemaVersion {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, SchemaVersion)); err != nil {
-			return fmt.Errorf("writing schema version: %v", err)
+			return fmt.Errorf("writing schema version: %w", err)
 		}
 	}
 	return tx.Commit()
@@ -259,12 +259,12 @@ type querier interface {
 func checkOurs(ctx context.Context, db querier) error {
 	var version, tables, keyTables int
 	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
-		return fmt.Errorf("reading schema version: %v", err)
+		return fmt.Errorf("reading schema version: %w", err)
 	}
 	err := db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(CASE WHEN name = 'api_keys' THEN 1 END)
 		FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`).Scan(&tables, &keyTables)
 	if err != nil {
-		return fmt.Errorf("reading the tables: %v", err)
+		return fmt.Errorf("reading the tables: %w", err)
 	}
 	if keyTables == 0 && (version > 0 || tables > 0) {
 		return errForeign
@@ -280,7 +280,7 @@ func checkUnitsSchema(ctx context.Context, db querier) error {
 		return nil // from before the desired state: the migrations add it
 	}
 	if err != nil {
-		return fmt.Errorf("reading the desired-state schema version: %v", err)
+		return fmt.Errorf("reading the desired-state schema version: %w", err)
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {

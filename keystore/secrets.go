@@ -135,7 +135,7 @@ func (f Secrets) Versions(ctx context.Context) (map[string]int64, error) {
 	s := f.s
 	rows, err := s.db.QueryContext(ctx, `SELECT worker, MAX(change_seq) FROM worker_secrets GROUP BY worker`)
 	if err != nil {
-		return nil, fmt.Errorf("reading the secrets' changes: %v", err)
+		return nil, fmt.Errorf("reading the secrets' changes: %w", err)
 	}
 	defer rows.Close()
 	out := map[string]int64{}
@@ -143,7 +143,7 @@ func (f Secrets) Versions(ctx context.Context) (map[string]int64, error) {
 		var worker string
 		var change int64
 		if err := rows.Scan(&worker, &change); err != nil {
-			return nil, fmt.Errorf("reading the secrets' changes: %v", err)
+			return nil, fmt.Errorf("reading the secrets' changes: %w", err)
 		}
 		out[worker] = change
 	}
@@ -161,20 +161,20 @@ func (f Secrets) Reseal(ctx context.Context, reseal func(SecretRecord) (keyID, s
 	err := s.write(ctx, func(tx writeTx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+secretColumns+` FROM worker_secrets WHERE removed_at = 0 ORDER BY worker, name`)
 		if err != nil {
-			return fmt.Errorf("reading the secrets: %v", err)
+			return fmt.Errorf("reading the secrets: %w", err)
 		}
 		var all []SecretRecord
 		for rows.Next() {
 			r, err := scanSecret(rows)
 			if err != nil {
 				rows.Close()
-				return fmt.Errorf("reading the secrets: %v", err)
+				return fmt.Errorf("reading the secrets: %w", err)
 			}
 			all = append(all, r)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("reading the secrets: %v", err)
+			return fmt.Errorf("reading the secrets: %w", err)
 		}
 		for _, r := range all {
 			keyID, sealed, keep, err := reseal(r)
@@ -206,14 +206,14 @@ func (f Secrets) read(ctx context.Context, query string, args ...any) ([]SecretR
 	defer s.timed("list_secrets")()
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("reading the secrets: %v", err)
+		return nil, fmt.Errorf("reading the secrets: %w", err)
 	}
 	defer rows.Close()
 	out := []SecretRecord{}
 	for rows.Next() {
 		r, err := scanSecret(rows)
 		if err != nil {
-			return nil, fmt.Errorf("reading the secrets: %v", err)
+			return nil, fmt.Errorf("reading the secrets: %w", err)
 		}
 		out = append(out, r)
 	}

@@ -234,7 +234,7 @@ func (f Sessions) List(ctx context.Context, p Principal, rootKey string) ([]Sess
 	rows, err := s.db.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
 		WHERE key_id = ? AND root_fp = ? AND expires_at > ? AND ended_at IS NULL ORDER BY id`, keyID, fp, s.now().Unix())
 	if err != nil {
-		return nil, fmt.Errorf("listing sessions: %v", err)
+		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {

@@ -162,7 +162,7 @@ func OpenSync(ctx context.Context, path string, opts SyncOptions) (*Store, error
 func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
 	path, err := filepath.Abs(path) // a file: URL takes absolute paths only
 	if err != nil {
-		return nil, fmt.Errorf("key store %s: %v", path, err)
+		return nil, fmt.Errorf("key store %s: %w", path, err)
 	}
 	mode := modeLocal
 	if sync != nil {
@@ -241,7 +241,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	} {
 		var err error
 		if *st.stmt, err = s.db.PrepareContext(ctx, st.query); err != nil {
-			return fmt.Errorf("preparing %q: %v", st.query, err)
+			return fmt.Errorf("preparing %q: %w", st.query, err)
 		}
 	}
 	return nil
@@ -259,7 +259,7 @@ func openDB(path string) (*sql.DB, error) {
 	// url.URL writes "file:///abs"; libsql accepts that form for absolute paths.
 	db, err := sql.Open("libsql", u.String())
 	if err != nil {
-		return nil, fmt.Errorf("opening key store %s: %v", path, err)
+		return nil, fmt.Errorf("opening key store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
 	db.SetConnMaxIdleTime(5 * time.Minute)
@@ -465,7 +465,7 @@ func scanKey(row scanner, extra ...any) (KeyRecord, error) {
 	}
 	if rec.Role == RoleCustom {
 		if err := json.Unmarshal([]byte(perms), &rec.Permissions); err != nil {
-			return rec, fmt.Errorf("key %d: corrupt permissions: %v", rec.ID, err)
+			return rec, fmt.Errorf("key %d: corrupt permissions: %w", rec.ID, err)
 		}
 	} else {
 		rec.Permissions = RolePermissions(rec.Role)
@@ -512,7 +512,7 @@ func (s *Store) readKeys(ctx context.Context) ([]KeyRecord, error) {
 	defer s.timed("list")()
 	rows, err := s.listKeys.QueryContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing keys: %v", err)
+		return nil, fmt.Errorf("listing keys: %w", err)
 	}
 	defer rows.Close()
 	out := []KeyRecord{}

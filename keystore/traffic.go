@@ -125,7 +125,7 @@ func (f Traffic) read(ctx context.Context, query string, args ...any) ([]Traffic
 	defer s.timed("list_traffic")()
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("reading the traffic splits: %v", err)
+		return nil, fmt.Errorf("reading the traffic splits: %w", err)
 	}
 	defer rows.Close()
 	out := []TrafficSplit{}
@@ -133,10 +133,10 @@ func (f Traffic) read(ctx context.Context, query string, args ...any) ([]Traffic
 		var t TrafficSplit
 		var raw string
 		if err := rows.Scan(&t.Name, &t.Scope, &raw, &t.UpdatedAt, &t.ChangedByID, &t.ChangedByPrefix, &t.Change); err != nil {
-			return nil, fmt.Errorf("reading the traffic splits: %v", err)
+			return nil, fmt.Errorf("reading the traffic splits: %w", err)
 		}
 		if err := json.Unmarshal([]byte(raw), &t.Shares); err != nil {
-			return nil, fmt.Errorf("the traffic split of %s is damaged: %v", t.Name, err)
+			return nil, fmt.Errorf("the traffic split of %s is damaged: %w", t.Name, err)
 		}
 		if t.Shares == nil {
 			t.Shares = []Share{}

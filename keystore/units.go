@@ -254,7 +254,7 @@ func (f Units) LatestChange(ctx context.Context) (int64, error) {
 	err := s.db.QueryRowContext(ctx, `SELECT MAX((SELECT COALESCE(MAX(change_seq), 0) FROM unit_versions),
 		(SELECT COALESCE(MAX(change_seq), 0) FROM unit_reloads))`).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("reading the desired state's change number: %v", err)
+		return 0, fmt.Errorf("reading the desired state's change number: %w", err)
 	}
 	return n, nil
 }
@@ -264,14 +264,14 @@ func (f Units) read(ctx context.Context, query string, args ...any) ([]UnitVersi
 	defer s.timed("list_units")()
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("reading the desired state: %v", err)
+		return nil, fmt.Errorf("reading the desired state: %w", err)
 	}
 	defer rows.Close()
 	out := []UnitVersion{}
 	for rows.Next() {
 		u, err := scanUnit(rows)
 		if err != nil {
-			return nil, fmt.Errorf("reading the desired state: %v", err)
+			return nil, fmt.Errorf("reading the desired state: %w", err)
 		}
 		out = append(out, u)
 	}
@@ -315,7 +315,7 @@ func (f Units) ReloadRequested(ctx context.Context, kind string) (int64, error) 
 	var n int64
 	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(change_seq), 0) FROM unit_reloads WHERE kind = ?`, kind).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("reading the reload requests: %v", err)
+		return 0, fmt.Errorf("reading the reload requests: %w", err)
 	}
 	return n, nil
 }

@@ -379,7 +379,7 @@ func (c *Catalog) removeTree(d Dir, rel string) error {
 	defer root.Close()
 	aside := tempPrefix + randomSuffix()
 	if err := root.Rename(rel, aside); err != nil {
-		return fmt.Errorf("removing %s: %v", rel, err)
+		return fmt.Errorf("removing %s: %w", rel, err)
 	}
 	c.retire(d, aside)
 	if first, _, _ := strings.Cut(rel, "/"); strings.HasPrefix(first, "@") {
@@ -585,7 +585,7 @@ func (c *Catalog) CleanTemp() error {
 			if strings.HasPrefix(e.Name(), tempPrefix) {
 				if err := root.RemoveAll(e.Name()); err != nil {
 					root.Close()
-					return fmt.Errorf("removing %s: %v", filepath.Join(d.Path, e.Name()), err)
+					return fmt.Errorf("removing %s: %w", filepath.Join(d.Path, e.Name()), err)
 				}
 			}
 		}

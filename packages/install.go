@@ -125,7 +125,7 @@ func (c *Catalog) StageWith(filename string, body io.Reader, authorize Authorize
 		if e := noSpace(err); e != nil {
 			return nil, e
 		}
-		return nil, fmt.Errorf("creating a temporary folder in %s: %v", dir.Path, err)
+		return nil, fmt.Errorf("creating a temporary folder in %s: %w", dir.Path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -253,7 +253,7 @@ func (s *Staged) Commit() (Installed, error) {
 		if e := noSpace(err); e != nil {
 			return Installed{}, e
 		}
-		return Installed{}, fmt.Errorf("installing %s: %v", rel, err)
+		return Installed{}, fmt.Errorf("installing %s: %w", rel, err)
 	}
 	s.committed, s.replaced = true, replaced
 	ch := Change{Op: OpInstalled, Name: md.Name, Version: md.Version}

@@ -212,7 +212,7 @@ func WriteEnabled(root *os.Root, dir string, enabled, create bool) error {
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
 	if err := enc.Encode(doc); err != nil {
-		return fmt.Errorf("encoding %s: %v", md.Manifest, err)
+		return fmt.Errorf("encoding %s: %w", md.Manifest, err)
 	}
 	enc.Close()
 	return WriteFileAtomic(root, path.Join(dir, md.Manifest), out.Bytes())

@@ -145,7 +145,7 @@ func behind(instances []api.ClusterInstance, change int64) (live, lagging []api.
 // commands.
 func notConverged(prog string, change int64, timeout time.Duration, lagging []api.ClusterInstance, lastErr error) error {
 	if len(lagging) == 0 && lastErr != nil {
-		return fmt.Errorf("uploaded, but whether every instance applied change %d could not be read within %s: %v", change, timeout, lastErr)
+		return fmt.Errorf("uploaded, but whether every instance applied change %d could not be read within %s: %w", change, timeout, lastErr)
 	}
 	if len(lagging) == 0 {
 		return fmt.Errorf("uploaded, but GET cluster listed no live instance within %s to apply change %d", timeout, change)

@@ -72,7 +72,7 @@ func login(e *env, args []string) error {
 	saved.Profiles[name] = profile{URL: c.BaseURL(), Key: key}
 	saved.Current = name
 	if err := saved.save(file); err != nil {
-		return fmt.Errorf("saving the profile: %v", err)
+		return fmt.Errorf("saving the profile: %w", err)
 	}
 	out := loggedIn{URL: c.BaseURL(), Profile: name, File: file, Principal: s.Principal}
 	return e.emit(out, func(w io.Writer) {
@@ -90,13 +90,13 @@ func readKey(e *env, url string) (string, error) {
 		typed, err := term.ReadPassword(int(f.Fd()))
 		fmt.Fprintln(e.errOut)
 		if err != nil {
-			return "", fmt.Errorf("reading the key from the terminal: %v", err)
+			return "", fmt.Errorf("reading the key from the terminal: %w", err)
 		}
 		key = string(typed)
 	} else {
 		line, err := bufio.NewReader(in).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("reading the key from stdin: %v", err)
+			return "", fmt.Errorf("reading the key from stdin: %w", err)
 		}
 		key = line
 	}

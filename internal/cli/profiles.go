@@ -28,7 +28,7 @@ type profiles struct {
 func profilesPath() (string, error) {
 	dir, err := os.UserConfigDir()
 	if err != nil {
-		return "", fmt.Errorf("finding the config folder for the profiles: %v", err)
+		return "", fmt.Errorf("finding the config folder for the profiles: %w", err)
 	}
 	return filepath.Join(dir, "caddy-runtime", "profiles.json"), nil
 }
@@ -47,7 +47,7 @@ func loadProfiles() (profiles, string, error) {
 		return p, file, err
 	}
 	if err := json.Unmarshal(data, &p); err != nil {
-		return p, file, fmt.Errorf("%s is not a profiles file: %v", file, err)
+		return p, file, fmt.Errorf("%s is not a profiles file: %w", file, err)
 	}
 	if p.Profiles == nil {
 		p.Profiles = map[string]profile{}

@@ -92,13 +92,13 @@ func readSecret(e *env, name string) (string, error) {
 		typed, err := term.ReadPassword(int(f.Fd()))
 		fmt.Fprintln(e.errOut)
 		if err != nil {
-			return "", fmt.Errorf("reading the value from the terminal: %v", err)
+			return "", fmt.Errorf("reading the value from the terminal: %w", err)
 		}
 		return string(typed), nil
 	}
 	b, err := io.ReadAll(io.LimitReader(in, maxSecretInput+1))
 	if err != nil {
-		return "", fmt.Errorf("reading the value from stdin: %v", err)
+		return "", fmt.Errorf("reading the value from stdin: %w", err)
 	}
 	if len(b) > maxSecretInput {
 		return "", usagef("the value on stdin is over %d KiB", maxSecretInput>>10)
@@ -147,7 +147,7 @@ func readEnvFile(path string) (map[string]string, error) {
 		out[name] = value
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %v", path, err)
+		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	return out, nil
 }

@@ -603,7 +603,7 @@ func absDir(p string) (string, error) {
 	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return "", fmt.Errorf("cannot resolve folder %s: %v", p, err)
+		return "", fmt.Errorf("cannot resolve folder %s: %w", p, err)
 	}
 	return abs, nil
 }

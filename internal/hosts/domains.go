@@ -76,7 +76,7 @@ func (v Verifier) Check(ctx context.Context, domain, token string) error {
 	case isNotFound(err):
 		return fmt.Errorf("no TXT record at %s: add one holding the token", record)
 	case err != nil:
-		return fmt.Errorf("looking up the TXT record at %s: %v", record, err)
+		return fmt.Errorf("looking up the TXT record at %s: %w", record, err)
 	case slices.Contains(txts, token):
 		return nil
 	}

@@ -207,7 +207,7 @@ func runStage() int {
 	for _, dir := range os.Args[2:] {
 		// The whole stage moves, its few threads included; only the main one survives the exec.
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("0"), 0); err != nil && joinErr == nil {
-			joinErr = fmt.Errorf("joining cgroup %s: %v", dir, err)
+			joinErr = fmt.Errorf("joining cgroup %s: %w", dir, err)
 		}
 	}
 	l, files, err := receive(SpecFD)
@@ -303,7 +303,7 @@ func receive(fd int) (Spec, []*os.File, error) {
 // returns only on failure.
 func confineAndExec(l Spec, launcher int, listener *os.File) error {
 	if err := prctl(prSetNoNewPrivs, 1); err != nil {
-		return fmt.Errorf("no_new_privs: %v", err)
+		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	path, err := lookPath(l.Argv[0], l.Dir, l.Env)
 	if err != nil {
@@ -330,7 +330,7 @@ func confineAndExec(l Spec, launcher int, listener *os.File) error {
 	}
 	// A session of its own: no terminal to reach, one group to signal.
 	if _, err := syscall.Setsid(); err != nil {
-		return fmt.Errorf("setsid: %v", err)
+		return fmt.Errorf("setsid: %w", err)
 	}
 	if l.Cred != nil {
 		if err := switchThreadCredential(l.Cred); err != nil {
@@ -340,13 +340,13 @@ func confineAndExec(l Spec, launcher int, listener *os.File) error {
 	// The switch of account clears the parent-death signal: set it (again) after it, and
 	// leave at once if the launcher is gone already.
 	if err := prctl(prSetPdeathsig, uintptr(syscall.SIGKILL)); err != nil {
-		return fmt.Errorf("parent-death signal: %v", err)
+		return fmt.Errorf("parent-death signal: %w", err)
 	}
 	if os.Getppid() != launcher {
 		return errors.New("the launcher is gone")
 	}
 	if err := syscall.Chdir(l.Dir); err != nil {
-		return fmt.Errorf("chdir %s: %v", l.Dir, err)
+		return fmt.Errorf("chdir %s: %w", l.Dir, err)
 	}
 	if err := closeInherited(); err != nil {
 		return err
@@ -357,7 +357,7 @@ func confineAndExec(l Spec, launcher int, listener *os.File) error {
 	env := l.Env
 	if listener != nil {
 		if err := syscall.Dup3(int(listener.Fd()), 3, 0); err != nil {
-			return fmt.Errorf("handing over the listener: %v", err)
+			return fmt.Errorf("handing over the listener: %w", err)
 		}
 		env = listenEnv(env)
 	}
@@ -414,7 +414,7 @@ func closeInherited() error {
 func cloexecEach() error {
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		return fmt.Errorf("listing inherited descriptors: %v", err)
+		return fmt.Errorf("listing inherited descriptors: %w", err)
 	}
 	for _, e := range entries {
 		fd, err := strconv.Atoi(e.Name())
@@ -467,7 +467,7 @@ func dropCapabilities(clearOwn bool) error {
 	for c := 0; c <= last; c++ {
 		if err := prctl(prCapbsetDrop, uintptr(c)); err != nil && err != syscall.EINVAL {
 			if err != syscall.EPERM {
-				return fmt.Errorf("dropping capability %d: %v", c, err)
+				return fmt.Errorf("dropping capability %d: %w", c, err)
 			}
 			break // without CAP_SETPCAP the runtime has no capabilities to hand on
 		}
@@ -518,7 +518,7 @@ func addRule(ruleset int, r Rule, ll *Landlock) error {
 		if err == syscall.ENOENT {
 			return nil // a system folder this machine lacks
 		}
-		return fmt.Errorf("landlock rule for %s: %v", r.Path, err)
+		return fmt.Errorf("landlock rule for %s: %w", r.Path, err)
 	}
 	defer syscall.Close(fd)
 	access := r.Access & ll.Handled
@@ -556,10 +556,10 @@ func InstallSeccomp(prog []Filter) error {
 // are added: a rule holds the folder it was opened on, which must be the tmpfs.
 func MountTmpfs(path, options string) error {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("making the mounts private: %v", err)
+		return fmt.Errorf("making the mounts private: %w", err)
 	}
 	if err := syscall.Mount("tmpfs", path, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, options); err != nil {
-		return fmt.Errorf("mounting a tmpfs on %s: %v", path, err)
+		return fmt.Errorf("mounting a tmpfs on %s: %w", path, err)
 	}
 	return nil
 }
@@ -569,7 +569,7 @@ func MountTmpfs(path, options string) error {
 func loopbackUp() error {
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("bringing up the loopback: %v", err)
+		return fmt.Errorf("bringing up the loopback: %w", err)
 	}
 	defer syscall.Close(fd)
 	var ifr [40]byte // struct ifreq: the name, then the flags

@@ -161,7 +161,7 @@ func (t *pluginTable) add(ctx caddy.Context, p plugins.Plugin) error {
 	for i, raw := range p.Manifest.Routes {
 		var r caddyhttp.Route
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return fmt.Errorf("routes[%d]: %v", i, err)
+			return fmt.Errorf("routes[%d]: %w", i, err)
 		}
 		routes = append(routes, r)
 	}
@@ -171,7 +171,7 @@ func (t *pluginTable) add(ctx caddy.Context, p plugins.Plugin) error {
 	}
 	for _, rl := range []caddyhttp.RouteList{routes, hookRoute} {
 		if err := rl.Provision(ctx); err != nil {
-			return fmt.Errorf("provisioning: %v", err)
+			return fmt.Errorf("provisioning: %w", err)
 		}
 	}
 	if len(routes) > 0 {

@@ -160,7 +160,7 @@ func (p *publisher) catalog(ctx context.Context, kind string, cat *packages.Cata
 func (p *publisher) tree(ctx context.Context, cat *packages.Catalog, dir packages.Dir, v packages.Version, u Unit) error {
 	archive, err := os.CreateTemp(dir.Path, packages.TempPrefix+"publish-*.tgz")
 	if err != nil {
-		return fmt.Errorf("packing %s: %v", u.Path, err)
+		return fmt.Errorf("packing %s: %w", u.Path, err)
 	}
 	defer func() {
 		archive.Close()

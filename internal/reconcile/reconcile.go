@@ -793,7 +793,7 @@ func commit(cat *packages.Catalog, row keystore.UnitVersion, s *packages.Staged)
 			return "", fmt.Errorf("%s %s has no manifest.yaml to disable it in", layout.Noun, row.Name)
 		}
 		if err != nil {
-			return "", fmt.Errorf("writing the enabled state of %s: %v", row.Name, err)
+			return "", fmt.Errorf("writing the enabled state of %s: %w", row.Name, err)
 		}
 	}
 	var path string

@@ -40,11 +40,11 @@ func recordPath(rel string) string { return path.Join(packages.UnitsFolder, rel)
 func writeRecord(root *os.Root, rel, sum string) error {
 	name := recordPath(rel)
 	if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-		return fmt.Errorf("recording the archive of %s: %v", rel, err)
+		return fmt.Errorf("recording the archive of %s: %w", rel, err)
 	}
 	body, _ := json.Marshal(record{SHA256: sum})
 	if err := packages.WriteFileAtomic(root, name, append(body, '\n')); err != nil {
-		return fmt.Errorf("recording the archive of %s: %v", rel, err)
+		return fmt.Errorf("recording the archive of %s: %w", rel, err)
 	}
 	return nil
 }
@@ -57,7 +57,7 @@ func readRecord(root *os.Root, rel string) (string, bool, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("reading the record of %s: %v", rel, err)
+		return "", false, fmt.Errorf("reading the record of %s: %w", rel, err)
 	}
 	var r record
 	if len(body) > maxRecord || json.Unmarshal(body, &r) != nil {
@@ -70,7 +70,7 @@ func readRecord(root *os.Root, rel string) (string, bool, error) {
 func removeRecord(root *os.Root, rel string) error {
 	name := recordPath(rel)
 	if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing the record of %s: %v", rel, err)
+		return fmt.Errorf("removing the record of %s: %w", rel, err)
 	}
 	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
 		if root.Remove(dir) != nil { // not empty
@@ -119,7 +119,7 @@ func readRecords(root *os.Root, layout packages.Layout) (map[string]string, erro
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the records in %s: %v", packages.UnitsFolder, err)
+		return nil, fmt.Errorf("reading the records in %s: %w", packages.UnitsFolder, err)
 	}
 	return out, nil
 }

@@ -296,7 +296,7 @@ func (cg *cgroups) create(id string, l Limits) (*group, Limits, error) {
 		}
 		if werr != nil {
 			g.remove()
-			return nil, l, fmt.Errorf("cgroup %s limit: %v", c, werr)
+			return nil, l, fmt.Errorf("cgroup %s limit: %w", c, werr)
 		}
 	}
 	return g, left, nil

@@ -22,24 +22,24 @@ var jobs sync.Map
 func guard(cmd *exec.Cmd) (release func(), err error) {
 	job, err := windows.CreateJobObject(nil, nil)
 	if err != nil {
-		return nil, fmt.Errorf("creating a job object: %v", err)
+		return nil, fmt.Errorf("creating a job object: %w", err)
 	}
 	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{}
 	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
 	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
 		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
 		windows.CloseHandle(job)
-		return nil, fmt.Errorf("setting up a job object: %v", err)
+		return nil, fmt.Errorf("setting up a job object: %w", err)
 	}
 	proc, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(cmd.Process.Pid))
 	if err != nil {
 		windows.CloseHandle(job)
-		return nil, fmt.Errorf("opening the worker process: %v", err)
+		return nil, fmt.Errorf("opening the worker process: %w", err)
 	}
 	defer windows.CloseHandle(proc)
 	if err := windows.AssignProcessToJobObject(job, proc); err != nil {
 		windows.CloseHandle(job)
-		return nil, fmt.Errorf("assigning the worker to a job object: %v", err)
+		return nil, fmt.Errorf("assigning the worker to a job object: %w", err)
 	}
 	pid := cmd.Process.Pid
 	jobs.Store(pid, job)

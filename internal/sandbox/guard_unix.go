@@ -28,7 +28,7 @@ type groupGuard struct {
 func guardGroup(pgid int) (*groupGuard, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("watchdog pipe: %v", err)
+		return nil, fmt.Errorf("watchdog pipe: %w", err)
 	}
 	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "watchdog", strconv.Itoa(pgid))
 	cmd.Stdin = r
@@ -37,7 +37,7 @@ func guardGroup(pgid int) (*groupGuard, error) {
 	r.Close() // the watchdog holds its copy
 	if err != nil {
 		w.Close()
-		return nil, fmt.Errorf("starting the watchdog: %v", err)
+		return nil, fmt.Errorf("starting the watchdog: %w", err)
 	}
 	go cmd.Wait() // reap it
 	return &groupGuard{watchdog: cmd, pipe: w}, nil

@@ -26,7 +26,7 @@ import (
 func socketFolder() (string, error) {
 	dir, err := os.MkdirTemp("", "runtime-net-")
 	if err != nil {
-		return "", fmt.Errorf("worker_network isolated: creating the folder of worker sockets: %v", err)
+		return "", fmt.Errorf("worker_network isolated: creating the folder of worker sockets: %w", err)
 	}
 	return dir, nil
 }
@@ -36,16 +36,16 @@ func socketFolder() (string, error) {
 func listen(path string) (*os.File, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("worker socket: %v", err)
+		return nil, fmt.Errorf("worker socket: %w", err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("worker socket %s: %v", path, err)
+		return nil, fmt.Errorf("worker socket %s: %w", path, err)
 	}
 	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
 		unix.Close(fd)
 		os.Remove(path)
-		return nil, fmt.Errorf("worker socket %s: %v", path, err)
+		return nil, fmt.Errorf("worker socket %s: %w", path, err)
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }

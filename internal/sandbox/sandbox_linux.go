@@ -307,7 +307,7 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		return fail(fmt.Errorf("handing the worker to its launcher: %v", err))
+		return fail(fmt.Errorf("handing the worker to its launcher: %w", err))
 	}
 	proc.cmd = sp.cmd
 	proc.outputs = []*os.File{outR, errR}
@@ -407,7 +407,7 @@ func (s *Sandbox) newSpare(flags uintptr) (*spare, error) {
 		if dir := filepath.Join(base, sp.id); base != "" && base != s.cg.v2 && !slices.Contains(sp.v1, dir) {
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				sp.removeLeaf()
-				return nil, fmt.Errorf("cgroup %s: %v", dir, err)
+				return nil, fmt.Errorf("cgroup %s: %w", dir, err)
 			}
 			sp.v1 = append(sp.v1, dir)
 		}
@@ -420,13 +420,13 @@ func (s *Sandbox) newSpare(flags uintptr) (*spare, error) {
 		dir := filepath.Join(s.cg.v2, sp.id)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			sp.removeLeaf()
-			return nil, fmt.Errorf("cgroup %s: %v", dir, err)
+			return nil, fmt.Errorf("cgroup %s: %w", dir, err)
 		}
 		sp.leaf = dir
 		leaf, err := os.Open(dir)
 		if err != nil {
 			sp.removeLeaf()
-			return nil, fmt.Errorf("opening cgroup %s: %v", sp.leaf, err)
+			return nil, fmt.Errorf("opening cgroup %s: %w", sp.leaf, err)
 		}
 		defer leaf.Close()
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(leaf.Fd())
@@ -434,7 +434,7 @@ func (s *Sandbox) newSpare(flags uintptr) (*spare, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		sp.removeLeaf()
-		return nil, fmt.Errorf("spec socket: %v", err)
+		return nil, fmt.Errorf("spec socket: %w", err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "spec"), os.NewFile(uintptr(fds[1]), "spec")
 	defer theirs.Close()
@@ -539,10 +539,10 @@ func rlimits(l Limits) []launch.Rlimit {
 // prepareScratch empties the worker's scratch folder, owned by the worker's account.
 func (s *Sandbox) prepareScratch(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("scratch folder: %v", err)
+		return fmt.Errorf("scratch folder: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("scratch folder: %v", err)
+		return fmt.Errorf("scratch folder: %w", err)
 	}
 	if s.cred != nil {
 		return os.Chown(dir, int(s.cred.UID), int(s.cred.GID))

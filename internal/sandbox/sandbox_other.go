@@ -71,7 +71,7 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		kill(cmd)
 		_ = cmd.Wait()
 		removeScratch(spec.Scratch)
-		return nil, fmt.Errorf("worker would outlive the runtime: %v", err)
+		return nil, fmt.Errorf("worker would outlive the runtime: %w", err)
 	}
 	p := &Process{cmd: cmd, release: release, scratch: spec.Scratch}
 	p.unwatch = watch(spec, spec.Limits.Cap(s.opts.Caps).Scratch, p.Kill)

@@ -126,7 +126,7 @@ func watchScratch(dir string, limit int64, over func(reason error)) (stop func()
 			used, err := scratchUsage(dir, limit)
 			switch {
 			case err != nil:
-				over(fmt.Errorf("its scratch folder cannot be measured: %v", err))
+				over(fmt.Errorf("its scratch folder cannot be measured: %w", err))
 			case used > limit:
 				over(fmt.Errorf("its scratch folder holds more than its limit of %s", humanize.IBytes(uint64(limit))))
 			default:

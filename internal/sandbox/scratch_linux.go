@@ -35,7 +35,7 @@ func probeTmpfs() error {
 	go func() {
 		runtime.LockOSThread()
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			res <- fmt.Errorf("a mount namespace: %v", err)
+			res <- fmt.Errorf("a mount namespace: %w", err)
 			return
 		}
 		res <- launch.MountTmpfs(dir, tmpfsOptions(1<<20, 0, 0))

@@ -176,7 +176,7 @@ func probeSeccomp() error {
 		runtime.LockOSThread()
 		errc <- func() error {
 			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-				return fmt.Errorf("no_new_privs: %v", err)
+				return fmt.Errorf("no_new_privs: %w", err)
 			}
 			if err := launch.InstallSeccomp(seccompFilter()); err != nil {
 				return err

@@ -122,7 +122,7 @@ func Cleanup() {
 func moduleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
-		return "", fmt.Errorf("finding the module root: %v", err)
+		return "", fmt.Errorf("finding the module root: %w", err)
 	}
 	gomod := strings.TrimSpace(string(out))
 	if gomod == "" || gomod == os.DevNull {

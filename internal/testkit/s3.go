@@ -51,7 +51,7 @@ func (s *S3) answers() error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("versitygw does not answer yet: %v", err)
+		return fmt.Errorf("versitygw does not answer yet: %w", err)
 	}
 	resp.Body.Close()
 	return nil

@@ -85,7 +85,7 @@ func (s *server) start() error {
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	s.cmd.Dir = s.dir
 	if err := s.cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %v", name, err)
+		return fmt.Errorf("starting %s: %w", name, err)
 	}
 	exited, cmd := make(chan struct{}), s.cmd
 	s.exited = exited
@@ -104,7 +104,7 @@ func (s *server) start() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("still after %s: %v", startTimeout, err)
+			return fmt.Errorf("still after %s: %w", startTimeout, err)
 		}
 	}
 }

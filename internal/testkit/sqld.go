@@ -49,7 +49,7 @@ func (s *Sqld) healthy() error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/health", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("sqld does not answer yet: %v", err)
+		return fmt.Errorf("sqld does not answer yet: %w", err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

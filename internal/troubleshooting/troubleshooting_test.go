@@ -23,6 +23,7 @@ var notAtStartUp = map[string][]string{
 	"handlers/secrets.go":             {"the secrets of a removed worker could not be removed"},
 	"handlers/domains.go":             {"the custom domains of a removed worker could not be read", "a custom domain of a removed worker could not be detached"},
 	"caddymodule/wasm.go":             {"the list of WebAssembly modules to load at the next start was not written"}, // at a stop
+	"caddymodule/domains.go":          {"dropping expired custom domain claims"},                                     // hourly
 	"internal/serving/serving.go":     {"a worker failed after it began to answer"},
 	"internal/serving/directproxy.go": {"a worker failed after it began to answer"},
 	"internal/serving/proxy.go":       {"worker request failed"},

@@ -22,7 +22,7 @@ var files embed.FS
 func CPanel() ([]byte, *Assets, error) {
 	index, err := files.ReadFile("dist/cpanel/index.html")
 	if err != nil {
-		return nil, nil, fmt.Errorf("the cpanel's bundle: %v; rebuild it with make ui", err)
+		return nil, nil, fmt.Errorf("the cpanel's bundle: %w; rebuild it with make ui", err)
 	}
 	assets, err := newAssets("dist/cpanel/assets")
 	return index, assets, err
@@ -46,7 +46,7 @@ func DocsPage(apiPath string, assets *Assets) (*File, error) {
 	err := docsPage.Execute(&page, struct{ Assets, Script, Style, Spec string }{
 		apiPath + "/docs", assets.names[script], assets.names[style], apiPath + "/openapi.json"})
 	if err != nil {
-		return nil, fmt.Errorf("the docs page: %v", err)
+		return nil, fmt.Errorf("the docs page: %w", err)
 	}
 	return NewFile(page.Bytes(), "text/html; charset=utf-8"), nil
 }

@@ -46,7 +46,7 @@ func ParseCGI(out []byte, maxHeader int64) (*Response, error) {
 	head := append(bytes.Clone(bytes.TrimRight(out[:end], "\r")), "\r\n\r\n"...)
 	mime, err := textproto.NewReader(bufio.NewReader(bytes.NewReader(head))).ReadMIMEHeader()
 	if err != nil {
-		return nil, fmt.Errorf("its CGI headers are malformed: %v", err)
+		return nil, fmt.Errorf("its CGI headers are malformed: %w", err)
 	}
 	h := http.Header(mime)
 	status := http.StatusOK

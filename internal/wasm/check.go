@@ -81,7 +81,7 @@ func inspect(binary []byte) (info, error) {
 	}
 	m, err := sections(binary[8:])
 	if err != nil {
-		return info{}, fmt.Errorf("is not a valid WebAssembly module: %v", err)
+		return info{}, fmt.Errorf("is not a valid WebAssembly module: %w", err)
 	}
 	return m, nil
 }
@@ -194,7 +194,7 @@ func sections(b []byte) (m info, err error) {
 			}
 		}
 		if s.err != nil {
-			return m, fmt.Errorf("section %d: %v", id, s.err)
+			return m, fmt.Errorf("section %d: %w", id, s.err)
 		}
 	}
 	return m, r.err

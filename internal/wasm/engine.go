@@ -118,7 +118,7 @@ func New(opts Options) (*Engine, error) {
 	if opts.CacheDir != "" {
 		var err error
 		if e.cache, err = wazero.NewCompilationCacheWithDir(opts.CacheDir); err != nil {
-			return nil, fmt.Errorf("the compilation cache in %s: %v", opts.CacheDir, err)
+			return nil, fmt.Errorf("the compilation cache in %s: %w", opts.CacheDir, err)
 		}
 	}
 	ctx := context.Background()
@@ -127,7 +127,7 @@ func New(opts Options) (*Engine, error) {
 		WithCloseOnContextDone(true).WithCompilationCache(e.cache))
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.runtime); err != nil {
 		e.runtime.Close(ctx)
-		return nil, fmt.Errorf("WASI: %v", err)
+		return nil, fmt.Errorf("WASI: %w", err)
 	}
 	return e, nil
 }
@@ -464,7 +464,7 @@ func (e *Engine) compile(mod Module) (*entry, error) {
 	case errors.As(err, &tooLarge):
 		return nil, &CompileError{Err: tooLarge}
 	case err != nil:
-		return nil, &CompileError{Err: fmt.Errorf("cannot be read: %v", err)}
+		return nil, &CompileError{Err: fmt.Errorf("cannot be read: %w", err)}
 	}
 	if limit := e.maxModule.Load(); int64(len(binary)) > limit {
 		return nil, &CompileError{Err: &SizeError{Size: int64(len(binary)), Limit: limit}}
@@ -482,7 +482,7 @@ func (e *Engine) compile(mod Module) (*entry, error) {
 	cached := e.opts.CacheDir != "" && err == nil && e.cacheFiles() == before
 	e.compiling.Unlock()
 	if err != nil {
-		return nil, &CompileError{Err: fmt.Errorf("does not compile: %v", err)}
+		return nil, &CompileError{Err: fmt.Errorf("does not compile: %w", err)}
 	}
 	if cached {
 		e.cached.Add(1)

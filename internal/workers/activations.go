@@ -118,10 +118,10 @@ func (a *Activations) Load() error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return fmt.Errorf("reading the worker activations: %v", err)
+		return fmt.Errorf("reading the worker activations: %w", err)
 	default:
 		if err := json.Unmarshal(b, &table); err != nil {
-			return fmt.Errorf("reading the worker activations %s: %v; remove the file to start afresh (every worker then serves its newest enabled version)", a.path, err)
+			return fmt.Errorf("reading the worker activations %s: %w; remove the file to start afresh (every worker then serves its newest enabled version)", a.path, err)
 		}
 	}
 	interrupted := false

@@ -516,7 +516,7 @@ func (pr *proc) start() {
 		err = pr.startOnPort()
 	}
 	if err != nil {
-		pr.err = fmt.Errorf("worker %s@%s did not start: %v", pr.name, pr.version, err)
+		pr.err = fmt.Errorf("worker %s@%s did not start: %w", pr.name, pr.version, err)
 		pr.logger.Error("worker did not start", zap.Error(err))
 		p := pr.pool
 		p.mu.Lock()
@@ -614,7 +614,7 @@ func (pr *proc) launch(port int, listen bool) (*run, error) {
 		pr.secrets, err = src(ctx, pr.name)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("its secrets cannot be read: %v", err)
+			return nil, fmt.Errorf("its secrets cannot be read: %w", err)
 		}
 	}
 	scratch := scratchFolder(pr.pool.opts.ScratchDir, pr.name, pr.version)
@@ -834,7 +834,7 @@ func (pr *proc) watchAccept() {
 
 // failLate records why a process that was taking requests never served, and stops it.
 func (pr *proc) failLate(err error) {
-	err = fmt.Errorf("worker %s@%s did not start: %v", pr.name, pr.version, err)
+	err = fmt.Errorf("worker %s@%s did not start: %w", pr.name, pr.version, err)
 	pr.lateErr.Store(&err)
 	pr.logger.Error("worker did not start", zap.Error(err))
 	p := pr.pool

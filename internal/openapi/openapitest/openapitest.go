@@ -46,7 +46,7 @@ func New(doc []byte, apiPrefix string) (*Validator, error) {
 	if len(t.Servers) > 0 {
 		u, err := url.Parse(t.Servers[0].URL)
 		if err != nil {
-			return nil, fmt.Errorf("server URL %q: %v", t.Servers[0].URL, err)
+			return nil, fmt.Errorf("server URL %q: %w", t.Servers[0].URL, err)
 		}
 		v.base = strings.TrimSuffix(u.Path, "/")
 	}
