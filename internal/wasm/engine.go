@@ -78,9 +78,11 @@ type Engine struct {
 	runtime wazero.Runtime
 	cache   wazero.CompilationCache
 	flight  singleflight.Group
-	// compiling serialises compilations, so the cache folder's files before and after one
-	// tell a compilation from a cache hit.
-	compiling sync.Mutex
+	// compiling serialises the compilations of a lane, so that the cache folder's files before
+	// and after one mostly tell a compilation from a cache hit; a large module compiles in a
+	// lane of its own, so that the seconds it may take (see largeModule) hold back no other
+	// module's first request.
+	compiling [2]sync.Mutex
 	budget    atomic.Int64
 	cacheSize atomic.Int64
 	maxModule atomic.Int64
@@ -476,11 +478,15 @@ func (e *Engine) compile(mod Module) (*entry, error) {
 	if err != nil {
 		return nil, &CompileError{Err: err}
 	}
-	e.compiling.Lock()
+	lane := &e.compiling[0]
+	if largeModule(len(binary), int(m.functions)) {
+		lane = &e.compiling[1]
+	}
+	lane.Lock()
 	before := e.cacheFiles()
 	compiled, err := e.runtime.CompileModule(context.Background(), binary)
 	cached := e.opts.CacheDir != "" && err == nil && e.cacheFiles() == before
-	e.compiling.Unlock()
+	lane.Unlock()
 	if err != nil {
 		return nil, &CompileError{Err: fmt.Errorf("does not compile: %w", err)}
 	}
@@ -510,6 +516,12 @@ func (e *Engine) compile(mod Module) (*entry, error) {
 	e.close(closing...)
 	return en, nil
 }
+
+// largeModule tells a module whose compilation may take seconds (a Go program of some size,
+// or one made of many functions to stall the compiler: up to MaxFunctions and
+// wasm_max_module_size, about 12 s on one core) from the usual ones, which take milliseconds
+// to a second: the large ones compile one at a time beside the others.
+func largeModule(size, functions int) bool { return size > 16<<20 || functions > 50_000 }
 
 // dropLocked takes en out of the map and the budget; it returns en to close when no request
 // runs it.

@@ -149,3 +149,42 @@ func TestModuleLimits(t *testing.T) {
 		t.Errorf("a module of %d functions = %v, want it refused", MaxFunctions+1, err)
 	}
 }
+
+// TestLargeCompileHoldsBackNoOther compiles a module of many functions, which takes seconds,
+// and checks that a small module's first request is answered meanwhile: the large one
+// compiles in a lane of its own.
+func TestLargeCompileHoldsBackNoOther(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Options{})
+	big := moduleOf("big", testkit.ManyFunctionsWasm(300_000))
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Run(context.Background(), big, Request{})
+		done <- err
+	}()
+	compilingBig := func() bool {
+		if e.compiling[1].TryLock() {
+			e.compiling[1].Unlock()
+			return false
+		}
+		return true
+	}
+	for deadline := time.Now().Add(30 * time.Second); !compilingBig(); time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the large module ran (%v) before it was seen compiling in its own lane", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the large module never compiled in the large modules' lane")
+		}
+	}
+	tiny := moduleOf("tiny", testkit.TinyWasm("Content-Type: text/plain\n\nhi", WASI, "fd_write"))
+	if _, err := e.Run(context.Background(), tiny, Request{}); err != nil {
+		t.Fatalf("the small module: %v", err)
+	}
+	if !compilingBig() {
+		t.Error("the small module's request was answered only after the large module compiled")
+	}
+	<-done
+}

@@ -52,8 +52,10 @@ func (e *Engine) PruneCache(now time.Time) (removed int, freed int64, err error)
 		return 0, 0, nil
 	}
 	// Compilations count the folder's files to tell a cache hit (see compile).
-	e.compiling.Lock()
-	defer e.compiling.Unlock()
+	for i := range e.compiling {
+		e.compiling[i].Lock()
+		defer e.compiling[i].Unlock()
+	}
 	age := e.opts.CacheAge
 	if age <= 0 {
 		age = DefaultCacheAge
