@@ -71,7 +71,7 @@ func (p *Program) Path(tb testing.TB) string {
 			cmd.Env = append(os.Environ(), p.env...)
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			p.err = fmt.Errorf("building %s: %v\n%s", p.pkg, err, out)
+			p.err = fmt.Errorf("building %s: %w\n%s", p.pkg, err, out)
 		}
 	})
 	if p.err != nil {
