@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,12 +12,17 @@ import (
 )
 
 // domainFollower is the state's part that keeps the host router's custom domains as the key
-// store holds them, from its start until it stops.
+// store holds them (its follower refreshes them), and refreshes them at once after a change
+// the API made.
 type domainFollower struct {
-	keys   func() *keystore.Store
+	follower
 	router *hosts.Router
-	logger *zap.Logger
-	loop   lifecycle.Loop
+}
+
+func newDomainFollower(keys func() *keystore.Store, router *hosts.Router, logger *zap.Logger) *domainFollower {
+	d := &domainFollower{router: router}
+	d.follower = follower{what: "the custom domains", topic: keystore.DomainsTopic, keys: keys, apply: d.refresh, logger: logger}
+	return d
 }
 
 // refresh gives the host router the verified custom domains the key store holds now.
@@ -29,7 +33,7 @@ func (d *domainFollower) refresh(ctx context.Context) error {
 	}
 	list, err := store.Domains.List(ctx, "")
 	if err != nil {
-		return fmt.Errorf("reading the custom domains: %w", err)
+		return err
 	}
 	verified, pending := make(map[string]string, len(list)), map[string]string{}
 	for _, dom := range list {
@@ -43,49 +47,42 @@ func (d *domainFollower) refresh(ctx context.Context) error {
 	return nil
 }
 
-// Start reads the custom domains of the opened key store and follows its changes.
-func (d *domainFollower) Start() error {
-	if err := d.refresh(context.Background()); err != nil {
-		return err
-	}
-	store := d.keys()
-	d.loop.Go(func(ctx context.Context) { d.follow(ctx, store) })
+// expireDomains drops, every hour until Stop, the claims pending for longer than
+// keystore.PendingDomainTTL (the drop is a change, which the follower applies).
+type expireDomains struct {
+	keys   func() *keystore.Store
+	logger *zap.Logger
+	loop   lifecycle.Loop
+}
+
+// Start starts the hourly drop.
+func (e *expireDomains) Start() error {
+	e.loop.Go(func(ctx context.Context) {
+		tick := time.NewTicker(time.Hour)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+			store := e.keys()
+			if store == nil {
+				continue
+			}
+			if n, err := store.Domains.DropExpired(ctx); err != nil {
+				e.logger.Warn("dropping expired custom domain claims; they are tried again in an hour (listings skip them meanwhile)", zap.Error(err))
+			} else if n > 0 {
+				e.logger.Info("dropped custom domain claims pending for too long", zap.Int("claims", n),
+					zap.Duration("pending_for", keystore.PendingDomainTTL))
+			}
+		}
+	})
 	return nil
 }
 
-// Stop stops following the key store's changes.
-func (d *domainFollower) Stop() error { return d.loop.Stop() }
-
-// follow refreshes the router's custom domains after each change the key store signals: one
-// made here, or one a pull brought from another instance. A failed read is tried again a
-// little later; meanwhile the router keeps what it had. Every hour it drops the claims
-// pending for longer than keystore.PendingDomainTTL (the drop signals a change).
-func (d *domainFollower) follow(ctx context.Context, store *keystore.Store) {
-	var retry <-chan time.Time
-	expire := time.NewTicker(time.Hour)
-	defer expire.Stop()
-	for {
-		select {
-		case <-store.Domains.Changed():
-		case <-retry:
-		case <-expire.C:
-			if n, err := store.Domains.DropExpired(context.Background()); err != nil {
-				d.logger.Warn("dropping expired custom domain claims; they are tried again in an hour (listings skip them meanwhile)", zap.Error(err))
-			} else if n > 0 {
-				d.logger.Info("dropped custom domain claims pending for too long", zap.Int("claims", n),
-					zap.Duration("pending_for", keystore.PendingDomainTTL))
-			}
-			continue
-		case <-ctx.Done():
-			return
-		}
-		retry = nil
-		if err := d.refresh(context.Background()); err != nil {
-			d.logger.Error("refreshing the custom domains", zap.Error(err))
-			retry = time.After(5 * time.Second)
-		}
-	}
-}
+// Stop stops the hourly drop.
+func (e *expireDomains) Stop() error { return e.loop.Stop() }
 
 // ownHosts are the host names serving the API: no custom domain may take one.
 func (s *state) ownHosts() []string {

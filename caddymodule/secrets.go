@@ -8,10 +8,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-runtime/runtime/internal/lifecycle"
 	"github.com/caddy-runtime/runtime/internal/secrets"
 	"github.com/caddy-runtime/runtime/internal/workers"
-	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // secretState is what the state keeps for the workers' secrets: the key of the latest config
@@ -25,13 +23,13 @@ type secretState struct {
 	// restarted is, by worker, the versions its last change of secrets restarted, and that
 	// change's number (guarded by mu): the API reports them, whoever applied the change.
 	restarted map[string]restart
-	// What the watcher works with, set by newState: the key store and the pool once opened,
-	// and the drop of a worker's secrets kept for WebAssembly requests.
-	keys   func() *keystore.Store
+	// What the follower works with, set by newState: the pool once opened, and the drop of a
+	// worker's secrets kept for WebAssembly requests.
 	pool   func() *workers.Pool
 	forget func(worker string)
-	logger *zap.Logger
-	loop   lifecycle.Loop
+	// follower (its keys: the key store once opened) applies every change of the secrets this instance holds (one made here, or
+	// one pulled from the primary) to the running processes of each worker concerned.
+	follower
 }
 
 // restart is the versions of a worker restarted for the change of its secrets numbered change.
@@ -99,44 +97,25 @@ func (s *state) workerSecrets(ctx context.Context, worker string) (map[string]st
 const secretsKeyHint = "set RUNTIME_SECRETS_KEY to 32 random bytes in base64 (" + secrets.GenerateHint +
 	"), or write secrets_key {env.RUNTIME_SECRETS_KEY} in the global runtime option, and restart the runtime"
 
-// Start starts restarting, on every change of the secrets this instance holds (a change
-// made here, or one pulled from the primary), the running processes of each worker whose
-// secrets changed, until Stop.
-func (ss *secretState) Start() error {
-	store := ss.keys()
-	ss.loop.Go(func(ctx context.Context) {
-		ss.apply(store, true)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-store.Secrets.Changed():
-				ss.apply(store, false)
-			}
-		}
-	})
-	return nil
-}
-
-// Stop stops the watcher and waits for it.
-func (ss *secretState) Stop() error { return ss.loop.Stop() }
-
 // apply restarts the processes of the workers whose secrets changed since it last looked;
-// first only takes note. Changes are applied once, whoever calls it first: the watcher, or
-// the API after a change it made.
-func (ss *secretState) apply(store *keystore.Store, first bool) {
-	versions, err := store.Secrets.Versions(context.Background())
+// its first look only takes note. Changes are applied once, whoever calls it first: the
+// follower, or the API after a change it made.
+func (ss *secretState) apply(ctx context.Context) error {
+	store := ss.keys()
+	if store == nil {
+		return nil
+	}
+	versions, err := store.Secrets.Versions(ctx)
 	if err != nil {
-		ss.logger.Error("reading the changes of the workers' secrets", zap.Error(err))
-		return
+		return fmt.Errorf("reading the changes of the workers' secrets: %w", err)
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	seen := ss.seen
 	ss.seen = versions
 	pool := ss.pool()
-	if first || seen == nil || pool == nil {
-		return
+	if seen == nil || pool == nil {
+		return nil
 	}
 	if ss.restarted == nil {
 		ss.restarted = map[string]restart{}
@@ -152,16 +131,15 @@ func (ss *secretState) apply(store *keystore.Store, first bool) {
 			ss.logger.Info("the worker's secrets changed: restarted its processes", zap.String("worker", worker), zap.Strings("versions", restarted))
 		}
 	}
+	return nil
 }
 
 // changed applies a change the API made to worker's secrets, numbered change, before it
 // answers, and returns the versions of worker restarted for it (or a later change).
 func (ss *secretState) changed(worker string, change int64) []string {
-	store := ss.keys()
-	if store == nil {
-		return nil
+	if err := ss.apply(context.Background()); err != nil {
+		ss.logger.Error("applying a change of the workers' secrets", zap.Error(err))
 	}
-	ss.apply(store, false)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if r := ss.restarted[worker]; r.change >= change {

@@ -132,11 +132,13 @@ type state struct {
 	activator   *workers.Activator
 	// splits are the traffic splits in force, which traffic keeps as the key store holds them.
 	splits  *serving.Splits
-	traffic trafficFollower
+	traffic *trafficFollower
 	// router maps host names to workers: the latest config's workers_domain, and the verified
 	// custom domains, which domains keeps as the key store holds them.
 	router  hosts.Router
-	domains domainFollower
+	domains *domainFollower
+	// expireDomains drops the custom domain claims pending for too long.
+	expireDomains expireDomains
 	// apiHosts are the host names of the latest config's site blocks serving the API: no
 	// worker may take one as a custom domain.
 	apiHosts atomic.Pointer[[]string]
@@ -175,13 +177,16 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 		Activations: st.activations, Logger: logger.Named("workers"), MaxHeaderSize: st.maxHeader.Load})
 	st.procs = processes{settings: s, logger: logger, secrets: st.workerSecrets}
 	st.audit = auditPruner{keys: st.keys.Load, logger: logger}
-	st.traffic = trafficFollower{keys: st.keys.Load, splits: st.splits, logger: logger}
-	st.domains = domainFollower{keys: st.keys.Load, router: &st.router, logger: logger}
-	st.secrets = secretState{keys: st.keys.Load, pool: st.workerPool, logger: logger, forget: func(worker string) {
+	st.traffic = newTrafficFollower(st.keys.Load, st.splits, logger)
+	st.domains = newDomainFollower(st.keys.Load, &st.router, logger)
+	st.expireDomains = expireDomains{keys: st.keys.Load, logger: logger}
+	st.secrets = secretState{pool: st.workerPool, forget: func(worker string) {
 		if w := st.wasm.Load(); w != nil {
 			w.forgetSecrets(worker)
 		}
 	}}
+	st.secrets.follower = follower{what: "the workers' secrets", topic: keystore.SecretsTopic, keys: st.keys.Load,
+		apply: st.secrets.apply, logger: logger}
 	st.workerCatalog.OnChange(st.workerChanges.Publish)
 	st.pluginCatalog.OnChange(st.pluginChanges.Publish)
 	st.life = lifecycle.New(st.parts()...)
@@ -207,7 +212,7 @@ func (s *state) parts() []lifecycle.Part {
 			return nil
 		}},
 		lifecycle.Of("audit pruning", &s.audit),
-		lifecycle.Of("traffic splits", &s.traffic),
+		lifecycle.Of("traffic splits", s.traffic),
 		{Name: "bootstrap key check", Start: s.removeStaleBootstrap},
 		lifecycle.Of("process pool", &s.procs),
 		{Name: "WebAssembly engine", Start: s.openWasm, Stop: s.closeWasm},
@@ -219,7 +224,8 @@ func (s *state) parts() []lifecycle.Part {
 			return nil
 		}},
 		// Before the key store closes under them.
-		lifecycle.Of("custom domains", &s.domains),
+		lifecycle.Of("custom domains", s.domains),
+		lifecycle.Of("custom domain expiry", &s.expireDomains),
 		lifecycle.Of("secrets", &s.secrets),
 	}
 	if s.clustered() {

@@ -2,25 +2,26 @@ package caddymodule
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-runtime/runtime/internal/lifecycle"
 	"github.com/caddy-runtime/runtime/internal/serving"
 	"github.com/caddy-runtime/runtime/keystore"
 )
 
 // trafficFollower is the state's part that keeps the traffic splits in force as the key store
-// holds them: read at start, and again whenever the key store's change (a pull brought a
-// split set on another instance), until it stops.
+// holds them (its follower applies them), and applies them at once after a change the API made.
 type trafficFollower struct {
-	keys   func() *keystore.Store
+	follower
 	splits *serving.Splits
-	logger *zap.Logger
 	mu     sync.Mutex // one apply at a time, so a later read is never replaced by an earlier one
-	loop   lifecycle.Loop
+}
+
+func newTrafficFollower(keys func() *keystore.Store, splits *serving.Splits, logger *zap.Logger) *trafficFollower {
+	t := &trafficFollower{splits: splits}
+	t.follower = follower{what: "the traffic splits", topic: keystore.TrafficTopic, keys: keys, apply: t.apply, logger: logger}
+	return t
 }
 
 // apply puts the traffic splits the key store holds in force.
@@ -44,27 +45,3 @@ func (t *trafficFollower) apply(ctx context.Context) error {
 	t.splits.Replace(splits)
 	return nil
 }
-
-// Start applies the splits the opened key store holds and follows its changes.
-func (t *trafficFollower) Start() error {
-	if err := t.apply(context.Background()); err != nil {
-		return fmt.Errorf("reading the traffic splits: %w", err)
-	}
-	store := t.keys()
-	t.loop.Go(func(ctx context.Context) {
-		for {
-			select {
-			case <-store.Traffic.Changed():
-				if err := t.apply(context.Background()); err != nil {
-					t.logger.Error("applying the traffic splits; the ones before stay in force", zap.Error(err))
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
-	return nil
-}
-
-// Stop stops following the key store's changes.
-func (t *trafficFollower) Stop() error { return t.loop.Stop() }

@@ -127,7 +127,7 @@ func (f Domains) Attach(ctx context.Context, domain, worker string, maxPending i
 	if err != nil {
 		return WorkerDomain{}, err
 	}
-	f.changedNow()
+	f.s.Feed.publish(DomainsTopic)
 	return out, nil
 }
 
@@ -147,7 +147,7 @@ func (f Domains) DropExpired(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	f.changedNow()
+	f.s.Feed.publish(DomainsTopic)
 	return n, nil
 }
 
@@ -215,7 +215,7 @@ func (f Domains) RecordCheck(ctx context.Context, domain, worker string, verifie
 	if err != nil {
 		return WorkerDomain{}, err
 	}
-	f.changedNow()
+	f.s.Feed.publish(DomainsTopic)
 	return out, nil
 }
 
@@ -244,7 +244,7 @@ func (f Domains) RemoveAudited(ctx context.Context, domain, worker string, by Pr
 	if err != nil {
 		return err
 	}
-	f.changedNow()
+	f.s.Feed.publish(DomainsTopic)
 	return nil
 }
 
@@ -275,17 +275,4 @@ func readDomains(ctx context.Context, db queryer, where string, args ...any) ([]
 		out = append(out, d)
 	}
 	return out, rows.Err()
-}
-
-// Changed returns the channel that receives a value after the domains this instance
-// holds have changed: a change made here, or a pull that brought changed rows. Signals that
-// come while one waits are merged into it.
-func (f Domains) Changed() <-chan struct{} { return f.s.domainsChanged }
-
-func (f Domains) changedNow() {
-	s := f.s
-	select {
-	case s.domainsChanged <- struct{}{}:
-	default:
-	}
 }

@@ -15,7 +15,7 @@ import (
 
 // TestDomains: a domain attaches to one worker at a time, with a token; a check records its
 // outcome; a removed domain is gone from the listing and may attach elsewhere; every change
-// signals Domains.Changed.
+// signals the domains feed.
 func TestDomains(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "keys.db"))
@@ -23,13 +23,14 @@ func TestDomains(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	watch(s)
 	by := Principal{ID: 7, KeyPrefix: "rt_abc"}
 	signalled := func(what string) {
 		t.Helper()
 		select {
-		case <-s.Domains.Changed():
+		case <-changes(s, DomainsTopic):
 		default:
-			t.Errorf("%s did not signal Domains.Changed", what)
+			t.Errorf("%s did not signal the domains feed", what)
 		}
 	}
 	d, err := s.Domains.Attach(ctx, "shop.example.org", "@team/shop", 0, by)
@@ -75,7 +76,7 @@ func TestDomains(t *testing.T) {
 }
 
 // TestSyncSharesDomains: a domain attached, verified and removed on one instance reaches
-// another by its pulls, which signal Domains.Changed there.
+// another by its pulls, which signal the domains feed there.
 func TestSyncSharesDomains(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -100,16 +101,16 @@ func TestSyncSharesDomains(t *testing.T) {
 	}
 	testkit.EventuallyNil(t, 5*time.Second, state)
 	select {
-	case <-b.Domains.Changed():
+	case <-changes(b, DomainsTopic):
 	default:
 	}
 	if err := a.Domains.Remove(ctx, "shop.example.org", "shop", Principal{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-b.Domains.Changed(): // the pull that brings the removal
+	case <-changes(b, DomainsTopic): // the pull that brings the removal
 	case <-time.After(5 * time.Second):
-		t.Fatal("B's pull did not signal Domains.Changed")
+		t.Fatal("B's pull did not signal the domains feed")
 	}
 	testkit.EventuallyNil(t, 5*time.Second, func() error {
 		if list, err := b.Domains.List(ctx, ""); err != nil || len(list) != 0 {
@@ -185,16 +186,16 @@ func TestDomainClaims(t *testing.T) {
 		t.Errorf("Domains after PendingDomainTTL = %q, want %q (expired claims gone, the verified one kept)", got, want)
 	}
 	select { // the signal of the last attach
-	case <-s.Domains.Changed():
+	case <-changes(s, DomainsTopic):
 	default:
 	}
 	if n, err := s.Domains.DropExpired(ctx); n != 2 || err != nil {
 		t.Errorf("Domains.DropExpired = %d, %v; want the 2 expired claims", n, err)
 	}
 	select {
-	case <-s.Domains.Changed():
+	case <-changes(s, DomainsTopic):
 	default:
-		t.Error("Domains.DropExpired did not signal Domains.Changed")
+		t.Error("Domains.DropExpired did not signal the domains feed")
 	}
 	var tombstones int
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM worker_domains WHERE removed_at != 0 AND verified_at = 0 AND worker = '@team/app'`).Scan(&tombstones); err != nil || tombstones != 3 {

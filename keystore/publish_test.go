@@ -19,7 +19,7 @@ func TestAddUnitVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !signalled(s) {
-		t.Error("an add did not signal Units.Changed")
+		t.Error("an add did not signal the units feed")
 	}
 	stored := findUnit(t, unitsOf(t, s), app.UnitRef)
 	if stored.Change != change || stored.Scope != "@team" || stored.SHA256 != app.SHA256 || !stored.Live() || stored.ChangedByPrefix != deployer.KeyPrefix {

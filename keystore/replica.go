@@ -538,16 +538,16 @@ func (r *replica) pullLocked(ctx context.Context) error {
 		r.s.invalidate()
 	}
 	if len(pulled[len(keyTables)])+len(pulled[len(keyTables)+1]) > 0 || cursor < 0 { // unit_versions, unit_reloads
-		r.s.Units.changedNow()
+		r.s.Feed.publish(UnitsTopic)
 	}
 	if len(pulled[len(keyTables)+2]) > 0 || cursor < 0 { // traffic_splits
-		r.s.Traffic.changedNow()
+		r.s.Feed.publish(TrafficTopic)
 	}
 	if len(pulled[secretsTable]) > 0 || cursor < 0 {
-		r.s.Secrets.changedNow()
+		r.s.Feed.publish(SecretsTopic)
 	}
 	if len(pulled[domainsTable]) > 0 || cursor < 0 {
-		r.s.Domains.changedNow()
+		r.s.Feed.publish(DomainsTopic)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ func syncStore(t *testing.T, primary *testkit.Sqld, interval time.Duration) (*St
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	watch(s)
 	return s, path
 }
 

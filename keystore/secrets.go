@@ -111,7 +111,7 @@ func (f Secrets) ChangeAudited(ctx context.Context, worker string, set []SealedS
 	if err != nil {
 		return 0, err
 	}
-	f.changedNow()
+	f.s.Feed.publish(SecretsTopic)
 	return change, nil
 }
 
@@ -196,7 +196,7 @@ func (f Secrets) Reseal(ctx context.Context, reseal func(SecretRecord) (keyID, s
 		return 0, err
 	}
 	if n > 0 {
-		f.changedNow()
+		f.s.Feed.publish(SecretsTopic)
 	}
 	return n, nil
 }
@@ -218,17 +218,4 @@ func (f Secrets) read(ctx context.Context, query string, args ...any) ([]SecretR
 		out = append(out, r)
 	}
 	return out, rows.Err()
-}
-
-// Changed returns the channel that receives a value after the secrets this instance
-// holds have changed: a change made here, or a pull that brought changed rows. Signals that
-// come while one waits are merged into it, as for Units.Changed.
-func (f Secrets) Changed() <-chan struct{} { return f.s.secretsChanged }
-
-func (f Secrets) changedNow() {
-	s := f.s
-	select {
-	case s.secretsChanged <- struct{}{}:
-	default:
-	}
 }

@@ -10,15 +10,8 @@ import (
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
-// secretsSignalled drains Secrets.Changed and reports whether it held a signal.
-func secretsSignalled(s *Store) bool {
-	select {
-	case <-s.Secrets.Changed():
-		return true
-	default:
-		return false
-	}
-}
+// secretsSignalled reports whether s's feed announced a change of the secrets, and takes it.
+func secretsSignalled(s *Store) bool { return changed(s, SecretsTopic) }
 
 func names(rows []SecretRecord) []string {
 	out := []string{}
@@ -38,7 +31,7 @@ func TestSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !secretsSignalled(s) {
-		t.Error("a change did not signal Secrets.Changed")
+		t.Error("a change did not signal the secrets feed")
 	}
 	rows, err := s.Secrets.List(ctx, "@team/app")
 	if err != nil || !reflect.DeepEqual(names(rows), []string{"A", "B"}) {
@@ -121,7 +114,7 @@ func TestResealSecrets(t *testing.T) {
 }
 
 // TestSyncSecrets: a secret set on one instance, and its removal, reach another by a pull,
-// which signals Secrets.Changed there.
+// which signals the secrets feed there.
 func TestSyncSecrets(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -136,7 +129,7 @@ func TestSyncSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !secretsSignalled(b) {
-		t.Error("the pull did not signal Secrets.Changed")
+		t.Error("the pull did not signal the secrets feed")
 	}
 	if rows, _ := b.Secrets.List(ctx, "app"); len(rows) != 1 || rows[0].Sealed != "sealed" {
 		t.Fatalf("B's secrets: %+v", rows)

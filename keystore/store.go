@@ -109,6 +109,9 @@ type Store struct {
 	Traffic  Traffic  // the workers' traffic splits
 	Secrets  Secrets  // the workers' sealed secrets
 	Domains  Domains  // the workers' custom domains
+	// Feed announces the changes of units, traffic splits, secrets and domains, made here
+	// or pulled from the primary, to the parts that follow them.
+	Feed Feed
 
 	db      *sql.DB
 	dir     string     // the folder of the store's file, which also holds BootstrapFile
@@ -138,10 +141,6 @@ type Store struct {
 	// cost more than running it.
 	keyByHash, keyByID, sessionByHash, listKeys *sql.Stmt
 	observer                                    atomic.Pointer[Observer]
-	unitsChanged                                chan struct{} // see Units.Changed
-	trafficChanged                              chan struct{} // see Traffic.Changed
-	secretsChanged                              chan struct{} // see Secrets.Changed
-	domainsChanged                              chan struct{} // see Domains.Changed
 }
 
 // Open opens the local key store at path and migrates its schema. A new store is created
@@ -175,8 +174,7 @@ func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now, unitsChanged: make(chan struct{}, 1), trafficChanged: make(chan struct{}, 1),
-		secretsChanged: make(chan struct{}, 1), domainsChanged: make(chan struct{}, 1)}
+	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now}
 	s.Sessions, s.Audit, s.Units, s.Traffic, s.Secrets, s.Domains = Sessions{s}, Audit{s}, Units{s}, Traffic{s}, Secrets{s}, Domains{s}
 	fail := func(format string, args ...any) (*Store, error) {
 		s.closeStatements()

@@ -37,6 +37,7 @@ func openStore(t *testing.T, path string) (*Store, *clock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	watch(s)
 	c := &clock{t: time.Unix(1_800_000_000, 0)}
 	s.now = c.now
 	return s, c

@@ -100,7 +100,7 @@ func (f Traffic) Set(ctx context.Context, name string, shares []Share, by Princi
 	if err != nil {
 		return 0, err
 	}
-	f.changedNow()
+	f.s.Feed.publish(TrafficTopic)
 	return change, nil
 }
 
@@ -144,18 +144,4 @@ func (f Traffic) read(ctx context.Context, query string, args ...any) ([]Traffic
 		out = append(out, t)
 	}
 	return out, rows.Err()
-}
-
-// Changed returns the channel that receives a value after the traffic splits this
-// instance holds have changed: a change made here, or a pull that brought changed rows.
-// Signals that come while one waits are merged into it; the receiver reads every split again.
-func (f Traffic) Changed() <-chan struct{} { return f.s.trafficChanged }
-
-// changedNow signals Traffic.Changed.
-func (f Traffic) changedNow() {
-	s := f.s
-	select {
-	case s.trafficChanged <- struct{}{}:
-	default:
-	}
 }

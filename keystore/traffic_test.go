@@ -11,14 +11,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
-func trafficSignalled(s *Store) bool {
-	select {
-	case <-s.Traffic.Changed():
-		return true
-	default:
-		return false
-	}
-}
+func trafficSignalled(s *Store) bool { return changed(s, TrafficTopic) }
 
 func TestCheckShares(t *testing.T) {
 	for _, tc := range []struct {
@@ -63,7 +56,7 @@ func TestTrafficLocal(t *testing.T) {
 		t.Fatalf("Traffic.Set = %d, %v", change, err)
 	}
 	if !trafficSignalled(s) {
-		t.Error("a split set here did not signal Traffic.Changed")
+		t.Error("a split set here did not signal the traffic feed")
 	}
 	if _, err := s.Traffic.Set(ctx, "other", []Share{{"1.0.0", 50}}, deployer); err == nil {
 		t.Error("a split summing to 50 was stored")
@@ -90,7 +83,7 @@ func TestTrafficLocal(t *testing.T) {
 }
 
 // TestSyncTraffic checks that a split set on one instance, and its end, reach another by a
-// pull that signals Traffic.Changed there.
+// pull that signals the traffic feed there.
 func TestSyncTraffic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -106,7 +99,7 @@ func TestSyncTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !trafficSignalled(b) {
-		t.Error("the pull that brought the split did not signal Traffic.Changed")
+		t.Error("the pull that brought the split did not signal the traffic feed")
 	}
 	if all, err := b.Traffic.List(ctx); err != nil || len(all) != 1 || !reflect.DeepEqual(all[0].Shares, shares) {
 		t.Fatalf("on B: %+v, %v", all, err)
@@ -118,7 +111,7 @@ func TestSyncTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !trafficSignalled(b) {
-		t.Error("the pull that brought the end did not signal Traffic.Changed")
+		t.Error("the pull that brought the end did not signal the traffic feed")
 	}
 	if all, err := b.Traffic.List(ctx); err != nil || len(all) != 0 {
 		t.Fatalf("on B after the end: %+v, %v", all, err)

@@ -112,7 +112,7 @@ func (f Units) Put(ctx context.Context, u UnitVersion, by Principal) (int64, err
 	})
 }
 
-// write runs fn in one write transaction, then signals Units.Changed; it returns the
+// write runs fn in one write transaction, then announces the change on the feed (UnitsTopic); it returns the
 // change number of the write.
 func (f Units) write(ctx context.Context, fn func(tx writeTx) error) (int64, error) {
 	s := f.s
@@ -124,7 +124,7 @@ func (f Units) write(ctx context.Context, fn func(tx writeTx) error) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	f.changedNow()
+	f.s.Feed.publish(UnitsTopic)
 	return change, nil
 }
 
@@ -195,22 +195,6 @@ func (f Units) change(ctx context.Context, ref UnitRef, by Principal, set string
 		}
 		return nil
 	})
-}
-
-// Changed returns the channel that receives a value after the desired state this
-// instance holds has changed: a change made here, or a pull that brought changed rows.
-// Signals that come while one waits are merged into it, so the receiver, the one loop that
-// converges this instance, reads the whole desired state again after each; it misses
-// nothing, though it may find nothing new.
-func (f Units) Changed() <-chan struct{} { return f.s.unitsChanged }
-
-// changedNow signals Units.Changed.
-func (f Units) changedNow() {
-	s := f.s
-	select {
-	case s.unitsChanged <- struct{}{}:
-	default:
-	}
 }
 
 // Sync is the store's Sync: the state of the replica the desired state is read from, and
@@ -304,7 +288,7 @@ func (f Units) RequestReload(ctx context.Context, kind string, by Principal) (in
 	if err != nil {
 		return 0, err
 	}
-	f.changedNow()
+	f.s.Feed.publish(UnitsTopic)
 	return change, nil
 }
 

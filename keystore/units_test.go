@@ -25,15 +25,8 @@ func unitVersion(kind, name, version string, d byte) UnitVersion {
 // deployer is the key the tests change the desired state with.
 var deployer = Principal{ID: 7, KeyPrefix: "rtk_deployer"}
 
-// signalled reports whether s's Units.Changed holds a signal, and takes it.
-func signalled(s *Store) bool {
-	select {
-	case <-s.Units.Changed():
-		return true
-	default:
-		return false
-	}
-}
+// signalled reports whether s's feed announced a change of the desired state, and takes it.
+func signalled(s *Store) bool { return changed(s, UnitsTopic) }
 
 // findUnit returns the row of ref in units, failing the test when there is none.
 func findUnit(t *testing.T, units []UnitVersion, ref UnitRef) UnitVersion {
@@ -62,7 +55,7 @@ func TestUnitsLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !signalled(s) {
-		t.Error("a put did not signal Units.Changed")
+		t.Error("a put did not signal the units feed")
 	}
 	c2, err := s.Units.Put(ctx, unitVersion(UnitWorker, "@team/app", "2.0.0", 'b'), Root())
 	if err != nil || c2 <= c1 {
@@ -110,7 +103,7 @@ func TestUnitsLocal(t *testing.T) {
 	}
 	signalled(s) // the changes that succeeded
 	if _, err := s.Units.Remove(ctx, app1.UnitRef, deployer); err == nil || signalled(s) {
-		t.Errorf("a refused change signalled Units.Changed (%v)", err)
+		t.Errorf("a refused change signalled the units feed (%v)", err)
 	}
 
 	c5, err := s.Units.Put(ctx, app1, deployer)
@@ -272,7 +265,7 @@ func TestSyncDesiredState(t *testing.T) {
 	}
 	signalled(b) // of its first pull
 	if !b.Units.Refresh(ctx) || !signalled(b) {
-		t.Fatal("B's asked-for pull failed or did not signal Units.Changed")
+		t.Fatal("B's asked-for pull failed or did not signal the units feed")
 	}
 	if u := findUnit(t, unitsOf(t, b), app.UnitRef); u.Change != c1 || !u.Enabled || u.SHA256 != app.SHA256 ||
 		u.ChangedByPrefix != deployer.KeyPrefix {
@@ -322,7 +315,7 @@ func TestSyncDesiredState(t *testing.T) {
 	pull(a)
 	pull(b)
 	if signalled(a) {
-		t.Error("a pull that brought heartbeats only signalled Units.Changed")
+		t.Error("a pull that brought heartbeats only signalled the units feed")
 	}
 	for name, s := range map[string]*Store{"A": a, "B": b} {
 		got, err := s.Instances(ctx)
@@ -408,7 +401,7 @@ func TestSyncRefusesNewerUnitsSchema(t *testing.T) {
 }
 
 // TestSyncReloadRequest checks that a reload asked of one instance reaches another with its
-// change number, signals Units.Changed there, and counts as a change of the desired state.
+// change number, signals the units feed there, and counts as a change of the desired state.
 func TestSyncReloadRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -427,7 +420,7 @@ func TestSyncReloadRequest(t *testing.T) {
 	}
 	signalled(b)
 	if !b.Units.Refresh(ctx) || !signalled(b) {
-		t.Fatal("B's pull failed or did not signal Units.Changed")
+		t.Fatal("B's pull failed or did not signal the units feed")
 	}
 	c2, err := a.Units.RequestReload(ctx, UnitPlugin, Root())
 	if err != nil || c2 <= c1 {

@@ -143,7 +143,9 @@ func (c *Cluster) Run(ctx context.Context) {
 		reconcile.Collector{Desired: c.opts.Keys.Units, Store: c.opts.Store, Grace: c.opts.CollectGrace,
 			Interval: c.opts.CollectInterval}.Run(ctx, c.collected)
 	})
-	c.rec.Run(ctx, c.opts.Keys.Units.Changed(), c.opts.Interval, func(res reconcile.Result, err error) { c.report(ctx, res, err) })
+	changes, unfollow := c.opts.Keys.Feed.Follow(keystore.UnitsTopic)
+	defer unfollow()
+	c.rec.Run(ctx, changes, c.opts.Interval, func(res reconcile.Result, err error) { c.report(ctx, res, err) })
 	wg.Wait()
 }
 

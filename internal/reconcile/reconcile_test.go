@@ -723,9 +723,11 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	results := make(chan Result, 100)
 	done := make(chan struct{})
+	changes, unfollow := b.keys.Feed.Follow(keystore.UnitsTopic)
+	defer unfollow()
 	go func() {
 		defer close(done)
-		b.rec.Run(ctx, b.keys.Units.Changed(), time.Hour, func(res Result, err error) {
+		b.rec.Run(ctx, changes, time.Hour, func(res Result, err error) {
 			if err != nil {
 				t.Errorf("pass: %v", err)
 			}

@@ -8,7 +8,7 @@ import (
 )
 
 // Run is the one loop that converges this instance: a pass at once, then one after each
-// signal on changed (keystore.Units.Changed: a change made here, or a pull that brought
+// signal on changed (a subscription to the key store's keystore.UnitsTopic: a change made here, or a pull that brought
 // changed rows), one when a failed unit's retry is due, one at once after a pass that left
 // installs to the next (Result.Deferred, Hurry), and one every interval (0: keystore.DefaultSyncInterval)
 // even without a signal, so that a tree removed or changed by hand is put right. Signals that come during
