@@ -111,15 +111,18 @@ func TestCaddyfileErrors(t *testing.T) {
 	}
 }
 
-// TestDocumentedCaddyfilesAreFormatted adapts Caddyfile.example and the caddyfile blocks of
-// the README and of docs/ and refuses any warning, so `caddy run` on them prints no "not
-// formatted" warning.
+// TestDocumentedCaddyfilesAreFormatted adapts Caddyfile.example, examples/Caddyfile.sync and
+// the caddyfile blocks of the README and of docs/ and refuses any warning, so `caddy run` on
+// them prints no "not formatted" warning.
 func TestDocumentedCaddyfilesAreFormatted(t *testing.T) {
-	example, err := os.ReadFile("../Caddyfile.example")
-	if err != nil {
-		t.Fatal(err)
+	sources := map[string][]byte{}
+	for _, name := range []string{"Caddyfile.example", "examples/Caddyfile.sync"} {
+		data, err := os.ReadFile("../" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[name] = data
 	}
-	sources := map[string][]byte{"Caddyfile.example": example}
 	pages, err := filepath.Glob("../docs/*.md")
 	if err != nil || len(pages) == 0 {
 		t.Fatalf("no page in docs/: %v", err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
+	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
 // readmeDocs are the documents whose shell blocks TestReadme runs, in this order; their
@@ -30,14 +32,25 @@ var readmeDocs = []string{
 	"docs/api.md",
 	"docs/workers.md",
 	"docs/packaging.md",
+	"docs/secrets.md",
+	"docs/cpanel.md",
 	"docs/authentication.md",
 	"docs/security.md",
-	"docs/cluster.md",
 	"docs/hosts.md",
+	"docs/operations.md",
 	"docs/architecture.md",
 	"docs/troubleshooting.md",
+	"docs/development.md",
 	"examples/README.md",
 }
+
+// clusterWalk is the page whose shell blocks TestReadmeCluster runs, apart from readmeDocs: its
+// walk starts servers of its own (a primary, an S3 server, two instances) on ports of its own.
+const clusterWalk = "docs/cluster.md"
+
+// clusterWalkPorts are the ports the walk's servers listen on; the test rewrites each, in the
+// blocks and in examples/Caddyfile.sync, to a free one.
+var clusterWalkPorts = regexp.MustCompile(`\b(8081|8082|8090|7070)\b`)
 
 // readmeAddr is the address the documents' examples use (make run's); the test rewrites it in
 // the blocks to its own server's port, which Caddyfile.example reads from RUNTIME_PORT.
@@ -53,34 +66,123 @@ func TestReadme(t *testing.T) {
 	port := harness.FreePort(t)
 	rewrite := strings.NewReplacer(readmeAddr, "localhost:"+strconv.Itoa(port)).Replace
 
-	dir := t.TempDir()
-	example, err := os.ReadFile("../Caddyfile.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caddyfile := string(example)
-	// The checkout as far as the blocks need it: the Caddyfile, the examples with the module
-	// they build in, and bin/runtime.
-	must(t, os.WriteFile(filepath.Join(dir, "Caddyfile.example"), []byte(caddyfile), 0o644))
-	must(t, os.CopyFS(filepath.Join(dir, "examples"), os.DirFS("../examples")))
-	for _, name := range []string{"go.mod", "go.sum"} {
-		data, err := os.ReadFile(filepath.Join("..", name))
-		must(t, err)
-		must(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
-	}
-	must(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
-	must(t, os.Symlink(harness.Binary(t), filepath.Join(dir, "bin", "runtime")))
+	dir := readmeCheckout(t)
+	caddyfile, err := os.ReadFile(filepath.Join(dir, "Caddyfile.example"))
+	must(t, err)
 	// As make run does.
 	must(t, os.MkdirAll(filepath.Join(dir, "data", "run"), 0o700))
 
 	// As make run PORT=… does: Caddyfile.example reads the port from RUNTIME_PORT.
-	harness.Start(t, harness.Config{File: caddyfile, Dir: dir, Port: port, Hosts: []harness.Host{{Name: "localhost"}},
+	harness.Start(t, harness.Config{File: string(caddyfile), Dir: dir, Port: port, Hosts: []harness.Host{{Name: "localhost"}},
 		Env: map[string]string{"RUNTIME_PORT": strconv.Itoa(port)}})
 	out, err := runReadme(t, dir, blocks, rewrite)
 	if err != nil {
 		t.Fatalf("%v\noutput of the blocks:\n%s", err, out)
 	}
 	t.Logf("output of the blocks:\n%s", out)
+	// The harness's own files: the Caddyfile it starts the server with, and Caddy's files in
+	// the server's HOME, which is the folder (make run's are in the user's home).
+	checkIgnored(t, dir, "Caddyfile", ".config/", ".local/")
+}
+
+// TestReadmeCluster runs the walk of docs/cluster.md, as a newcomer would paste it at the
+// root of a checkout where make deps has run: a sqld primary and two instances sharing it
+// (with the warnings the page says they log), then versitygw started and its bucket made as
+// the page says, and an upload to one instance served by the other. Every file the walk
+// writes must be ignored by git.
+func TestReadmeCluster(t *testing.T) {
+	t.Parallel()
+	dir := readmeCheckout(t)
+	// What make sqld versitygw installs.
+	sqld := filepath.Join(dir, filepath.FromSlash(testkit.SqldPath))
+	must(t, os.MkdirAll(filepath.Dir(sqld), 0o755))
+	must(t, os.Symlink(testkit.SqldBinary(t), sqld))
+	must(t, os.Symlink(testkit.VersityGWBinary(t), filepath.Join(dir, filepath.FromSlash(testkit.VersityGWPath))))
+
+	ports := map[string]string{}
+	rewrite := func(s string) string {
+		return clusterWalkPorts.ReplaceAllStringFunc(s, func(port string) string {
+			if ports[port] == "" {
+				ports[port] = strconv.Itoa(harness.FreePort(t))
+			}
+			return ports[port]
+		})
+	}
+	caddyfile := filepath.Join(dir, "examples", "Caddyfile.sync")
+	text, err := os.ReadFile(caddyfile)
+	must(t, err)
+	must(t, os.WriteFile(caddyfile, []byte(rewrite(string(text))), 0o644))
+
+	out, err := runReadme(t, dir, readmeBlocks(t, "..", clusterWalk), rewrite)
+	if err != nil {
+		t.Fatalf("%v\noutput of the blocks:\n%s\nlogs:\n%s", err, out, walkLogs(dir))
+	}
+	t.Logf("output of the blocks:\n%s\nlogs:\n%s", out, walkLogs(dir))
+	checkIgnored(t, dir)
+}
+
+// walkLogs returns the servers' logs the cluster walk writes under data/, for a failure.
+func walkLogs(dir string) string {
+	var b strings.Builder
+	for _, name := range []string{"primary.log", "s3.log", "i1/log", "i2/log"} {
+		data, _ := os.ReadFile(filepath.Join(dir, "data", filepath.FromSlash(name)))
+		fmt.Fprintf(&b, "--- data/%s\n%s", name, data)
+	}
+	return b.String()
+}
+
+// readmeCheckout makes a scratch folder holding the checkout as far as the documents' blocks
+// need it: Caddyfile.example, the examples with the module they build in, and bin/runtime.
+func readmeCheckout(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"Caddyfile.example", "go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join("..", name))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	must(t, os.CopyFS(filepath.Join(dir, "examples"), os.DirFS("../examples")))
+	must(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
+	must(t, os.Symlink(harness.Binary(t), filepath.Join(dir, "bin", "runtime")))
+	return dir
+}
+
+// checkIgnored fails the test for each file in dir, a scratch folder laid out as the checkout,
+// that the repository does not hold and its .gitignore does not match: a newcomer following
+// the documents would see it in git status. Files whose path starts with one of others are
+// the test's own, not the documents'.
+func checkIgnored(t *testing.T, dir string, others ...string) {
+	t.Helper()
+	tracked, err := exec.Command("git", "-C", "..", "ls-files", "-z").Output()
+	must(t, err)
+	inRepo := map[string]bool{}
+	for _, name := range strings.Split(string(tracked), "\x00") {
+		inRepo[name] = true
+	}
+	var created []string
+	must(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		name := filepath.ToSlash(rel)
+		if err == nil && !inRepo[name] && !slices.ContainsFunc(others, func(o string) bool { return strings.HasPrefix(name, o) }) {
+			created = append(created, name)
+		}
+		return err
+	}))
+	if len(created) == 0 {
+		return
+	}
+	cmd := exec.Command("git", "-C", "..", "check-ignore", "--no-index", "--stdin", "--verbose", "--non-matching")
+	cmd.Stdin = strings.NewReader(strings.Join(created, "\n") + "\n")
+	out, err := cmd.Output()
+	must(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if name, ok := strings.CutPrefix(line, "::\t"); ok {
+			t.Errorf("the walk creates %s, which .gitignore does not match", name)
+		}
+	}
 }
 
 // TestReadmeFailures checks that TestReadme fails where a newcomer pasting the blocks would
@@ -212,9 +314,11 @@ func parseShellBlocks(doc, text string) ([]shellBlock, error) {
 	return blocks, nil
 }
 
-// readmePrelude starts the script: strict bash, a report of the failing line, and curl that
-// fails on HTTP errors (showing the answer) except where a command states its output.
+// readmePrelude starts the script: strict bash, the servers a walk started in the background
+// stopped however it ends, a report of the failing line, and curl that fails on HTTP errors
+// (showing the answer) except where a command states its output.
 const readmePrelude = `set -eEuo pipefail
+trap 'jobs -p | xargs -r kill 2>/dev/null || true' EXIT
 trap 'echo "readme-test: failed at script lines $LINENO ${BASH_LINENO[*]}" >&2' ERR
 curl() {
 	if [[ -n ${readme_expecting-} ]]; then

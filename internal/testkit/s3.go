@@ -32,7 +32,7 @@ type S3 struct {
 // deps installs it in the repository.
 func StartS3(tb testing.TB) *S3 {
 	tb.Helper()
-	bin := serverBinary(tb, "VERSITYGW", VersityGWPath)
+	bin := VersityGWBinary(tb)
 	s := &S3{Region: "us-east-1", AccessKey: "test-" + rand.Text()[:8], SecretKey: rand.Text(), root: tb.TempDir()}
 	s.server = server{out: &Buffer{}, dir: tb.TempDir(), ready: s.answers,
 		env: []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey}}

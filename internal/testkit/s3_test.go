@@ -82,7 +82,7 @@ func TestS3(t *testing.T) {
 // another port.
 func TestStartOnATakenPort(t *testing.T) {
 	t.Parallel()
-	bin := serverBinary(t, "VERSITYGW", VersityGWPath)
+	bin := VersityGWBinary(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

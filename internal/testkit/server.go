@@ -32,6 +32,20 @@ func serverBinary(tb testing.TB, env, rel string) string {
 	return bin
 }
 
+// SqldBinary is the libSQL server the tests run ($SQLD, else SqldPath in the module); without
+// it the test is skipped, and fails in CI.
+func SqldBinary(tb testing.TB) string {
+	tb.Helper()
+	return serverBinary(tb, "SQLD", SqldPath)
+}
+
+// VersityGWBinary is the S3-compatible server the tests run ($VERSITYGW, else VersityGWPath in
+// the module); without it the test is skipped, and fails in CI.
+func VersityGWBinary(tb testing.TB) string {
+	tb.Helper()
+	return serverBinary(tb, "VERSITYGW", VersityGWPath)
+}
+
 // server is a server process of a test, started again by Restart on the same command line as
 // a server back from an outage; it stops when the test ends.
 type server struct {

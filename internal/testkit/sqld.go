@@ -29,7 +29,7 @@ type Sqld struct {
 // path): $SQLD, else where make deps installs it in the repository.
 func StartSqld(tb testing.TB, args ...string) *Sqld {
 	tb.Helper()
-	bin := serverBinary(tb, "SQLD", SqldPath)
+	bin := SqldBinary(tb)
 	s := &Sqld{}
 	s.server = server{out: &Buffer{}, dir: tb.TempDir(), ready: s.healthy}
 	tb.Cleanup(s.Stop)
