@@ -53,6 +53,14 @@ func TestPoolFreshProcesses(t *testing.T) {
 	dir := t.TempDir()
 	m := manifest(t, nil)
 	m.TTL = TTL{Fresh: true}
+	l, err := p.Acquire(context.Background(), "app", "1.0.0", dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Status(); len(st) != 1 || st[0].State != Running {
+		t.Errorf("a fresh process serving its request: %+v, want it running", st)
+	}
+	l.Release()
 	seen := map[int]bool{}
 	for range 3 {
 		e, err := get(t, p, "app", dir, m, "/")
@@ -68,6 +76,6 @@ func TestPoolFreshProcesses(t *testing.T) {
 		t.Errorf("3 requests had the processes %v", seen)
 	}
 	testkit.Eventually(t, "the fresh processes stopped", 10*time.Second, func() bool {
-		return logs.FilterMessage("worker stopped").Len() == 3
+		return logs.FilterMessage("worker stopped").Len() == 4
 	})
 }
