@@ -120,6 +120,8 @@ func mountOf(paths []string) string {
 //			worker_cpu      <cores>
 //			worker_log_rate <lines per second>
 //			worker_log_lines <lines kept per worker>
+//			worker_fresh_concurrency <processes>
+//			worker_fresh_queue <requests>
 //			worker_max_header_size <size>
 //			plugin_handlers <module...>
 //			workers_domain  <domain or base URL>
@@ -179,7 +181,7 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 		"worker_max_header_size": &v.WorkerMaxHeaderSize}
 	counts := map[string]*int{"max_archive_entries": &v.MaxArchiveEntries, "pool_size": &v.PoolSize,
 		"worker_processes": &v.WorkerProcesses, "worker_max_files": &v.WorkerMaxFiles, "worker_log_rate": &v.WorkerLogRate,
-		"worker_log_lines": &v.WorkerLogLines, "max_pending_domains": &v.MaxPendingDomains, "wasm_concurrency": &v.WasmConcurrency}
+		"worker_log_lines": &v.WorkerLogLines, "worker_fresh_concurrency": &v.WorkerFreshConcurrency, "worker_fresh_queue": &v.WorkerFreshQueue, "max_pending_domains": &v.MaxPendingDomains, "wasm_concurrency": &v.WasmConcurrency}
 	strs := map[string]*string{"api_prefix": &v.APIPrefix, "state_dir": &v.StateDir, "root_key": &v.RootKey, "secrets_key": &v.SecretsKey,
 		"secrets_key_old": &v.SecretsKeyOld,
 		"session_ttl":     &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "split_header": &v.SplitHeader, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,

@@ -40,6 +40,9 @@ func (p *processes) Start() error {
 		Logs:    logs,
 		Events:  runtimeMetrics,
 		Secrets: p.secrets,
+
+		FreshConcurrency: s.WorkerFreshConcurrency,
+		FreshQueue:       s.WorkerFreshQueue,
 	})
 	if err != nil {
 		return err

@@ -119,6 +119,11 @@ type AppValues struct {
 	WorkerLogRate int `json:"worker_log_rate,omitempty"`
 	// WorkerLogLines is how many recent output lines of each worker GET workers/…/logs keeps.
 	WorkerLogLines int `json:"worker_log_lines,omitempty"`
+	// WorkerFreshConcurrency caps the fresh processes (workers with ttl: 0, a process for each
+	// request) running at once, over all workers.
+	WorkerFreshConcurrency int `json:"worker_fresh_concurrency,omitempty"`
+	// WorkerFreshQueue caps the requests waiting for a fresh process.
+	WorkerFreshQueue int `json:"worker_fresh_queue,omitempty"`
 	// PluginHandlers lists the handler modules plugin routes may use.
 	PluginHandlers []string `json:"plugin_handlers,omitempty"`
 	// WasmWorkers allows WebAssembly workers: "on", "off", or the namespaces allowed to run
@@ -187,7 +192,10 @@ type Settings struct {
 	WorkerCPU       float64 // cores
 	WorkerLogRate   int     // lines per second
 	WorkerLogLines  int     // lines kept per worker
-	PluginHandlers  []string
+	// WorkerFreshConcurrency and WorkerFreshQueue gate the fresh processes of ttl: 0.
+	WorkerFreshConcurrency int
+	WorkerFreshQueue       int
+	PluginHandlers         []string
 
 	WasmWorkers         Namespaces
 	WasmMemory          int64
@@ -276,6 +284,8 @@ var Definitions = []Definition{
 	{"worker_cpu", "RUNTIME_WORKER_CPU", "1", Process},
 	{"worker_log_rate", "RUNTIME_WORKER_LOG_RATE", "100", Process},
 	{"worker_log_lines", "RUNTIME_WORKER_LOG_LINES", "1000", Process},
+	{"worker_fresh_concurrency", "RUNTIME_WORKER_FRESH_CONCURRENCY", "2", Process},
+	{"worker_fresh_queue", "RUNTIME_WORKER_FRESH_QUEUE", "100", Process},
 	{"plugin_handlers", "RUNTIME_PLUGIN_HANDLERS", "file_server static_response headers rewrite vars encode", Process},
 	{"wasm_workers", "RUNTIME_WASM_WORKERS", "on", Process},
 	{"wasm_memory", "RUNTIME_WASM_MEMORY", "128MiB", Process},

@@ -175,6 +175,8 @@ func isolationDefaults(s *Settings, wd string) {
 	s.WorkerCPU = 1
 	s.WorkerLogRate = 100
 	s.WorkerLogLines = 1000
+	s.WorkerFreshConcurrency = 2
+	s.WorkerFreshQueue = 100
 	s.PluginHandlers = []string{"file_server", "static_response", "headers", "rewrite", "vars", "encode"}
 	s.WasmWorkers = Namespaces{All: true}
 	s.WasmMemory = 128 << 20

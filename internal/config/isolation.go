@@ -147,6 +147,12 @@ func (r resolver) isolation(v AppValues, s *Settings) error {
 	if s.WorkerLogLines, err = r.count("worker_log_lines", v.WorkerLogLines); err != nil {
 		return err
 	}
+	if s.WorkerFreshConcurrency, err = r.count("worker_fresh_concurrency", v.WorkerFreshConcurrency); err != nil {
+		return err
+	}
+	if s.WorkerFreshQueue, err = r.count("worker_fresh_queue", v.WorkerFreshQueue); err != nil {
+		return err
+	}
 	raw, _ = r.list("plugin_handlers", v.PluginHandlers)
 	s.PluginHandlers = raw
 	raw, fromEnv = r.list("wasm_workers", v.WasmWorkers)

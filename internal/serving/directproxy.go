@@ -100,11 +100,22 @@ func (s *Server) serveDirect(w http.ResponseWriter, r *http.Request, t *proxyTar
 		return
 	}
 	h := w.Header()
-	if res.Header != nil { // else readSimple put it in h
+	// readSimple puts a head within the caps (a few lines in its buffer) in h, beside the
+	// runtime's own headers.
+	head := h
+	if res.Header != nil {
+		head = res.Header
 		removeHopByHop(res.Header)
 		// The response already carries the runtime's id and version.
 		res.Header.Del(trace.RequestIDHeader)
 		res.Header.Del(VersionHeader)
+	}
+	if err := shapeAnswer(t, r.Method, res, head, res.Header != nil); err != nil {
+		res.Body.Close()
+		s.proxyFailed(t, err)
+		return
+	}
+	if res.Header != nil { // else readSimple put it in h
 		for k, vv := range res.Header {
 			for _, v := range vv {
 				h.Add(k, v)

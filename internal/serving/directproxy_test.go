@@ -3,6 +3,7 @@ package serving
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -375,11 +376,20 @@ func TestAnswerHeadLimit(t *testing.T) {
 	head := func(size int) string {
 		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Big: " + strings.Repeat("x", size) + "\r\n\r\nok"
 	}
+	// A head of about size bytes within the caps of a value and of the lines (MaxHeaderValue,
+	// MaxHeaderLines).
+	lines := func(size int) string {
+		var b strings.Builder
+		for i := 0; b.Len() < size-7100; i++ {
+			fmt.Fprintf(&b, "X-Big-%d: %s\r\n", i, strings.Repeat("x", 7000))
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n" + b.String() + "\r\nok"
+	}
 	for _, tc := range []struct {
 		name, answer string
 		passes       bool
 	}{
-		{"within", head(limit - 200), true},
+		{"within", lines(limit - 200), true},
 		{"one line past", head(limit), false},
 		{"many lines", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Line: yyyyyyyyyyyyyyyy\r\n", 8<<20/26) + "Content-Length: 2\r\n\r\nok", false},
 		{"informational answers, each within", strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", limit/50) + head(10), true},

@@ -59,7 +59,8 @@ func newWorkerTransport(maxHeader int64) *http.Transport {
 
 // serveProcess proxies a request to the version's process, starting it if needed: the base
 // is stripped, the query kept, X-Base, X-Request-Id and X-Forwarded-* set, and the runtime's
-// credentials removed.
+// credentials removed. A request or an answer past the header caps is refused (overCaps); an
+// HTML answer gets its injection (injectBase, envPrefix).
 func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, m workers.Manifest, name string) error {
 	pool := s.opts.Pool()
 	if pool == nil {
@@ -69,11 +70,18 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, 
 	if r.ContentLength > limit {
 		return bodyTooLarge(name, limit)
 	}
+	if answer := requestOverCaps(r.Header, name); answer != nil {
+		return answer
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(m.Timeout))
 	defer cancel()
 	lease, err := pool.Acquire(ctx, name, t.Version.Version, t.Version.Path, m)
 	var unavailable *workers.UnavailableError
+	var busy *workers.GateFullError
 	switch {
+	case errors.As(err, &busy):
+		w.Header().Set("Retry-After", strconv.Itoa(int(busy.RetryAfter().Seconds())))
+		return envelope.Errorf(http.StatusServiceUnavailable, CodeFreshWorkersBusy, "worker %q has ttl: 0; %v", name, busy)
 	case errors.As(err, &unavailable):
 		if unavailable.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int(unavailable.RetryAfter.Seconds())+1))
@@ -91,7 +99,11 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, 
 	defer lease.Release()
 	unix := lease.Network() == "unix"
 	target := &proxyTarget{addr: lease.Addr(), base: t.Base, rest: t.Rest, name: name, limit: limit,
-		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx, lease: lease}
+		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx, lease: lease,
+		inject: injection{env: lease.PublicEnv()}}
+	if m.InjectBase {
+		target.inject.base = t.Base + "/"
+	}
 	if unix && directRequest(r) {
 		s.serveDirect(w, r, target)
 	} else {
@@ -114,6 +126,7 @@ type proxyTarget struct {
 	timeout                           time.Duration
 	ctx                               context.Context // carries the worker's timeout
 	lease                             *workers.Lease
+	inject                            injection       // what an HTML answer gets
 	failed                            *envelope.Error // the proxy's error answer, returned, not written
 }
 
@@ -148,6 +161,10 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			// the worker's.
 			resp.Header.Del(trace.RequestIDHeader)
 			resp.Header.Del(VersionHeader)
+			t := resp.Request.Context().Value(proxyTargetKey{}).(*proxyTarget)
+			if err := shapeAnswer(t, resp.Request.Method, resp, resp.Header, true); err != nil {
+				return err
+			}
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// A protocol switch writes its header on the hijacked connection, past the
 				// writer that guards the session cookie everywhere else.
@@ -165,7 +182,10 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 // serveProcess returns.
 func (s *Server) proxyFailed(t *proxyTarget, err error) {
 	var tooLarge *http.MaxBytesError
+	var answer *envelope.Error
 	switch {
+	case errors.As(err, &answer): // shapeAnswer's
+		t.failed = answer
 	case errors.As(err, &tooLarge):
 		t.failed = bodyTooLarge(t.name, t.limit)
 	case errors.Is(t.ctx.Err(), context.DeadlineExceeded):

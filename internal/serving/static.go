@@ -6,13 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -31,11 +29,18 @@ const maxEntrypoint = 8 << 20
 
 // ServeStatic serves a Files or SPA worker from its version folder through v.Root, so no path
 // or link leaves it. An SPA answers unknown paths and folders with its entrypoint; a files
-// worker answers a folder with its index.html, else ErrFileNotFound.
+// worker answers a folder with its index.html, else ErrFileNotFound. A file named .env, in
+// any folder, is never answered: it is taken for missing.
 func ServeStatic(w http.ResponseWriter, r *http.Request, t Target, v *Served) error {
 	m, root := v.Manifest, v.Root
 	rel := strings.TrimPrefix(path.Clean("/"+t.Rest), "/")
 	spa := m.Kind() == workers.SPA
+	if slices.Contains(strings.Split(rel, "/"), workers.DotEnvFile) {
+		if !spa {
+			return ErrFileNotFound
+		}
+		rel = ""
+	}
 	if rel != "" {
 		f, info, err := packages.OpenReadable(root, rel)
 		if err == nil && info.IsDir() && !spa {
@@ -82,8 +87,6 @@ func serveFile(w http.ResponseWriter, r *http.Request, f *os.File, info fs.FileI
 	h.Set("X-Content-Type-Options", "nosniff")
 	http.ServeContent(w, r, info.Name(), info.ModTime(), f)
 }
-
-var headTag = regexp.MustCompile(`(?i)<head(\s[^>]*)?>`)
 
 // basePages holds an SPA's entrypoint as rewritten for the bases it was served under, so a
 // request reads, rewrites and hashes nothing while the file is unchanged. Readers take no lock.
@@ -165,11 +168,8 @@ func rewrite(f *os.File, info fs.FileInfo, base string) (*basePage, error) {
 	if len(body) > maxEntrypoint {
 		return nil, nil
 	}
-	tag := []byte(`<base href="` + html.EscapeString(base) + `">`)
-	at := 0
-	if loc := headTag.FindIndex(body); loc != nil {
-		at = loc[1]
-	}
+	tag := []byte(baseTag(base))
+	at := insertAt(body)
 	out := make([]byte, 0, len(body)+len(tag))
 	out = append(append(append(out, body[:at]...), tag...), body[at:]...)
 	sum := sha256.Sum256(out)

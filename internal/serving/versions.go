@@ -49,7 +49,7 @@ const (
 	sweepEvery = time.Minute
 )
 
-// Get returns the cached manifest and folder of v, reading them when v changed.
+// Get returns the cached manifest (its .env merged: workers.ReadVersion) and folder of v, reading them when v changed.
 func (vs *Versions) Get(v packages.Version) (*Served, error) {
 	serial := v.Metadata.Serial()
 	now := time.Now().UnixNano()
@@ -73,12 +73,13 @@ func (vs *Versions) load(v packages.Version, serial uint64, now int64) (*Served,
 	if s, ok := cur[v.Path]; ok && s.serial == serial {
 		return s, nil // another request loaded it meanwhile
 	}
-	m, err := workers.ReadManifest(v.Metadata)
+	root, err := os.OpenRoot(v.Path)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(v.Path)
+	m, err := workers.ReadVersion(v.Metadata, root)
 	if err != nil {
+		root.Close()
 		return nil, err
 	}
 	s := &Served{serial: serial, Manifest: m, Root: root}

@@ -239,7 +239,7 @@ func (a *Activator) check(ctx context.Context, name, version string) error {
 		acts.Unexpect(name, version) // gone or disabled meanwhile: nothing to activate
 		return nil
 	}
-	m, err := ReadManifest(v.Metadata)
+	m, err := ReadVersionAt(v.Metadata, v.Path) // the process it starts serves: its .env too
 	if err != nil {
 		acts.Unexpect(name, version) // admission refuses such a manifest; serving reports it
 		return nil

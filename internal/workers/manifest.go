@@ -58,18 +58,26 @@ const (
 	DefaultStartTimeout = 10 * time.Second
 )
 
+// DefaultEnvPrefix are the prefixes of the variables an HTML answer gets as window.__env__
+// when the manifest names none (envPrefix), as the older implementation had them.
+var DefaultEnvPrefix = []string{"PUBLIC_", "VITE_"}
+
 // Manifest holds the serving keys of a worker version's manifest.
 type Manifest struct {
-	Entrypoint   string            `yaml:"entrypoint"`
-	InjectBase   bool              `yaml:"injectBase"`
-	Command      []string          `yaml:"command"`
-	Env          map[string]string `yaml:"env"`
-	Timeout      Duration          `yaml:"timeout"`
-	TTL          Duration          `yaml:"ttl"`
-	StartTimeout Duration          `yaml:"startTimeout"`
-	MaxRequests  int               `yaml:"maxRequests"`
-	MaxBodySize  Size              `yaml:"maxBodySize"`
-	Limits       Limits            `yaml:"limits"`
+	Entrypoint string            `yaml:"entrypoint"`
+	InjectBase bool              `yaml:"injectBase"`
+	Command    []string          `yaml:"command"`
+	Env        map[string]string `yaml:"env"`
+	// EnvPrefix names the prefixes of the variables of Env (with the version's .env merged)
+	// that an HTML answer of a code worker gets as window.__env__; nil is DefaultEnvPrefix, an
+	// empty list injects none.
+	EnvPrefix    []string `yaml:"envPrefix"`
+	Timeout      Duration `yaml:"timeout"`
+	TTL          TTL      `yaml:"ttl"`
+	StartTimeout Duration `yaml:"startTimeout"`
+	MaxRequests  int      `yaml:"maxRequests"`
+	MaxBodySize  Size     `yaml:"maxBodySize"`
+	Limits       Limits   `yaml:"limits"`
 	// Runtime is "wasm" for a WebAssembly worker, which runs Module (a path in its folder).
 	Runtime string `yaml:"runtime"`
 	Module  string `yaml:"module"`
@@ -127,7 +135,16 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	default:
 		return m, fmt.Errorf("listen %q: write port (the worker listens on $PORT) or socket (it accepts on descriptor 3, LISTEN_FDS)", m.Listen)
 	}
-	for key, def := range map[*Duration]time.Duration{&m.Timeout: DefaultTimeout, &m.TTL: DefaultTTL, &m.StartTimeout: DefaultStartTimeout} {
+	if m.EnvPrefix == nil {
+		m.EnvPrefix = slices.Clone(DefaultEnvPrefix)
+	}
+	if slices.Contains(m.EnvPrefix, "") {
+		return m, fmt.Errorf("envPrefix lists an empty prefix, which would publish every variable of env; name prefixes such as PUBLIC_, or write envPrefix: [] for none")
+	}
+	if m.TTL.Duration == 0 && !m.TTL.Fresh {
+		m.TTL.Duration = Duration(DefaultTTL)
+	}
+	for key, def := range map[*Duration]time.Duration{&m.Timeout: DefaultTimeout, &m.StartTimeout: DefaultStartTimeout} {
 		if *key == 0 {
 			*key = Duration(def)
 		}
@@ -165,11 +182,15 @@ func (m Manifest) checkRuntime() error {
 // worker: the runtime's value would win, or for CGI's HTTP_* a visitor's header would. Admit
 // checks it, so uploads, manifest writes and enables are refused; a version put on disk by
 // hand is still served, the runtime's variables winning (see environ and serving's wasmEnv).
-func (m Manifest) checkEnv() error {
-	for _, name := range slices.Sorted(maps.Keys(m.Env)) {
+func (m Manifest) checkEnv() error { return checkNames("env", m.Env) }
+
+// checkNames refuses the first name of vars, which source sets (env, .env), that the runtime
+// sets itself.
+func checkNames(source string, vars map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
 		if !manifestVariable(name) {
-			return fmt.Errorf("env %s is set by the runtime (a process worker's PORT, HOST, TMPDIR and LISTEN_*, "+
-				"a WebAssembly worker's CGI variables such as HTTP_*, SERVER_NAME, REMOTE_ADDR and PATH_INFO); choose another name", name)
+			return fmt.Errorf("%s %s is set by the runtime (a process worker's PORT, HOST, TMPDIR and LISTEN_*, "+
+				"a WebAssembly worker's CGI variables such as HTTP_*, SERVER_NAME, REMOTE_ADDR and PATH_INFO); choose another name", source, name)
 		}
 	}
 	return nil
@@ -213,6 +234,27 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// TTL is the manifest's ttl: how long an idle process is kept, or, written out as 0, Fresh.
+type TTL struct {
+	Duration
+	// Fresh is set by ttl: 0 (or 0s) written out: a fresh process for each request, stopped
+	// once it has answered. An absent ttl is DefaultTTL.
+	Fresh bool
+}
+
+// UnmarshalYAML reads 0 as Fresh, anything else as a Duration.
+func (t *TTL) UnmarshalYAML(n *yaml.Node) error {
+	if secs, err := strconv.ParseFloat(n.Value, 64); err == nil && secs == 0 {
+		*t = TTL{Fresh: true}
+		return nil
+	}
+	if d, err := time.ParseDuration(n.Value); err == nil && d == 0 {
+		*t = TTL{Fresh: true}
+		return nil
+	}
+	return t.Duration.UnmarshalYAML(n)
 }
 
 // Size is a manifest byte size: a string such as "10MiB" or a number of bytes.

@@ -34,7 +34,7 @@ func TestManifest(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\ntimeout: 5\nttl: 2m\nmaxBodySize: 1MiB\nmaxRequests: 3\nlimits:\n  scratch: 8MiB\n"), 0o644)
 	md, _ := packages.ReadMetadata(root, ".")
 	m, err := ReadManifest(md)
-	if err != nil || m.Timeout != Duration(5e9) || m.TTL != Duration(120e9) || m.MaxBodySize != 1<<20 || m.MaxRequests != 3 || m.StartTimeout != Duration(DefaultStartTimeout) || m.Listen != ListenPort {
+	if err != nil || m.Timeout != Duration(5e9) || m.TTL != (TTL{Duration: Duration(120e9)}) || m.MaxBodySize != 1<<20 || m.MaxRequests != 3 || m.StartTimeout != Duration(DefaultStartTimeout) || m.Listen != ListenPort {
 		t.Fatalf("manifest = %+v, %v", m, err)
 	}
 	if got := m.Limits.sandbox().Scratch; got != 8<<20 {

@@ -43,6 +43,13 @@ type PoolOptions struct {
 	// Secrets returns a worker's secrets, by variable name, when a process of it starts: they
 	// join its environment, and its logged output shows each value replaced. Nil: none.
 	Secrets func(ctx context.Context, worker string) (map[string]string, error)
+	// FreshConcurrency caps the fresh processes (workers with ttl: 0, one process a request)
+	// running at once, over all workers (worker_fresh_concurrency); 0 is
+	// DefaultFreshConcurrency.
+	FreshConcurrency int
+	// FreshQueue caps the requests waiting for one of them (worker_fresh_queue); 0 is
+	// DefaultFreshQueue. Past it a request is refused with a *GateFullError.
+	FreshQueue int
 }
 
 // secretsTimeout bounds the reading of a worker's secrets at its start.
@@ -89,6 +96,7 @@ type Pool struct {
 	stopped  sync.WaitGroup      // every process until it has exited
 	closed   bool
 	quit     chan struct{}
+	fresh    *freshGate // the processes of workers with ttl: 0
 }
 
 type backoff struct {
@@ -141,7 +149,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	sweepScratch(opts.ScratchDir, opts.Logger)
 	p := &Pool{opts: opts, procs: map[string]*proc{}, live: map[*proc]struct{}{}, crashes: map[string]*backoff{},
-		restarts: map[string]int{}, quit: make(chan struct{})}
+		restarts: map[string]int{}, quit: make(chan struct{}), fresh: newFreshGate(opts.FreshConcurrency, opts.FreshQueue)}
 	p.publishLocked()
 	go p.reap()
 	return p, nil
@@ -156,7 +164,8 @@ type proc struct {
 	dir     string
 	m       Manifest
 	logger  *zap.Logger
-	secrets map[string]string // its environment's secrets, set by launch
+	secrets map[string]string        // its environment's secrets, set by launch
+	public  func() map[string]string // PublicEnv, computed once
 
 	network, addr string                   // "tcp" and host:port, or "unix" and the path of the socket it was handed
 	port          int                      // its PORT, with network "tcp"
@@ -266,11 +275,20 @@ func (l *Lease) CheckConn() error {
 // Release ends the request; the process counts it towards maxRequests.
 func (l *Lease) Release() { l.once.Do(func() { l.p.pool.release(l.p, true) }) }
 
+// PublicEnv is what an HTML answer of the process may show as window.__env__: the variables
+// of its env (the manifest's, its .env merged) named with one of its envPrefix, but for its
+// secrets, whatever their name.
+func (l *Lease) PublicEnv() map[string]string { return l.p.public() }
+
 // Acquire returns a lease on the running process of the version, starting the process if it is
-// not running; concurrent first requests share one start.
+// not running; concurrent first requests share one start. A worker with ttl: 0 gets a process
+// of its own for each request (acquireFresh).
 func (p *Pool) Acquire(ctx context.Context, name, version, dir string, m Manifest) (*Lease, error) {
 	if p.opts.Allowed != nil && !p.opts.Allowed(name) {
 		return nil, ErrNotAllowed
+	}
+	if m.TTL.Fresh {
+		return p.acquireFresh(ctx, name, version, dir, m)
 	}
 	pr := (*p.running.Load())[dir]
 	if pr == nil || !pr.enter() {
@@ -279,7 +297,11 @@ func (p *Pool) Acquire(ctx context.Context, name, version, dir string, m Manifes
 			return nil, err
 		}
 	}
+	return p.await(ctx, pr)
+}
 
+// await waits until pr, on which a request is counted, has started, and leases it.
+func (p *Pool) await(ctx context.Context, pr *proc) (*Lease, error) {
 	select {
 	case <-pr.ready:
 	case <-ctx.Done():
@@ -330,10 +352,9 @@ func (p *Pool) admit(name, version, dir string, m Manifest) (*proc, error) {
 	pr := p.procs[dir]
 	var evicted []*proc
 	if pr == nil {
-		if b := p.crashes[dir]; b != nil && time.Now().Before(b.until) {
-			wait := time.Until(b.until)
+		if err := p.refuseLocked(name, version, dir); err != nil {
 			p.mu.Unlock()
-			return nil, &UnavailableError{Reason: fmt.Sprintf("worker %s@%s crashed; it restarts in %s", name, version, wait.Round(time.Second)), RetryAfter: wait}
+			return nil, err
 		}
 		pr = p.newProc(name, version, dir, m)
 		p.live[pr] = struct{}{}
@@ -349,6 +370,19 @@ func (p *Pool) admit(name, version, dir string, m Manifest) (*proc, error) {
 		e.logger.Info("stopping the least recently used worker: the pool is full", zap.Int("pool_size", p.opts.Size))
 	}
 	return pr, nil
+}
+
+// refuseLocked tells why no process of the version may start now: the pool is closed, or the
+// version crashed and waits before its next start.
+func (p *Pool) refuseLocked(name, version, dir string) error {
+	if p.closed {
+		return ErrPoolClosed
+	}
+	if b := p.crashes[dir]; b != nil && time.Now().Before(b.until) {
+		wait := time.Until(b.until)
+		return &UnavailableError{Reason: fmt.Sprintf("worker %s@%s crashed; it restarts in %s", name, version, wait.Round(time.Second)), RetryAfter: wait}
+	}
+	return nil
 }
 
 // putLocked makes pr the process of its version and publishes the table.
@@ -372,11 +406,16 @@ func (p *Pool) publishLocked() {
 }
 
 func (p *Pool) newProc(name, version, dir string, m Manifest) *proc {
-	return &proc{
+	pr := &proc{
 		pool: p, key: dir, name: name, version: version, dir: dir, m: m,
 		logger: p.opts.Logger.With(zap.String("worker", name), zap.String("version", version)),
 		ready:  make(chan struct{}), exited: make(chan struct{}),
 	}
+	// Asked only of a leased process, once its start has read its secrets.
+	pr.public = sync.OnceValue(func() map[string]string {
+		return PublicEnv(pr.m.Env, pr.m.EnvPrefix, func(name string) bool { _, ok := pr.secrets[name]; return ok })
+	})
+	return pr
 }
 
 // release ends a request on pr; served requests count towards maxRequests, and the one that
@@ -456,7 +495,7 @@ func (p *Pool) reap() {
 			p.mu.Lock()
 			var idle []*proc
 			for _, pr := range p.procs {
-				if pr.inflight.Load() == 0 && now.UnixNano()-pr.lastUsed.Load() > int64(pr.m.TTL) {
+				if pr.inflight.Load() == 0 && now.UnixNano()-pr.lastUsed.Load() > int64(pr.m.TTL.Duration) {
 					p.retireLocked(pr)
 					idle = append(idle, pr)
 				}
@@ -464,7 +503,7 @@ func (p *Pool) reap() {
 			p.recoverLocked(now)
 			p.mu.Unlock()
 			for _, pr := range idle {
-				pr.logger.Info("worker idle past its ttl; stopping", zap.Duration("ttl", time.Duration(pr.m.TTL)))
+				pr.logger.Info("worker idle past its ttl; stopping", zap.Duration("ttl", time.Duration(pr.m.TTL.Duration)))
 			}
 		}
 	}
@@ -857,7 +896,8 @@ func (pr *proc) exitedWith(err error) {
 	p := pr.pool
 	p.mu.Lock()
 	delete(p.live, pr)
-	crashed := !pr.stopping.Load()
+	// A fresh process (ttl: 0) may end by itself once it has answered its one request.
+	crashed := !pr.stopping.Load() && !pr.m.TTL.Fresh
 	if crashed {
 		p.dropLocked(pr)
 		pr.retiring.Store(true)

@@ -62,7 +62,7 @@ func newPoolWith(t testing.TB, size int, opts sandbox.Options) (*Pool, *observer
 
 func manifest(t testing.TB, env map[string]string) Manifest {
 	return Manifest{Command: []string{testkit.TestWorker(t)}, Env: env, Timeout: Duration(5 * time.Second),
-		TTL: Duration(time.Minute), StartTimeout: Duration(5 * time.Second), MaxBodySize: DefaultMaxBodySize}
+		TTL: TTL{Duration: Duration(time.Minute)}, StartTimeout: Duration(5 * time.Second), MaxBodySize: DefaultMaxBodySize}
 }
 
 // get acquires the version and sends GET path to it.
@@ -170,7 +170,7 @@ func TestPoolRestartsACrashWithBackoff(t *testing.T) {
 func TestPoolStopsIdleProcesses(t *testing.T) {
 	p, _ := newPool(t, 4)
 	m := manifest(t, nil)
-	m.TTL = Duration(time.Second)
+	m.TTL = TTL{Duration: Duration(time.Second)}
 	e, err := get(t, p, "app", t.TempDir(), m, "/")
 	if err != nil {
 		t.Fatal(err)

@@ -24,11 +24,21 @@ const CodeInvalidEntrypoint = "INVALID_ENTRYPOINT"
 // (/usr/bin/python3) is the system's, not the archive's, and is not checked. Static workers
 // pass. An upload that fails would install a version that cannot start, so it is refused
 // before it replaces a working one. A WebAssembly worker's module must be a module it may
-// run, of at most maxModule bytes (wasm_max_module_size; see checkModule).
+// run, of at most maxModule bytes (wasm_max_module_size; see checkModule). A code worker's
+// .env must be readable (ReadDotEnv) and set no variable the runtime sets, as env.
 func CheckProgram(md packages.Metadata, tree *os.Root, maxModule int64) error {
 	m, err := ReadManifest(md)
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
+	}
+	if k := m.Kind(); k == Process || k == Wasm {
+		vars, err := ReadDotEnv(tree)
+		if err == nil {
+			err = checkNames(DotEnvFile, vars)
+		}
+		if err != nil {
+			return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
+		}
 	}
 	if m.Kind() == Wasm {
 		return checkModule(m, tree, maxModule)

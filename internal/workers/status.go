@@ -80,7 +80,9 @@ func (p *Pool) Counts() map[ProcState]int {
 // state is where the process is in its life; the pool's lock is held.
 func (pr *proc) state() ProcState {
 	switch {
-	case pr.retiring.Load():
+	// A fresh process (ttl: 0) is out of the table from its start: it drains once its one
+	// request is done.
+	case pr.retiring.Load() && !(pr.m.TTL.Fresh && pr.inflight.Load() > 0 && !pr.stopping.Load()):
 		return Draining
 	case pr.started.IsZero():
 		return Starting

@@ -3,7 +3,7 @@
 // IGNORE_LISTEN_FDS is set), that reports what it received and can sleep, crash, or misbehave
 // at start on request. Each query parameter set=Name:value adds a response header, on every
 // path; /upgrade switches protocols (an echo of bytes) with those headers; /headers?n=N answers
-// a head of N bytes of header lines.
+// a head of N bytes of header lines; /html answers an HTML page with the worker's pid.
 package main
 
 import (
@@ -105,6 +105,22 @@ func main() {
 		}
 		rw.WriteString("Content-Length: 2\r\nConnection: close\r\n\r\nok")
 		rw.Flush()
+	})
+	http.HandleFunc("/html", func(w http.ResponseWriter, r *http.Request) {
+		// A page with its pid; stream=1 writes it in two parts with a flush between, of a
+		// length not known ahead.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		setHeaders(w.Header(), r)
+		head := "<!doctype html><html><head><title>testworker</title></head>"
+		body := fmt.Sprintf("<body>pid %d</body></html>", os.Getpid())
+		if r.URL.Query().Get("stream") == "" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(head)+len(body)))
+			fmt.Fprint(w, head+body)
+			return
+		}
+		fmt.Fprint(w, head)
+		http.NewResponseController(w).Flush()
+		fmt.Fprint(w, body)
 	})
 	http.HandleFunc("/crash", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(os.Stderr, "crashing as asked")
