@@ -67,9 +67,10 @@ type unitsAPI struct {
 	workersDomain          hosts.Domain
 	activations            *workers.Activations // nil: every version is served at once
 	activator              *workers.Activator
-	host                   PluginHost // the live plugin table; nil until plugins are served
-	cluster                Cluster    // the shared desired state; nil on a single instance
-	workerList, pluginList bodyCache  // the encoded listings, kept while the units are unchanged
+	pool                   func() *workers.Pool // the process pool, for the workers' states; nil until the runtime has started
+	host                   PluginHost           // the live plugin table; nil until plugins are served
+	cluster                Cluster              // the shared desired state; nil on a single instance
+	workerList, pluginList bodyCache            // the encoded listings, kept while the units are unchanged
 	// What a removed worker leaves (its domains, secrets and split) ends with it, and a
 	// canary upload puts its split in force.
 	domains *domainsAPI

@@ -91,7 +91,8 @@ func (a *unitsAPI) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return listUnits(w, r, c, &a.workerList, workerListShape, a.activations.Gen(), func(u packages.Unit) api.WorkerRecord {
+	procs, procsGen := a.procStates()
+	return listUnits(w, r, c, &a.workerList, workerListShape, a.activations.Gen()^procsGen, func(u packages.Unit) api.WorkerRecord {
 		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}, Kinds: map[string]string{}}
 		for _, v := range u.Versions {
@@ -104,7 +105,7 @@ func (a *unitsAPI) listWorkers(w http.ResponseWriter, r *http.Request) error {
 				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
 			}
 		}
-		a.activation(&rec, u)
+		a.activation(&rec, u, procs)
 		if d := a.workersDomain; d.Name != "" {
 			if url, err := d.URL(u.Name); err != nil {
 				rec.NoHost = err.Error()

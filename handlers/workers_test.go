@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
@@ -51,5 +55,18 @@ func TestListWorkersServedAndKinds(t *testing.T) {
 				t.Errorf("%s %s is %q, want %q", tt.name, version, w.Kinds[version], kind)
 			}
 		}
+	}
+}
+
+// TestWorkerStatesDocumented: the state enum of the worker record (the OpenAPI document and
+// the cpanel's types come from it) names exactly the states workers.StateOf gives.
+func TestWorkerStatesDocumented(t *testing.T) {
+	f, _ := reflect.TypeFor[api.WorkerRecord]().FieldByName("State")
+	var want []string
+	for _, s := range workers.WorkerStates {
+		want = append(want, string(s))
+	}
+	if got := strings.Split(f.Tag.Get("enum"), ","); !slices.Equal(got, want) {
+		t.Errorf("WorkerRecord.State's enum is %v, want %v", got, want)
 	}
 }

@@ -179,11 +179,31 @@ func fail(cmd *cobra.Command, err error) error {
 		fmt.Fprintf(errOut, "run %s --help for the usage\n", cmd.CommandPath())
 	}
 	cmd.SilenceErrors = true // printed already
-	code := exitCode(err)
-	if code == exitRefused {
+	return exitWith(cmd, exitCode(err), err)
+}
+
+// exitWith returns what makes caddycmd.Main exit with code: err itself for 1 (or nil for 0),
+// else the error that carries the code, which only Caddy's command wrapper makes.
+func exitWith(cmd *cobra.Command, code int, err error) error {
+	if code <= exitRefused {
 		return err
 	}
 	return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) { return code, nil })(cmd, nil)
+}
+
+// Local adapts f, a command on the runtime's local state, to cobra as run does the client's
+// commands: its error is printed as one "error: …" line, as every command prints it (Caddy's
+// own wrapper would log it as a JSON line through Caddy's logger), and it exits with f's code.
+func Local(f caddycmd.CommandFunc) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		code, err := f(caddycmd.Flags{FlagSet: cmd.Flags()})
+		if err != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), "error: "+err.Error())
+			cmd.SilenceErrors = true
+			code = max(code, exitRefused)
+		}
+		return exitWith(cmd, code, err)
+	}
 }
 
 // env is what a running command works with.

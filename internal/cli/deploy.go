@@ -167,8 +167,9 @@ func deploy(e *env, args []string) error {
 		fmt.Fprintln(e.errOut)
 	}
 	if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && apiErr.Code == "HEALTHCHECK_FAILED" {
-		// Installed, not served: the message has the reason and the worker's last lines.
-		return fmt.Errorf("installed %s %s, but it did not pass its check, so it is not served: %w", packed.Name, packed.Version, err)
+		// Installed, not activated: the message says what is served instead (or that this
+		// version is, failing), the reason and the worker's last lines.
+		return fmt.Errorf("installed %s %s, but it did not pass its check: %w", packed.Name, packed.Version, err)
 	}
 	if err != nil {
 		return err
