@@ -13,6 +13,9 @@ type InstalledUnit struct {
 	SHA256      string `json:"sha256" doc:"hex digest of the uploaded archive"`
 	Files       int    `json:"files" doc:"regular files unpacked"`
 	Bytes       int64  `json:"bytes" doc:"bytes unpacked"`
+	// Warnings extends the spec's answer: a manifest key the runtime does not read is never
+	// refused, nor ignored without a word.
+	Warnings []string `json:"warnings,omitempty" doc:"one line per key of the manifest that the runtime does not read (a typo, or a key at the wrong level), e.g. \"limits.timeout is not a manifest key (did you mean timeout?); the runtime ignores it\"; the upload is not refused for it. Absent when every key is known"`
 	// Change is set in cluster mode (a package store is configured).
 	Change int64 `json:"change,omitempty" doc:"cluster mode: the desired state's change number this install created; an instance serves it once its appliedChange reaches it (GET cluster)"`
 }

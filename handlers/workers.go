@@ -73,7 +73,7 @@ func (a *unitsAPI) workerRoutes() []route {
 				return body
 			}, func(_ *http.Request, s *packages.Staged) (any, error) {
 				var body api.WorkerDryRun
-				body.Success, body.DryRun, body.Data.Worker, body.Data.Replaces = true, true, installedUnit(s.Installed), s.Replaces
+				body.Success, body.DryRun, body.Data.Worker, body.Data.Replaces = true, true, installedUnit(s.Installed, manifestWarnings(a.workers, s.Metadata)), s.Replaces
 				return body, nil
 			}),
 		},

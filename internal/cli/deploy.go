@@ -211,9 +211,17 @@ func deploy(e *env, args []string) error {
 		Data struct {
 			Replaces bool               `json:"replaces"`
 			Split    []api.TrafficShare `json:"split"`
+			Worker   api.InstalledUnit  `json:"worker"`
+			Plugin   api.InstalledUnit  `json:"plugin"`
 		} `json:"data"`
 	}
 	_ = json.Unmarshal(out.Upload, &staged)
+	if !e.json {
+		// The runtime ignores a manifest key it does not read; a typo must not go unseen.
+		for _, warning := range append(staged.Data.Worker.Warnings, staged.Data.Plugin.Warnings...) {
+			fmt.Fprintln(e.errOut, "warning: "+warning)
+		}
+	}
 	return e.emit(out, func(w io.Writer) {
 		switch {
 		case dryRun && staged.Data.Replaces:
