@@ -27,8 +27,13 @@ var healthcheckFailed = errorResponse(http.StatusUnprocessableEntity,
 // activationDoc tells, in an upload's or enable's description, when the version is served.
 const activationDoc = "A process worker's version is started at once and answers only once it has passed its check: its manifest's " +
 	"healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within " +
-	"startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static " +
-	"version has no check: the newest enabled version serves, as before. "
+	"startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving; when nothing " +
+	"healthier exists (a first version, or every other failed too) the failed version is served all the same, and the worker's state " +
+	"is failing. A static version has no check: the newest enabled version serves, as before. "
+
+// manifestWarningsDoc tells, in an upload's description, what becomes of unknown manifest keys.
+const manifestWarningsDoc = "A manifest key the runtime does not read is not refused: the answer's warnings name it, with the key meant " +
+	"when one is close. "
 
 // expect holds back a worker version about to be installed or enabled from unpinned traffic
 // until its check passes (workers.Activator.Expect); activated then waits for that check.

@@ -52,7 +52,7 @@ func (a *unitsAPI) pluginRoutes() []route {
 			method: "POST", path: "/plugins/upload", id: "uploadPlugin", tag: "plugins", permission: keystore.PluginsInstall,
 			summary: "Upload a plugin",
 			description: "Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. " +
-				"The response carries the manifest version. Installing does not load: POST plugins/reload does. " + clusterUploadDoc +
+				"The response carries the manifest version. Installing does not load: POST plugins/reload does. " + manifestWarningsDoc + clusterUploadDoc +
 				" In cluster mode every instance loads the plugin once it has installed it.",
 			params:  dryRunParam,
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},

@@ -46,7 +46,9 @@ func (a *unitsAPI) workerRoutes() []route {
 		{
 			method: "GET", path: "/workers", id: "listWorkers", tag: "workers", permission: keystore.WorkersRead,
 			summary: "List workers",
-			description: "Workers found in worker_dirs, filtered to the key's namespaces. Without limit and cursor, every worker at once; " +
+			description: "Workers found in worker_dirs, filtered to the key's namespaces. Each record's state says in one word what its served version " +
+				"really does on this instance: serving, failing (it failed its check and nothing healthier exists, so it is served all the same, and " +
+				"activeVersion is absent), crash-looping, disabled or not-started. Without limit and cursor, every worker at once; " +
 				"with either, a page of workers by name (byte order), the same array, with the next page's cursor in the " + NextCursorHeader + " header.",
 			params: pageParams("opaque; workers come by name"),
 			responses: []response{
@@ -59,7 +61,7 @@ func (a *unitsAPI) workerRoutes() []route {
 			method: "POST", path: "/workers/upload", id: "uploadWorker", tag: "workers", permission: keystore.WorkersInstall,
 			summary: "Upload a worker",
 			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
-				"atomically. The archive's files sit at its root or in a single package/ folder. " + activationDoc + clusterUploadDoc,
+				"atomically. The archive's files sit at its root or in a single package/ folder. " + activationDoc + manifestWarningsDoc + clusterUploadDoc,
 			params:  append(slices.Clone(dryRunParam), canaryParams...),
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
