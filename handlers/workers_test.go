@@ -15,7 +15,7 @@ import (
 )
 
 // TestListWorkersServedAndKinds checks the version each worker serves (the highest enabled;
-// none when all are disabled) and each version's kind.
+// none when all are disabled), its state, and each version's kind.
 func TestListWorkersServedAndKinds(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{
@@ -39,16 +39,17 @@ func TestListWorkersServedAndKinds(t *testing.T) {
 		got[w.Name] = w
 	}
 	for _, tt := range []struct {
-		name, served string
-		kinds        map[string]string
+		name, served, state string
+		kinds               map[string]string
 	}{
-		{"app", "1.2.0", map[string]string{"1.0.0": "spa", "1.2.0": "process", "2.0.0": "static"}},
-		{"off", "", map[string]string{"1.0.0": "static"}},
-		{"files", "latest", map[string]string{"1.0.0": "static", "latest": "static"}},
+		// app's process version was never checked here and has no process: not started.
+		{"app", "1.2.0", "not-started", map[string]string{"1.0.0": "spa", "1.2.0": "process", "2.0.0": "static"}},
+		{"off", "", "disabled", map[string]string{"1.0.0": "static"}},
+		{"files", "latest", "serving", map[string]string{"1.0.0": "static", "latest": "static"}},
 	} {
 		w := got[tt.name]
-		if w.Served != tt.served {
-			t.Errorf("%s serves %q, want %q", tt.name, w.Served, tt.served)
+		if w.Served != tt.served || w.State != tt.state {
+			t.Errorf("%s serves %q, state %q; want %q, %q", tt.name, w.Served, w.State, tt.served, tt.state)
 		}
 		for version, kind := range tt.kinds {
 			if w.Kinds[version] != kind {
