@@ -412,7 +412,7 @@ func unmarshalPackageStore(d *caddyfile.Dispenser) (json.RawMessage, error) {
 //		prefix            <folder in the bucket>
 //		access_key_id     <key id, e.g. {env.RUNTIME_S3_ACCESS_KEY_ID}>
 //		secret_access_key <secret, e.g. {env.RUNTIME_S3_SECRET_ACCESS_KEY}>
-//		path_style        [true|false]
+//		path_style        [on|off]
 //	}
 //
 // Each setting left out falls back to its RUNTIME_S3_* environment variable.
@@ -442,13 +442,25 @@ func (s *S3Store) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			*field = args[0]
 			continue
 		}
-		on := len(args) == 0 || len(args) == 1 && args[0] == "true"
-		if !on && (len(args) != 1 || args[0] != "false") {
-			return d.Errf("package_store s3: path_style takes true, false, or nothing (true)")
+		on, err := boolArgs(args)
+		if err != nil {
+			return d.Errf("package_store s3: path_style %v", err)
 		}
 		s.PathStyle = &on
 	}
 	return nil
+}
+
+// boolArgs reads the arguments of a boolean setting: nothing (on), or one of config.BoolWords.
+// Every boolean setting of the runtime's Caddyfile is read by it.
+func boolArgs(args []string) (bool, error) {
+	switch len(args) {
+	case 0:
+		return true, nil
+	case 1:
+		return config.ParseBool(args[0])
+	}
+	return false, fmt.Errorf("takes one of %s, or nothing (on)", config.BoolWords)
 }
 
 // UnmarshalCaddyfile reads package_store local, which takes nothing more.

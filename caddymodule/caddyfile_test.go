@@ -232,6 +232,9 @@ func TestCaddyfilePackageStore(t *testing.T) {
 				`"prefix":"prod","region":"us-east-1","secret_access_key":"{env.S3_SECRET}","store":"s3"}`},
 		{"s3 without a block", "package_store s3", `"package_store":{"store":"s3"}`},
 		{"path_style false", "package_store s3 {\n\t\t\tpath_style false\n\t\t}", `"package_store":{"path_style":false,"store":"s3"}`},
+		{"path_style on", "package_store s3 {\n\t\t\tpath_style on\n\t\t}", `"package_store":{"path_style":true,"store":"s3"}`},
+		{"path_style off", "package_store s3 {\n\t\t\tpath_style off\n\t\t}", `"package_store":{"path_style":false,"store":"s3"}`},
+		{"path_style yes", "package_store s3 {\n\t\t\tpath_style YES\n\t\t}", `"package_store":{"path_style":true,"store":"s3"}`},
 		{"local", "package_store local", `"package_store":{"store":"local"}`},
 	}
 	for _, tt := range tests {
@@ -265,7 +268,8 @@ func TestCaddyfilePackageStoreErrors(t *testing.T) {
 			[]string{`unknown package_store s3 setting "secret"`, "secret_access_key", "Caddyfile:4"}},
 		{"setting twice", option("package_store s3 {\n\t\t\tbucket a\n\t\t\tbucket b\n\t\t}"), []string{"package_store s3: bucket is set twice", "Caddyfile:5"}},
 		{"setting without value", option("package_store s3 {\n\t\t\tbucket\n\t\t}"), []string{"package_store s3: bucket takes exactly one value"}},
-		{"path_style value", option("package_store s3 {\n\t\t\tpath_style yes\n\t\t}"), []string{"path_style takes true, false"}},
+		{"path_style value", option("package_store s3 {\n\t\t\tpath_style maybe\n\t\t}"), []string{`path_style "maybe" is not a boolean: write on, off, true, false, yes or no`}},
+		{"path_style values", option("package_store s3 {\n\t\t\tpath_style on off\n\t\t}"), []string{"path_style takes one of on, off"}},
 		{"store twice", option("package_store local\n\t\tpackage_store s3"), []string{"package_store is set twice"}},
 		{"a store's setting outside its block", option("bucket units"), []string{`unknown runtime setting "bucket"`, "package_store"}},
 		{"in a site block", ":8080 {\n\truntime {\n\t\tpackage_store s3\n\t}\n}\n", []string{"package_store is a setting of the global runtime option only"}},

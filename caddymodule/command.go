@@ -56,7 +56,7 @@ Example:
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().String("from", "", "the local key store file (default: api-keys.db in $RUNTIME_STATE_DIR, else ./data/state)")
 			cmd.Flags().String("to", "", "the primary's URL (default: $RUNTIME_AUTH_DB_SYNC_URL)")
-			cmd.RunE = caddycmd.WrapCommandFuncForCobra(migrateKeyStore)
+			cmd.RunE = cli.Local(migrateKeyStore)
 		},
 	}
 }
@@ -110,7 +110,7 @@ Example:
 			cmd.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
 			cmd.Flags().String("from", "", "the key store file (default: api-keys.db in the config's state_dir, $RUNTIME_STATE_DIR, or ./data/state)")
 			cmd.Flags().Bool("json", false, "print the result as JSON, for scripts")
-			cmd.RunE = caddycmd.WrapCommandFuncForCobra(backupKeyStore)
+			cmd.RunE = cli.Local(backupKeyStore)
 		},
 	}
 }
@@ -209,7 +209,7 @@ Example:
 			cmd.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
 			cmd.Flags().Bool("dry-run", false, "print what would be published, writing nothing")
 			cmd.Flags().Bool("json", false, "print the result as JSON, for scripts")
-			cmd.RunE = caddycmd.WrapCommandFuncForCobra(publishCluster)
+			cmd.RunE = cli.Local(publishCluster)
 		},
 	}
 }

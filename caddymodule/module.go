@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -203,7 +202,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	switch {
 	case hosted && serve.Workers:
 		// A worker's own host is the worker's alone: its /api and /cpanel paths too.
-		h.serveUnits(w, r)
+		h.serveUnits(w, r, false)
 		return nil
 	case h.api.Owns(r.URL.Path):
 		if !serve.API {
@@ -217,15 +216,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			return nil
 		}
 		h.cpanel.ServeHTTP(w, r)
-	case r.URL.Path == "/" && serve.CPanel && !serve.Workers:
-		// The root of the cpanel's host is nobody's: a browser opening it is sent to the
-		// cpanel; other clients get the answer below, as before.
-		w.Header().Add("Vary", "Accept")
-		if browser(r) {
-			http.Redirect(w, r, mount.Path(r.Context())+cpanel.Path+"/", http.StatusFound)
-			return nil
-		}
-		fallthrough
+	case !serve.Workers && h.servesRoot(r):
+		// The root of the API's or the cpanel's host is nobody's: it says where they are.
+		h.serveRoot(w, r)
 	case !serve.Workers:
 		if h.settings.WorkersURL != "" {
 			envelope.Write(w, notServed("workers are not served on this host; they are served at %s", h.settings.WorkersURL))
@@ -233,17 +226,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		envelope.Write(w, notServed("workers are not served on this host"))
 	default:
-		return h.serveUnits(w, r)
+		return h.serveUnits(w, r, h.servesRoot(r))
 	}
 	return nil
 }
 
-// serveUnits serves r with what was uploaded: hooks, plugin routes, workers.
-func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request) error {
+// serveUnits serves r with what was uploaded: hooks, plugin routes, workers. With root, / of
+// a host that serves everything, what none of them answers is answered by serveRoot.
+func (h *Handler) serveUnits(w http.ResponseWriter, r *http.Request, root bool) error {
 	if err := h.state.awaitStart(r.Context()); err != nil {
 		return h.fail(w, r, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "%v", err))
 	}
 	if failed := h.units.Serve(w, r); failed != nil {
+		if root && failed.Status == http.StatusNotFound {
+			h.serveRoot(w, r)
+			return nil
+		}
 		return h.fail(w, r, failed)
 	}
 	return nil
@@ -333,12 +331,7 @@ func browser(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
-	for _, accept := range r.Header.Values("Accept") {
-		if strings.Contains(accept, "text/html") {
-			return true
-		}
-	}
-	return false
+	return accepts(r, "text/html")
 }
 
 func notServed(format string, args ...any) *envelope.Error {

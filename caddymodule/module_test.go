@@ -261,7 +261,7 @@ func TestSplitSurfaces(t *testing.T) {
 		{"site0.test", "/api/health/ready", 200, `"ready"`},
 		{"site0.test", "/cpanel/", 200, `<base href="/cpanel/" />`},
 		{"site0.test", "/hello/", 404, "workers are not served on this host; they are served at http://apps.test:8080"},
-		{"site0.test", "/", 404, "served at http://apps.test:8080"},
+		{"site0.test", "/", 200, "  workers: http://apps.test:8080/<name>/\n"},
 		{"site1.test", "/.well-known/runtime", 404, "the API is not served on this host"},
 		{"site1.test", "/api/health", 404, "the API is not served on this host"},
 		{"site1.test", "/api/keys", 404, "the API is not served on this host"},

@@ -54,7 +54,7 @@ func TestPackageStoreValidate(t *testing.T) {
 		{"no bucket", app(sync, map[string]any{"package_store": with(s3, "bucket", "")}), nil, nil,
 			[]string{"invalid package_store s3 bucket", "RUNTIME_S3_BUCKET"}},
 		{"path_style from the environment", app(sync, map[string]any{"package_store": map[string]any{"store": "s3", "bucket": "b"}}), nil,
-			map[string]string{"RUNTIME_S3_PATH_STYLE": "1"}, []string{"path_style", "RUNTIME_S3_PATH_STYLE", "true or false"}},
+			map[string]string{"RUNTIME_S3_PATH_STYLE": "1"}, []string{"path_style", "RUNTIME_S3_PATH_STYLE", "on, off, true, false, yes or no"}},
 		{"uploads larger than the store takes", app(sync, map[string]any{"package_store": s3, "max_upload_size": 6 << 30}), nil, nil,
 			[]string{"invalid max_upload_size", "5GiB"}},
 		{"unknown field", app(sync, map[string]any{"package_store": with(s3, "secret", "x")}), nil, nil, []string{"secret"}},

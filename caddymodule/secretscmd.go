@@ -13,6 +13,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-runtime/runtime/internal/cli"
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/secrets"
 	"github.com/caddy-runtime/runtime/keystore"
@@ -47,7 +48,7 @@ Example:
 			cmd.Flags().StringP("config", "c", "", "the runtime's config file, whose state_dir and key_store hold the secrets")
 			cmd.Flags().StringP("adapter", "a", "", "the config's adapter (caddyfile for a Caddyfile)")
 			cmd.Flags().Bool("json", false, "print the result as JSON, for scripts")
-			cmd.RunE = caddycmd.WrapCommandFuncForCobra(rotateSecrets)
+			cmd.RunE = cli.Local(rotateSecrets)
 		},
 	}
 }

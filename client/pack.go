@@ -57,11 +57,7 @@ func Pack(dir string, w io.Writer) (Packed, error) {
 	if err := packages.ValidateVersion(md.Version); err != nil {
 		return Packed{}, fmt.Errorf("the version %q of %s: %w", md.Version, md.Name, err)
 	}
-	var keys struct {
-		Deploy struct {
-			Include []string `yaml:"include"`
-		} `yaml:"deploy"`
-	}
+	var keys packages.DeployKeys
 	if err := md.Decode(&keys); err != nil {
 		return Packed{}, err
 	}

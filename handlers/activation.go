@@ -3,7 +3,10 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/caddy-runtime/runtime/api"
@@ -17,14 +20,20 @@ import (
 var healthcheckFailed = errorResponse(http.StatusUnprocessableEntity,
 	"HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's "+
 		"healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. "+
-		"The version served before goes on serving; the message gives the reason and the worker's last output lines, and the "+
+		"The version served before goes on serving; when there is none fit to (a first version, or every other failed its check too), the "+
+		"failed version is served all the same and the worker's state is failing. The message says which, gives the reason and the worker's last output lines, and the "+
 		"worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself.")
 
 // activationDoc tells, in an upload's or enable's description, when the version is served.
 const activationDoc = "A process worker's version is started at once and answers only once it has passed its check: its manifest's " +
 	"healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within " +
-	"startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static " +
-	"version has no check: the newest enabled version serves, as before. "
+	"startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving; when nothing " +
+	"healthier exists (a first version, or every other failed too) the failed version is served all the same, and the worker's state " +
+	"is failing. A static version has no check: the newest enabled version serves, as before. "
+
+// manifestWarningsDoc tells, in an upload's description, what becomes of unknown manifest keys.
+const manifestWarningsDoc = "A manifest key the runtime does not read is not refused: the answer's warnings name it, with the key meant " +
+	"when one is close. "
 
 // expect holds back a worker version about to be installed or enabled from unpinned traffic
 // until its check passes (workers.Activator.Expect); activated then waits for that check.
@@ -79,7 +88,9 @@ func (a *unitsAPI) checkMessage(e *workers.CheckError) string {
 		case v.Version != e.Version:
 			fmt.Fprintf(&b, "; %s goes on serving %s", v.Version, e.Name)
 		default:
-			fmt.Fprintf(&b, "; no other version of %s passed a check, so %s serves it as before", e.Name, e.Version)
+			// Nothing healthier to serve: say so, rather than that it is not served.
+			b.Reset()
+			fmt.Fprintf(&b, "%s %s failed its check and nothing healthier exists: it is served, failing (the worker's state); why: %s", e.Name, e.Version, e.Reason)
 		}
 	}
 	if len(e.Output) == 0 {
@@ -94,12 +105,14 @@ func (a *unitsAPI) checkMessage(e *workers.CheckError) string {
 	return b.String()
 }
 
-// activation fills in the activation fields of a worker record.
-func (a *unitsAPI) activation(rec *api.WorkerRecord, u packages.Unit) {
+// activation fills in the activation fields of a worker record: the served version, the
+// active one when it is fit to be, the state in words and the failed versions.
+func (a *unitsAPI) activation(rec *api.WorkerRecord, u packages.Unit, procs map[string]workers.ProcState) {
 	act := a.activations.Get(u.Name)
-	if v, ok := workers.ActiveVersion(u, act); ok {
-		rec.ActiveVersion = v.Version
-		rec.Served = v.Version
+	state, served, activated := workers.StateOf(u, act, procs)
+	rec.State, rec.Served = string(state), served
+	if activated {
+		rec.ActiveVersion = served
 	}
 	rec.FailedVersions = make([]api.FailedVersion, 0, len(act.Failed))
 	for _, f := range act.Failed {
@@ -107,4 +120,19 @@ func (a *unitsAPI) activation(rec *api.WorkerRecord, u packages.Unit) {
 			rec.FailedVersions = append(rec.FailedVersions, api.FailedVersion{Version: f.Version, Reason: f.Reason, At: timestamp(f.At)})
 		}
 	}
+}
+
+// procStates are the pool's version states (nil until the runtime has started) and a number
+// that changes with them, for a kept listing to be built again when a state changes.
+func (a *unitsAPI) procStates() (map[string]workers.ProcState, uint64) {
+	pool := a.pool()
+	if pool == nil {
+		return nil, 0
+	}
+	states := pool.VersionStates()
+	h := fnv.New64a()
+	for _, k := range slices.Sorted(maps.Keys(states)) {
+		fmt.Fprintf(h, "%s=%s\n", k, states[k])
+	}
+	return states, h.Sum64()
 }

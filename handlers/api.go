@@ -181,7 +181,7 @@ func New(opts Options) (*API, error) {
 	a.docs = &docsAPI{pipeline: p, page: page, assets: assets}
 	a.cluster = &clusterAPI{pipeline: p, instances: opts.Instances}
 	a.units = &unitsAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, workerPolicy: opts.WorkerPolicy, pluginPolicy: opts.PluginPolicy,
-		workersDomain: opts.WorkersDomain, activations: opts.Activations, activator: opts.Activator, host: opts.PluginHost, cluster: opts.Cluster,
+		workersDomain: opts.WorkersDomain, activations: opts.Activations, activator: opts.Activator, pool: opts.Pool, host: opts.PluginHost, cluster: opts.Cluster,
 		domains: a.domains, secrets: a.secrets, traffic: a.traffic}
 	a.files = &filesAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, admit: a.units.admit, clustered: opts.Cluster != nil}
 	table := a.routes()

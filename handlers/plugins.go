@@ -52,7 +52,7 @@ func (a *unitsAPI) pluginRoutes() []route {
 			method: "POST", path: "/plugins/upload", id: "uploadPlugin", tag: "plugins", permission: keystore.PluginsInstall,
 			summary: "Upload a plugin",
 			description: "Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. " +
-				"The response carries the manifest version. Installing does not load: POST plugins/reload does. " + clusterUploadDoc +
+				"The response carries the manifest version. Installing does not load: POST plugins/reload does. " + manifestWarningsDoc + clusterUploadDoc +
 				" In cluster mode every instance loads the plugin once it has installed it.",
 			params:  dryRunParam,
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
@@ -311,7 +311,7 @@ func (a *unitsAPI) pluginDryRun(r *http.Request, s *packages.Staged) (any, error
 	units := slices.DeleteFunc(slices.Clone(installed[packages.PluginLayout.Noun]), func(u packages.Unit) bool { return u.Name == s.Name })
 	plan := plugins.MakePlan(append(units, candidate), a.pluginPolicy, packages.Names(installed[packages.WorkerLayout.Noun]))
 	var body api.PluginDryRun
-	body.Success, body.DryRun, body.Data.Plugin, body.Data.Replaces = true, true, installedUnit(s.Installed), s.Replaces
+	body.Success, body.DryRun, body.Data.Plugin, body.Data.Replaces = true, true, installedUnit(s.Installed, manifestWarnings(a.plugins, s.Metadata)), s.Replaces
 	body.Data.Plan = api.PluginPlan{Load: []api.PluginVersion{}, Failed: []api.PluginFailure{}}
 	p := principalOf(r.Context())
 	for _, l := range plan.Load {

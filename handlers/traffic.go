@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -137,7 +138,12 @@ func (a *trafficAPI) putTraffic(w http.ResponseWriter, r *http.Request) error {
 		v, ok := u.Find(sh.Version)
 		switch {
 		case !ok:
-			return envelope.Errorf(http.StatusNotFound, "WORKER_VERSION_NOT_FOUND", "worker %q has no version %q", u.Name, sh.Version)
+			installed := make([]string, len(u.Versions))
+			for i, v := range u.Versions {
+				installed[i] = v.Version
+			}
+			return envelope.Errorf(http.StatusNotFound, "WORKER_VERSION_NOT_FOUND", "worker %q has no version %q; its versions are %s: upload it first, or name one of them",
+				u.Name, sh.Version, strings.Join(installed, ", "))
 		case !v.Enabled:
 			return envelope.Errorf(http.StatusConflict, CodeVersionDisabled, "version %s of worker %q is disabled; enable it before it takes a share", sh.Version, u.Name)
 		}

@@ -67,9 +67,10 @@ type unitsAPI struct {
 	workersDomain          hosts.Domain
 	activations            *workers.Activations // nil: every version is served at once
 	activator              *workers.Activator
-	host                   PluginHost // the live plugin table; nil until plugins are served
-	cluster                Cluster    // the shared desired state; nil on a single instance
-	workerList, pluginList bodyCache  // the encoded listings, kept while the units are unchanged
+	pool                   func() *workers.Pool // the process pool, for the workers' states; nil until the runtime has started
+	host                   PluginHost           // the live plugin table; nil until plugins are served
+	cluster                Cluster              // the shared desired state; nil on a single instance
+	workerList, pluginList bodyCache            // the encoded listings, kept while the units are unchanged
 	// What a removed worker leaves (its domains, secrets and split) ends with it, and a
 	// canary upload puts its split in force.
 	domains *domainsAPI
@@ -342,7 +343,7 @@ func (a *unitsAPI) uploadHandler(c func() *packages.Catalog, action string, body
 				return err
 			}
 		}
-		unit := installedUnit(in)
+		unit := installedUnit(in, manifestWarnings(cat, s.Metadata))
 		unit.Change = change
 		envelope.WriteJSON(w, http.StatusOK, body(unit, split))
 		return nil
@@ -376,8 +377,19 @@ func boolQuery(r *http.Request, name string) (bool, error) {
 var dryRunParam = []openapi.Parameter{{Name: "dryRun", In: "query", Schema: &openapi.Schema{Type: "string", Enum: []any{"1", "true", "0", "false"}},
 	Description: "1 or true: run every check of the upload and answer what it would do, installing nothing"}}
 
-func installedUnit(in packages.Installed) api.InstalledUnit {
-	return api.InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes}
+func installedUnit(in packages.Installed, warnings []string) api.InstalledUnit {
+	return api.InstalledUnit{Name: in.Name, Version: in.Version, InstalledAt: in.Path, SHA256: in.SHA256, Files: in.Files, Bytes: in.Bytes,
+		Warnings: warnings}
+}
+
+// manifestWarnings are the keys of an uploaded manifest that no kind of unit of c reads (a
+// worker's: every kind's keys; a plugin's), reported in the upload's answer: never refused,
+// as the spec reads manifests leniently, never silent.
+func manifestWarnings(c *packages.Catalog, md packages.Metadata) []string {
+	if c.Layout().Versioned {
+		return packages.UnknownKeys(md, workers.Manifest{})
+	}
+	return packages.UnknownKeys(md, plugins.Schemas...)
 }
 
 // catalog returns c, or 503 while the runtime is starting.

@@ -46,7 +46,9 @@ func (a *unitsAPI) workerRoutes() []route {
 		{
 			method: "GET", path: "/workers", id: "listWorkers", tag: "workers", permission: keystore.WorkersRead,
 			summary: "List workers",
-			description: "Workers found in worker_dirs, filtered to the key's namespaces. Without limit and cursor, every worker at once; " +
+			description: "Workers found in worker_dirs, filtered to the key's namespaces. Each record's state says in one word what its served version " +
+				"really does on this instance: serving, failing (it failed its check and nothing healthier exists, so it is served all the same, and " +
+				"activeVersion is absent), crash-looping, disabled or not-started. Without limit and cursor, every worker at once; " +
 				"with either, a page of workers by name (byte order), the same array, with the next page's cursor in the " + NextCursorHeader + " header.",
 			params: pageParams("opaque; workers come by name"),
 			responses: []response{
@@ -59,7 +61,7 @@ func (a *unitsAPI) workerRoutes() []route {
 			method: "POST", path: "/workers/upload", id: "uploadWorker", tag: "workers", permission: keystore.WorkersInstall,
 			summary: "Upload a worker",
 			description: "Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version " +
-				"atomically. The archive's files sit at its root or in a single package/ folder. " + activationDoc + clusterUploadDoc,
+				"atomically. The archive's files sit at its root or in a single package/ folder. " + activationDoc + manifestWarningsDoc + clusterUploadDoc,
 			params:  append(slices.Clone(dryRunParam), canaryParams...),
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
@@ -73,7 +75,7 @@ func (a *unitsAPI) workerRoutes() []route {
 				return body
 			}, func(_ *http.Request, s *packages.Staged) (any, error) {
 				var body api.WorkerDryRun
-				body.Success, body.DryRun, body.Data.Worker, body.Data.Replaces = true, true, installedUnit(s.Installed), s.Replaces
+				body.Success, body.DryRun, body.Data.Worker, body.Data.Replaces = true, true, installedUnit(s.Installed, manifestWarnings(a.workers, s.Metadata)), s.Replaces
 				return body, nil
 			}),
 		},
@@ -91,7 +93,8 @@ func (a *unitsAPI) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return listUnits(w, r, c, &a.workerList, workerListShape, a.activations.Gen(), func(u packages.Unit) api.WorkerRecord {
+	procs, procsGen := a.procStates()
+	return listUnits(w, r, c, &a.workerList, workerListShape, a.activations.Gen()^procsGen, func(u packages.Unit) api.WorkerRecord {
 		rec := api.WorkerRecord{Name: u.Name, Path: u.Path, Source: u.Source(), Removable: !u.Dir.BuiltIn,
 			Versions: []string{}, DisabledVersions: []string{}, Sizes: map[string]int64{}, Kinds: map[string]string{}}
 		for _, v := range u.Versions {
@@ -104,7 +107,7 @@ func (a *unitsAPI) listWorkers(w http.ResponseWriter, r *http.Request) error {
 				rec.DisabledVersions = append(rec.DisabledVersions, v.Version)
 			}
 		}
-		a.activation(&rec, u)
+		a.activation(&rec, u, procs)
 		if d := a.workersDomain; d.Name != "" {
 			if url, err := d.URL(u.Name); err != nil {
 				rec.NoHost = err.Error()

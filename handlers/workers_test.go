@@ -4,14 +4,18 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/internal/workers"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
 // TestListWorkersServedAndKinds checks the version each worker serves (the highest enabled;
-// none when all are disabled) and each version's kind.
+// none when all are disabled), its state, and each version's kind.
 func TestListWorkersServedAndKinds(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{
@@ -35,21 +39,35 @@ func TestListWorkersServedAndKinds(t *testing.T) {
 		got[w.Name] = w
 	}
 	for _, tt := range []struct {
-		name, served string
-		kinds        map[string]string
+		name, served, state string
+		kinds               map[string]string
 	}{
-		{"app", "1.2.0", map[string]string{"1.0.0": "spa", "1.2.0": "process", "2.0.0": "static"}},
-		{"off", "", map[string]string{"1.0.0": "static"}},
-		{"files", "latest", map[string]string{"1.0.0": "static", "latest": "static"}},
+		// app's process version was never checked here and has no process: not started.
+		{"app", "1.2.0", "not-started", map[string]string{"1.0.0": "spa", "1.2.0": "process", "2.0.0": "static"}},
+		{"off", "", "disabled", map[string]string{"1.0.0": "static"}},
+		{"files", "latest", "serving", map[string]string{"1.0.0": "static", "latest": "static"}},
 	} {
 		w := got[tt.name]
-		if w.Served != tt.served {
-			t.Errorf("%s serves %q, want %q", tt.name, w.Served, tt.served)
+		if w.Served != tt.served || w.State != tt.state {
+			t.Errorf("%s serves %q, state %q; want %q, %q", tt.name, w.Served, w.State, tt.served, tt.state)
 		}
 		for version, kind := range tt.kinds {
 			if w.Kinds[version] != kind {
 				t.Errorf("%s %s is %q, want %q", tt.name, version, w.Kinds[version], kind)
 			}
 		}
+	}
+}
+
+// TestWorkerStatesDocumented: the state enum of the worker record (the OpenAPI document and
+// the cpanel's types come from it) names exactly the states workers.StateOf gives.
+func TestWorkerStatesDocumented(t *testing.T) {
+	f, _ := reflect.TypeFor[api.WorkerRecord]().FieldByName("State")
+	var want []string
+	for _, s := range workers.WorkerStates {
+		want = append(want, string(s))
+	}
+	if got := strings.Split(f.Tag.Get("enum"), ","); !slices.Equal(got, want) {
+		t.Errorf("WorkerRecord.State's enum is %v, want %v", got, want)
 	}
 }

@@ -150,7 +150,7 @@ func TestCLIDeployWaitFailingWorker(t *testing.T) {
 	c.env = []string{"RUNTIME_URL=" + s.URL, "RUNTIME_API_KEY=" + rootKey}
 	for _, args := range [][]string{{"deploy", dir, "--wait"}, {"deploy", dir}} {
 		out, errOut, code := c.runTop(args...)
-		for _, want := range []string{"error: installed crash 1.0.0, but it did not pass its check, so it is not served: HEALTHCHECK_FAILED: ",
+		for _, want := range []string{"error: installed crash 1.0.0, but it did not pass its check: HEALTHCHECK_FAILED: crash 1.0.0 failed its check and nothing healthier exists: it is served, failing",
 			"it exited before listening on PORT", "Its last output lines:\n  stderr: missing DATABASE_URL\n"} {
 			if code != 1 || out != "" || !strings.Contains(errOut, want) {
 				t.Errorf("runtime %v of a crashing worker: exit %d, %q %q; want 1 and %q", args, code, out, errOut, want)

@@ -101,8 +101,9 @@ func readyLines(s *harness.Server) []string {
 }
 
 // TestRootRedirectsBrowsers checks that a browser opening the root of the cpanel's host is
-// sent to the cpanel, below the mount path where there is one, while other clients and the
-// workers' host answer as they did.
+// sent to the cpanel, below the mount path where there is one, while other clients (curl, a
+// script asking for JSON) are told where the cpanel and the API are; the workers' host
+// answers as it did. On a single host serving everything, / answers the same.
 func TestRootRedirectsBrowsers(t *testing.T) {
 	t.Parallel()
 	s := startExample(t)
@@ -116,15 +117,7 @@ func TestRootRedirectsBrowsers(t *testing.T) {
 				resp.Header.Get("Location"), resp.Header.Get("Vary"))
 		}
 	}
-	for name, opts := range map[string][]harness.Option{
-		"JSON client": {harness.WithHeader("Accept", "application/json")},
-		"no Accept":   nil,
-	} {
-		if resp := site.Get("/", opts...); resp.Status != 404 || resp.Header.Get("Location") != "" ||
-			!strings.Contains(string(resp.Body), "workers are not served on this host") {
-			t.Errorf("GET / as a %s = %s; want the 404 naming the workers' host", name, resp)
-		}
-	}
+	checkRootIndex(t, &site, fmt.Sprintf("http://apps.localhost:%d/<name>/", s.Port))
 	if resp := site.Do("POST", "/", html); resp.Status == 302 {
 		t.Errorf("POST / as a browser = %s; want no redirect", resp)
 	}
@@ -134,6 +127,14 @@ func TestRootRedirectsBrowsers(t *testing.T) {
 		t.Errorf("GET / on the workers' host = %s, Location %q; want no redirect", resp, resp.Header.Get("Location"))
 	}
 
+	// One host serving everything: no worker is named by /, so it answers the same.
+	all := *startWithRoot(t)
+	all.Validator = nil
+	if resp := all.Get("/", html); resp.Status != 302 || resp.Header.Get("Location") != "/cpanel/" {
+		t.Errorf("GET / as a browser on a host serving everything = %s, Location %q; want 302 to /cpanel/", resp, resp.Header.Get("Location"))
+	}
+	checkRootIndex(t, &all, all.URL+"/<name>/")
+
 	mounted := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, Mount: "/hp",
 		Sites: func(port int) string {
 			return fmt.Sprintf(":%d {\n\thandle_path /hp/* {\n\t\truntime {\n\t\t\tserve api cpanel\n\t\t}\n\t}\n}\n", port)
@@ -142,6 +143,29 @@ func TestRootRedirectsBrowsers(t *testing.T) {
 	m.Validator = nil
 	if resp := m.Get("/hp/", html); resp.Status != 302 || resp.Header.Get("Location") != "/hp/cpanel/" {
 		t.Errorf("GET /hp/ as a browser = %s, Location %q; want 302 to /hp/cpanel/", resp, resp.Header.Get("Location"))
+	}
+}
+
+// checkRootIndex checks / for clients other than browsers: curl (no Accept, or */*) gets a
+// few lines of text with the cpanel's, the API's and the workers' URLs, a client asking for
+// JSON the same as paths.
+func checkRootIndex(t *testing.T, s *harness.Server, workers string) {
+	t.Helper()
+	for _, opts := range [][]harness.Option{nil, {harness.WithHeader("Accept", "*/*")}} {
+		resp := s.Get("/", opts...)
+		for _, want := range []string{"  cpanel:  " + s.URL + "/cpanel/ (open it in a browser)\n",
+			"  API:     " + s.URL + "/api (reference: " + s.URL + "/api/docs)\n", "  workers: " + workers + "\n"} {
+			if resp.Status != 200 || resp.Header.Get("Location") != "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") ||
+				!strings.Contains(string(resp.Body), want) {
+				t.Errorf("GET / as curl (%d options) = %s; want 200 text saying %q", len(opts), resp, want)
+			}
+		}
+	}
+	var idx struct{ CPanel, API, Docs, Workers string }
+	resp := s.Get("/", harness.WithHeader("Accept", "application/json"))
+	if resp.Status != 200 || resp.JSON(&idx) != nil || idx.CPanel != "/cpanel/" || idx.API != "/api" || idx.Docs != "/api/docs" ||
+		idx.Workers+"/<name>/" != workers {
+		t.Errorf("GET / as a JSON client = %s (%+v); want where the cpanel, the API and the workers are", resp, idx)
 	}
 }
 

@@ -29,6 +29,7 @@ type workerRecord struct {
 	Served           string            `json:"served"`
 	ActiveVersion    string            `json:"activeVersion"`
 	FailedVersions   []failedVersion   `json:"failedVersions"`
+	State            string            `json:"state"`
 }
 
 type pluginRecord struct {
@@ -141,7 +142,7 @@ func TestWorkerLifecycle(t *testing.T) {
 	if w := got["app"]; !reflect.DeepEqual(w, workerRecord{DisabledVersions: []string{}, Name: "app", Path: filepath.Join(s.DataDir, "apps", "app"),
 		Removable: true, Source: "uploaded", Versions: []string{"1.0.0", "1.10.0"},
 		Sizes: map[string]int64{"1.0.0": want.Bytes, "1.10.0": int64(len(`{"name":"app","version":"1.10.0"}`))},
-		Kinds: map[string]string{"1.0.0": "spa", "1.10.0": "static"}, Served: "1.10.0", ActiveVersion: "1.10.0", FailedVersions: []failedVersion{}}) {
+		Kinds: map[string]string{"1.0.0": "spa", "1.10.0": "static"}, Served: "1.10.0", ActiveVersion: "1.10.0", FailedVersions: []failedVersion{}, State: "serving"}) {
 		t.Fatalf("app = %+v", w)
 	}
 	if w := got["@team/tool"]; w.Path != filepath.Join(s.DataDir, "apps", "@team", "tool") || !reflect.DeepEqual(w.Versions, []string{"latest"}) {

@@ -105,7 +105,6 @@ func refuse(args []string, stderr io.Writer) (code int, done bool) {
 	if _, ok := commands[name]; ok || slices.Contains(cobraCommands, name) {
 		return 0, false
 	}
-	fmt.Fprintf(stderr, "error: %s has no command %q\n\nUsage:\n  %s <command> [flags]\n\nCommands:\n", binaryName, name, binaryName)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		if !slices.Contains(replacing, n) {
@@ -113,6 +112,12 @@ func refuse(args []string, stderr io.Writer) (code int, done bool) {
 		}
 	}
 	slices.Sort(names)
+	if hint := cli.DidYouMean(name, names); hint != "" {
+		// What was meant, rather than the whole list.
+		fmt.Fprintf(stderr, "error: %s has no command %q; %s\nrun %s --help for every command\n", binaryName, name, hint, binaryName)
+		return 1, true
+	}
+	fmt.Fprintf(stderr, "error: %s has no command %q\n\nUsage:\n  %s <command> [flags]\n\nCommands:\n", binaryName, name, binaryName)
 	w := tabwriter.NewWriter(stderr, 0, 4, 2, ' ', 0)
 	for _, n := range names {
 		fmt.Fprintf(w, "  %s\t%s\n", n, commands[n].Short)

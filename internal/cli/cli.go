@@ -149,6 +149,17 @@ func unknownCommand(cmd *cobra.Command, args []string) error {
 		return cmd.Help()
 	}
 	cmd.SilenceErrors = true
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	if hint := DidYouMean(args[0], names); hint != "" {
+		// What was meant, rather than the whole list.
+		fmt.Fprintf(cmd.ErrOrStderr(), "error: %s has no command %q; %s\nrun %s --help for its commands\n", cmd.CommandPath(), args[0], hint, cmd.CommandPath())
+		return usagef("%s has no command %q; %s", cmd.CommandPath(), args[0], hint)
+	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "error: %s has no command %q\n\n%s", cmd.CommandPath(), args[0], cmd.UsageString())
 	return usagef("%s has no command %q", cmd.CommandPath(), args[0])
 }
@@ -162,7 +173,7 @@ func run(f func(env *env, args []string) error) func(*cobra.Command, []string) e
 		e := &env{cmd: cmd, ctx: ctx, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}
 		e.json, _ = cmd.Flags().GetBool("json")
 		if err := f(e, args); err != nil {
-			return fail(cmd, err)
+			return fail(cmd, e.loginHint(err))
 		}
 		return nil
 	}
@@ -179,11 +190,31 @@ func fail(cmd *cobra.Command, err error) error {
 		fmt.Fprintf(errOut, "run %s --help for the usage\n", cmd.CommandPath())
 	}
 	cmd.SilenceErrors = true // printed already
-	code := exitCode(err)
-	if code == exitRefused {
+	return exitWith(cmd, exitCode(err), err)
+}
+
+// exitWith returns what makes caddycmd.Main exit with code: err itself for 1 (or nil for 0),
+// else the error that carries the code, which only Caddy's command wrapper makes.
+func exitWith(cmd *cobra.Command, code int, err error) error {
+	if code <= exitRefused {
 		return err
 	}
 	return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) { return code, nil })(cmd, nil)
+}
+
+// Local adapts f, a command on the runtime's local state, to cobra as run does the client's
+// commands: its error is printed as one "error: …" line, as every command prints it (Caddy's
+// own wrapper would log it as a JSON line through Caddy's logger), and it exits with f's code.
+func Local(f caddycmd.CommandFunc) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		code, err := f(caddycmd.Flags{FlagSet: cmd.Flags()})
+		if err != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), "error: "+err.Error())
+			cmd.SilenceErrors = true
+			code = max(code, exitRefused)
+		}
+		return exitWith(cmd, code, err)
+	}
 }
 
 // env is what a running command works with.
@@ -192,6 +223,19 @@ type env struct {
 	ctx         context.Context
 	out, errOut io.Writer
 	json        bool
+	// profile names the saved login whose key the client uses, and profileURL its runtime;
+	// "" when the key came from --key or RUNTIME_API_KEY.
+	profile, profileURL string
+}
+
+// loginHint adds to err, when the runtime did not accept the key saved in a profile (revoked,
+// or expired), what to do: log in again. The exit code stays the refused key's.
+func (e *env) loginHint(err error) error {
+	if e.profile == "" || exitCode(err) != exitAuth {
+		return err
+	}
+	return fmt.Errorf("%w\nthe key saved in profile %q was not accepted (revoked or expired?): run %s login --url %s --profile %s to save a new one",
+		err, e.profile, program(e.cmd), e.profileURL, e.profile)
 }
 
 // targetFlags adds the flags that say which runtime to talk to.
@@ -232,10 +276,10 @@ func (e *env) client() (*client.Client, error) {
 		case ok && url == "":
 			url = p.URL
 			if key == "" {
-				key = p.Key
+				key, e.profile, e.profileURL = p.Key, name, p.URL
 			}
 		case ok && strings.TrimRight(p.URL, "/") == strings.TrimRight(url, "/") && key == "":
-			key = p.Key
+			key, e.profile, e.profileURL = p.Key, name, p.URL
 		case name != "" && !ok && url == "":
 			return nil, usagef("no profile named %q; %s login --profile %s saves one", name, program(e.cmd), name)
 		}

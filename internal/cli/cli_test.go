@@ -484,8 +484,10 @@ func TestWorkers(t *testing.T) {
 		t.Errorf("GET workers lists app's kinds as %v", kinds)
 	}
 	sizes, siteSize := app["sizes"].(map[string]any), static["sizes"].(map[string]any)["1.0.0"].(float64)
-	if out, want := u.ok("workers", "list"), fmt.Sprintf("NAME  VERSION  STATE     KIND     SIZE  SOURCE\n"+
-		"app   1.0.0    enabled   process  %d B  %s\napp   1.1.0    disabled  process  %d B  %[2]s\nsite  1.0.0    enabled   static   %[4]d B  %[2]s\n",
+	// The served version's STATE is the worker's: app's process has not started yet (nothing
+	// checked it here), the static site serves.
+	if out, want := u.ok("workers", "list"), fmt.Sprintf("NAME  VERSION  STATE        KIND     SIZE  SOURCE\n"+
+		"app   1.0.0    not-started  process  %d B  %s\napp   1.1.0    disabled     process  %d B  %[2]s\nsite  1.0.0    serving      static   %[4]d B  %[2]s\n",
 		int(sizes["1.0.0"].(float64)), app["source"], int(sizes["1.1.0"].(float64)), int(siteSize)); out != want {
 		t.Errorf("workers list printed %q, want %q", out, want)
 	}

@@ -167,8 +167,9 @@ func deploy(e *env, args []string) error {
 		fmt.Fprintln(e.errOut)
 	}
 	if apiErr := (*client.Error)(nil); errors.As(err, &apiErr) && apiErr.Code == "HEALTHCHECK_FAILED" {
-		// Installed, not served: the message has the reason and the worker's last lines.
-		return fmt.Errorf("installed %s %s, but it did not pass its check, so it is not served: %w", packed.Name, packed.Version, err)
+		// Installed, not activated: the message says what is served instead (or that this
+		// version is, failing), the reason and the worker's last lines.
+		return fmt.Errorf("installed %s %s, but it did not pass its check: %w", packed.Name, packed.Version, err)
 	}
 	if err != nil {
 		return err
@@ -210,9 +211,17 @@ func deploy(e *env, args []string) error {
 		Data struct {
 			Replaces bool               `json:"replaces"`
 			Split    []api.TrafficShare `json:"split"`
+			Worker   api.InstalledUnit  `json:"worker"`
+			Plugin   api.InstalledUnit  `json:"plugin"`
 		} `json:"data"`
 	}
 	_ = json.Unmarshal(out.Upload, &staged)
+	if !e.json {
+		// The runtime ignores a manifest key it does not read; a typo must not go unseen.
+		for _, warning := range append(staged.Data.Worker.Warnings, staged.Data.Plugin.Warnings...) {
+			fmt.Fprintln(e.errOut, "warning: "+warning)
+		}
+	}
 	return e.emit(out, func(w io.Writer) {
 		switch {
 		case dryRun && staged.Data.Replaces:

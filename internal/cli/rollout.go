@@ -106,6 +106,17 @@ func rolloutSet(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A version that is not installed is named before anything else is said of the split.
+	w, err := findWorker(e, c, name)
+	if err != nil {
+		return err
+	}
+	for _, sh := range shares {
+		if !slices.Contains(w.Versions, sh.Version) {
+			return fmt.Errorf("%s has no version %s (installed: %s); deploy it first, or name an installed version",
+				name, sh.Version, strings.Join(w.Versions, ", "))
+		}
+	}
 	if len(shares) == 1 && shares[0].Percent < 100 {
 		// One share: the other version of the split in force takes the rest.
 		cur, err := currentSplit(e, c, name)

@@ -66,3 +66,18 @@ func withSubcommands(c caddycmd.Command, subs []caddycmd.Command) caddycmd.Comma
 	}
 	return c
 }
+
+// DidYouMean says which of names typed is likely a typo of, as cobra suggests subcommands
+// (a Levenshtein distance of 2 at most, or a prefix): "did you mean deploy?", or "" when none
+// is close. A mistyped command is answered with what was meant, not with the whole list.
+func DidYouMean(typed string, names []string) string {
+	root := &cobra.Command{Use: "runtime", SuggestionsMinimumDistance: 2}
+	for _, n := range names {
+		root.AddCommand(&cobra.Command{Use: n, Run: func(*cobra.Command, []string) {}})
+	}
+	meant := root.SuggestionsFor(typed)
+	if len(meant) == 0 {
+		return ""
+	}
+	return "did you mean " + strings.Join(meant, " or ") + "?"
+}

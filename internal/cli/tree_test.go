@@ -74,3 +74,17 @@ func TestTreeRefusesAnOrphan(t *testing.T) {
 	}()
 	Tree(local("clusters", "publish"))
 }
+
+func TestDidYouMean(t *testing.T) {
+	names := []string{"deploy", "domains", "login", "logout", "rollback", "rollout", "workers"}
+	for _, tt := range []struct{ typed, want string }{
+		{"deplyo", "did you mean deploy?"},
+		{"wokrers", "did you mean workers?"},
+		{"rollot", "did you mean rollout?"},
+		{"frobnicate", ""},
+	} {
+		if got := DidYouMean(tt.typed, names); got != tt.want {
+			t.Errorf("DidYouMean(%q) = %q, want %q", tt.typed, got, tt.want)
+		}
+	}
+}

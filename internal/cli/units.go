@@ -62,10 +62,7 @@ func workersCommand() caddycmd.Command {
 					_ = json.Unmarshal(raw, &list)
 					for _, wk := range list {
 						for _, v := range wk.Versions {
-							state := "enabled"
-							if slices.Contains(wk.DisabledVersions, v) {
-								state = "disabled"
-							}
+							state := versionState(wk, v)
 							kind := wk.Kinds[v]
 							if kind == "" {
 								kind = "-"
@@ -236,6 +233,21 @@ func pluginsCommand() caddycmd.Command {
 				return act(e, "DELETE", "/plugins/"+url.PathEscape(args[0]), "deleted "+args[0])
 			})
 		}}
+}
+
+// versionState is a version's STATE in workers list: the worker's state for the version it
+// serves (serving, failing, crash-looping, not-started), else disabled, failed (its check) or
+// enabled.
+func versionState(wk api.WorkerRecord, version string) string {
+	switch {
+	case slices.Contains(wk.DisabledVersions, version):
+		return "disabled"
+	case version == wk.Served && wk.State != "":
+		return wk.State
+	case slices.ContainsFunc(wk.FailedVersions, func(f api.FailedVersion) bool { return f.Version == version }):
+		return "failed"
+	}
+	return "enabled"
 }
 
 // listing prints a GET answer: its JSON, or rows through table.

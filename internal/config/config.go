@@ -569,6 +569,22 @@ func ParseSplitHeader(s string) (string, error) {
 	return canonical, nil
 }
 
+// BoolWords are the words a boolean setting takes, as Caddy's own options read naturally:
+// on, true and yes turn it on; off, false and no turn it off (in any case).
+const BoolWords = "on, off, true, false, yes or no"
+
+// ParseBool reads a boolean setting, in the Caddyfile or from the environment: one parser,
+// so every boolean of the runtime takes the same words (BoolWords).
+func ParseBool(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "on", "true", "yes":
+		return true, nil
+	case "off", "false", "no":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not a boolean: write %s", s, BoolWords)
+}
+
 // ParseCount parses a positive whole number of at most 10 000 000.
 func ParseCount(s string) (int, error) {
 	n, err := strconv.Atoi(s)

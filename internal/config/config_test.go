@@ -201,6 +201,8 @@ func TestResolveIsolation(t *testing.T) {
 		{"shared origin", Values{}, nil, func(s Settings) bool { return s.Serve.All() && s.Serve.SharesOrigin() }},
 		{"workers url", Values{SiteValues: SiteValues{WorkersURL: "https://apps.example.com/"}}, nil, func(s Settings) bool { return s.WorkersURL == "https://apps.example.com" }},
 		{"process workers off", Values{AppValues: AppValues{ProcessWorkers: []string{"off"}}}, nil, func(s Settings) bool { return !s.ProcessWorkers.Allows("@team/x") && !s.ProcessWorkers.Allows("x") }},
+		{"process workers no, as every boolean reads", Values{AppValues: AppValues{ProcessWorkers: []string{"no"}}}, nil, func(s Settings) bool { return !s.ProcessWorkers.Allows("x") }},
+		{"wasm workers true from the environment", Values{}, map[string]string{"RUNTIME_WASM_WORKERS": "true"}, func(s Settings) bool { return s.WasmWorkers.Allows("@team/x") }},
 		{"process workers for a namespace", Values{}, map[string]string{"RUNTIME_PROCESS_WORKERS": "@team,@ops"}, func(s Settings) bool {
 			return s.ProcessWorkers.Allows("@team/x") && s.ProcessWorkers.Allows("@ops/y") && !s.ProcessWorkers.Allows("@other/x") && !s.ProcessWorkers.Allows("x")
 		}},

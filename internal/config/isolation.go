@@ -78,16 +78,19 @@ var scopeRe = regexp.MustCompile(`^@[a-z0-9][a-z0-9._-]*$`)
 func parseNamespaces(list []string) (Namespaces, error) {
 	if len(list) == 1 {
 		switch strings.ToLower(list[0]) {
-		case "on", "all", "*":
+		case "all", "*":
 			return Namespaces{All: true}, nil
-		case "off", "none":
+		case "none":
 			return Namespaces{}, nil
+		}
+		if on, err := ParseBool(list[0]); err == nil {
+			return Namespaces{All: on}, nil
 		}
 	}
 	var n Namespaces
 	for _, s := range list {
 		if !scopeRe.MatchString(s) {
-			return n, fmt.Errorf("%q is not a namespace; write on, off, or namespaces such as @team", s)
+			return n, fmt.Errorf("%q is not a namespace; write on or off ("+BoolWords+"), or namespaces such as @team", s)
 		}
 		if !slices.Contains(n.List, s) {
 			n.List = append(n.List, s)

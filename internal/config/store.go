@@ -100,13 +100,11 @@ func ResolveS3(v S3Values, getenv func(string) string) (S3Settings, error) {
 		return s, nil
 	}
 	raw, fromEnv := r.pick("path_style", "")
-	switch strings.ToLower(raw) {
-	case "true":
-		s.PathStyle = true
-	case "false":
-	default:
-		return s, r.fail("path_style", fromEnv, raw, errors.New("want true or false"))
+	on, err := ParseBool(raw)
+	if err != nil {
+		return s, r.fail("path_style", fromEnv, raw, err)
 	}
+	s.PathStyle = on
 	return s, nil
 }
 

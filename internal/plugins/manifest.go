@@ -35,6 +35,9 @@ type Manifest struct {
 	Handlers []string `yaml:"-"`
 }
 
+// Schemas declare every key of a plugin's manifest, for packages.UnknownKeys.
+var Schemas = []any{Manifest{}, rawParts{}}
+
 // rawParts are the Caddy configuration parts of a manifest, decoded generically.
 type rawParts struct {
 	Routes    []any `yaml:"routes"`

@@ -42,7 +42,7 @@ type Failure struct {
 
 // Held reports whether version may not take unpinned traffic: its check failed or is running.
 func (a Activation) Held(version string) bool {
-	return slices.Contains(a.Checking, version) || slices.ContainsFunc(a.Failed, func(f Failure) bool { return f.Version == version })
+	return slices.Contains(a.Checking, version) || a.failed(version)
 }
 
 // ActiveVersion is the version of u that unpinned requests get when no traffic split is set,

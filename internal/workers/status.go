@@ -124,3 +124,22 @@ func (p *Pool) Restart(name, version string) []string {
 	slices.Sort(restarted)
 	return restarted
 }
+
+// VersionStates gives, by name@version, the state of each version the pool knows now: its
+// process taking requests (or starting), or CrashLooping while its crashes in a row have not
+// been forgotten, even while a request starts it once more. It reads no process memory, so a
+// listing may ask it on every request.
+func (p *Pool) VersionStates() map[string]ProcState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]ProcState, len(p.procs))
+	for _, pr := range p.procs {
+		out[pr.name+"@"+pr.version] = pr.state()
+	}
+	for _, b := range p.crashes {
+		if b.looping {
+			out[b.name+"@"+b.version] = CrashLooping
+		}
+	}
+	return out
+}

@@ -615,7 +615,7 @@ export interface paths {
         put?: never;
         /**
          * Upload a plugin
-         * @description Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. The response carries the manifest version. Installing does not load: POST plugins/reload does. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number. In cluster mode every instance loads the plugin once it has installed it.
+         * @description Installs the archive at <pluginDir>/<name>/, replacing an existing install atomically. The response carries the manifest version. Installing does not load: POST plugins/reload does. A manifest key the runtime does not read is not refused: the answer's warnings name it, with the key meant when one is close. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number. In cluster mode every instance loads the plugin once it has installed it.
          */
         post: operations["uploadPlugin"];
         delete?: never;
@@ -733,7 +733,7 @@ export interface paths {
         };
         /**
          * List workers
-         * @description Workers found in worker_dirs, filtered to the key's namespaces. Without limit and cursor, every worker at once; with either, a page of workers by name (byte order), the same array, with the next page's cursor in the X-Next-Cursor header.
+         * @description Workers found in worker_dirs, filtered to the key's namespaces. Each record's state says in one word what its served version really does on this instance: serving, failing (it failed its check and nothing healthier exists, so it is served all the same, and activeVersion is absent), crash-looping, disabled or not-started. Without limit and cursor, every worker at once; with either, a page of workers by name (byte order), the same array, with the next page's cursor in the X-Next-Cursor header.
          */
         get: operations["listWorkers"];
         put?: never;
@@ -999,7 +999,7 @@ export interface paths {
         put?: never;
         /**
          * Upload a worker
-         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
+         * @description Installs the archive at <workerDir>/<name>/<version>/, replacing an existing install of that version atomically. The archive's files sit at its root or in a single package/ folder. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving; when nothing healthier exists (a first version, or every other failed too) the failed version is served all the same, and the worker's state is failing. A static version has no check: the newest enabled version serves, as before. A manifest key the runtime does not read is not refused: the answer's warnings name it, with the key meant when one is close. In cluster mode the archive goes to the package store, then its row to the desired state every instance converges on, then it is installed here; the answer carries its change number.
          */
         post: operations["uploadWorker"];
         delete?: never;
@@ -1259,7 +1259,7 @@ export interface paths {
         put?: never;
         /**
          * Serve a worker version again
-         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving. A static version has no check: the newest enabled version serves, as before. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
+         * @description Writes enabled in that version's manifest.yaml (created when only package.json exists), keeping comments and other keys. {scope} is _ for an unscoped worker, else @scope. Takes effect without a restart. A process worker's version is started at once and answers only once it has passed its check: its manifest's healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within startTimeout; until then, and if it fails (422 HEALTHCHECK_FAILED), the version served before goes on serving; when nothing healthier exists (a first version, or every other failed too) the failed version is served all the same, and the worker's state is failing. A static version has no check: the newest enabled version serves, as before. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         post: operations["enableWorker"];
         delete?: never;
@@ -1500,6 +1500,8 @@ export interface components {
             sha256: string;
             /** @description the manifest version; latest when none is declared */
             version: string;
+            /** @description one line per key of the manifest that the runtime does not read (a typo, or a key at the wrong level), e.g. "limits.timeout is not a manifest key (did you mean timeout?); the runtime ignores it"; the upload is not refused for it. Absent when every key is known */
+            warnings?: string[];
         };
         KeyList: {
             keys: components["schemas"]["KeyRecord"][];
@@ -1879,7 +1881,7 @@ export interface components {
             worker: string;
         };
         WorkerRecord: {
-            /** @description the version unpinned requests get on this instance (when no traffic split is set): the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked; else the newest enabled version. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled */
+            /** @description the version unpinned requests get on this instance (when no traffic split is set), when one is fit to: the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled, and when every enabled version failed its check or is being checked: served then names the version that answers all the same, and state says failing or not-started */
             activeVersion?: string;
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
@@ -1897,7 +1899,7 @@ export interface components {
             path: string;
             /** @description true only when source is uploaded */
             removable: boolean;
-            /** @description the version /<name>/ serves (outside the shares of a traffic split); the same as activeVersion */
+            /** @description the version /<name>/ serves (outside the shares of a traffic split), on this instance: activeVersion when there is one, else the version that answers all the same (the newest enabled, when every enabled version failed its check or is being checked; state says so). Absent when no version is enabled */
             served?: string;
             /** @description bytes in each version's regular files (links not followed), by version, as of the last scan of its folder */
             sizes: {
@@ -1905,6 +1907,11 @@ export interface components {
             };
             /** @enum {string} */
             source: "built-in" | "uploaded";
+            /**
+             * @description the worker on this instance, as its served version stands: serving (it passed its check, has none to pass as a static, spa or wasm version, or its process runs here); failing (it failed its check and nothing healthier exists: every other enabled version failed too, or there is none; it is served all the same, and activeVersion is absent); crash-looping (its process crashed soon after each of its last starts, at least 3 in a row, and each new start waits longer, up to 30 s; the pool status gives retryAt); disabled (no version is enabled: nothing is served); not-started (a process worker's version that has neither passed nor failed a check here and has no process yet: its check runs now, or it was on disk when the runtime started; its first request starts it)
+             * @enum {string}
+             */
+            state: "serving" | "failing" | "crash-looping" | "disabled" | "not-started";
             /** @description the worker's own host, e.g. https://app.apps.example.com/, when workers_domain is set; it serves what the unpinned path serves (pinned versions stay on the path form). Absent when workers_domain is unset or the name cannot be a host name */
             url?: string;
             /** @description installed versions, disabled ones included, in semver order */
@@ -6876,7 +6883,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; the message gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; when there is none fit to (a first version, or every other failed its check too), the failed version is served all the same and the worker's state is failing. The message says which, gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
             422: {
                 headers: {
                     /** @description correlation id of the request */
@@ -8493,7 +8500,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; the message gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; when there is none fit to (a first version, or every other failed its check too), the failed version is served all the same and the worker's state is failing. The message says which, gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
             422: {
                 headers: {
                     /** @description correlation id of the request */
