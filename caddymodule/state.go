@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/cron"
 	"github.com/caddy-runtime/runtime/internal/events"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/lifecycle"
@@ -158,6 +159,10 @@ type state struct {
 	requests atomic.Uint64
 	// secrets are the workers' secrets: the key, and what the running processes were given.
 	secrets secretState
+	// cron runs the workers' cron triggers; ticks go through the data plane of the latest
+	// config's handler serving workers (tick), nil while none does.
+	cron *cron.Scheduler
+	tick atomic.Pointer[Handler]
 }
 
 func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {
@@ -182,6 +187,9 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 			w.forgetSecrets(worker)
 		}
 	}}
+	st.cron = cron.New(cron.Options{Workers: st.workerCatalog, Activations: st.activations, Keys: st.keys.Load,
+		Instance: func() string { return st.instanceID }, Clustered: s.KeyStore == "sync", Dispatch: st.cronDispatch,
+		Metrics: runtimeMetrics, Logger: logger.Named("cron")})
 	st.workerCatalog.OnChange(st.workerChanges.Publish)
 	st.pluginCatalog.OnChange(st.pluginChanges.Publish)
 	st.life = lifecycle.New(st.parts()...)
@@ -221,6 +229,8 @@ func (s *state) parts() []lifecycle.Part {
 		// Before the key store closes under them.
 		lifecycle.Of("custom domains", &s.domains),
 		lifecycle.Of("secrets", &s.secrets),
+		// After the activations and the pool, which its ticks' requests reach, so it stops first.
+		lifecycle.Of("cron", s.cron),
 	}
 	if s.clustered() {
 		// Last: it stops first, before the key store and the catalogs close under it.

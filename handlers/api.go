@@ -100,6 +100,9 @@ type Options struct {
 	// Secrets gives the workers' secrets; the zero value answers every secrets route with
 	// SECRETS_NOT_CONFIGURED.
 	Secrets SecretsOptions
+	// CronChanged tells the cron scheduler of this instance that a worker's triggers were
+	// paused or resumed, so it reads them at once; nil: none runs here.
+	CronChanged func()
 }
 
 // API serves the management API and the discovery document. It assembles the resources'
@@ -116,6 +119,7 @@ type API struct {
 	units      *unitsAPI
 	domains    *domainsAPI
 	traffic    *trafficAPI
+	cron       *cronAPI
 	pool       *poolAPI
 	secrets    *secretsAPI
 	stats      *statsAPI
@@ -174,6 +178,7 @@ func New(opts Options) (*API, error) {
 		pending: opts.PendingDomains, ownHosts: opts.OwnHosts, changed: opts.DomainsChanged}
 	a.secrets = &secretsAPI{pipeline: p, sealing: opts.Secrets}
 	a.traffic = &trafficAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, apply: opts.ApplyTraffic}
+	a.cron = &cronAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, changed: opts.CronChanged}
 	a.pool = &poolAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool}
 	a.logs = &logsAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool, heartbeat: opts.Heartbeat, stopping: a.stopping}
 	a.stats = &statsAPI{pipeline: p, workers: opts.Workers}

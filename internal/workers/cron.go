@@ -12,6 +12,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/caddy-runtime/runtime/packages"
 )
 
 // Bounds of a worker's cron triggers.
@@ -148,4 +150,19 @@ func (t *CronTrigger) check(entry string, workerTimeout time.Duration) error {
 func parsedDelay(s string) time.Duration {
 	d, _ := time.ParseDuration(strings.TrimSpace(s))
 	return d
+}
+
+// CronOf returns the cron triggers of the version of u that unpinned requests reach when no
+// split is in force (ActiveVersion, given its activation a here), and that version; none
+// while no version is enabled or the version's manifest does not read.
+func CronOf(u packages.Unit, a Activation) ([]CronTrigger, string) {
+	v, ok := ActiveVersion(u, a)
+	if !ok {
+		return nil, ""
+	}
+	m, err := ReadManifest(v.Metadata)
+	if err != nil {
+		return nil, v.Version
+	}
+	return m.Cron, v.Version
 }

@@ -1,0 +1,164 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/integration/harness"
+)
+
+// The cron tests (issue 38): a worker's cron triggers are requests the runtime sends it on a
+// schedule, through the serving path, once per cluster.
+
+// tick is a request to /tick/… the test worker received, as its /ticks lists it.
+type tick struct {
+	At        time.Time
+	Method    string
+	Path      string
+	Cron      []string
+	RequestID string
+}
+
+// ticksOf lists the ticks the test worker at /<worker>/ received, those to path only ("" all).
+func ticksOf(s *harness.Server, worker, path string) ([]tick, error) {
+	resp, err := s.Send("GET", "/"+worker+"/ticks")
+	if err != nil {
+		return nil, err
+	}
+	var all []tick
+	if resp.Status != 200 || resp.JSON(&all) != nil {
+		return nil, fmt.Errorf("GET /%s/ticks = %s", worker, resp)
+	}
+	return slices.DeleteFunc(all, func(t tick) bool { return path != "" && t.Path != path }), nil
+}
+
+// cronOf reads a worker's cron record through s.
+func cronOf(t *testing.T, s *harness.Server, worker string) api.WorkerCron {
+	t.Helper()
+	var c api.WorkerCron
+	if resp := s.Get(s.API+"/workers/_/"+worker+"/cron", harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&c) != nil {
+		t.Fatalf("GET cron = %s", resp)
+	}
+	return c
+}
+
+// countTicks waits for d and returns how many ticks to path the worker received meanwhile.
+func countTicks(t *testing.T, s *harness.Server, worker, path string, d time.Duration) int {
+	t.Helper()
+	before, err := ticksOf(s, worker, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	after, err := ticksOf(s, worker, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(after) - len(before)
+}
+
+const cronManifest = "cron:\n" +
+	"  - { schedule: \"@every 1s\", path: /tick/a }\n" +
+	"  - { name: slow, schedule: \"@every 1s\", path: \"/tick/slow?sleep=2500ms\", timeout: 10s }\n"
+
+// TestCronTriggers: an invalid schedule is refused at upload with the entry named; a worker
+// with @every 1s is called about once a second with the header naming its trigger and a
+// request id of its own; its runs are listed with status and duration, an overlong run's next
+// ticks as skipped; a client's Runtime-Cron header never reaches the worker; pausing stops the
+// calls and resuming starts them again.
+func TestCronTriggers(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	key := harness.WithKey(rootKey)
+
+	for _, bad := range []struct{ manifest, says string }{
+		{"cron:\n  - { schedule: \"61 * * * *\", path: /tick/a }\n", `cron[0]: schedule \"61 * * * *\" is not valid`},
+		{"cron:\n  - { schedule: \"@hourly\", path: /x }\n  - { name: nightly, schedule: \"@nightly\", path: /y }\n", `cron[1] (nightly): schedule \"@nightly\" is not valid`},
+		{"cron:\n  - { schedule: \"@hourly\" }\n", "cron[0]: path is missing"},
+	} {
+		resp := s.Upload(s.API+"/workers/upload", "app.tgz", testWorkerArchive(t, "app", "0.1.0", bad.manifest), key)
+		if resp.Status != 400 || resp.ErrorCode() != "INVALID_MANIFEST" || !strings.Contains(string(resp.Body), bad.says) {
+			t.Fatalf("upload with %q = %s; want 400 INVALID_MANIFEST saying %s", bad.manifest, resp, bad.says)
+		}
+	}
+
+	uploadOK(t, s, "workers", "app.tgz", testWorkerArchive(t, "app", "1.0.0", cronManifest), rootKey)
+	harness.EventuallyNil(t, 15*time.Second, func() error {
+		got, err := ticksOf(s, "app", "/tick/a")
+		if err == nil && len(got) == 0 {
+			err = fmt.Errorf("no tick yet")
+		}
+		return err
+	})
+	if n := countTicks(t, s, "app", "/tick/a", 6*time.Second); n < 3 || n > 8 {
+		t.Fatalf("@every 1s called the worker %d times in 6 s; want about 6 (3 to 8)", n)
+	}
+	got, _ := ticksOf(s, "app", "/tick/a")
+	for _, tk := range got {
+		if tk.Method != "POST" || !slices.Equal(tk.Cron, []string{"0"}) || !strings.HasPrefix(tk.RequestID, "cron-") {
+			t.Fatalf("a tick reached the worker as %+v; want POST with Runtime-Cron: 0 and a request id of its own", tk)
+		}
+	}
+
+	// The runs: listed with status and duration, the slow trigger's overlapping ticks skipped.
+	c := cronOf(t, s, "app")
+	if len(c.Triggers) != 2 || c.Triggers[0].Name != "0" || c.Triggers[1].Name != "slow" || c.Triggers[0].NextRun == "" || c.Paused {
+		t.Fatalf("cron = %+v", c)
+	}
+	byStatus := map[string]int{}
+	for _, r := range c.Runs {
+		byStatus[r.Trigger+" "+r.Status]++
+		if r.Trigger == "0" && r.Status == "ok" && (r.HTTPStatus != 204 || r.Instance == "" || r.DurationMs < 0 || r.RequestID == "") {
+			t.Fatalf("run = %+v", r)
+		}
+		if r.Trigger == "slow" && r.Status == "ok" && r.DurationMs < 2500 {
+			t.Fatalf("the slow trigger's run took %d ms, under its 2.5 s sleep: %+v", r.DurationMs, r)
+		}
+	}
+	if byStatus["0 ok"] < 3 || byStatus["slow skipped"] < 1 || byStatus["0 skipped"] > 0 {
+		t.Fatalf("runs by trigger and status = %v; want ok runs of 0 and skipped ticks of slow", byStatus)
+	}
+	for _, r := range c.Runs {
+		if r.Trigger == "slow" && r.Status == "skipped" && !strings.Contains(r.Error, "previous run had not ended") {
+			t.Fatalf("skipped run = %+v", r)
+		}
+	}
+
+	// A client's Runtime-Cron header, in any spelling, is removed before the worker sees it.
+	if resp := s.Do("POST", "/app/tick/outside", harness.WithHeader("Runtime-Cron", "0"), harness.WithHeader("Runtime_Cron", "0")); resp.Status != 204 {
+		t.Fatalf("outside request = %s", resp)
+	}
+	outside, err := ticksOf(s, "app", "/tick/outside")
+	if err != nil || len(outside) != 1 || len(outside[0].Cron) != 0 {
+		t.Fatalf("the outside request reached the worker as %+v (%v); want it without Runtime-Cron", outside, err)
+	}
+
+	// Pause: no tick reaches the worker; resume: they come again.
+	var paused api.WorkerCron
+	if resp := s.Do("POST", s.API+"/workers/_/app/cron/pause", key); resp.Status != 200 || resp.JSON(&paused) != nil || !paused.Paused || paused.PausedBy == "" {
+		t.Fatalf("pause = %s", resp)
+	}
+	time.Sleep(1500 * time.Millisecond) // a tick under way when it was paused ends
+	if n := countTicks(t, s, "app", "/tick/a", 3*time.Second); n != 0 {
+		t.Fatalf("paused, the worker was called %d times in 3 s", n)
+	}
+	if resp := s.Do("POST", s.API+"/workers/_/app/cron/resume", key); resp.Status != 200 {
+		t.Fatalf("resume = %s", resp)
+	}
+	if n := countTicks(t, s, "app", "/tick/a", 4*time.Second); n < 1 {
+		t.Fatal("resumed, the worker was not called in 4 s")
+	}
+	var trail struct{ Entries []struct{ Action, Target, Outcome string } }
+	if resp := s.Get(s.API+"/audit?action=worker.cron.pause", key); resp.Status != 200 || resp.JSON(&trail) != nil {
+		t.Fatalf("audit = %s", resp)
+	}
+	if !slices.ContainsFunc(trail.Entries, func(e struct{ Action, Target, Outcome string }) bool {
+		return e.Action == "worker.cron.pause" && e.Target == "app" && e.Outcome == "success"
+	}) {
+		t.Fatalf("the pause is not audited: %+v", trail.Entries)
+	}
+}
