@@ -152,7 +152,9 @@ func TestCronTriggers(t *testing.T) {
 	if n := countTicks(t, s, "app", "/tick/a", 4*time.Second); n < 1 {
 		t.Fatal("resumed, the worker was not called in 4 s")
 	}
-	var trail struct{ Entries []struct{ Action, Target, Outcome string } }
+	var trail struct {
+		Entries []struct{ Action, Target, Outcome string }
+	}
 	if resp := s.Get(s.API+"/audit?action=worker.cron.pause", key); resp.Status != 200 || resp.JSON(&trail) != nil {
 		t.Fatalf("audit = %s", resp)
 	}
