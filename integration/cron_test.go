@@ -164,3 +164,92 @@ func TestCronTriggers(t *testing.T) {
 		t.Fatalf("the pause is not audited: %+v", trail.Entries)
 	}
 }
+
+// TestCronCluster: in a cluster of two instances on a real sqld, each of 20 ticks of an
+// @every 1s trigger runs on exactly one instance; when the instance holding the lease stops,
+// the other runs the ticks within two ticks.
+func TestCronCluster(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, time.Second)
+	g := c.Start(t, "a", "b").In(t)
+	a := g[0]
+	uploadOK(t, a, "workers", "app.tgz", testWorkerArchive(t, "app", "1.0.0", "cron:\n  - { schedule: \"@every 1s\", path: /tick/c }\n"), rootKey)
+	g.Each(t, converge, listed("app", "1.0.0", true))
+
+	// 20 ticks after both serve it, each run once: one run per tick in the key store, one
+	// request per run at the two workers together.
+	var runs []api.CronRun
+	harness.EventuallyNil(t, 60*time.Second, func() error {
+		runs = slices.DeleteFunc(cronOf(t, a, "app").Runs, func(r api.CronRun) bool { return r.Status == "running" })
+		if len(runs) < 22 {
+			return fmt.Errorf("%d runs ended so far", len(runs))
+		}
+		return nil
+	})
+	runs = runs[1:21] // newest first; the first ticks may have come before b served the worker
+	seen := map[string]string{}
+	requests := map[string]bool{}
+	for _, r := range runs {
+		if other, ok := seen[r.ScheduledAt]; ok {
+			t.Fatalf("the tick of %s ran on %s and %s", r.ScheduledAt, other, r.Instance)
+		}
+		seen[r.ScheduledAt] = r.Instance
+		requests[r.RequestID] = true
+		if r.Status != "ok" {
+			t.Fatalf("run = %+v", r)
+		}
+	}
+	first, _ := time.Parse(time.RFC3339Nano, runs[len(runs)-1].ScheduledAt)
+	last, _ := time.Parse(time.RFC3339Nano, runs[0].ScheduledAt)
+	if gap := last.Sub(first); gap != 19*time.Second {
+		t.Fatalf("20 runs span %s, from %s to %s; want 20 ticks a second apart, none missed", gap, first, last)
+	}
+	calls := 0
+	var held, other *harness.Server // the instance that ran the newest run, and the other
+	for i, s := range g {
+		ticks, err := ticksOf(s, "app", "/tick/c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range ticks {
+			// Every request of those ticks, from either instance, whether it ran as a run or not.
+			if !tk.At.Before(first) && tk.At.Before(last.Add(500*time.Millisecond)) {
+				calls++
+				if !requests[tk.RequestID] {
+					t.Errorf("the worker of %s got a tick's request that is no run: %+v", s.Name(), tk)
+				}
+			}
+			if tk.RequestID == runs[0].RequestID {
+				held, other = s, g[1-i]
+			}
+		}
+	}
+	if calls != len(runs) || held == nil {
+		t.Fatalf("the workers of both instances got %d requests in the time of the %d runs (the newest found: %v)", calls, len(runs), held != nil)
+	}
+
+	// The holder stops; the other runs the ticks from at most two ticks after its last one.
+	holderID := runs[0].Instance
+	held.Stop()
+	harness.EventuallyNil(t, 30*time.Second, func() error {
+		var lastHeld, firstOther time.Time
+		runs := cronOf(t, other, "app").Runs
+		for _, r := range runs {
+			if at, _ := time.Parse(time.RFC3339Nano, r.ScheduledAt); r.Instance == holderID && at.After(lastHeld) {
+				lastHeld = at
+			}
+		}
+		for _, r := range runs {
+			if at, _ := time.Parse(time.RFC3339Nano, r.ScheduledAt); r.Instance != holderID && at.After(lastHeld) && (firstOther.IsZero() || at.Before(firstOther)) {
+				firstOther = at
+			}
+		}
+		switch {
+		case firstOther.IsZero():
+			return fmt.Errorf("no tick has run on the other instance since the holder's last at %s", lastHeld)
+		case firstOther.Sub(lastHeld) > 2*time.Second:
+			t.Fatalf("the holder's last tick ran at %s, the other instance's first at %s: more than two ticks later", lastHeld, firstOther)
+		}
+		return nil
+	})
+}
