@@ -146,8 +146,14 @@ func TestCronTriggers(t *testing.T) {
 	if n := countTicks(t, s, "app", "/tick/a", 3*time.Second); n != 0 {
 		t.Fatalf("paused, the worker was called %d times in 3 s", n)
 	}
-	if resp := s.Do("POST", s.API+"/workers/_/app/cron/resume", key); resp.Status != 200 {
-		t.Fatalf("resume = %s", resp)
+	// The command line lists them paused, and resumes them.
+	cli := newCLI(t)
+	cli.env = []string{"RUNTIME_URL=" + s.URL, "RUNTIME_API_KEY=" + rootKey}
+	if out := cli.ok("cron", "list", "app"); !strings.Contains(out, "triggers paused since") || !strings.Contains(out, "@every 1s") || !strings.Contains(out, "POST /tick/a") {
+		t.Fatalf("cron list printed %q", out)
+	}
+	if out := cli.ok("cron", "resume", "app"); !strings.Contains(out, "app: cron triggers resumed") || !strings.Contains(out, "triggers active") {
+		t.Fatalf("cron resume printed %q", out)
 	}
 	if n := countTicks(t, s, "app", "/tick/a", 4*time.Second); n < 1 {
 		t.Fatal("resumed, the worker was not called in 4 s")
