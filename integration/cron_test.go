@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -258,4 +259,45 @@ func TestCronCluster(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestExampleCronDB: examples/cron-db, with its minute's schedule made a second's, is called
+// by its trigger, and refuses the task to a visitor who forges the header.
+func TestExampleCronDB(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	manifest, err := os.ReadFile("../examples/cron-db/manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := os.ReadFile("../examples/cron-db/server.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := strings.Replace(string(manifest), `"@every 1m"`, `"@every 1s"`, 1)
+	if fast == string(manifest) {
+		t.Fatal(`the example's schedule is no longer "@every 1m"; update the test`)
+	}
+	uploadOK(t, s, "workers", "cron-db.tgz", harness.TarGz(t, harness.File{Name: "manifest.yaml", Body: fast},
+		harness.File{Name: "server.py", Body: string(server)}), rootKey)
+	var state struct {
+		Ticks int
+		Last  struct{ Trigger, RequestID string }
+	}
+	harness.EventuallyNil(t, 20*time.Second, func() error {
+		resp, err := s.Send("GET", "/cron-db/")
+		if err != nil || resp.Status != 200 || resp.JSON(&state) != nil {
+			return fmt.Errorf("GET /cron-db/ = %v %v", resp, err)
+		}
+		if state.Ticks < 2 {
+			return fmt.Errorf("%d ticks so far", state.Ticks)
+		}
+		return nil
+	})
+	if state.Last.Trigger != "tick" || !strings.HasPrefix(state.Last.RequestID, "cron-") {
+		t.Fatalf("the last tick = %+v", state.Last)
+	}
+	if resp := s.Do("POST", "/cron-db/tasks/tick", harness.WithHeader("Runtime-Cron", "tick")); resp.Status != 403 {
+		t.Fatalf("a visitor's forged tick = %s; want 403", resp)
+	}
 }
