@@ -59,20 +59,7 @@ func (a *cronAPI) cronRoutes() []route {
 
 // cronWorker reads and authorizes the worker a cron route acts on.
 func (a *cronAPI) cronWorker(r *http.Request) (packages.Unit, *keystore.Store, error) {
-	c, err := catalog(a.workers)
-	if err != nil {
-		return packages.Unit{}, nil, err
-	}
-	name, _, err := workerTarget(r)
-	if err != nil {
-		return packages.Unit{}, nil, err
-	}
-	u, err := c.Lookup(name)
-	if err != nil {
-		return packages.Unit{}, nil, packageError(err)
-	}
-	store, err := a.keyStore()
-	return u, store, err
+	return a.installedWorker(r, a.workers)
 }
 
 func (a *cronAPI) getCron(w http.ResponseWriter, r *http.Request) error {

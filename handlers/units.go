@@ -388,6 +388,26 @@ func catalog(c *packages.Catalog) (*packages.Catalog, error) {
 	return c, nil
 }
 
+// installedWorker reads and authorizes the worker a route of a worker's own state in the key
+// store acts on (its traffic split, its cron triggers), which must be installed here, and
+// returns it with the key store.
+func (a *pipeline) installedWorker(r *http.Request, workers *packages.Catalog) (packages.Unit, *keystore.Store, error) {
+	c, err := catalog(workers)
+	if err != nil {
+		return packages.Unit{}, nil, err
+	}
+	name, _, err := workerTarget(r)
+	if err != nil {
+		return packages.Unit{}, nil, err
+	}
+	u, err := c.Lookup(name)
+	if err != nil {
+		return packages.Unit{}, nil, packageError(err)
+	}
+	store, err := a.keyStore()
+	return u, store, err
+}
+
 // listUnits answers a listing of the units of c the caller may see, each made a record by
 // record, as shape has it (pages go by name); the encoded answer is kept in cache while the
 // catalog's listing is unchanged. extra is a generation of other state the records show (0:
