@@ -129,6 +129,14 @@ func TestCronTriggers(t *testing.T) {
 		}
 	}
 
+	// The metrics count the runs by outcome and time them.
+	m := scrape(t, s)
+	if m[`runtime_cron_runs_total{outcome="ok"}`] < 3 || m[`runtime_cron_runs_total{outcome="skipped"}`] < 1 ||
+		m[`runtime_cron_run_duration_seconds_count{outcome="ok"}`] < 3 {
+		t.Fatalf("cron metrics: ok %v, skipped %v, timed %v", m[`runtime_cron_runs_total{outcome="ok"}`],
+			m[`runtime_cron_runs_total{outcome="skipped"}`], m[`runtime_cron_run_duration_seconds_count{outcome="ok"}`])
+	}
+
 	// A client's Runtime-Cron header, in any spelling, is removed before the worker sees it.
 	if resp := s.Do("POST", "/app/tick/outside", harness.WithHeader("Runtime-Cron", "0"), harness.WithHeader("Runtime_Cron", "0")); resp.Status != 204 {
 		t.Fatalf("outside request = %s", resp)
