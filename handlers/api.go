@@ -187,7 +187,7 @@ func New(opts Options) (*API, error) {
 	a.cluster = &clusterAPI{pipeline: p, instances: opts.Instances}
 	a.units = &unitsAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, workerPolicy: opts.WorkerPolicy, pluginPolicy: opts.PluginPolicy,
 		workersDomain: opts.WorkersDomain, activations: opts.Activations, activator: opts.Activator, host: opts.PluginHost, cluster: opts.Cluster,
-		domains: a.domains, secrets: a.secrets, traffic: a.traffic}
+		domains: a.domains, secrets: a.secrets, traffic: a.traffic, cron: a.cron}
 	a.files = &filesAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, admit: a.units.admit, clustered: opts.Cluster != nil}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}

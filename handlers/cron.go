@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/workers"
@@ -86,6 +88,18 @@ func (a *cronAPI) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 		a.changed()
 	}
 	return a.answer(w, r, store, u)
+}
+
+// endCron forgets the runs and the pause of a worker removed whole; a failure is logged.
+func (a *cronAPI) endCron(r *http.Request, name string) {
+	store, err := a.keyStore()
+	if err == nil {
+		err = store.Cron.Forget(r.Context(), name)
+	}
+	if err != nil {
+		a.logger.Warn("the cron runs and pause of a removed worker could not be forgotten; a worker uploaded under its name lists them",
+			zap.String("worker", name), zap.Error(err))
+	}
 }
 
 // answer writes the cron record of u.

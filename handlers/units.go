@@ -70,11 +70,12 @@ type unitsAPI struct {
 	host                   PluginHost // the live plugin table; nil until plugins are served
 	cluster                Cluster    // the shared desired state; nil on a single instance
 	workerList, pluginList bodyCache  // the encoded listings, kept while the units are unchanged
-	// What a removed worker leaves (its domains, secrets and split) ends with it, and a
+	// What a removed worker leaves (its domains, secrets, split and cron runs) ends with it, and a
 	// canary upload puts its split in force.
 	domains *domainsAPI
 	secrets *secretsAPI
 	traffic *trafficAPI
+	cron    *cronAPI
 }
 
 // stage reads the multipart field "file" of an upload and stages it in c: unpacked and

@@ -230,6 +230,22 @@ func (c Cron) Paused(ctx context.Context) (map[string]CronPause, error) {
 	return out, nil
 }
 
+// Forget removes the runs and the pause of worker, removed whole: a worker uploaded later
+// under its name starts with neither.
+func (c Cron) Forget(ctx context.Context, worker string) error {
+	err := c.on(ctx, true, func(ctx context.Context, db *sql.DB) error {
+		if _, err := db.ExecContext(ctx, `DELETE FROM cron_pauses WHERE worker = ?`, worker); err != nil {
+			return err
+		}
+		_, err := db.ExecContext(ctx, `DELETE FROM cron_runs WHERE worker = ?`, worker)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("forgetting the cron runs of %s: %w", worker, err)
+	}
+	return nil
+}
+
 // truncate cuts s to at most n bytes, on a character boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {

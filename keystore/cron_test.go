@@ -90,4 +90,17 @@ func TestCronRuns(t *testing.T) {
 	if p, _ := s.Cron.Paused(ctx); len(p) != 0 {
 		t.Fatalf("resumed, still paused = %v", p)
 	}
+	s.Cron.SetPaused(ctx, "w", true, Principal{})
+	if err := s.Cron.Forget(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if runs, _ := s.Cron.Runs(ctx, "w"); len(runs) != 0 {
+		t.Fatalf("forgotten, %d runs are left", len(runs))
+	}
+	if p, _ := s.Cron.Paused(ctx); len(p) != 0 {
+		t.Fatalf("forgotten, still paused = %v", p)
+	}
+	if runs, _ := s.Cron.Runs(ctx, "other"); len(runs) != 1 {
+		t.Fatalf("forgetting w forgot other's runs: %v", runs)
+	}
 }
