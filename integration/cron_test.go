@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
 )
@@ -308,4 +310,38 @@ func TestExampleCronDB(t *testing.T) {
 	if resp := s.Do("POST", "/cron-db/tasks/tick", harness.WithHeader("Runtime-Cron", "tick")); resp.Status != 403 {
 		t.Fatalf("a visitor's forged tick = %s; want 403", resp)
 	}
+}
+
+// TestCPanelCron: an app's page shows its cron triggers with their next run and last runs,
+// and its switch pauses and resumes them.
+func TestCPanelCron(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	uploadOK(t, s, "workers", "app.tgz", testWorkerArchive(t, "app", "1.0.0", "cron:\n  - { name: beat, schedule: \"@every 1s\", path: /tick/a }\n"), rootKey)
+	editor := s.CreateKey(rootKey, map[string]any{"name": "deployer", "role": "editor"}).Secret
+
+	p, problems := openPanel(t, s)
+	p.do("opening app's page", chromedp.Navigate(p.base+"/apps/app"))
+	p.signIn(editor)
+	p.do("waiting for the cron triggers", chromedp.WaitVisible(chromedp.CSS(`#cron-h`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-trigger="beat"]`)))
+	if sched := p.text(`tr[data-trigger="beat"] td[data-label="Schedule"]`); !strings.Contains(sched, "@every 1s") {
+		t.Errorf("the trigger's schedule reads %q", sched)
+	}
+	// The page reads the runs again every 10 s.
+	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](`!!document.querySelector('table.cron-runs tr[data-status="ok"]')`, chromedp.WithPollingTimeout(30e9))); err != nil {
+		t.Fatalf("waiting for a run: %v", err)
+	}
+
+	p.do("pausing", chromedp.Click(chromedp.CSS(`input[role=switch]`)), chromedp.WaitVisible(chromedp.CSS(`#cron-state.warn`)))
+	if !cronOf(t, s, "app").Paused {
+		t.Fatal("the switch did not pause the triggers")
+	}
+	if state := p.text(`#cron-state`); !strings.Contains(state, "Paused") || !strings.Contains(state, "no tick runs") {
+		t.Errorf("paused, the page says %q", state)
+	}
+	p.do("resuming", chromedp.Click(chromedp.CSS(`input[role=switch]`)), chromedp.WaitNotPresent(chromedp.CSS(`#cron-state.warn`)))
+	if cronOf(t, s, "app").Paused {
+		t.Fatal("the switch did not resume the triggers")
+	}
+	problems.check(t)
 }
