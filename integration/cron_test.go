@@ -148,6 +148,29 @@ func TestCronTriggers(t *testing.T) {
 		t.Fatalf("the outside request reached the worker as %+v (%v); want it without Runtime-Cron", outside, err)
 	}
 
+	// Reading takes workers:read within the key's namespaces, pausing workers:install.
+	viewer := harness.WithKey(s.CreateKey(rootKey, map[string]any{"name": "watcher", "role": "viewer"}).Secret)
+	team := harness.WithKey(s.CreateKey(rootKey, map[string]any{"name": "team", "role": "editor", "namespaces": []string{"@team"}}).Secret)
+	for _, c := range []struct {
+		method, path string
+		key          harness.Option
+		status       int
+		code         string
+	}{
+		{"GET", "/workers/_/app/cron", viewer, 200, ""},
+		{"POST", "/workers/_/app/cron/pause", viewer, 403, "PERMISSION_DENIED"},
+		{"GET", "/workers/_/app/cron", team, 403, "NAMESPACE_DENIED"},
+		{"POST", "/workers/_/app/cron/pause", team, 403, "NAMESPACE_DENIED"},
+		{"GET", "/workers/_/nobody/cron", key, 404, "WORKER_NOT_FOUND"},
+	} {
+		if resp := s.Do(c.method, s.API+c.path, c.key, harness.WithOrigin("")); resp.Status != c.status || c.code != "" && resp.ErrorCode() != c.code {
+			t.Fatalf("%s %s = %s; want %d %s", c.method, c.path, resp, c.status, c.code)
+		}
+	}
+	if cronOf(t, s, "app").Paused {
+		t.Fatal("a refused pause paused the triggers")
+	}
+
 	// Pause: no tick reaches the worker; resume: they come again.
 	var paused api.WorkerCron
 	if resp := s.Do("POST", s.API+"/workers/_/app/cron/pause", key); resp.Status != 200 || resp.JSON(&paused) != nil || !paused.Paused || paused.PausedBy == "" {
