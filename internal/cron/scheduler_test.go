@@ -163,3 +163,26 @@ func TestSchedulerStartStop(t *testing.T) {
 		t.Fatalf("after Stop the lease is %q's (%v); want it given up", holder, err)
 	}
 }
+
+// TestSchedulerLosesTheStore: an instance whose lease cannot be renewed (its store, the
+// primary in a cluster, fails) runs no tick from then on.
+func TestSchedulerLosesTheStore(t *testing.T) {
+	f := newFixture(t, "  - { schedule: \"@every 1s\", path: /x }\n", true)
+	ctx := context.Background()
+	f.s.renew(ctx)
+	if !f.s.Holds() {
+		t.Fatal("the only instance did not take the lease")
+	}
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	f.tick(t0, true)
+	f.tick(t0.Add(time.Second), true)
+	f.store.Close()
+	f.s.renew(ctx)
+	if f.s.Holds() {
+		t.Fatal("the lease is held though it could not be renewed")
+	}
+	f.tick(t0.Add(2*time.Second), true)
+	if len(f.sent) != 1 {
+		t.Fatalf("sent %d requests; want the one before the store failed", len(f.sent))
+	}
+}
