@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/internal/cron"
 	"github.com/caddy-runtime/runtime/internal/serving"
@@ -47,8 +48,18 @@ const cronHost = "cron.runtime.invalid"
 // the active version), marked as the tick of its trigger for the data plane to give it the
 // Runtime-Cron header. It returns the answer's status; an error answer (4xx, 5xx) comes with
 // an error holding the start of its body.
-func (h *Handler) cronTick(ctx context.Context, req cron.Request) (int, error) {
-	r, err := http.NewRequestWithContext(serving.WithCron(ctx, req.Trigger), req.Method, "http://"+cronHost+"/"+req.Worker+req.Path, nil)
+func (h *Handler) cronTick(ctx context.Context, req cron.Request) (status int, err error) {
+	// A panic serving a tick is the request's failure, as the HTTP server makes it for a
+	// visitor's request, not the runtime's end.
+	defer func() {
+		if v := recover(); v != nil {
+			h.logger.Error("serving a cron tick panicked", zap.String("worker", req.Worker), zap.String("request_id", req.RequestID),
+				zap.Any("panic", v), zap.Stack("stack"))
+			status, err = 0, fmt.Errorf("the runtime failed serving the tick (request %s); see its log", req.RequestID)
+		}
+	}()
+	// An empty body, never nil, as the HTTP server gives a request without one.
+	r, err := http.NewRequestWithContext(serving.WithCron(ctx, req.Trigger), req.Method, "http://"+cronHost+"/"+req.Worker+req.Path, http.NoBody)
 	if err != nil {
 		return 0, fmt.Errorf("building the request: %w", err)
 	}

@@ -368,3 +368,19 @@ func TestCPanelCron(t *testing.T) {
 	}
 	problems.check(t)
 }
+
+// TestCronWasm: a WebAssembly worker's trigger runs through the engine like a process
+// worker's, its answer recorded.
+func TestCronWasm(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	uploadOK(t, s, "workers", "wasm.tgz", wasmPackage(t, "wapp", "1.0.0", "cron:\n  - { schedule: \"@every 1s\", path: /task, method: GET }\n"), rootKey)
+	harness.EventuallyNil(t, 20*time.Second, func() error {
+		for _, r := range cronOf(t, s, "wapp").Runs {
+			if r.Status == "ok" && r.HTTPStatus == 200 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ok run yet")
+	})
+}
