@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -73,9 +74,12 @@ type Scheduler struct {
 	loop, keep lifecycle.Loop
 	wake       chan struct{}
 	running    sync.WaitGroup
+	// undispatched is set once the lack of a site serving workers was logged.
+	undispatched atomic.Bool
 
 	mu        sync.Mutex
 	heldUntil time.Time                        // the lease is held until then (monotonic); zero: not held
+	away      bool                             // the last attempt to take the lease failed
 	paused    map[string]bool                  // the workers whose triggers are paused
 	entries   map[string]*entry                // by entryKey
 	manifests map[uint64][]workers.CronTrigger // the triggers of a read of a version's metadata, by its serial
@@ -164,10 +168,15 @@ func (s *Scheduler) renew(ctx context.Context) {
 	if s.opts.Clustered {
 		began := time.Now()
 		held, err := store.Cron.Acquire(ctx, s.opts.Instance(), LeaseTTL)
-		if err != nil && ctx.Err() == nil {
-			s.opts.Logger.Warn("cron: the key store primary cannot be reached; this instance runs no cron tick until it is back", zap.Error(err))
-		}
 		s.mu.Lock()
+		// Said once when the primary goes and once when it is back, not at every attempt.
+		switch away := err != nil && ctx.Err() == nil; {
+		case away && !s.away:
+			s.opts.Logger.Warn("cron: the key store primary cannot be reached; this instance runs no cron tick until it is back", zap.Error(err))
+		case !away && s.away:
+			s.opts.Logger.Info("cron: the key store primary is reached again")
+		}
+		s.away = err != nil
 		was := s.holdsLocked()
 		s.heldUntil = time.Time{}
 		if held && err == nil {
@@ -325,6 +334,9 @@ func (s *Scheduler) fireDue(ctx context.Context, now time.Time) {
 	s.mu.Unlock()
 	dispatch := s.dispatch()
 	store := s.opts.Keys()
+	if holds && dispatch == nil && len(due) > 0 && !s.undispatched.Swap(true) {
+		s.opts.Logger.Warn("cron: no site serves workers (serve workers), so no tick is sent; the ticks are not run later")
+	}
 	if !holds || dispatch == nil || store == nil {
 		return
 	}
