@@ -91,6 +91,10 @@ func TestLayers(t *testing.T) {
 		// the API calls it through an interface of its own, and it knows no kind policy either.
 		"cluster": {"handlers", "serving", "caddymodule", "cpanel", "pluginhost", "workers", "plugins", "filemanager", "cli", "client"},
 
+		// The cron scheduler sends its ticks through the Dispatch the glue gives it: it knows
+		// neither the API nor the data plane.
+		"cron": {"handlers", "serving", "pluginhost", "caddymodule", "cpanel", "cli", "client"},
+
 		// The plugin host is data plane too, in front of serving; it asks the API only through
 		// the interfaces it declares.
 		"pluginhost": {"handlers", "cpanel", "caddymodule"},

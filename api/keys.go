@@ -107,7 +107,7 @@ type AuditEntry struct {
 	ID         int64          `json:"id"`
 	Time       string         `json:"time" format:"date-time"`
 	Actor      *AuditActor    `json:"actor,omitempty" doc:"who acted; absent when nobody was authenticated (a refused login)"`
-	Action     string         `json:"action" doc:"e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, worker.traffic, plugin.upload, plugin.reload, files.upload"`
+	Action     string         `json:"action" doc:"e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, worker.traffic, worker.cron.pause, worker.cron.resume, plugin.upload, plugin.reload, files.upload"`
 	Target     string         `json:"target" doc:"the object as people know it: a key as name (#id), a unit as name@version, a file by its path"`
 	Outcome    string         `json:"outcome" enum:"success,denied,failed"`
 	RequestID  string         `json:"requestId" doc:"the X-Request-Id of the request, as in Caddy's access log"`

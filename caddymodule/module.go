@@ -131,6 +131,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Instances:       instances,
 		ApplyTraffic:    h.state.traffic.apply,
 		Secrets:         handlers.SecretsOptions{Key: h.state.secretsKey, Changed: h.state.secrets.changed},
+		CronChanged:     h.state.cron.Changed,
 	})
 	if err != nil {
 		return err
@@ -154,6 +155,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		// Large kept answers are written with their connection corked.
 		srv.RegisterConnContext(cork.ConnContext)
 	}
+	h.serveTicks()
 	return nil
 }
 
@@ -341,6 +343,7 @@ func notServed(format string, args ...any) *envelope.Error {
 // Cleanup stops what the handler started; the App releases the shared state. It runs after a
 // failed Provision too.
 func (h *Handler) Cleanup() error {
+	h.stopTicks()
 	if h.unsubscribe != nil {
 		h.unsubscribe()
 		h.unsubscribe = nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/cron"
 	"github.com/caddy-runtime/runtime/internal/events"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/lifecycle"
@@ -162,6 +163,10 @@ type state struct {
 	requests atomic.Uint64
 	// secrets are the workers' secrets: the key, and what the running processes were given.
 	secrets secretState
+	// cron runs the workers' cron triggers; ticks go through the data plane of the latest
+	// config's handler serving workers (tick), nil while none does.
+	cron *cron.Scheduler
+	tick atomic.Pointer[Handler]
 }
 
 func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {
@@ -189,6 +194,9 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 	}}
 	st.secrets.follower = follower{what: "the workers' secrets", topic: keystore.SecretsTopic, keys: st.keys.Load,
 		apply: st.secrets.apply, logger: logger}
+	st.cron = cron.New(cron.Options{Workers: st.workerCatalog, Activations: st.activations, Keys: st.keys.Load,
+		Instance: func() string { return st.instanceID }, Clustered: s.KeyStore == "sync", Dispatch: st.cronDispatch,
+		Metrics: runtimeMetrics, Logger: logger.Named("cron")})
 	st.workerCatalog.OnChange(st.workerChanges.Publish)
 	st.pluginCatalog.OnChange(st.pluginChanges.Publish)
 	st.life = lifecycle.New(st.parts()...)
@@ -229,6 +237,8 @@ func (s *state) parts() []lifecycle.Part {
 		lifecycle.Of("custom domains", s.domains),
 		lifecycle.Of("custom domain expiry", &s.expireDomains),
 		lifecycle.Of("secrets", &s.secrets),
+		// After the activations and the pool, which its ticks' requests reach, so it stops first.
+		lifecycle.Of("cron", s.cron),
 	}
 	if s.clustered() {
 		// Last: it stops first, before the key store and the catalogs close under it.

@@ -100,6 +100,9 @@ type Options struct {
 	// Secrets gives the workers' secrets; the zero value answers every secrets route with
 	// SECRETS_NOT_CONFIGURED.
 	Secrets SecretsOptions
+	// CronChanged tells the cron scheduler of this instance that a worker's triggers were
+	// paused or resumed, so it reads them at once; nil: none runs here.
+	CronChanged func()
 }
 
 // API serves the management API and the discovery document. It assembles the resources'
@@ -116,6 +119,7 @@ type API struct {
 	units      *unitsAPI
 	domains    *domainsAPI
 	traffic    *trafficAPI
+	cron       *cronAPI
 	pool       *poolAPI
 	secrets    *secretsAPI
 	stats      *statsAPI
@@ -174,6 +178,7 @@ func New(opts Options) (*API, error) {
 		pending: opts.PendingDomains, ownHosts: opts.OwnHosts, changed: opts.DomainsChanged}
 	a.secrets = &secretsAPI{pipeline: p, sealing: opts.Secrets}
 	a.traffic = &trafficAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, apply: opts.ApplyTraffic}
+	a.cron = &cronAPI{pipeline: p, workers: opts.Workers, activations: opts.Activations, changed: opts.CronChanged}
 	a.pool = &poolAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool}
 	a.logs = &logsAPI{pipeline: p, workers: opts.Workers, pool: opts.Pool, heartbeat: opts.Heartbeat, stopping: a.stopping}
 	a.stats = &statsAPI{pipeline: p, workers: opts.Workers}
@@ -182,7 +187,7 @@ func New(opts Options) (*API, error) {
 	a.cluster = &clusterAPI{pipeline: p, instances: opts.Instances}
 	a.units = &unitsAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, workerPolicy: opts.WorkerPolicy, pluginPolicy: opts.PluginPolicy,
 		workersDomain: opts.WorkersDomain, activations: opts.Activations, activator: opts.Activator, pool: opts.Pool, host: opts.PluginHost, cluster: opts.Cluster,
-		domains: a.domains, secrets: a.secrets, traffic: a.traffic}
+		domains: a.domains, secrets: a.secrets, traffic: a.traffic, cron: a.cron}
 	a.files = &filesAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, admit: a.units.admit, clustered: opts.Cluster != nil}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}

@@ -73,6 +73,7 @@ func (a *API) routes() []route {
 		a.units.workerRoutes(),
 		a.domains.domainRoutes(),
 		a.traffic.trafficRoutes(),
+		a.cron.cronRoutes(),
 		a.pool.poolRoutes(),
 		a.secrets.secretRoutes(),
 		a.stats.statsRoutes(),

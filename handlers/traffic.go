@@ -89,20 +89,7 @@ func (a *trafficAPI) trafficRoutes() []route {
 // trafficWorker reads and authorizes the worker a traffic route acts on, which must be
 // installed here.
 func (a *trafficAPI) trafficWorker(r *http.Request) (packages.Unit, *keystore.Store, error) {
-	c, err := catalog(a.workers)
-	if err != nil {
-		return packages.Unit{}, nil, err
-	}
-	name, _, err := workerTarget(r)
-	if err != nil {
-		return packages.Unit{}, nil, err
-	}
-	u, err := c.Lookup(name)
-	if err != nil {
-		return packages.Unit{}, nil, packageError(err)
-	}
-	store, err := a.keyStore()
-	return u, store, err
+	return a.installedWorker(r, a.workers)
 }
 
 func (a *trafficAPI) getTraffic(w http.ResponseWriter, r *http.Request) error {

@@ -71,11 +71,12 @@ type unitsAPI struct {
 	host                   PluginHost           // the live plugin table; nil until plugins are served
 	cluster                Cluster              // the shared desired state; nil on a single instance
 	workerList, pluginList bodyCache            // the encoded listings, kept while the units are unchanged
-	// What a removed worker leaves (its domains, secrets and split) ends with it, and a
+	// What a removed worker leaves (its domains, secrets, split and cron runs) ends with it, and a
 	// canary upload puts its split in force.
 	domains *domainsAPI
 	secrets *secretsAPI
 	traffic *trafficAPI
+	cron    *cronAPI
 }
 
 // stage reads the multipart field "file" of an upload and stages it in c: unpacked and
@@ -398,6 +399,26 @@ func catalog(c *packages.Catalog) (*packages.Catalog, error) {
 		return nil, envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
 	return c, nil
+}
+
+// installedWorker reads and authorizes the worker a route of a worker's own state in the key
+// store acts on (its traffic split, its cron triggers), which must be installed here, and
+// returns it with the key store.
+func (a *pipeline) installedWorker(r *http.Request, workers *packages.Catalog) (packages.Unit, *keystore.Store, error) {
+	c, err := catalog(workers)
+	if err != nil {
+		return packages.Unit{}, nil, err
+	}
+	name, _, err := workerTarget(r)
+	if err != nil {
+		return packages.Unit{}, nil, err
+	}
+	u, err := c.Lookup(name)
+	if err != nil {
+		return packages.Unit{}, nil, packageError(err)
+	}
+	store, err := a.keyStore()
+	return u, store, err
 }
 
 // listUnits answers a listing of the units of c the caller may see, each made a record by

@@ -191,6 +191,7 @@ func (a *unitsAPI) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 			a.traffic.endTraffic(r, name)
 			a.secrets.endSecrets(r, name)
 			a.domains.endDomains(r, name)
+			a.cron.endCron(r, name)
 		}
 		return nil
 	}, api.Success{Success: true})

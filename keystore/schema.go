@@ -191,6 +191,38 @@ var migrations = []string{
 	 ALTER TABLE worker_domain_claims RENAME TO worker_domains;
 	 CREATE INDEX worker_domains_change ON worker_domains (change_seq);
 	 CREATE INDEX worker_domains_scope ON worker_domains (scope, removed_at, verified_at)`,
+	// 12: cron triggers. cron_lease holds the one row naming the instance that runs the ticks
+	// of a cluster, until expires_at (Unix milliseconds); cron_runs the last runs of each
+	// worker's triggers, one row per tick (unique, so a tick runs on one instance even if two
+	// believed they held the lease); cron_pauses the workers whose triggers are paused. None
+	// is pulled by the replicas: every instance reads and writes them on the primary. Additive,
+	// units_schema stays 5: an instance not upgraded yet runs no ticks.
+	`CREATE TABLE cron_lease (
+		name       TEXT    PRIMARY KEY,
+		holder     TEXT    NOT NULL,
+		expires_at INTEGER NOT NULL
+	);
+	 CREATE TABLE cron_runs (
+		id           INTEGER PRIMARY KEY AUTOINCREMENT,
+		worker       TEXT    NOT NULL,
+		trigger_name TEXT    NOT NULL,
+		scheduled_at INTEGER NOT NULL,
+		started_at   INTEGER NOT NULL,
+		instance     TEXT    NOT NULL DEFAULT '',
+		status       TEXT    NOT NULL,
+		http_status  INTEGER NOT NULL DEFAULT 0,
+		duration_ms  INTEGER NOT NULL DEFAULT 0,
+		error        TEXT    NOT NULL DEFAULT '',
+		request_id   TEXT    NOT NULL DEFAULT '',
+		UNIQUE (worker, trigger_name, scheduled_at)
+	);
+	 CREATE INDEX cron_runs_worker ON cron_runs (worker, id);
+	 CREATE TABLE cron_pauses (
+		worker           TEXT    PRIMARY KEY,
+		scope            TEXT    NOT NULL DEFAULT '',
+		paused_at        INTEGER NOT NULL,
+		paused_by_prefix TEXT    NOT NULL DEFAULT ''
+	)`,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -11,11 +11,13 @@
 //   - traffic_splits: the workers' traffic splits;
 //   - worker_domains: the workers' custom domains;
 //   - worker_secrets: the workers' secrets, sealed;
+//   - cron_lease, cron_runs and cron_pauses: which instance runs the cron ticks, the last runs
+//     of each worker's triggers, the paused workers (on the primary in sync mode);
 //   - store_meta: the file's own records (its id, mode, change counter and salt).
 //
 // A Store keeps the keys and the instances itself; each other concern is a facet of it, a
 // field holding a small value that points back at the store: Store.Sessions, Store.Audit,
-// Store.Units, Store.Traffic, Store.Domains and Store.Secrets.
+// Store.Units, Store.Traffic, Store.Domains, Store.Secrets and Store.Cron.
 package keystore
 
 import (
@@ -109,6 +111,7 @@ type Store struct {
 	Traffic  Traffic  // the workers' traffic splits
 	Secrets  Secrets  // the workers' sealed secrets
 	Domains  Domains  // the workers' custom domains
+	Cron     Cron     // the cron lease, the runs of cron triggers and their pauses
 	// Feed announces the changes of units, traffic splits, secrets and domains, made here
 	// or pulled from the primary, to the parts that follow them.
 	Feed Feed
@@ -175,7 +178,7 @@ func open(ctx context.Context, path string, sync *SyncOptions) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{db: db, dir: filepath.Dir(path), now: time.Now}
-	s.Sessions, s.Audit, s.Units, s.Traffic, s.Secrets, s.Domains = Sessions{s}, Audit{s}, Units{s}, Traffic{s}, Secrets{s}, Domains{s}
+	s.Sessions, s.Audit, s.Units, s.Traffic, s.Secrets, s.Domains, s.Cron = Sessions{s}, Audit{s}, Units{s}, Traffic{s}, Secrets{s}, Domains{s}, Cron{s}
 	fail := func(format string, args ...any) (*Store, error) {
 		s.closeStatements()
 		db.Close()

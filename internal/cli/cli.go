@@ -56,7 +56,7 @@ func exitCode(err error) int {
 // Group's command; they are not registered here, so that importing the package changes no
 // binary's command line.
 func Commands() []caddycmd.Command {
-	return []caddycmd.Command{loginCommand(), logoutCommand(), deployCommand(), rollbackCommand(), rolloutCommand(), workersCommand(), secretsCommand(), domainsCommand(),
+	return []caddycmd.Command{loginCommand(), logoutCommand(), deployCommand(), rollbackCommand(), rolloutCommand(), cronCommand(), workersCommand(), secretsCommand(), domainsCommand(),
 		pluginsCommand(), keysCommand(), healthCommand(), clusterCommand(), auditCommand(), versionCommand(), buildInfoCommand()}
 }
 

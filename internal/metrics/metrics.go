@@ -38,6 +38,8 @@ type Set struct {
 	keyStoreQueries *prometheus.HistogramVec
 	reconcileFails  *prometheus.CounterVec
 	wasmModules     *prometheus.CounterVec
+	cronRuns        *prometheus.CounterVec
+	cronDuration    *prometheus.HistogramVec
 
 	workersMu sync.RWMutex
 	workers   map[string]map[string]struct{} // the worker names with series of their own, and their versions that have
@@ -95,6 +97,11 @@ func New() *Set {
 		wasmModules: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "wasm_modules_ready_total",
 			Help: "WebAssembly modules made ready to run, by source: compiled, or read from the compilation cache in state_dir (cache)."},
 			[]string{"source"}),
+		cronRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "cron_runs_total",
+			Help: "Ticks of workers' cron triggers this instance ran, by outcome (ok, failed, timeout, skipped)."}, []string{"outcome"}),
+		cronDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "cron_run_duration_seconds",
+			Help: "Time of a cron trigger's request to the worker, until it answered, failed or timed out, by outcome.", Buckets: prometheus.DefBuckets},
+			[]string{"outcome"}),
 		workers: map[string]map[string]struct{}{},
 		pools:   map[*poolSource]struct{}{},
 		history: NewHistory(nil),
@@ -102,6 +109,9 @@ func New() *Set {
 	// Both sources from zero, so a scrape reads 0 compilations rather than no series.
 	s.wasmModules.WithLabelValues("compiled")
 	s.wasmModules.WithLabelValues("cache")
+	for _, outcome := range CronOutcomes {
+		s.cronRuns.WithLabelValues(outcome)
+	}
 	return s
 }
 
@@ -117,7 +127,7 @@ func (s *Set) History() *History {
 func (s *Set) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.apiRequests, s.authFailures, s.workerRequests, s.workerDuration,
 		s.processStarts, s.processCrashes, s.processRestarts, s.crashLoops, s.installDuration, s.installBytes,
-		s.reloadDuration, s.reloadFailures, s.keyStoreQueries, s.reconcileFails, s.wasmModules}
+		s.reloadDuration, s.reloadFailures, s.keyStoreQueries, s.reconcileFails, s.wasmModules, s.cronRuns, s.cronDuration}
 }
 
 // Describe implements prometheus.Collector.
@@ -288,6 +298,21 @@ func (s *Set) WorkerRequest(worker, version string, status int, d time.Duration)
 	s.workerRequests.WithLabelValues(label, vlabel, code(status)).Inc()
 	s.workerDuration.WithLabelValues(label, vlabel).Observe(d.Seconds())
 	s.history.WorkerRequest(worker, status, d)
+}
+
+// CronOutcomes are the outcomes of a cron run, each counted from zero.
+var CronOutcomes = []string{"ok", "failed", "timeout", "skipped"}
+
+// CronRun counts a tick of a cron trigger by its outcome, and the time its request took (none
+// for a skipped tick, which sent none).
+func (s *Set) CronRun(outcome string, took time.Duration) {
+	if s == nil {
+		return
+	}
+	s.cronRuns.WithLabelValues(outcome).Inc()
+	if outcome != "skipped" {
+		s.cronDuration.WithLabelValues(outcome).Observe(took.Seconds())
+	}
 }
 
 // WasmModule counts a WebAssembly module made ready to run: read from the compilation cache

@@ -118,9 +118,12 @@ const RealIPHeader = "X-Real-Ip"
 // header (see Credentials.Strip; the proxy to process workers strips them again from what it
 // sends) and sets X-Real-IP to the client's address as the runtime determined it
 // (trace.ClientAddr: Caddy's client IP, forwarded only by trusted_proxies), in place of any
-// line the client sent under any spelling (X_Real_IP included, which CGI reads alike).
+// line the client sent under any spelling (X_Real_IP included, which CGI reads alike). The
+// Runtime-Cron header is the runtime's too: removed, and set on a tick's request alone (see
+// setCron).
 func (s *Server) Prepare(r *http.Request) {
 	s.opts.Credentials.Strip(r.Header)
+	setCron(r)
 	for name := range r.Header {
 		if sameHeader(name, RealIPHeader) {
 			delete(r.Header, name)

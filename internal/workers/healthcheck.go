@@ -37,17 +37,27 @@ func (h *Healthcheck) check(k Kind) error {
 	if h.Path == "" {
 		return fmt.Errorf("healthcheck.path is missing: name the path the worker answers 2xx at once it can serve, e.g. /healthz")
 	}
-	u, err := url.Parse(h.Path)
-	if len(h.Path) > maxHealthcheckPath || err != nil || !strings.HasPrefix(h.Path, "/") || strings.HasPrefix(h.Path, "//") ||
-		u.Scheme != "" || u.Host != "" || u.Fragment != "" || strings.ContainsAny(h.Path, " \t\r\n") {
-		return fmt.Errorf("healthcheck.path %q must be a path on the worker starting with /, e.g. /healthz (a query may follow; at most %d characters)",
-			h.Path, maxHealthcheckPath)
+	if err := checkWorkerPath("healthcheck.path", h.Path, "/healthz"); err != nil {
+		return err
 	}
 	if h.Timeout == 0 {
 		h.Timeout = Duration(DefaultHealthcheckTimeout)
 	}
 	if time.Duration(h.Timeout) > MaxHealthcheckTimeout {
 		return fmt.Errorf("healthcheck.timeout %s is longer than %s: a deploy waits that long for its answer", time.Duration(h.Timeout), MaxHealthcheckTimeout)
+	}
+	return nil
+}
+
+// checkWorkerPath refuses a manifest key's path that is not a path on the worker (starting
+// with "/", a query allowed, at most maxHealthcheckPath characters), naming the key and an
+// example: the runtime requests it of the worker itself.
+func checkWorkerPath(key, path, example string) error {
+	u, err := url.Parse(path)
+	if len(path) > maxHealthcheckPath || err != nil || !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") ||
+		u.Scheme != "" || u.Host != "" || u.Fragment != "" || strings.ContainsAny(path, " \t\r\n") {
+		return fmt.Errorf("%s %q must be a path on the worker starting with /, e.g. %s (a query may follow; at most %d characters)",
+			key, path, example, maxHealthcheckPath)
 	}
 	return nil
 }

@@ -86,6 +86,8 @@ type Manifest struct {
 	Healthcheck *Healthcheck `yaml:"healthcheck"`
 	// Listen is how the process takes connections: ListenPort or ListenSocket.
 	Listen string `yaml:"listen"`
+	// Cron are the requests the runtime sends the worker on a schedule (see CronTrigger).
+	Cron []CronTrigger `yaml:"cron"`
 }
 
 // RuntimeWasm is the manifest's runtime of WebAssembly workers.
@@ -156,6 +158,9 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 		if err := m.Healthcheck.check(m.Kind()); err != nil {
 			return m, err
 		}
+	}
+	if err := m.checkCron(m.Kind()); err != nil {
+		return m, err
 	}
 	return m, nil
 }

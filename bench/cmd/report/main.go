@@ -306,6 +306,17 @@ var checks = []check{
 			"the store and the primary run on this machine, so their share of the work counts too.",
 	},
 	{
+		title: "cron tick lateness, `@every 1s`, p50 (ms)", a: "BenchmarkCronLateness", metric: "p50-ms", info: true,
+		what: "one runtime process with nothing else to do and a process worker (the test worker) with an `@every 1s` cron " +
+			"trigger, watched for a minute: from each tick's scheduled second (its run's `scheduledAt`) until the worker " +
+			"received the request (its own clock, the same machine's), through the run's row in the key store, the data " +
+			"plane and the proxy to the process; the first tick, which starts the process, is left out.",
+	},
+	{
+		title: "cron tick lateness, `@every 1s`, p99 (ms)", a: "BenchmarkCronLateness", metric: "p99-ms", target: 50, atMost: true,
+		what: "the 99th percentile of the same ticks' lateness.",
+	},
+	{
 		title: "idle RSS of the runtime (MiB)", a: "BenchmarkIdleRSS/runtime", metric: "MiB", info: true,
 		what: "`VmRSS` of a runtime process with the default settings and no workers, read a few seconds after it " +
 			"answered its readiness probe and the OpenAPI document.",

@@ -36,6 +36,42 @@ type Echo struct {
 	Dir     string            `json:"dir"`
 }
 
+// Tick is a request to /tick/… the worker received (what a cron trigger sends), as /ticks lists it.
+type Tick struct {
+	At        time.Time `json:"at"`
+	Method    string    `json:"method"`
+	Path      string    `json:"path"`
+	Cron      []string  `json:"cron"` // the Runtime-Cron header's lines
+	RequestID string    `json:"requestId"`
+}
+
+// ticks are the ticks received, oldest first.
+var ticks struct {
+	sync.Mutex
+	list []Tick
+}
+
+// recordTick records a request to /tick/…, then answers after ?sleep (a Go duration) and with
+// ?status (204 by default).
+func recordTick(w http.ResponseWriter, r *http.Request) {
+	ticks.Lock()
+	ticks.list = append(ticks.list, Tick{At: time.Now(), Method: r.Method, Path: r.URL.Path, Cron: r.Header.Values("Runtime-Cron"),
+		RequestID: r.Header.Get("X-Request-Id")})
+	ticks.Unlock()
+	if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	status, err := strconv.Atoi(r.URL.Query().Get("status"))
+	if err != nil {
+		status = http.StatusNoContent
+	}
+	w.WriteHeader(status)
+}
+
 // startFDs are the descriptors the worker was started with, read before main runs.
 var startFDs = openFDs()
 
@@ -133,6 +169,13 @@ func main() {
 			fmt.Fprintln(w, "slept", d)
 		case <-r.Context().Done():
 		}
+	})
+	http.HandleFunc("/tick/", recordTick)
+	http.HandleFunc("/ticks", func(w http.ResponseWriter, r *http.Request) {
+		ticks.Lock()
+		defer ticks.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(append([]Tick{}, ticks.list...))
 	})
 	http.HandleFunc("/bytes", func(w http.ResponseWriter, r *http.Request) {
 		// n bytes of JSON-like text in one write, as a bare net/http server answers.

@@ -1028,6 +1028,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/workers/{scope}/{name}/cron": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a worker's cron triggers and their runs
+         * @description Each trigger of the worker's active version with its next tick, whether the worker's triggers are paused, and the last runs. A worker's manifest key cron lists requests the runtime sends it on a schedule (schedule: five cron fields, @hourly and the other descriptors, or @every 30s; path; method, POST by default; timeout, the worker's by default; timezone, UTC by default). Each tick goes to the worker's active version as an unpinned request, with the header Runtime-Cron naming the entry and its own X-Request-Id. In a cluster one instance runs each tick (the holder of a lease on the key store's primary); a tick whose trigger's previous run has not ended is skipped. The runs are kept in the key store, the last 100 of each worker.
+         */
+        get: operations["getWorkerCron"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/cron/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a worker's cron triggers
+         * @description No tick of the worker's triggers runs until they are resumed, on any instance; pausing paused triggers changes nothing. Audited. A worker's manifest key cron lists requests the runtime sends it on a schedule (schedule: five cron fields, @hourly and the other descriptors, or @every 30s; path; method, POST by default; timeout, the worker's by default; timezone, UTC by default). Each tick goes to the worker's active version as an unpinned request, with the header Runtime-Cron naming the entry and its own X-Request-Id. In a cluster one instance runs each tick (the holder of a lease on the key store's primary); a tick whose trigger's previous run has not ended is skipped. The runs are kept in the key store, the last 100 of each worker.
+         */
+        post: operations["pauseWorkerCron"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/cron/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a worker's cron triggers
+         * @description Ticks run again from the next one; the ticks missed while paused are not run. Audited. A worker's manifest key cron lists requests the runtime sends it on a schedule (schedule: five cron fields, @hourly and the other descriptors, or @every 30s; path; method, POST by default; timeout, the worker's by default; timezone, UTC by default). Each tick goes to the worker's active version as an unpinned request, with the header Runtime-Cron naming the entry and its own X-Request-Id. In a cluster one instance runs each tick (the holder of a lease on the key store's primary); a tick whose trigger's previous run has not ended is skipped. The runs are kept in the key store, the last 100 of each worker.
+         */
+        post: operations["resumeWorkerCron"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/workers/{scope}/{name}/domains": {
         parameters: {
             query?: never;
@@ -1279,7 +1339,7 @@ export interface components {
             name: string;
         };
         AuditEntry: {
-            /** @description e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, worker.traffic, plugin.upload, plugin.reload, files.upload */
+            /** @description e.g. session.login, key.create, key.revoke, worker.upload, worker.enable, worker.disable, worker.delete, worker.restart, worker.traffic, worker.cron.pause, worker.cron.resume, plugin.upload, plugin.reload, files.upload */
             action: string;
             /** @description who acted; absent when nobody was authenticated (a refused login) */
             actor?: components["schemas"]["AuditActor"];
@@ -1357,6 +1417,51 @@ export interface components {
             keyPrefix: string;
             name: string;
             role: string;
+        };
+        CronRun: {
+            /** @description how long the request took, in milliseconds */
+            durationMs: number;
+            error?: string;
+            /** @description the status of the worker's answer */
+            httpStatus?: number;
+            /** @description the id of the instance that ran it */
+            instance: string;
+            /** @description the request's X-Request-Id, on the runtime's and the worker's log lines */
+            requestId?: string;
+            /**
+             * Format: date-time
+             * @description the tick, to the millisecond
+             */
+            scheduledAt: string;
+            /**
+             * Format: date-time
+             * @description when the tick fired, to the millisecond
+             */
+            startedAt: string;
+            /**
+             * @description ok: the worker answered 2xx or 3xx; failed: another status, or no answer; timeout: none within the trigger's timeout; skipped: the trigger's previous run had not ended; running: not ended (or its instance stopped first)
+             * @enum {string}
+             */
+            status: "running" | "ok" | "failed" | "timeout" | "skipped";
+            trigger: string;
+        };
+        CronTrigger: {
+            method: string;
+            /** @description the entry's name, else its index in the list: the value of the Runtime-Cron header of its requests */
+            name: string;
+            /**
+             * Format: date-time
+             * @description the next tick; absent when the schedule has none left
+             */
+            nextRun?: string;
+            /** @description the path on the worker each tick requests */
+            path: string;
+            /** @description five cron fields, a descriptor such as @hourly, or @every with a duration */
+            schedule: string;
+            /** @description how long a run may take, a Go duration */
+            timeout: string;
+            /** @description the zone the schedule is read in */
+            timezone: string;
         };
         Discovery: {
             /** @description the API path in effect as the client sees it, e.g. /api, /_/api, or /hp/api when the runtime is mounted at /hp */
@@ -1827,6 +1932,21 @@ export interface components {
              * @description the archive: .tgz, .tar.gz or .zip
              */
             file: string;
+        };
+        WorkerCron: {
+            name: string;
+            /** @description the worker's triggers are paused: no tick runs until they are resumed */
+            paused: boolean;
+            /** Format: date-time */
+            pausedAt?: string;
+            /** @description the key prefix of the key that paused them */
+            pausedBy?: string;
+            /** @description the last runs of the worker's triggers (at most 100 kept), newest first, as every instance sees them */
+            runs: components["schemas"]["CronRun"][];
+            /** @description the manifest's cron entries, in its order */
+            triggers: components["schemas"]["CronTrigger"][];
+            /** @description the version whose manifest declares the triggers: the worker's active version here; absent while none is enabled */
+            version?: string;
         };
         WorkerDomain: {
             /**
@@ -7010,6 +7130,282 @@ export interface operations {
                 };
             };
             /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    getWorkerCron: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The worker's triggers, whether they are paused, and their last runs */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerCron"];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Sync and cluster mode: the key store primary cannot be reached (KEY_STORE_UNAVAILABLE); The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    pauseWorkerCron: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The worker's triggers, whether they are paused, and their last runs */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerCron"];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Sync and cluster mode: the key store primary cannot be reached (KEY_STORE_UNAVAILABLE); The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    resumeWorkerCron: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The worker's triggers, whether they are paused, and their last runs */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerCron"];
+                };
+            };
+            /** @description Malformed scope or name (INVALID_PACKAGE_NAME) */
+            400: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Origin missing or foreign (CSRF_REJECTED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:install (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description Sync and cluster mode: the key store primary cannot be reached (KEY_STORE_UNAVAILABLE); The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
                 headers: {
                     /** @description correlation id of the request */
