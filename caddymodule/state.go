@@ -44,9 +44,9 @@ var states = caddy.NewUsagePool()
 // docs/configuration.md, Reloads, lists them.
 var stateSettings = []string{
 	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
-	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval",
+	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval", "sync_admin_url", "sync_admin_token",
 	"package_store", "endpoint", "bucket", "region", "prefix", "access_key_id", "secret_access_key", "path_style", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
-	"worker_network", "worker_scratch", "worker_memory", "worker_processes", "worker_max_files", "worker_cpu", "worker_log_rate", "worker_log_lines",
+	"worker_network", "worker_scratch", "worker_database_size", "worker_memory", "worker_processes", "worker_max_files", "worker_cpu", "worker_log_rate", "worker_log_lines",
 }
 
 // stateKey identifies the state an App needs (the values of stateSettings): the configs of a
@@ -59,8 +59,8 @@ func stateKey(s config.Settings) string {
 		"state=" + s.StateDir,
 		"keystore=" + s.KeyStore + syncKey(s.Sync),
 		"packagestore=" + packageStoreKey(s.PackageStore),
-		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
-			s.WorkerScratch, s.WorkerMemory, s.WorkerProcesses, s.WorkerMaxFiles, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
+		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
+			s.WorkerScratch, s.WorkerDatabase, s.WorkerMemory, s.WorkerProcesses, s.WorkerMaxFiles, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
 	}, "\n")
 }
@@ -72,7 +72,8 @@ func syncKey(s config.SyncSettings) string {
 		return ""
 	}
 	sum := sha256.Sum256([]byte(s.Token))
-	return fmt.Sprintf(" %s %x %s", s.URL, sum[:8], s.Interval)
+	admin := sha256.Sum256([]byte(s.AdminToken))
+	return fmt.Sprintf(" %s %x %s %s %x", s.URL, sum[:8], s.Interval, s.AdminURL, admin[:8])
 }
 
 // packageStoreKey identifies the package store: its place and its credentials (the secret as

@@ -46,6 +46,8 @@ func TestStateSettings(t *testing.T) {
 		"sync_url":            func(s *config.Settings) { s.Sync.URL = "libsql://keys.example.com" },
 		"sync_token":          func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", Token: "t"} },
 		"sync_interval":       func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", Interval: time.Minute} },
+		"sync_admin_url":      func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", AdminURL: "http://h:8081"} },
+		"sync_admin_token":    func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", AdminToken: "a"} },
 		"package_store":       func(s *config.Settings) { s.PackageStore = config.StoreSettings{Kind: config.StoreLocal} },
 		"endpoint": func(s *config.Settings) {
 			s.PackageStore = s3Store(func(o *config.S3Settings) { o.Endpoint = "https://s3.example.com" })
@@ -71,6 +73,7 @@ func TestStateSettings(t *testing.T) {
 		"scratch_dir":            func(s *config.Settings) { s.ScratchDir = "/scratch" },
 		"worker_network":         func(s *config.Settings) { s.WorkerNetwork = config.NetworkIsolated },
 		"worker_scratch":         func(s *config.Settings) { s.WorkerScratch++ },
+		"worker_database_size":   func(s *config.Settings) { s.WorkerDatabase++ },
 		"worker_memory":          func(s *config.Settings) { s.WorkerMemory++ },
 		"worker_processes":       func(s *config.Settings) { s.WorkerProcesses++ },
 		"worker_max_files":       func(s *config.Settings) { s.WorkerMaxFiles++ },

@@ -234,7 +234,7 @@ func runStage() int {
 		}
 	}
 	if l.Network {
-		if err := loopbackUp(); err != nil {
+		if err := LoopbackUp(); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -564,9 +564,10 @@ func MountTmpfs(path, options string) error {
 	return nil
 }
 
-// loopbackUp brings up the loopback interface of the launcher's new network namespace, where
+// LoopbackUp brings up the loopback interface of the calling thread's network namespace (the
+// launcher's new one, or a worker's where the runtime opens a listener for it), where
 // it starts down; it needs CAP_NET_ADMIN, so it runs before any confinement.
-func loopbackUp() error {
+func LoopbackUp() error {
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("bringing up the loopback: %w", err)

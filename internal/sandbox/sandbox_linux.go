@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,6 +232,7 @@ type Process struct {
 	// keeps a copy, to see whether the worker accepts, until the worker exits.
 	listener *os.File
 	socket   string
+	endpoint net.Listener // Spec.Endpoint's, closed once the worker has exited
 	scratch  string
 	unwatch  func() // stops the scratch watcher
 	// The read ends of the worker's stdout and stderr, copied to the writers given to Start.
@@ -256,8 +259,16 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	l := launch.Spec{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Cred: s.cred, Tmpfs: s.tmpfs(spec.Scratch, limits.Scratch),
 		Seccomp: s.seccomp, Network: s.isolated, Listen: s.isolated || spec.Listen}
 	if s.abi > 0 {
-		l.Landlock = landlockRuleset(s.abi, append(append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...),
-			Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE}))
+		rules := append(append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...),
+			Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
+		if spec.Data != "" {
+			// Read and write, never execute: no program runs out of a database folder.
+			rules = append(rules, Rule{Path: spec.Data, Access: llRead | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
+		}
+		l.Landlock = landlockRuleset(s.abi, rules)
+	}
+	if err := s.prepareData(spec.Data); err != nil {
+		return nil, err
 	}
 	sp, err := s.take()
 	if err != nil {
@@ -274,6 +285,12 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		sp.discard()
 		proc.release()
 		return nil, err
+	}
+	if spec.Endpoint != nil {
+		if proc.endpoint, err = s.endpointListener(sp.cmd.Process.Pid); err != nil {
+			return fail(err)
+		}
+		l.Env = append(slices.Clip(l.Env), spec.Endpoint(proc.endpoint)...)
 	}
 	if l.Listen {
 		proc.socket = socketPath(s.sockets, sp.id)
@@ -317,6 +334,7 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if l.Tmpfs == nil {
 		proc.unwatch = watch(spec, limits.Scratch, proc.Kill)
 	}
+	proc.unwatch = both(proc.unwatch, watchData(spec, limits.Database, proc.Kill))
 	return proc, nil
 }
 
@@ -505,6 +523,62 @@ func (p *Process) release() {
 		p.listener.Close()
 		os.Remove(p.socket)
 	}
+	if p.endpoint != nil {
+		p.endpoint.Close()
+	}
+}
+
+// endpointListener opens a TCP listener on 127.0.0.1 that the worker whose launcher is pid
+// can reach (Spec.Endpoint): in an isolated network, inside its network namespace, which a
+// thread of the runtime enters for the moment of the bind (and which the Go runtime ends
+// afterwards, as the goroutine exits without unlocking it), its loopback brought up first,
+// the stage's own bringing up being later; elsewhere, on the host's loopback. The socket
+// stays in the namespace it was made in, so it serves there alone.
+func (s *Sandbox) endpointListener(pid int) (net.Listener, error) {
+	if !s.isolated {
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err != nil {
+			res <- result{err: fmt.Errorf("the worker's network namespace: %w", err)}
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			res <- result{err: fmt.Errorf("entering the worker's network namespace: %w", err)}
+			return
+		}
+		if err := launch.LoopbackUp(); err != nil {
+			res <- result{err: err}
+			return
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		res <- result{ln, err}
+	}()
+	r := <-res
+	return r.ln, r.err
+}
+
+// prepareData creates the worker's data folder if it has none yet, owned by the worker's
+// account; what it holds is kept.
+func (s *Sandbox) prepareData(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("database folder: %w", err)
+	}
+	if s.cred != nil {
+		return os.Chown(dir, int(s.cred.UID), int(s.cred.GID))
+	}
+	return nil
 }
 
 // tmpfs returns the tmpfs to mount on a worker's scratch folder, nil when a watcher bounds it
