@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/internal/events"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/lifecycle"
@@ -159,6 +160,22 @@ type state struct {
 	requests atomic.Uint64
 	// secrets are the workers' secrets: the key, and what the running processes were given.
 	secrets secretState
+	// databases are the workers' own databases (manifest database: true).
+	databases *databases.Manager
+}
+
+// workerDatabases returns the manager of the workers' databases: files under state_dir on
+// one instance, namespaces on the primary in sync mode. Making it touches nothing.
+func workerDatabases(s config.Settings) *databases.Manager {
+	dir := filepath.Join(s.StateDir, "databases")
+	if s.KeyStore != "sync" {
+		return databases.New(dir, nil)
+	}
+	remote, err := databases.NewRemote(s.Sync.URL, s.Sync.Token, s.Sync.AdminURL, s.Sync.AdminToken)
+	if err != nil {
+		return databases.Refusing(err)
+	}
+	return databases.New(dir, remote)
 }
 
 func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {
@@ -174,7 +191,8 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 	st.activations = workers.NewActivations(workers.ActivationsPath(s.StateDir), logger.Named("workers"))
 	st.activator = workers.NewActivator(workers.ActivatorOptions{Workers: st.workerCatalog, Pool: st.workerPool,
 		Activations: st.activations, Logger: logger.Named("workers"), MaxHeaderSize: st.maxHeader.Load})
-	st.procs = processes{settings: s, logger: logger, secrets: st.workerSecrets}
+	st.databases = workerDatabases(s)
+	st.procs = processes{settings: s, logger: logger, secrets: st.workerSecrets, databases: st.databases}
 	st.audit = auditPruner{keys: st.keys.Load, logger: logger}
 	st.traffic = trafficFollower{keys: st.keys.Load, splits: st.splits, logger: logger}
 	st.domains = domainFollower{keys: st.keys.Load, router: &st.router, logger: logger}

@@ -64,6 +64,9 @@ func (l Limits) Cap(c Limits) Limits {
 	return l
 }
 
+// Caps are the operator's caps on every worker's limits (Options.Caps).
+func (s *Sandbox) Caps() Limits { return s.opts.Caps }
+
 // ListenPrefix begins the variables the sandbox sets for a worker in an isolated network
 // (LISTEN_FDS, LISTEN_PID: socket activation), in place of any the worker's environment has.
 const ListenPrefix = "LISTEN_"
