@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -273,4 +275,70 @@ func TestDatabaseLimit(t *testing.T) {
 	}
 	b, _ := json.Marshal(info)
 	t.Logf("database record: %s", b)
+}
+
+// TestDatabaseSync: in sync mode two instances on one sqld with namespaces give a worker
+// the same database, a namespace on the primary behind an endpoint of each instance: a row
+// written through A is read through B. Another worker reaches that namespace neither by
+// naming it in its request's host nor with the worker's token, and never sees the primary's
+// credentials.
+func TestDatabaseSync(t *testing.T) {
+	t.Parallel()
+	admin := testkit.FreePort(t)
+	keyFile, key := testkit.JWTKeys(t)
+	primary := testkit.StartSqld(t, "--enable-namespaces", "--admin-listen-addr", fmt.Sprintf("127.0.0.1:%d", admin),
+		"--auth-jwt-key-file", keyFile)
+	token := testkit.SignJWT(key)
+	// sqld takes the namespace from the host's first label: localhost has one label only,
+	// which names the default namespace, the key store's.
+	app := fmt.Sprintf("key_store sync {\n\t\t\turl http://localhost:%d\n\t\t\ttoken {env.PRIMARY_TOKEN}\n\t\t\tinterval 1s\n"+
+		"\t\t\tadmin_url http://127.0.0.1:%d\n\t\t}", primary.Port, admin)
+	env := map[string]string{"RUNTIME_ROOT_KEY": rootKey, "PRIMARY_TOKEN": token}
+	a := harness.Start(t, harness.Config{App: app, Env: env})
+	b := harness.Start(t, harness.Config{App: app, Env: env})
+	for _, s := range []*harness.Server{a, b} {
+		uploadDB(t, s, "shared", "1.0.0", "")
+		uploadDB(t, s, "other", "1.0.0", "")
+	}
+
+	var envA map[string]string
+	if resp := a.Get("/shared/env"); resp.Status != 200 || resp.JSON(&envA) != nil {
+		t.Fatalf("env = %s", resp)
+	}
+	if !strings.HasPrefix(envA["DATABASE_URL"], "http://127.0.0.1:") || envA["DATABASE_PATH"] != "" {
+		t.Fatalf("DATABASE_URL %q, DATABASE_PATH %q: want the runtime's endpoint", envA["DATABASE_URL"], envA["DATABASE_PATH"])
+	}
+	if strings.Contains(fmt.Sprint(envA), token) {
+		t.Fatalf("the worker sees the primary's token: %v", envA)
+	}
+	dbWrite(t, a, "/shared", "from A")
+	if got := dbRows(t, b, "/shared/read"); len(got) != 1 || got[0] != "from A" {
+		t.Fatalf("B reads %q, want [from A]", got)
+	}
+	dbWrite(t, b, "/other", "other's own")
+
+	// The other worker names the shared namespace in its host, as sqld reads it: it still
+	// reads its own rows alone.
+	u, _ := url.Parse(envA["DATABASE_URL"])
+	for _, host := range []string{"default.localhost", sharedNamespace("shared") + ".localhost"} {
+		if got := dbRows(t, a, "/other/raw?host="+url.QueryEscape(host)); len(got) != 1 || got[0] != "other's own" {
+			t.Errorf("the other worker, naming %s in its host, reads %q, want its own row", host, got)
+		}
+	}
+	// With the shared worker's token (which it could only guess), its endpoint refuses it.
+	resp := a.Get("/other/raw?token=" + url.QueryEscape(u.Query().Get("authToken")))
+	if resp.Status == 200 {
+		t.Errorf("the other worker, with the shared worker's token, = %s", resp)
+	}
+	info := workerDatabase(t, b, "shared")
+	if info["mode"] != "primary" {
+		t.Errorf("database record on B = %v, want mode primary", info)
+	}
+}
+
+// sharedNamespace is the primary's namespace of worker's database, as docs/workers.md
+// describes it: w- and the first 16 bytes of the name's SHA-256 in hex.
+func sharedNamespace(worker string) string {
+	sum := sha256.Sum256([]byte(worker))
+	return "w-" + hex.EncodeToString(sum[:16])
 }
