@@ -101,6 +101,11 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+if os.environ.get("LISTEN_FDS"):  # an isolated network: the runtime's listener is descriptor 3
+    import socket
+    srv = http.server.ThreadingHTTPServer(("", 0), H, bind_and_activate=False)
+    srv.socket = socket.socket(fileno=3)
+    srv.serve_forever()
 http.server.ThreadingHTTPServer((os.environ.get("HOST", "127.0.0.1"), int(os.environ["PORT"])), H).serve_forever()
 `
 
@@ -279,7 +284,7 @@ func TestDatabaseLimit(t *testing.T) {
 
 // TestDatabaseSync: in sync mode two instances on one sqld with namespaces give a worker
 // the same database, a namespace on the primary behind an endpoint of each instance: a row
-// written through A is read through B. Another worker reaches that namespace neither by
+// written through A is read through B, whose workers run in isolated networks (as root). Another worker reaches that namespace neither by
 // naming it in its request's host nor with the worker's token, and never sees the primary's
 // credentials.
 func TestDatabaseSync(t *testing.T) {
@@ -295,7 +300,12 @@ func TestDatabaseSync(t *testing.T) {
 		"\t\t\tadmin_url http://127.0.0.1:%d\n\t\t}", primary.Port, admin)
 	env := map[string]string{"RUNTIME_ROOT_KEY": rootKey, "PRIMARY_TOKEN": token}
 	a := harness.Start(t, harness.Config{App: app, Env: env})
-	b := harness.Start(t, harness.Config{App: app, Env: env})
+	// B's workers run in networks of their own, where the endpoint listens inside theirs.
+	isolated := app
+	if os.Geteuid() == 0 {
+		isolated += "\n\t\tworker_network isolated"
+	}
+	b := harness.Start(t, harness.Config{App: isolated, Env: env})
 	for _, s := range []*harness.Server{a, b} {
 		uploadDB(t, s, "shared", "1.0.0", "")
 		uploadDB(t, s, "other", "1.0.0", "")

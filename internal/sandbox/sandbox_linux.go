@@ -530,10 +530,11 @@ func (p *Process) release() {
 
 // endpointListener opens a TCP listener on 127.0.0.1 that the worker whose launcher is pid
 // can reach (Spec.Endpoint): in an isolated network, inside its network namespace, which a
-// thread of the runtime enters for the moment of the bind (and which the Go runtime ends
-// afterwards, as the goroutine exits without unlocking it), its loopback brought up first,
-// the stage's own bringing up being later; elsewhere, on the host's loopback. The socket
-// stays in the namespace it was made in, so it serves there alone.
+// thread of the runtime enters for the moment of the bind, its loopback brought up first (the
+// stage's own bringing up comes later); elsewhere, on the host's loopback. The socket stays in
+// the namespace it was made in, so it serves there alone. The thread goes back to the
+// runtime's namespace afterwards rather than ending: it may be the parent of a spare
+// launcher, whose Pdeathsig would kill it with the thread.
 func (s *Sandbox) endpointListener(pid int) (net.Listener, error) {
 	if !s.isolated {
 		return net.Listen("tcp", "127.0.0.1:0")
@@ -545,22 +546,33 @@ func (s *Sandbox) endpointListener(pid int) (net.Listener, error) {
 	res := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			res <- result{err: fmt.Errorf("the runtime's network namespace: %w", err)}
+			return
+		}
+		defer own.Close()
 		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
 		if err != nil {
+			runtime.UnlockOSThread()
 			res <- result{err: fmt.Errorf("the worker's network namespace: %w", err)}
 			return
 		}
 		defer ns.Close()
 		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			res <- result{err: fmt.Errorf("entering the worker's network namespace: %w", err)}
 			return
 		}
-		if err := launch.LoopbackUp(); err != nil {
-			res <- result{err: err}
-			return
+		var r result
+		if r.err = launch.LoopbackUp(); r.err == nil {
+			r.ln, r.err = net.Listen("tcp", "127.0.0.1:0")
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		res <- result{ln, err}
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread() // else the thread ends with the goroutine, still locked
+		}
+		res <- r
 	}()
 	r := <-res
 	return r.ln, r.err
