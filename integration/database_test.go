@@ -2,6 +2,7 @@ package integration
 
 import (
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -214,6 +215,20 @@ func TestDatabaseLocal(t *testing.T) {
 	if info["mode"] != "local" || info["size"].(float64) <= 0 {
 		t.Errorf("database record = %v, want mode local and a size", info)
 	}
+
+	// runtime backup copies the database beside the key store's copy.
+	if out, err := harness.RunCommand(t, s.Dir, nil, "backup", "keys.db"); err != nil || !strings.Contains(out, "1 workers' databases") {
+		t.Fatalf("runtime backup: %v\n%s", err, out)
+	}
+	copied, err := sql.Open("libsql", "file:"+filepath.Join(s.Dir, "keys.db.databases", "notes", "db.sqlite")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	if err := copied.QueryRow(`SELECT v FROM t`).Scan(&row); err != nil || row != "kept" {
+		t.Errorf("the backup of the database holds %q (%v), want kept", row, err)
+	}
+	copied.Close()
 
 	// The runtime restarts: the rows are there.
 	s.Stop()
