@@ -367,3 +367,34 @@ func sharedNamespace(worker string) string {
 	sum := sha256.Sum256([]byte(worker))
 	return "w-" + hex.EncodeToString(sum[:16])
 }
+
+// TestDatabaseWorkerUser: a worker running under worker_user, which cannot pass state_dir
+// (the runtime's, 0700), still reaches its database: the stage mounts the folder inside the
+// worker's scratch tmpfs, and DATABASE_PATH names it there.
+func TestDatabaseWorkerUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("worker_user needs the runtime to run as root")
+	}
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}, App: "worker_user nobody"})
+	apps := filepath.Join(s.DataDir, "apps")
+	if err := os.MkdirAll(apps, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	openToOthers(apps) // the test's temporary folders are its own; state_dir stays closed
+	uploadDB(t, s, "notes", "1.0.0", "")
+	dbWrite(t, s, "/notes", "as nobody")
+	if resp := s.Do("POST", s.API+"/workers/_/notes/restart", harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("restart = %s", resp)
+	}
+	if got := dbRows(t, s, "/notes/read"); len(got) != 1 || got[0] != "as nobody" {
+		t.Fatalf("after a restart the worker reads %q, want [as nobody]", got)
+	}
+	var env map[string]string
+	if resp := s.Get("/notes/env"); resp.Status != 200 || resp.JSON(&env) != nil || !strings.HasSuffix(env["DATABASE_PATH"], "/.database/db.sqlite") {
+		t.Errorf("env = %v, want DATABASE_PATH in the scratch folder's .database", env)
+	}
+	if info := workerDatabase(t, s, "notes"); info["size"].(float64) <= 0 {
+		t.Errorf("database record = %v, want a size", info)
+	}
+}

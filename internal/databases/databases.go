@@ -88,8 +88,8 @@ func (m *Manager) Folder(worker string) string {
 type Attachment struct {
 	// Folder is the folder it may write (local mode), "" in primary mode.
 	Folder string
-	// Env are its DATABASE_* variables known before it starts.
-	Env []string
+	// Env names the database, given the folder as the process reaches it (local mode).
+	Env func(dir string) []string
 	// Endpoint serves its database on a listener it can reach and returns the variables
 	// naming it (primary mode); nil in local mode.
 	Endpoint func(ln net.Listener) []string
@@ -134,8 +134,10 @@ func (m *Manager) Attach(ctx context.Context, worker string, limit int64, over f
 		}
 	}
 	m.clear(worker)
-	file := filepath.Join(dir, File)
-	return Attachment{Folder: dir, Env: []string{URLVar + "=file:" + file, PathVar + "=" + file},
+	return Attachment{Folder: dir, Env: func(dir string) []string {
+		file := filepath.Join(dir, File)
+		return []string{URLVar + "=file:" + file, PathVar + "=" + file}
+	},
 		Over: func(reason error) { report(fmt.Errorf("%w: %s", reason, advice)) }}, nil
 }
 

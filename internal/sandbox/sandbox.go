@@ -93,6 +93,10 @@ type Spec struct {
 	// bounds it by Limits.Database, whatever bounds the scratch folder: it is on the disk, so
 	// no tmpfs can, and the worker writes its files itself, so nothing between can either.
 	Data string
+	// DataEnv returns the variables naming the data folder as the worker reaches it (its
+	// path; or, where its account cannot pass the folders above it, the folder's mount in
+	// its scratch tmpfs), added to Env.
+	DataEnv func(dir string) []string
 	// OverData is told why once the data folder passes Limits.Database or cannot be
 	// measured, just before the sandbox kills the worker. It must not wait for the worker.
 	OverData func(reason error)

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -269,6 +270,22 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	}
 	if err := s.prepareData(spec.Data); err != nil {
 		return nil, err
+	}
+	if spec.Data != "" && spec.DataEnv != nil {
+		dir := spec.Data
+		if s.cred != nil {
+			// Another account cannot pass state_dir (0700, the runtime's): the stage, still
+			// the runtime's, mounts the folder inside the worker's scratch tmpfs, in the
+			// worker's mount namespace alone. A path through a descriptor would not do:
+			// SQLite resolves the links of a path, /proc/self/fd's too.
+			if l.Tmpfs == nil {
+				return nil, errors.New("a worker's database under worker_user needs its scratch folder on a tmpfs (the runtime as root, " +
+					"worker_scratch above 0; the start-up log says why there is none), or workers running as the runtime's account")
+			}
+			dir = filepath.Join(spec.Scratch, ".database")
+			l.Bind = &launch.Bind{Source: spec.Data, Target: dir}
+		}
+		l.Env = append(slices.Clip(l.Env), spec.DataEnv(dir)...)
 	}
 	sp, err := s.take()
 	if err != nil {

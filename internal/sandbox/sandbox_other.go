@@ -74,6 +74,9 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	}
 	p := &Process{scratch: spec.Scratch}
 	env := spec.Env
+	if spec.Data != "" && spec.DataEnv != nil {
+		env = append(slices.Clip(env), spec.DataEnv(spec.Data)...)
+	}
 	if spec.Endpoint != nil {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -37,8 +37,7 @@ func (pr *proc) attachDatabase(spec *sandbox.Spec) error {
 		name, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(databases.Variables, name)
 	})
-	spec.Env = append(spec.Env, att.Env...)
-	spec.Data, spec.OverData, spec.Endpoint = att.Folder, att.Over, att.Endpoint
+	spec.Data, spec.DataEnv, spec.OverData, spec.Endpoint = att.Folder, att.Env, att.Over, att.Endpoint
 	return nil
 }
 
