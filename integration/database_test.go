@@ -398,3 +398,30 @@ func TestDatabaseWorkerUser(t *testing.T) {
 		t.Errorf("database record = %v, want a size", info)
 	}
 }
+
+// TestExampleDB packages examples/db as examples/README.md says: its entries outlive a new
+// upload and a restart of its process.
+func TestExampleDB(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("needs /usr/bin/python3")
+	}
+	s := startWithRoot(t)
+	archive := filepath.Join(t.TempDir(), "guestbook.tgz")
+	runIn(t, "..", "tar", "-czf", archive, "-C", "examples/db", ".")
+	data, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploadOK(t, s, "workers", "guestbook.tgz", data, rootKey)
+	if resp := s.Do("POST", "/guestbook/?name=Ada"); resp.Status != 201 {
+		t.Fatalf("POST = %s", resp)
+	}
+	uploadOK(t, s, "workers", "guestbook.tgz", data, rootKey)
+	if resp := s.Do("POST", s.API+"/workers/_/guestbook/restart", harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("restart = %s", resp)
+	}
+	if resp := s.Get("/guestbook/"); resp.Status != 200 || !strings.Contains(string(resp.Body), `"entries": ["Ada"]`) {
+		t.Fatalf("GET after a new upload and a restart = %s", resp)
+	}
+}
