@@ -211,6 +211,15 @@ func TestDatabaseLocal(t *testing.T) {
 		t.Errorf("another worker's open of the database failed otherwise than refused: %s", resp)
 	}
 
+	var listed []map[string]any
+	if resp := s.Get(s.API+"/workers", harness.WithKey(rootKey)); resp.Status != 200 || resp.JSON(&listed) != nil {
+		t.Fatalf("workers = %s", resp)
+	}
+	for _, w := range listed {
+		if w["name"] == "notes" && w["database"] != "local" {
+			t.Errorf("the worker's record = %v, want database local", w)
+		}
+	}
 	info := workerDatabase(t, s, "notes")
 	if info["mode"] != "local" || info["size"].(float64) <= 0 {
 		t.Errorf("database record = %v, want mode local and a size", info)

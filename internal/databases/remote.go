@@ -200,9 +200,9 @@ func (r *Remote) handler(ns, token string, limit int64, over func(error)) http.H
 			if last := measured.Load(); time.Since(time.Unix(0, last)) > sizeEvery {
 				measured.Store(time.Now().UnixNano())
 				used, err := r.Size(req.Context(), ns)
-				full.Store(err == nil && used > limit)
-				if full.Load() {
-					over(LimitError(limit))
+				now := err == nil && used > limit
+				if was := full.Swap(now); now && !was {
+					over(LimitError(limit)) // once as it passes the limit, not at each refusal
 				}
 			}
 			if full.Load() {
