@@ -36,8 +36,11 @@ def pipeline(stmts, host=None, token=None):
                                  headers={"Authorization": "Bearer " + tok, "Content-Type": "application/json"})
     if host:
         req.add_header("Host", host)
-    with urllib.request.urlopen(req, timeout=10) as r:
-        out = json.load(r)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            out = json.load(r)
+    except urllib.error.HTTPError as e:  # the endpoint's refusal: its status and why
+        raise Exception("%d %s" % (e.code, e.read().decode()))
     rows = []
     for res in out["results"]:
         if res["type"] == "error":
@@ -367,6 +370,25 @@ func TestDatabaseSync(t *testing.T) {
 	info := workerDatabase(t, b, "shared")
 	if info["mode"] != "primary" {
 		t.Errorf("database record on B = %v, want mode primary", info)
+	}
+
+	// Past limits.database the endpoint refuses the worker's statements, saying why, in the
+	// worker's log too. sqld counts a namespace's size as it goes: the writes go on a while.
+	uploadDB(t, a, "hog", "1.0.0", "limits:\n  database: 256KiB\n")
+	var fill struct {
+		Written int    `json:"written"`
+		Error   string `json:"error"`
+	}
+	harness.Eventually(t, "the endpoint to refuse the hog's writes", 20*time.Second, func() bool {
+		resp := a.Get("/hog/fill?n=8")
+		return resp.Status == 200 && resp.JSON(&fill) == nil && strings.Contains(fill.Error, "limits.database")
+	})
+	logs := a.Get(a.API+"/workers/_/hog/logs", harness.WithKey(rootKey))
+	if !strings.Contains(string(logs.Body), "limits.database") {
+		t.Errorf("the hog's log does not say why its writes are refused: %s", logs)
+	}
+	if msg, _ := workerDatabase(t, a, "hog")["error"].(string); !strings.Contains(msg, "limits.database") {
+		t.Errorf("the hog's database record does not say why its writes are refused: %q", msg)
 	}
 }
 
