@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/caddy-runtime/runtime/integration/harness"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
@@ -455,4 +457,23 @@ func TestExampleDB(t *testing.T) {
 	if resp := s.Get("/guestbook/"); resp.Status != 200 || !strings.Contains(string(resp.Body), `"entries": ["Ada"]`) {
 		t.Fatalf("GET after a new upload and a restart = %s", resp)
 	}
+}
+
+// TestCPanelDatabase: an app with a database shows, on its page, where the database is and
+// the bytes it holds against its limit, as the API measures them.
+func TestCPanelDatabase(t *testing.T) {
+	t.Parallel()
+	s := startWithRoot(t)
+	uploadDB(t, s, "notes", "1.0.0", "limits:\n  database: 8MiB\n")
+	dbWrite(t, s, "/notes", "a row")
+	p, problems := openPanel(t, s)
+	p.do("opening the app's page", chromedp.Navigate(p.base+"/apps/notes"))
+	p.signIn(rootKey)
+	p.do("waiting for the database", chromedp.WaitVisible(chromedp.Search(`//section[h2[normalize-space()="Database"]]//strong[contains(., "KiB")]`)))
+	text := p.text(`section[aria-labelledby="database-h"]`)
+	if !strings.Contains(text, "a SQLite file on this instance") || !strings.Contains(text, "of 8.0 MiB") {
+		t.Errorf("the database section says %q, want where it is and its limit", text)
+	}
+	p.namesEveryControl("the app page with a database")
+	problems.check(t)
 }
