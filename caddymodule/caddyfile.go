@@ -105,6 +105,8 @@ func mountOf(paths []string) string {
 //				url      <libSQL primary URL>
 //				token    <auth token, e.g. {env.RUNTIME_AUTH_DB_SYNC_TOKEN}>
 //				interval <pull interval, e.g. 10s>
+//				admin_url   <the primary's admin API, for the workers' databases>
+//				admin_token <its key, e.g. {env.RUNTIME_AUTH_DB_SYNC_ADMIN_TOKEN}>
 //			}]
 //			package_store   local|s3 [{ … }]   # a module of runtime.package_stores; see S3Store
 //			process_workers on|off|<@namespace...>
@@ -114,6 +116,7 @@ func mountOf(paths []string) string {
 //			scratch_dir     <dir>
 //			worker_network  host|isolated
 //			worker_scratch  <size>
+//			worker_database_size <size>
 //			worker_memory   <size>
 //			worker_processes <count>
 //			worker_max_files <count>
@@ -176,7 +179,7 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 		"domain_resolvers": &v.DomainResolvers,
 	}
 	sizes := map[string]*int64{"max_upload_size": &v.MaxUploadSize, "max_unpacked_size": &v.MaxUnpackedSize, "worker_memory": &v.WorkerMemory,
-		"worker_scratch": &v.WorkerScratch, "wasm_memory": &v.WasmMemory, "wasm_compiled_memory": &v.WasmCompiledMemory,
+		"worker_scratch": &v.WorkerScratch, "worker_database_size": &v.WorkerDatabaseSize, "wasm_memory": &v.WasmMemory, "wasm_compiled_memory": &v.WasmCompiledMemory,
 		"wasm_cache_size": &v.WasmCacheSize, "wasm_memory_budget": &v.WasmMemoryBudget, "wasm_max_module_size": &v.WasmMaxModuleSize,
 		"worker_max_header_size": &v.WorkerMaxHeaderSize}
 	counts := map[string]*int{"max_archive_entries": &v.MaxArchiveEntries, "pool_size": &v.PoolSize,
@@ -301,22 +304,24 @@ func checkCopy(h httpcaddyfile.Helper, own config.AppValues, at caddyfile.Token)
 }
 
 // unmarshalKeyStore reads key_store local|sync, and after sync an optional block of the
-// primary's url, token and interval (the sync_url, sync_token and sync_interval settings).
+// primary's url, token and interval and its admin API's admin_url and admin_token (the sync_url,
+// sync_token, sync_interval, sync_admin_url and sync_admin_token settings).
 func unmarshalKeyStore(d *caddyfile.Dispenser, v *config.Values, args []string) error {
 	if len(args) != 1 {
 		return d.Errf("key_store takes local or sync")
 	}
 	v.KeyStore = args[0]
-	fields := map[string]*string{"url": &v.SyncURL, "token": &v.SyncToken, "interval": &v.SyncInterval}
+	fields := map[string]*string{"url": &v.SyncURL, "token": &v.SyncToken, "interval": &v.SyncInterval,
+		"admin_url": &v.SyncAdminURL, "admin_token": &v.SyncAdminToken}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		if !strings.EqualFold(args[0], "sync") {
-			return d.Errf("only key_store sync takes a block (url, token, interval)")
+			return d.Errf("only key_store sync takes a block (url, token, interval, admin_url, admin_token)")
 		}
 		sub := d.Val()
 		field := fields[sub]
 		switch {
 		case field == nil:
-			return d.Errf("unknown key_store sync setting %q; known settings: url, token, interval", sub)
+			return d.Errf("unknown key_store sync setting %q; known settings: url, token, interval, admin_url, admin_token", sub)
 		case *field != "":
 			return d.Errf("key_store sync: %s is set twice", sub)
 		case !d.NextArg():

@@ -84,6 +84,8 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"block after local", "runtime {\n\tkey_store local {\n\t\turl http://h\n\t}\n}", []string{"only key_store sync takes a block"}},
 		{"unknown sync setting", "runtime {\n\tkey_store sync {\n\t\tpassword x\n\t}\n}", []string{`unknown key_store sync setting "password"`}},
 		{"sync setting twice", "runtime {\n\tkey_store sync {\n\t\turl http://h\n\t\turl http://i\n\t}\n}", []string{"url is set twice"}},
+		{"admin url with credentials", "runtime {\n\tkey_store sync {\n\t\turl http://h\n\t\tadmin_url http://u:p@h:8081\n\t}\n}", []string{"invalid sync_admin_url", "admin_token"}},
+		{"database size", "runtime {\n\tworker_database_size lots\n}", []string{"worker_database_size"}},
 		{"sync setting without value", "runtime {\n\tkey_store sync {\n\t\ttoken\n\t}\n}", []string{"wrong argument count"}},
 		{"weak root key", "runtime {\n\troot_key short\n}", []string{"invalid root_key", "at least 16"}},
 		{"shared dir", "runtime {\n\tworker_dirs /x\n\tplugin_dirs /x\n}", []string{"invalid plugin_dirs", "worker_dirs"}},

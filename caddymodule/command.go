@@ -18,6 +18,7 @@ import (
 
 	"github.com/caddy-runtime/runtime/internal/cli"
 	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/internal/reconcile"
 	"github.com/caddy-runtime/runtime/keystore"
 	"github.com/caddy-runtime/runtime/packages"
@@ -99,8 +100,13 @@ else in $RUNTIME_STATE_DIR, else ./data/state. In sync mode the file is the repl
 primary, which is the source of truth: the copy holds what the replica had pulled; back the
 primary up with its own tools.
 
+The workers' local databases (database: true) are copied too, each consistent on its own, into
+the new folder FILE.databases (one folder per worker, as in state_dir/databases).
+
 To restore: stop the runtime, move api-keys.db and its -wal and -shm files away, copy the
-backup to api-keys.db, and start the runtime.
+backup to api-keys.db (and FILE.databases/<worker>/db.sqlite to
+state_dir/databases/<worker>/db.sqlite, its -wal and -shm files moved away), and start the
+runtime.
 
 Example:
   caddy runtime backup --config Caddyfile backups/api-keys-$(date +%F).db`,
@@ -128,17 +134,26 @@ func backupKeyStore(fl caddycmd.Flags) (int, error) {
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
+	// The workers' local databases (database: true) sit beside the key store in state_dir.
+	dbs, err := keystore.BackupDatabases(ctx, filepath.Join(filepath.Dir(from), "databases"), databases.File, to+".databases")
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
 	if fl.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(backupJSON{From: displayPath(from), To: displayPath(to), Keys: rep.Keys, Sessions: rep.Sessions,
-			AuditEntries: rep.AuditEntries, Bytes: rep.Bytes, Replica: rep.Replica}); err != nil {
+			AuditEntries: rep.AuditEntries, Bytes: rep.Bytes, Replica: rep.Replica,
+			Databases: dbs.Databases, DatabaseBytes: dbs.Bytes}); err != nil {
 			return caddy.ExitCodeFailedStartup, err
 		}
 		return caddy.ExitCodeSuccess, nil
 	}
 	fmt.Printf("backed up the key store %s to %s: %d keys, %d sessions, %d audit entries, %d bytes\n",
 		displayPath(from), displayPath(to), rep.Keys, rep.Sessions, rep.AuditEntries, rep.Bytes)
+	if dbs.Databases > 0 {
+		fmt.Printf("backed up %d workers' databases to %s: %d bytes\n", dbs.Databases, displayPath(to+".databases"), dbs.Bytes)
+	}
 	if rep.Replica {
 		fmt.Println("the key store is the replica of a sync-mode primary, which is the source of truth: " +
 			"this copy holds what the replica had pulled; back the primary up with its own tools")
@@ -155,6 +170,9 @@ type backupJSON struct {
 	AuditEntries int    `json:"auditEntries"`
 	Bytes        int64  `json:"bytes"`
 	Replica      bool   `json:"replica"` // a sync-mode replica: its primary is the source of truth
+	// Databases and DatabaseBytes are the workers' local databases copied to <to>.databases.
+	Databases     int   `json:"databases"`
+	DatabaseBytes int64 `json:"databaseBytes"`
 }
 
 // keyStorePath is the key store file: from when set, else in the state_dir of the config

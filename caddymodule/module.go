@@ -121,6 +121,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Workers:         h.state.workerCatalog,
 		Plugins:         h.state.pluginCatalog,
 		Pool:            h.state.workerPool,
+		Databases:       h.state.databases,
+		DatabaseSize:    settings.WorkerDatabase,
 		Activations:     h.state.activations,
 		Activator:       h.state.activator,
 		PluginHost:      h.plugins,

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/internal/workers"
 )
@@ -18,6 +19,8 @@ type processes struct {
 	settings config.Settings
 	logger   *zap.Logger
 	secrets  func(ctx context.Context, worker string) (map[string]string, error)
+	// databases gives workers with database: true theirs.
+	databases *databases.Manager
 	// pool and logs are set by Start.
 	pool    *workers.Pool
 	logs    *workers.LogBook
@@ -36,10 +39,11 @@ func (p *processes) Start() error {
 	pool, err := workers.NewPool(workers.PoolOptions{
 		Size: s.PoolSize, Logger: p.logger.Named("workers"), Path: os.Getenv("PATH"),
 		Sandbox: sb, ScratchDir: s.ScratchDir, Allowed: s.ProcessWorkers.Allows,
-		LogRate: s.WorkerLogRate,
-		Logs:    logs,
-		Events:  runtimeMetrics,
-		Secrets: p.secrets,
+		LogRate:   s.WorkerLogRate,
+		Logs:      logs,
+		Events:    runtimeMetrics,
+		Secrets:   p.secrets,
+		Databases: p.databases,
 
 		FreshConcurrency: s.WorkerFreshConcurrency,
 		FreshQueue:       s.WorkerFreshQueue,
@@ -81,8 +85,9 @@ func newSandbox(st config.Settings, logger *zap.Logger) (*sandbox.Sandbox, error
 	sb, err := sandbox.New(sandbox.Options{
 		User: st.WorkerUser, Group: st.WorkerGroup, ReadDirs: st.WorkerReadDirs,
 		IsolateNetwork: st.WorkerNetwork == config.NetworkIsolated,
-		Caps:           sandbox.Limits{Memory: st.WorkerMemory, Processes: st.WorkerProcesses, Files: st.WorkerMaxFiles, CPU: st.WorkerCPU, Scratch: st.WorkerScratch},
-		Private:        append(append([]string{st.StateDir, st.ScratchDir}, st.WorkerDirs...), st.PluginDirs...),
+		Caps: sandbox.Limits{Memory: st.WorkerMemory, Processes: st.WorkerProcesses, Files: st.WorkerMaxFiles, CPU: st.WorkerCPU, Scratch: st.WorkerScratch,
+			Database: st.WorkerDatabase},
+		Private: append(append([]string{st.StateDir, st.ScratchDir}, st.WorkerDirs...), st.PluginDirs...),
 	})
 	if err != nil {
 		return nil, err

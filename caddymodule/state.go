@@ -22,6 +22,7 @@ import (
 	"github.com/caddy-runtime/runtime/internal/cluster"
 	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/cron"
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/internal/events"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/lifecycle"
@@ -45,9 +46,9 @@ var states = caddy.NewUsagePool()
 // docs/configuration.md, Reloads, lists them.
 var stateSettings = []string{
 	"worker_dirs", "plugin_dirs", "state_dir", "max_upload_size", "max_unpacked_size", "max_archive_entries",
-	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval",
+	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval", "sync_admin_url", "sync_admin_token",
 	"package_store", "endpoint", "bucket", "region", "prefix", "access_key_id", "secret_access_key", "path_style", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
-	"worker_network", "worker_scratch", "worker_memory", "worker_processes", "worker_max_files", "worker_cpu", "worker_log_rate", "worker_log_lines",
+	"worker_network", "worker_scratch", "worker_database_size", "worker_memory", "worker_processes", "worker_max_files", "worker_cpu", "worker_log_rate", "worker_log_lines",
 	"worker_fresh_concurrency", "worker_fresh_queue",
 }
 
@@ -61,8 +62,8 @@ func stateKey(s config.Settings) string {
 		"state=" + s.StateDir,
 		"keystore=" + s.KeyStore + syncKey(s.Sync),
 		"packagestore=" + packageStoreKey(s.PackageStore),
-		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
-			s.WorkerScratch, s.WorkerMemory, s.WorkerProcesses, s.WorkerMaxFiles, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
+		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
+			s.WorkerScratch, s.WorkerDatabase, s.WorkerMemory, s.WorkerProcesses, s.WorkerMaxFiles, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
 		fmt.Sprintf("fresh=%d/%d", s.WorkerFreshConcurrency, s.WorkerFreshQueue),
 	}, "\n")
@@ -75,7 +76,8 @@ func syncKey(s config.SyncSettings) string {
 		return ""
 	}
 	sum := sha256.Sum256([]byte(s.Token))
-	return fmt.Sprintf(" %s %x %s", s.URL, sum[:8], s.Interval)
+	admin := sha256.Sum256([]byte(s.AdminToken))
+	return fmt.Sprintf(" %s %x %s %s %x", s.URL, sum[:8], s.Interval, s.AdminURL, admin[:8])
 }
 
 // packageStoreKey identifies the package store: its place and its credentials (the secret as
@@ -167,6 +169,22 @@ type state struct {
 	// config's handler serving workers (tick), nil while none does.
 	cron *cron.Scheduler
 	tick atomic.Pointer[Handler]
+	// databases are the workers' own databases (manifest database: true).
+	databases *databases.Manager
+}
+
+// workerDatabases returns the manager of the workers' databases: files under state_dir on
+// one instance, namespaces on the primary in sync mode. Making it touches nothing.
+func workerDatabases(s config.Settings) *databases.Manager {
+	dir := filepath.Join(s.StateDir, "databases")
+	if s.KeyStore != "sync" {
+		return databases.New(dir, nil)
+	}
+	remote, err := databases.NewRemote(s.Sync.URL, s.Sync.Token, s.Sync.AdminURL, s.Sync.AdminToken)
+	if err != nil {
+		return databases.Refusing(err)
+	}
+	return databases.New(dir, remote)
 }
 
 func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *state {
@@ -182,7 +200,8 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 	st.activations = workers.NewActivations(workers.ActivationsPath(s.StateDir), logger.Named("workers"))
 	st.activator = workers.NewActivator(workers.ActivatorOptions{Workers: st.workerCatalog, Pool: st.workerPool,
 		Activations: st.activations, Logger: logger.Named("workers"), MaxHeaderSize: st.maxHeader.Load})
-	st.procs = processes{settings: s, logger: logger, secrets: st.workerSecrets}
+	st.databases = workerDatabases(s)
+	st.procs = processes{settings: s, logger: logger, secrets: st.workerSecrets, databases: st.databases}
 	st.audit = auditPruner{keys: st.keys.Load, logger: logger}
 	st.traffic = newTrafficFollower(st.keys.Load, st.splits, logger)
 	st.domains = newDomainFollower(st.keys.Load, &st.router, logger)

@@ -46,6 +46,8 @@ func TestStateSettings(t *testing.T) {
 		"sync_url":            func(s *config.Settings) { s.Sync.URL = "libsql://keys.example.com" },
 		"sync_token":          func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", Token: "t"} },
 		"sync_interval":       func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", Interval: time.Minute} },
+		"sync_admin_url":      func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", AdminURL: "http://h:8081"} },
+		"sync_admin_token":    func(s *config.Settings) { s.Sync = config.SyncSettings{URL: "http://h", AdminToken: "a"} },
 		"package_store":       func(s *config.Settings) { s.PackageStore = config.StoreSettings{Kind: config.StoreLocal} },
 		"endpoint": func(s *config.Settings) {
 			s.PackageStore = s3Store(func(o *config.S3Settings) { o.Endpoint = "https://s3.example.com" })
@@ -71,14 +73,13 @@ func TestStateSettings(t *testing.T) {
 		"scratch_dir":              func(s *config.Settings) { s.ScratchDir = "/scratch" },
 		"worker_network":           func(s *config.Settings) { s.WorkerNetwork = config.NetworkIsolated },
 		"worker_scratch":           func(s *config.Settings) { s.WorkerScratch++ },
+		"worker_database_size":     func(s *config.Settings) { s.WorkerDatabase++ },
 		"worker_memory":            func(s *config.Settings) { s.WorkerMemory++ },
 		"worker_processes":         func(s *config.Settings) { s.WorkerProcesses++ },
 		"worker_max_files":         func(s *config.Settings) { s.WorkerMaxFiles++ },
 		"worker_cpu":               func(s *config.Settings) { s.WorkerCPU += 0.5 },
 		"worker_log_rate":          func(s *config.Settings) { s.WorkerLogRate++ },
 		"worker_log_lines":         func(s *config.Settings) { s.WorkerLogLines++ },
-		"worker_fresh_concurrency": func(s *config.Settings) { s.WorkerFreshConcurrency++ },
-		"worker_fresh_queue":       func(s *config.Settings) { s.WorkerFreshQueue++ },
 		"plugin_handlers":          func(s *config.Settings) { s.PluginHandlers = append(s.PluginHandlers, "reverse_proxy") },
 		"workers_domain":           func(s *config.Settings) { s.WorkersDomain.Name = "apps.example.com" },
 		"domain_resolvers":         func(s *config.Settings) { s.DomainResolvers = []string{"127.0.0.1:53"} },
@@ -91,6 +92,8 @@ func TestStateSettings(t *testing.T) {
 		"wasm_memory_budget":       func(s *config.Settings) { s.WasmMemoryBudget++ },
 		"wasm_max_module_size":     func(s *config.Settings) { s.WasmMaxModuleSize++ },
 		"worker_max_header_size":   func(s *config.Settings) { s.WorkerMaxHeaderSize++ },
+		"worker_fresh_concurrency": func(s *config.Settings) { s.WorkerFreshConcurrency++ },
+		"worker_fresh_queue":       func(s *config.Settings) { s.WorkerFreshQueue++ },
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/metrics"
@@ -72,6 +73,10 @@ type Options struct {
 	Workers, Plugins *packages.Catalog
 	// Pool returns the process pool of process workers, nil until the runtime has started.
 	Pool func() *workers.Pool
+	// Databases are the workers' own databases (database: true), DatabaseSize the
+	// worker_database_size setting; nil: workers have none.
+	Databases    *databases.Manager
+	DatabaseSize int64
 	// Activations say which version of each worker is active on this instance; Activator
 	// checks new versions of process workers, and uploads and enables wait for its verdict.
 	// nil: every version is served at once, as without health checks.
@@ -187,7 +192,7 @@ func New(opts Options) (*API, error) {
 	a.cluster = &clusterAPI{pipeline: p, instances: opts.Instances}
 	a.units = &unitsAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, workerPolicy: opts.WorkerPolicy, pluginPolicy: opts.PluginPolicy,
 		workersDomain: opts.WorkersDomain, activations: opts.Activations, activator: opts.Activator, pool: opts.Pool, host: opts.PluginHost, cluster: opts.Cluster,
-		domains: a.domains, secrets: a.secrets, traffic: a.traffic, cron: a.cron}
+		domains: a.domains, secrets: a.secrets, traffic: a.traffic, cron: a.cron, databases: opts.Databases, databaseCap: opts.DatabaseSize}
 	a.files = &filesAPI{pipeline: p, workers: opts.Workers, plugins: opts.Plugins, admit: a.units.admit, clustered: opts.Cluster != nil}
 	table := a.routes()
 	a.exact = map[string]http.Handler{}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-runtime/runtime/api"
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/hosts"
 	"github.com/caddy-runtime/runtime/internal/openapi"
@@ -77,6 +78,9 @@ type unitsAPI struct {
 	secrets *secretsAPI
 	traffic *trafficAPI
 	cron    *cronAPI
+	// databases are the workers' own databases, databaseCap worker_database_size; nil: none.
+	databases   *databases.Manager
+	databaseCap int64
 }
 
 // stage reads the multipart field "file" of an upload and stages it in c: unpacked and

@@ -81,11 +81,20 @@ func (a *unitsAPI) workerRoutes() []route {
 		},
 		toggle(true),
 		toggle(false),
-		remove("/workers/{scope}/{name}", "deleteWorker", "Remove a worker and all its versions",
-			"Built-in workers cannot be removed (BUILT_IN_WORKER_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
+		removeWhole(remove("/workers/{scope}/{name}", "deleteWorker", "Remove a worker and all its versions",
+			"Built-in workers cannot be removed (BUILT_IN_WORKER_REMOVE_FORBIDDEN), or NAMESPACE_DENIED")),
 		remove("/workers/{scope}/{name}/{version}", "deleteWorkerVersion", "Remove one version of a worker",
 			"Built-in workers keep their versions (BUILT_IN_WORKER_VERSION_REMOVE_FORBIDDEN), or NAMESPACE_DENIED"),
+		a.databaseRoute(),
 	}
+}
+
+// removeWhole documents what removing a worker whole does to its database (?purge).
+func removeWhole(rt route) route {
+	rt.params = purgeParam
+	rt.description = "Its database (manifest database: true) is kept unless purge is asked for. " + rt.description
+	rt.responses = append(rt.responses, errorResponse(http.StatusBadRequest, "A malformed purge (BAD_REQUEST)"))
+	return rt
 }
 
 func (a *unitsAPI) listWorkers(w http.ResponseWriter, r *http.Request) error {
@@ -108,6 +117,7 @@ func (a *unitsAPI) listWorkers(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		a.activation(&rec, u, procs)
+		rec.Database = a.databaseMode(u)
 		if d := a.workersDomain; d.Name != "" {
 			if url, err := d.URL(u.Name); err != nil {
 				rec.NoHost = err.Error()
@@ -177,6 +187,10 @@ func (a *unitsAPI) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	purge, err := boolQuery(r, "purge")
+	if err != nil {
+		return err
+	}
 	target, local := name+"@"+version, func() error { return c.RemoveVersion(name, version) }
 	if version == "" {
 		target, local = name, func() error { return c.Remove(name) }
@@ -192,6 +206,9 @@ func (a *unitsAPI) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 			a.secrets.endSecrets(r, name)
 			a.domains.endDomains(r, name)
 			a.cron.endCron(r, name)
+			if purge {
+				return a.purgeDatabase(r, name)
+			}
 		}
 		return nil
 	}, api.Success{Success: true})

@@ -111,3 +111,89 @@ func checkBackup(ctx context.Context, to string) (BackupReport, error) {
 	rep.Bytes = info.Size()
 	return rep, nil
 }
+
+// DatabasesReport is what BackupDatabases copied.
+type DatabasesReport struct {
+	Databases int
+	Bytes     int64
+}
+
+// BackupDatabases writes a consistent copy of each worker's local database, the SQLite file
+// named file in each folder of dir (state_dir/databases), into the new folder to, in the same
+// layout, while the workers may be writing them: VACUUM INTO reads one snapshot of each. A
+// worker's other files in its folder are not copied. Nothing to copy (no dir) is no error;
+// to must not exist.
+func BackupDatabases(ctx context.Context, dir, file, to string) (DatabasesReport, error) {
+	var rep DatabasesReport
+	dir, err := filepath.Abs(dir) // a file: URL of a relative path reads as a host
+	if err != nil {
+		return rep, err
+	}
+	if to, err = filepath.Abs(to); err != nil {
+		return rep, err
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return rep, nil
+	}
+	if err != nil {
+		return rep, fmt.Errorf("the workers' databases: %w", err)
+	}
+	if err := os.Mkdir(to, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return rep, fmt.Errorf("%s exists: a backup is written to a new folder, never over one; name another", to)
+		}
+		return rep, fmt.Errorf("creating the backup of the workers' databases: %w", err)
+	}
+	for _, e := range entries {
+		src := filepath.Join(dir, e.Name(), file)
+		if info, err := os.Stat(src); !e.IsDir() || err != nil || !info.Mode().IsRegular() || info.Size() == 0 {
+			continue // a folder whose worker has written no database yet
+		}
+		if err := os.Mkdir(filepath.Join(to, e.Name()), 0o700); err != nil {
+			return rep, fmt.Errorf("backing up the database of %s: %w", e.Name(), err)
+		}
+		dst := filepath.Join(to, e.Name(), file)
+		n, err := vacuumInto(ctx, src, dst)
+		if err != nil {
+			return rep, fmt.Errorf("backing up the database of %s: %w", e.Name(), err)
+		}
+		rep.Databases++
+		rep.Bytes += n
+	}
+	return rep, nil
+}
+
+// vacuumInto copies the SQLite file src to the new file dst, read-only on src, synced, and
+// checked with integrity_check; it returns the copy's size.
+func vacuumInto(ctx context.Context, src, dst string) (int64, error) {
+	u := url.URL{Scheme: "file", Path: src, RawQuery: "mode=ro"}
+	db, err := sql.Open("libsql", u.String())
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dst); err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(dst, os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	var check string
+	if err := db.QueryRowContext(ctx, `SELECT integrity_check FROM pragma_integrity_check() LIMIT 1`).Scan(&check); err != nil || check != "ok" {
+		return 0, fmt.Errorf("the database does not pass integrity_check (%q, %v)", check, err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
+}

@@ -89,6 +89,13 @@ type AppValues struct {
 	// SyncInterval is how often the replica pulls from the primary, e.g. "10s", or a number of
 	// seconds.
 	SyncInterval string `json:"sync_interval,omitempty"`
+	// SyncAdminURL is the address of the primary's admin API (sqld's --admin-listen-addr,
+	// e.g. http://127.0.0.1:8081), through which the runtime creates a namespace on the
+	// primary for each worker with a database; without it such workers cannot start in sync
+	// mode.
+	SyncAdminURL string `json:"sync_admin_url,omitempty"`
+	// SyncAdminToken is the admin API's key (sqld's --admin-auth-key), or "".
+	SyncAdminToken string `json:"sync_admin_token,omitempty"`
 
 	// ProcessWorkers allows process workers: "on", "off", or the namespaces allowed to run
 	// them ("@team", "@other").
@@ -105,6 +112,9 @@ type AppValues struct {
 	WorkerNetwork string `json:"worker_network,omitempty"`
 	// WorkerScratch caps the bytes a process worker may keep in its scratch folder.
 	WorkerScratch int64 `json:"worker_scratch,omitempty"`
+	// WorkerDatabaseSize caps the bytes of a worker's database (manifest database: true), the
+	// default of its limits.database.
+	WorkerDatabaseSize int64 `json:"worker_database_size,omitempty"`
 	// WorkerMemory caps a process worker's memory, in bytes.
 	WorkerMemory int64 `json:"worker_memory,omitempty"`
 	// WorkerProcesses caps the processes (and threads) of one process worker.
@@ -186,6 +196,7 @@ type Settings struct {
 	ScratchDir      string
 	WorkerNetwork   string // NetworkHost or NetworkIsolated
 	WorkerScratch   int64
+	WorkerDatabase  int64
 	WorkerMemory    int64
 	WorkerProcesses int
 	WorkerMaxFiles  int
@@ -215,6 +226,9 @@ type SyncSettings struct {
 	URL      string
 	Token    string
 	Interval time.Duration
+	// AdminURL and AdminToken reach the primary's admin API, for the workers' databases.
+	AdminURL   string
+	AdminToken string
 }
 
 // Definition describes one setting: its Caddyfile subdirective (also its JSON key), its
@@ -261,6 +275,8 @@ var Definitions = []Definition{
 	{"sync_url", "RUNTIME_AUTH_DB_SYNC_URL", "", Process},
 	{"sync_token", "RUNTIME_AUTH_DB_SYNC_TOKEN", "", Process},
 	{"sync_interval", "RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS", "10s", Process},
+	{"sync_admin_url", "RUNTIME_AUTH_DB_SYNC_ADMIN_URL", "", Process},
+	{"sync_admin_token", "RUNTIME_AUTH_DB_SYNC_ADMIN_TOKEN", "", Process},
 	{"package_store", "RUNTIME_PACKAGE_STORE", StoreLocal, Store},
 	{"endpoint", "RUNTIME_S3_ENDPOINT", "", Store},
 	{"bucket", "RUNTIME_S3_BUCKET", "", Store},
@@ -278,6 +294,7 @@ var Definitions = []Definition{
 	{"scratch_dir", "RUNTIME_SCRATCH_DIR", "./data/scratch", Process},
 	{"worker_network", "RUNTIME_WORKER_NETWORK", NetworkHost, Process},
 	{"worker_scratch", "RUNTIME_WORKER_SCRATCH", "256MiB", Process},
+	{"worker_database_size", "RUNTIME_WORKER_DATABASE_SIZE", "256MiB", Process},
 	{"worker_memory", "RUNTIME_WORKER_MEMORY", "512MiB", Process},
 	{"worker_processes", "RUNTIME_WORKER_PROCESSES", "64", Process},
 	{"worker_max_files", "RUNTIME_WORKER_MAX_FILES", "1024", Process},
@@ -754,6 +771,14 @@ func (r resolver) sync(v AppValues) (SyncSettings, error) {
 	if out.Interval, err = ParseSyncInterval(raw); err != nil {
 		return out, r.fail("sync_interval", fromEnv, raw, err)
 	}
+	raw, fromEnv = r.pick("sync_admin_url", v.SyncAdminURL)
+	if raw != "" {
+		if u, err := url.Parse(raw); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil {
+			return out, r.fail("sync_admin_url", fromEnv, "", errors.New("must be an http:// or https:// URL without credentials (the key goes in admin_token)"))
+		}
+	}
+	out.AdminURL = raw
+	out.AdminToken, _ = r.pick("sync_admin_token", v.SyncAdminToken)
 	return out, nil
 }
 

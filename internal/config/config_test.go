@@ -169,6 +169,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.ScratchDir = filepath.Join(wd, "data/scratch")
 	s.WorkerNetwork = NetworkHost
 	s.WorkerScratch = 256 << 20
+	s.WorkerDatabase = 256 << 20
 	s.WorkerMemory = 512 << 20
 	s.WorkerProcesses = 64
 	s.WorkerMaxFiles = 1024
@@ -424,11 +425,11 @@ func TestResolveSync(t *testing.T) {
 		env    map[string]string
 		want   SyncSettings
 	}{
-		{"written", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: url, SyncToken: "tok", SyncInterval: "1m"}}, nil, SyncSettings{url, "tok", time.Minute}},
+		{"written", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: url, SyncToken: "tok", SyncInterval: "1m"}}, nil, SyncSettings{URL: url, Token: "tok", Interval: time.Minute}},
 		{"default interval", Values{AppValues: AppValues{KeyStore: "sync", SyncURL: url}}, nil, SyncSettings{URL: url, Interval: 10 * time.Second}},
 		{"from the environment, interval in seconds", Values{}, map[string]string{"RUNTIME_AUTH_DB_MODE": "sync",
 			"RUNTIME_AUTH_DB_SYNC_URL": url, "RUNTIME_AUTH_DB_SYNC_TOKEN": "tok", "RUNTIME_AUTH_DB_SYNC_INTERVAL_SECONDS": "30"},
-			SyncSettings{url, "tok", 30 * time.Second}},
+			SyncSettings{URL: url, Token: "tok", Interval: 30 * time.Second}},
 		{"local mode ignores them", Values{AppValues: AppValues{SyncURL: url, SyncInterval: "nonsense"}}, nil, SyncSettings{}},
 	}
 	for _, tt := range tests {

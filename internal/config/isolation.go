@@ -131,6 +131,9 @@ func (r resolver) isolation(v AppValues, s *Settings) error {
 	if s.WorkerScratch, err = r.size("worker_scratch", v.WorkerScratch); err != nil {
 		return err
 	}
+	if s.WorkerDatabase, err = r.size("worker_database_size", v.WorkerDatabaseSize); err != nil {
+		return err
+	}
 	if s.WorkerMemory, err = r.size("worker_memory", v.WorkerMemory); err != nil {
 		return err
 	}

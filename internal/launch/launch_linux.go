@@ -52,6 +52,17 @@ type Spec struct {
 	// Tmpfs is mounted on the worker's scratch folder, in the launcher's mount namespace; nil:
 	// none, the runtime watches the folder.
 	Tmpfs *Tmpfs `json:"tmpfs"`
+	// Bind is bind-mounted in the launcher's mount namespace after the tmpfs: a worker of
+	// another account reaches its database folder through it, where the folders above the
+	// folder (state_dir) are closed to that account. nil: none.
+	Bind *Bind `json:"bind"`
+}
+
+// Bind is a folder mounted on a new folder Target (inside the scratch tmpfs), nosuid, nodev
+// and noexec.
+type Bind struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
 }
 
 // Landlock is a ruleset: the rights it handles (all others are allowed), what it scopes
@@ -228,13 +239,18 @@ func runStage() int {
 			return fail("scratch folder: %v", err)
 		}
 	}
+	if l.Bind != nil {
+		if err := mountBind(*l.Bind); err != nil {
+			return fail("database folder: %v", err)
+		}
+	}
 	for _, r := range l.Rlimits {
 		if err := syscall.Setrlimit(r.Resource, &syscall.Rlimit{Cur: r.Value, Max: r.Value}); err != nil {
 			return fail("rlimit %d: %v", r.Resource, err)
 		}
 	}
 	if l.Network {
-		if err := loopbackUp(); err != nil {
+		if err := LoopbackUp(); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -362,6 +378,22 @@ func confineAndExec(l Spec, launcher int, listener *os.File) error {
 		env = listenEnv(env)
 	}
 	return syscall.Exec(path, l.Argv, env)
+}
+
+// mountBind mounts b.Source on the new folder b.Target, then makes the mount nosuid, nodev
+// and noexec (a bind mount takes those flags on a remount only).
+func mountBind(b Bind) error {
+	if err := os.Mkdir(b.Target, 0o700); err != nil {
+		return err
+	}
+	if err := syscall.Mount(b.Source, b.Target, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("mounting %s on %s: %w", b.Source, b.Target, err)
+	}
+	flags := uintptr(syscall.MS_BIND | syscall.MS_REMOUNT | syscall.MS_NOSUID | syscall.MS_NODEV | syscall.MS_NOEXEC)
+	if err := syscall.Mount("", b.Target, "", flags, ""); err != nil {
+		return fmt.Errorf("remounting %s: %w", b.Target, err)
+	}
+	return nil
 }
 
 // listenEnv is env with the listener (descriptor 3) announced in LISTEN_FDS and LISTEN_PID, the
@@ -564,9 +596,10 @@ func MountTmpfs(path, options string) error {
 	return nil
 }
 
-// loopbackUp brings up the loopback interface of the launcher's new network namespace, where
+// LoopbackUp brings up the loopback interface of the calling thread's network namespace (the
+// launcher's new one, or a worker's where the runtime opens a listener for it), where
 // it starts down; it needs CAP_NET_ADMIN, so it runs before any confinement.
-func loopbackUp() error {
+func LoopbackUp() error {
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("bringing up the loopback: %w", err)

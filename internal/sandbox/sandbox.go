@@ -8,6 +8,7 @@ package sandbox
 
 import (
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/caddy-runtime/runtime/internal/troubleshooting"
@@ -37,6 +38,7 @@ type Limits struct {
 	Files     int     // open descriptors of each process (RLIMIT_NOFILE)
 	CPU       float64 // cores
 	Scratch   int64   // bytes in the scratch folder
+	Database  int64   // bytes in the data folder (Spec.Data), the worker's database
 }
 
 // Cap returns l with each unset or larger value replaced by the cap's.
@@ -56,8 +58,14 @@ func (l Limits) Cap(c Limits) Limits {
 	if l.Scratch <= 0 || c.Scratch > 0 && l.Scratch > c.Scratch {
 		l.Scratch = c.Scratch
 	}
+	if l.Database <= 0 || c.Database > 0 && l.Database > c.Database {
+		l.Database = c.Database
+	}
 	return l
 }
+
+// Caps are the operator's caps on every worker's limits (Options.Caps).
+func (s *Sandbox) Caps() Limits { return s.opts.Caps }
 
 // ListenPrefix begins the variables the sandbox sets for a worker in an isolated network
 // (LISTEN_FDS, LISTEN_PID: socket activation), in place of any the worker's environment has.
@@ -80,6 +88,23 @@ type Spec struct {
 	// why once the folder passes its limit or cannot be measured, just before the sandbox
 	// kills the worker. It must not wait for the worker to exit.
 	OverScratch func(reason error)
+	// Data is a folder the worker may write besides its scratch, kept across its processes
+	// (its database, package databases): never emptied nor removed by the sandbox. A watcher
+	// bounds it by Limits.Database, whatever bounds the scratch folder: it is on the disk, so
+	// no tmpfs can, and the worker writes its files itself, so nothing between can either.
+	Data string
+	// DataEnv returns the variables naming the data folder as the worker reaches it (its
+	// path; or, where its account cannot pass the folders above it, the folder's mount in
+	// its scratch tmpfs), added to Env.
+	DataEnv func(dir string) []string
+	// OverData is told why once the data folder passes Limits.Database or cannot be
+	// measured, just before the sandbox kills the worker. It must not wait for the worker.
+	OverData func(reason error)
+	// Endpoint, when set, is handed a TCP listener on 127.0.0.1 that the worker can reach
+	// (inside its own network namespace in an isolated network, else on the host's loopback)
+	// and returns the variables that tell the worker where it is, added to Env. The sandbox
+	// closes the listener once the worker has exited.
+	Endpoint func(ln net.Listener) []string
 }
 
 // How workers reach the network, as the start-up log tells it.

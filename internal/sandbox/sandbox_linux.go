@@ -2,12 +2,15 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,6 +233,7 @@ type Process struct {
 	// keeps a copy, to see whether the worker accepts, until the worker exits.
 	listener *os.File
 	socket   string
+	endpoint net.Listener // Spec.Endpoint's, closed once the worker has exited
 	scratch  string
 	unwatch  func() // stops the scratch watcher
 	// The read ends of the worker's stdout and stderr, copied to the writers given to Start.
@@ -256,8 +260,32 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	l := launch.Spec{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Cred: s.cred, Tmpfs: s.tmpfs(spec.Scratch, limits.Scratch),
 		Seccomp: s.seccomp, Network: s.isolated, Listen: s.isolated || spec.Listen}
 	if s.abi > 0 {
-		l.Landlock = landlockRuleset(s.abi, append(append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...),
-			Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE}))
+		rules := append(append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...),
+			Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
+		if spec.Data != "" {
+			// Read and write, never execute: no program runs out of a database folder.
+			rules = append(rules, Rule{Path: spec.Data, Access: llRead | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
+		}
+		l.Landlock = landlockRuleset(s.abi, rules)
+	}
+	if err := s.prepareData(spec.Data); err != nil {
+		return nil, err
+	}
+	if spec.Data != "" && spec.DataEnv != nil {
+		dir := spec.Data
+		if s.cred != nil {
+			// Another account cannot pass state_dir (0700, the runtime's): the stage, still
+			// the runtime's, mounts the folder inside the worker's scratch tmpfs, in the
+			// worker's mount namespace alone. A path through a descriptor would not do:
+			// SQLite resolves the links of a path, /proc/self/fd's too.
+			if l.Tmpfs == nil {
+				return nil, errors.New("a worker's database under worker_user needs its scratch folder on a tmpfs (the runtime as root, " +
+					"worker_scratch above 0; the start-up log says why there is none), or workers running as the runtime's account")
+			}
+			dir = filepath.Join(spec.Scratch, ".database")
+			l.Bind = &launch.Bind{Source: spec.Data, Target: dir}
+		}
+		l.Env = append(slices.Clip(l.Env), spec.DataEnv(dir)...)
 	}
 	sp, err := s.take()
 	if err != nil {
@@ -274,6 +302,12 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		sp.discard()
 		proc.release()
 		return nil, err
+	}
+	if spec.Endpoint != nil {
+		if proc.endpoint, err = s.endpointListener(sp.cmd.Process.Pid); err != nil {
+			return fail(err)
+		}
+		l.Env = append(slices.Clip(l.Env), spec.Endpoint(proc.endpoint)...)
 	}
 	if l.Listen {
 		proc.socket = socketPath(s.sockets, sp.id)
@@ -317,6 +351,7 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if l.Tmpfs == nil {
 		proc.unwatch = watch(spec, limits.Scratch, proc.Kill)
 	}
+	proc.unwatch = both(proc.unwatch, watchData(spec, limits.Database, proc.Kill))
 	return proc, nil
 }
 
@@ -505,6 +540,74 @@ func (p *Process) release() {
 		p.listener.Close()
 		os.Remove(p.socket)
 	}
+	if p.endpoint != nil {
+		p.endpoint.Close()
+	}
+}
+
+// endpointListener opens a TCP listener on 127.0.0.1 that the worker whose launcher is pid
+// can reach (Spec.Endpoint): in an isolated network, inside its network namespace, which a
+// thread of the runtime enters for the moment of the bind, its loopback brought up first (the
+// stage's own bringing up comes later); elsewhere, on the host's loopback. The socket stays in
+// the namespace it was made in, so it serves there alone. The thread goes back to the
+// runtime's namespace afterwards rather than ending: it may be the parent of a spare
+// launcher, whose Pdeathsig would kill it with the thread.
+func (s *Sandbox) endpointListener(pid int) (net.Listener, error) {
+	if !s.isolated {
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	type result struct {
+		ln  net.Listener
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			res <- result{err: fmt.Errorf("the runtime's network namespace: %w", err)}
+			return
+		}
+		defer own.Close()
+		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err != nil {
+			runtime.UnlockOSThread()
+			res <- result{err: fmt.Errorf("the worker's network namespace: %w", err)}
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			res <- result{err: fmt.Errorf("entering the worker's network namespace: %w", err)}
+			return
+		}
+		var r result
+		if r.err = launch.LoopbackUp(); r.err == nil {
+			r.ln, r.err = net.Listen("tcp", "127.0.0.1:0")
+		}
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread() // else the thread ends with the goroutine, still locked
+		}
+		res <- r
+	}()
+	r := <-res
+	return r.ln, r.err
+}
+
+// prepareData creates the worker's data folder if it has none yet, owned by the worker's
+// account; what it holds is kept.
+func (s *Sandbox) prepareData(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("database folder: %w", err)
+	}
+	if s.cred != nil {
+		return os.Chown(dir, int(s.cred.UID), int(s.cred.GID))
+	}
+	return nil
 }
 
 // tmpfs returns the tmpfs to mount on a worker's scratch folder, nil when a watcher bounds it

@@ -5,8 +5,10 @@ package sandbox
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"time"
 
 	"github.com/caddy-runtime/runtime/internal/troubleshooting"
@@ -43,10 +45,18 @@ func (s *Sandbox) Close() {}
 
 // Process is a running worker.
 type Process struct {
-	cmd     *exec.Cmd
-	release func() // ends the guard that stops the worker with the runtime
-	scratch string
-	unwatch func() // stops the scratch watcher
+	cmd      *exec.Cmd
+	release  func() // ends the guard that stops the worker with the runtime
+	scratch  string
+	unwatch  func()       // stops the scratch watcher
+	endpoint net.Listener // Spec.Endpoint's, closed once the worker has exited
+}
+
+// closeEndpoint closes the listener of Spec.Endpoint, if any.
+func (p *Process) closeEndpoint() {
+	if p.endpoint != nil {
+		p.endpoint.Close()
+	}
 }
 
 // Start starts the worker of spec; its output goes to stdout and stderr.
@@ -57,12 +67,31 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if err := os.MkdirAll(spec.Scratch, 0o700); err != nil {
 		return nil, err
 	}
+	if spec.Data != "" {
+		if err := os.MkdirAll(spec.Data, 0o700); err != nil {
+			return nil, fmt.Errorf("database folder: %w", err)
+		}
+	}
+	p := &Process{scratch: spec.Scratch}
+	env := spec.Env
+	if spec.Data != "" && spec.DataEnv != nil {
+		env = append(slices.Clip(env), spec.DataEnv(spec.Data)...)
+	}
+	if spec.Endpoint != nil {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		p.endpoint = ln
+		env = append(slices.Clip(env), spec.Endpoint(ln)...)
+	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
-	cmd.Dir, cmd.Env = spec.Dir, spec.Env
+	cmd.Dir, cmd.Env = spec.Dir, env
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 2 * time.Second
 	setGroup(cmd)
 	if err := cmd.Start(); err != nil {
+		p.closeEndpoint()
 		removeScratch(spec.Scratch)
 		return nil, err
 	}
@@ -70,11 +99,13 @@ func (s *Sandbox) Start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if err != nil {
 		kill(cmd)
 		_ = cmd.Wait()
+		p.closeEndpoint()
 		removeScratch(spec.Scratch)
 		return nil, fmt.Errorf("worker would outlive the runtime: %w", err)
 	}
-	p := &Process{cmd: cmd, release: release, scratch: spec.Scratch}
-	p.unwatch = watch(spec, spec.Limits.Cap(s.opts.Caps).Scratch, p.Kill)
+	p.cmd, p.release = cmd, release
+	limits := spec.Limits.Cap(s.opts.Caps)
+	p.unwatch = both(watch(spec, limits.Scratch, p.Kill), watchData(spec, limits.Database, p.Kill))
 	return p, nil
 }
 
@@ -89,6 +120,7 @@ func (p *Process) Wait() error {
 	err := p.cmd.Wait()
 	p.unwatch()
 	p.release()
+	p.closeEndpoint()
 	removeScratch(p.scratch)
 	return err
 }

@@ -108,10 +108,16 @@ func (m *measure) charge(info fs.FileInfo) {
 	m.used += max(size, minCharge)
 }
 
-// watchScratch measures dir every scratchCheckEvery and, once it takes more than limit bytes
-// or cannot be measured, calls over with the reason and stops watching. The returned stop ends
-// the watch and waits until over, if called, has returned.
-func watchScratch(dir string, limit int64, over func(reason error)) (stop func()) {
+// Usage returns the space the entries below dir take, counted as the scratch watcher counts
+// it (allocated blocks, each entry at least one block, hard links once), stopping once past
+// limit.
+func Usage(dir string, limit int64) (int64, error) { return scratchUsage(dir, limit) }
+
+// watchScratch measures dir, the worker's folder named what ("scratch folder"), every
+// scratchCheckEvery and, once it takes more than limit bytes or cannot be measured, calls over
+// with the reason and stops watching. The returned stop ends the watch and waits until over,
+// if called, has returned.
+func watchScratch(dir, what string, limit int64, over func(reason error)) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -126,9 +132,9 @@ func watchScratch(dir string, limit int64, over func(reason error)) (stop func()
 			used, err := scratchUsage(dir, limit)
 			switch {
 			case err != nil:
-				over(fmt.Errorf("its scratch folder cannot be measured: %w", err))
+				over(fmt.Errorf("its %s cannot be measured: %w", what, err))
 			case used > limit:
-				over(fmt.Errorf("its scratch folder holds more than its limit of %s", humanize.IBytes(uint64(limit))))
+				over(fmt.Errorf("its %s holds more than its limit of %s", what, humanize.IBytes(uint64(limit))))
 			default:
 				continue
 			}
@@ -145,16 +151,30 @@ func watchScratch(dir string, limit int64, over func(reason error)) (stop func()
 // watch starts the watcher of the worker's scratch folder when no tmpfs bounds it: past the
 // limit, spec.OverScratch hears why and kill stops the worker.
 func watch(spec Spec, limit int64, kill func()) (stop func()) {
-	if limit <= 0 || spec.Scratch == "" {
+	return watchFolder(spec.Scratch, "scratch folder", limit, spec.OverScratch, kill)
+}
+
+// watchData starts the watcher of the worker's data folder (Spec.Data), which only a watcher
+// can bound: past Limits.Database, spec.OverData hears why and kill stops the worker.
+func watchData(spec Spec, limit int64, kill func()) (stop func()) {
+	return watchFolder(spec.Data, "database folder", limit, spec.OverData, kill)
+}
+
+// watchFolder watches dir by limit, telling over (if set) and calling kill past it.
+func watchFolder(dir, what string, limit int64, over func(error), kill func()) (stop func()) {
+	if limit <= 0 || dir == "" {
 		return func() {}
 	}
-	return watchScratch(spec.Scratch, limit, func(reason error) {
-		if spec.OverScratch != nil {
-			spec.OverScratch(reason)
+	return watchScratch(dir, what, limit, func(reason error) {
+		if over != nil {
+			over(reason)
 		}
 		kill()
 	})
 }
+
+// both returns a stop that runs a and b.
+func both(a, b func()) func() { return func() { a(); b() } }
 
 // removeScratch removes a scratch folder once its worker has exited, so its space is given
 // back at once.

@@ -122,7 +122,7 @@ func TestScratchUsageRefusesDeepTrees(t *testing.T) {
 func TestWatchScratch(t *testing.T) {
 	dir := t.TempDir()
 	reasons := make(chan error, 4)
-	stop := watchScratch(dir, 64<<10, func(reason error) { reasons <- reason })
+	stop := watchScratch(dir, "scratch folder", 64<<10, func(reason error) { reasons <- reason })
 	defer stop()
 	fillFile(t, filepath.Join(dir, "f"), 1<<20)
 	var reason error

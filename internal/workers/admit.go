@@ -45,6 +45,9 @@ func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 	if err == nil {
 		err = m.checkEnv()
 	}
+	if err == nil && m.Database && m.Kind() != Process {
+		err = fmt.Errorf("database: true needs a process worker (command, or a program as entrypoint): a %s worker has no database", m.Kind())
+	}
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
 	}

@@ -38,6 +38,9 @@ func TestAdmit(t *testing.T) {
 		{"wasm in an allowed namespace", Policy{WasmWorkers: config.Namespaces{List: []string{"@team"}}}, "name: '@team/x'\nruntime: wasm\nmodule: app.wasm\n", ""},
 		{"wasm outside the allowed namespaces", Policy{WasmWorkers: config.Namespaces{List: []string{"@team"}}}, "name: '@other/x'\nruntime: wasm\nmodule: app.wasm\n", CodeWasmWorkersDisabled},
 		{"wasm with process workers off", Policy{WasmWorkers: config.Namespaces{All: true}}, "name: x\nruntime: wasm\nmodule: app.wasm\n", ""},
+		{"a process worker with a database", all, "name: x\ncommand: [./server]\ndatabase: true\n", ""},
+		{"a static worker with a database", all, "name: x\nentrypoint: index.html\ndatabase: true\n", packages.CodeInvalidManifest},
+		{"a wasm worker with a database", Policy{WasmWorkers: config.Namespaces{All: true}}, "name: x\nruntime: wasm\nmodule: app.wasm\ndatabase: true\n", packages.CodeInvalidManifest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,6 +88,9 @@ type Manifest struct {
 	Listen string `yaml:"listen"`
 	// Cron are the requests the runtime sends the worker on a schedule (see CronTrigger).
 	Cron []CronTrigger `yaml:"cron"`
+	// Database gives the worker a database of its own (package databases), named by
+	// DATABASE_URL, bounded by limits.database.
+	Database bool `yaml:"database"`
 }
 
 // RuntimeWasm is the manifest's runtime of WebAssembly workers.
@@ -109,10 +112,17 @@ type Limits struct {
 	Processes int     `yaml:"processes"`
 	CPU       float64 `yaml:"cpu"`
 	Scratch   Size    `yaml:"scratch"`
+	Database  Size    `yaml:"database"`
 }
 
 func (l Limits) sandbox() sandbox.Limits {
-	return sandbox.Limits{Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPU, Scratch: int64(l.Scratch)}
+	return sandbox.Limits{Memory: int64(l.Memory), Processes: l.Processes, CPU: l.CPU, Scratch: int64(l.Scratch), Database: int64(l.Database)}
+}
+
+// DatabaseLimit is the bytes the worker's database may hold: limits.database, capped by
+// limit (worker_database_size), which is also its default.
+func (m Manifest) DatabaseLimit(limit int64) int64 {
+	return m.Limits.sandbox().Cap(sandbox.Limits{Database: limit}).Database
 }
 
 // ReadManifest decodes the serving keys of a version and fills in the defaults.

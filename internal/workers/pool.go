@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/internal/troubleshooting"
 )
@@ -50,6 +51,9 @@ type PoolOptions struct {
 	// FreshQueue caps the requests waiting for one of them (worker_fresh_queue); 0 is
 	// DefaultFreshQueue. Past it a request is refused with a *GateFullError.
 	FreshQueue int
+	// Databases gives a worker whose manifest says database: true its database when a
+	// process of it starts; nil: such a worker cannot start.
+	Databases *databases.Manager
 }
 
 // secretsTimeout bounds the reading of a worker's secrets at its start.
@@ -666,6 +670,11 @@ func (pr *proc) launch(port int, listen bool) (*run, error) {
 	stdout, stderr := output("stdout"), output("stderr")
 	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox(),
 		OverScratch: pr.overScratch, Listen: listen}
+	if pr.m.Database {
+		if err := pr.attachDatabase(&spec); err != nil {
+			return nil, err
+		}
+	}
 	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
 	if err != nil {
 		return nil, err

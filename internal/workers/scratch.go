@@ -63,6 +63,11 @@ func processAlive(pid int) bool {
 func (pr *proc) overScratch(reason error) {
 	pr.logger.Warn("worker passed its scratch limit; stopping it", zap.String("reason", reason.Error()),
 		zap.String("setting", "worker_scratch, or the manifest's limits.scratch"))
+	pr.retireNow()
+}
+
+// retireNow takes the process out of the pool, stopping on purpose.
+func (pr *proc) retireNow() {
 	p := pr.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()

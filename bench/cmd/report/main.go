@@ -63,6 +63,31 @@ var checks = []check{
 			"in alternating order round by round: credentials are checked against the replica, never over the network.",
 	},
 	{
+		title: "a worker's database write through the runtime / straight to `sqld` time", a: "BenchmarkDatabase/runtime-write", b: "BenchmarkDatabase/sqld-write",
+		metric: "ns/op", info: true,
+		what: "one `INSERT OR REPLACE` of a row, a Hrana-over-HTTP pipeline (`POST /v2/pipeline`) over keep-alive HTTP, to a worker's " +
+			"database in sync mode (`database: true`: a namespace on `sqld` 0.24.32 with `--enable-namespaces`, on the same machine) " +
+			"through the endpoint the runtime made for the worker's process (its token; the runtime picks the namespace and sends the " +
+			"primary's token), against the same pipeline straight to `sqld` (the namespace by its host, the primary's token).",
+	},
+	{
+		title: "a worker's database read through the runtime / straight to `sqld` time", a: "BenchmarkDatabase/runtime-read", b: "BenchmarkDatabase/sqld-read",
+		metric: "ns/op", info: true,
+		what: "the same with one `SELECT` of a row by its primary key.",
+	},
+	{
+		title: "a worker's database write through the runtime / on a local SQLite file time", a: "BenchmarkDatabase/runtime-write", b: "BenchmarkDatabase/local-file-write",
+		metric: "ns/op", info: true,
+		what: "the write of the rows above through the runtime's endpoint against the same statement on a local SQLite file " +
+			"through libSQL's Go driver (what a worker does itself in local mode, where nothing of the runtime stands between): " +
+			"each local write commits and syncs the file.",
+	},
+	{
+		title: "a worker's database read through the runtime / on a local SQLite file time", a: "BenchmarkDatabase/runtime-read", b: "BenchmarkDatabase/local-file-read",
+		metric: "ns/op", info: true,
+		what: "the same with the read.",
+	},
+	{
 		title: "worker upload of 10 MB over HTTP / `tar -xzf` time", a: "BenchmarkUpload/10MB-runtime", b: "BenchmarkUpload/10MB-tar-xzf",
 		metric: "ns/op", target: 1.3, atMost: true,
 		what: "a `.tgz` of 2 000 files of incompressible content, about 10 MB, POSTed as `multipart/form-data` to " +

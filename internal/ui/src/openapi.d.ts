@@ -1020,7 +1020,7 @@ export interface paths {
         post?: never;
         /**
          * Remove a worker and all its versions
-         * @description In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
+         * @description Its database (manifest database: true) is kept unless purge is asked for. In cluster mode the change is written to the desired state every instance converges on, applied on this instance before the answer, which carries its change number; a unit installed on this instance only (before it joined the cluster) is changed on its disk as without one, and the answer carries no change number.
          */
         delete: operations["deleteWorker"];
         options?: never;
@@ -1082,6 +1082,26 @@ export interface paths {
          * @description Ticks run again from the next one; the ticks missed while paused are not run. Audited. A worker's manifest key cron lists requests the runtime sends it on a schedule (schedule: five cron fields, @hourly and the other descriptors, or @every 30s; path; method, POST by default; timeout, the worker's by default; timezone, UTC by default). Each tick goes to the worker's active version as an unpinned request, with the header Runtime-Cron naming the entry and its own X-Request-Id. In a cluster one instance runs each tick (the holder of a lease on the key store's primary); a tick whose trigger's previous run has not ended is skipped. The runs are kept in the key store, the last 100 of each worker.
          */
         post: operations["resumeWorkerCron"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/workers/{scope}/{name}/database": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show a worker's database
+         * @description The worker's own database (manifest database: true), measured now: where it is, the bytes it holds and may hold (limits.database, capped by worker_database_size), and why the worker was last stopped or refused for it. It outlives the worker's versions and processes, and its removal unless purge is asked for.
+         */
+        get: operations["workerDatabase"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1948,6 +1968,24 @@ export interface components {
             /** @description the version whose manifest declares the triggers: the worker's active version here; absent while none is enabled */
             version?: string;
         };
+        WorkerDatabase: {
+            /** @description why the worker was last stopped or refused for its database (past limits.database), or why it cannot be measured; absent otherwise */
+            error?: string;
+            /** @description bytes it may hold: the manifest's limits.database, capped by worker_database_size; 0 for no limit */
+            limit: number;
+            /**
+             * @description local: a SQLite file under state_dir (DATABASE_URL a file: URL, DATABASE_PATH its path); primary: a namespace on the libSQL primary of sync mode, reached through an endpoint of the runtime (DATABASE_URL an http: URL)
+             * @enum {string}
+             */
+            mode: "local" | "primary";
+            /** @description bytes it holds now (local: allocated blocks of its folder; primary: as sqld counts them); -1 when it cannot be measured */
+            size: number;
+            worker: string;
+        };
+        WorkerDatabaseBody: {
+            data: components["schemas"]["WorkerDatabase"];
+            success: boolean;
+        };
         WorkerDomain: {
             /**
              * Format: date-time
@@ -2003,6 +2041,11 @@ export interface components {
         WorkerRecord: {
             /** @description the version unpinned requests get on this instance (when no traffic split is set), when one is fit to: the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled, and when every enabled version failed its check or is being checked: served then names the version that answers all the same, and state says failing or not-started */
             activeVersion?: string;
+            /**
+             * @description set when the served version's manifest says database: true: local (a SQLite file under state_dir) or primary (a namespace on the libSQL primary of sync mode); its size and limit: GET workers/{scope}/{name}/database
+             * @enum {string}
+             */
+            database?: "local" | "primary";
             /** @description versions with enabled: false; not served */
             disabledVersions: string[];
             /** @description installed versions whose check failed on this instance: they take no unpinned traffic (pinned requests still reach them). A version leaves the list when it passes a later check (upload it again, or enable it again) */
@@ -7052,7 +7095,10 @@ export interface operations {
     };
     deleteWorker: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description 1 or true: remove the worker's own database too (manifest database: true), for good; audited as worker.database.purge. Without it the database is kept, and a worker uploaded again under the name finds its rows */
+                purge?: "1" | "true" | "0" | "false";
+            };
             header?: never;
             path: {
                 scope: string;
@@ -7073,7 +7119,7 @@ export interface operations {
                     "application/json": components["schemas"]["Success"];
                 };
             };
-            /** @description Malformed scope, name or version (INVALID_PACKAGE_NAME, INVALID_PACKAGE_VERSION) */
+            /** @description Malformed scope, name or version (INVALID_PACKAGE_NAME, INVALID_PACKAGE_VERSION); A malformed purge (BAD_REQUEST) */
             400: {
                 headers: {
                     /** @description correlation id of the request */
@@ -7406,6 +7452,87 @@ export interface operations {
                 };
             };
             /** @description Sync and cluster mode: the key store primary cannot be reached (KEY_STORE_UNAVAILABLE); The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
+            503: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+        };
+    };
+    workerDatabase: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                scope: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The database */
+            200: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerDatabaseBody"];
+                };
+            };
+            /** @description No credential, an unknown, revoked or expired key, or an ended or expired session (AUTH_REQUIRED); more than one runtime_api_key cookie without a header credential or the __Host- cookie (DUPLICATE_SESSION_COOKIE) */
+            401: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The worker is outside the key's namespaces (NAMESPACE_DENIED); Session cookie sent from a page of another origin: Sec-Fetch-Site is not same-origin (CSRF_REJECTED); The key lacks permission workers:read (PERMISSION_DENIED) */
+            403: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description No such worker, or no version of it has database: true (WORKER_NOT_FOUND) */
+            404: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            431: components["responses"]["HeaderFieldsTooLarge"];
+            /** @description Internal error; the message carries the request id */
+            500: {
+                headers: {
+                    /** @description correlation id of the request */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Envelope"];
+                };
+            };
+            /** @description The runtime is starting (NOT_READY), or the key store's primary is unreachable in sync mode (KEY_STORE_UNAVAILABLE) */
             503: {
                 headers: {
                     /** @description correlation id of the request */

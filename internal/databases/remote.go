@@ -1,0 +1,223 @@
+package databases
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Remote reaches the libSQL primary (sqld --enable-namespaces) on which each worker's
+// database is a namespace: its HTTP API, where the runtime's endpoint forwards the workers'
+// statements, and its admin API (--admin-listen-addr), where namespaces are created.
+type Remote struct {
+	primary    *url.URL
+	token      string // the primary's auth token, sent by the endpoint alone
+	admin      *url.URL
+	adminToken string
+	client     *http.Client
+	proxy      http.RoundTripper
+	created    sync.Map // namespaces known to exist
+}
+
+// adminTimeout bounds each exchange with the admin API.
+const adminTimeout = 10 * time.Second
+
+// maxStatements bounds the body of one request of a worker to its database.
+const maxStatements = 16 << 20
+
+// sizeEvery is how long the endpoint trusts its last measurement of a database's size.
+const sizeEvery = time.Second
+
+// NewRemote returns the remote of the primary at primaryURL (its HTTP API) with token, and
+// of its admin API at adminURL with adminToken. An adminURL of "" is refused: namespaces
+// cannot be made without it.
+func NewRemote(primaryURL, token, adminURL, adminToken string) (*Remote, error) {
+	if adminURL == "" {
+		return nil, errors.New("a worker's database needs the primary's admin API in sync mode: set key_store sync { admin_url … } " +
+			"(sync_admin_url, RUNTIME_AUTH_DB_SYNC_ADMIN_URL) to sqld's --admin-listen-addr, with --enable-namespaces")
+	}
+	p, err := url.Parse(primaryURL)
+	if err != nil {
+		return nil, fmt.Errorf("the primary's URL: %w", err)
+	}
+	switch p.Scheme { // libsql:// and wss:// name the same server over TLS
+	case "libsql", "wss":
+		p.Scheme = "https"
+	case "ws":
+		p.Scheme = "http"
+	}
+	a, err := url.Parse(adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("sync_admin_url: %w", err)
+	}
+	return &Remote{primary: p, token: token, admin: a, adminToken: adminToken, client: &http.Client{Timeout: adminTimeout},
+		proxy: http.DefaultTransport}, nil
+}
+
+// adminDo sends one request to the admin API and returns its status and body.
+func (r *Remote) adminDo(ctx context.Context, method, path string, body io.Reader) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, r.admin.JoinPath(path).String(), body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.adminToken != "" {
+		req.Header.Set("Authorization", "basic "+r.adminToken) // sqld's --admin-auth-key
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("the primary's admin API (sync_admin_url) is unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, data, err
+}
+
+// Ensure creates namespace ns on the primary unless it exists.
+func (r *Remote) Ensure(ctx context.Context, ns string) error {
+	if _, ok := r.created.Load(ns); ok {
+		return nil
+	}
+	status, body, err := r.adminDo(ctx, http.MethodPost, "/v1/namespaces/"+ns+"/create", strings.NewReader("{}"))
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK && !strings.Contains(string(body), "already exists") {
+		return fmt.Errorf("creating the worker's database on the primary: sqld's admin API answers %d %s "+
+			"(is sqld started with --enable-namespaces, and admin_token its --admin-auth-key?)", status, strings.TrimSpace(string(body)))
+	}
+	r.created.Store(ns, true)
+	return nil
+}
+
+// Size returns the bytes namespace ns holds on the primary, as sqld counts them.
+func (r *Remote) Size(ctx context.Context, ns string) (int64, error) {
+	status, body, err := r.adminDo(ctx, http.MethodGet, "/v1/namespaces/"+ns+"/stats", nil)
+	if err != nil {
+		return 0, err
+	}
+	if status == http.StatusNotFound {
+		return 0, nil
+	}
+	var stats struct {
+		Used int64 `json:"storage_bytes_used"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &stats) != nil {
+		return 0, fmt.Errorf("measuring the worker's database: sqld's admin API answers %d", status)
+	}
+	return stats.Used, nil
+}
+
+// Delete removes namespace ns from the primary.
+func (r *Remote) Delete(ctx context.Context, ns string) error {
+	status, body, err := r.adminDo(ctx, http.MethodDelete, "/v1/namespaces/"+ns, nil)
+	if err != nil {
+		return err
+	}
+	r.created.Delete(ns)
+	if status != http.StatusOK && status != http.StatusNotFound {
+		return fmt.Errorf("removing the worker's database: sqld's admin API answers %d %s", status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// endpoint returns the Spec.Endpoint of a process whose database is namespace ns: it serves
+// the proxy to ns on the listener until the listener closes, under a token made for this
+// process alone.
+func (r *Remote) endpoint(ns string, limit int64, over func(error)) func(ln net.Listener) []string {
+	return func(ln net.Listener) []string {
+		raw := make([]byte, 32)
+		_, _ = rand.Read(raw)
+		token := hex.EncodeToString(raw)
+		srv := &http.Server{Handler: r.handler(ns, token, limit, over), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+		go func() {
+			_ = srv.Serve(ln) // returns once the sandbox closes the listener, the worker gone
+			_ = srv.Close()
+		}()
+		base := "http://" + ln.Addr().String()
+		return []string{URLVar + "=" + base + "?authToken=" + token, TokenVar + "=" + token}
+	}
+}
+
+// Paths of sqld's HTTP API a worker may use: the Hrana-over-HTTP pipelines and cursors
+// (versions 2 and 3), and the probes its clients make. Everything else (dumps, the
+// replication and admin routes) stays the operator's.
+var workerPaths = map[string]string{
+	"/v2/pipeline": http.MethodPost, "/v3/pipeline": http.MethodPost, "/v3/cursor": http.MethodPost,
+	"/v2": http.MethodGet, "/v3": http.MethodGet, "/health": http.MethodGet, "/version": http.MethodGet,
+}
+
+// handler is the endpoint of one process: with its own token it reaches namespace ns alone,
+// whatever its request's host or headers say; the runtime chooses the namespace (the
+// host's first label, the way sqld reads it) and sends the primary's token itself. Its errors
+// have sqld's shape, {"error": "…"}, the one the worker's libSQL client reads.
+func (r *Remote) handler(ns, token string, limit int64, over func(error)) http.Handler {
+	var measured atomic.Int64 // Unix nanoseconds of the last measurement
+	var full atomic.Bool
+	proxy := &httputil.ReverseProxy{
+		Transport: r.proxy,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(r.primary)
+			pr.Out.Host = ns + "." + r.primary.Host
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del("Cookie")
+			if r.token != "" {
+				pr.Out.Header.Set("Authorization", "Bearer "+r.token)
+			}
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			sqldError(w, http.StatusBadGateway, "the database primary is unreachable; try again")
+		},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		given, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			given = req.URL.Query().Get("authToken")
+		}
+		if subtle.ConstantTimeCompare([]byte(given), []byte(token)) != 1 {
+			sqldError(w, http.StatusUnauthorized, "this endpoint takes the token of DATABASE_URL (DATABASE_AUTH_TOKEN) alone")
+			return
+		}
+		path := strings.TrimSuffix(req.URL.Path, "/")
+		if method, ok := workerPaths[path]; !ok || method != req.Method {
+			sqldError(w, http.StatusNotFound, "a worker's database takes Hrana over HTTP (POST /v2/pipeline, /v3/pipeline, /v3/cursor)")
+			return
+		}
+		if limit > 0 && req.Method == http.MethodPost {
+			if last := measured.Load(); time.Since(time.Unix(0, last)) > sizeEvery {
+				measured.Store(time.Now().UnixNano())
+				used, err := r.Size(req.Context(), ns)
+				now := err == nil && used > limit
+				if was := full.Swap(now); now && !was {
+					over(LimitError(limit)) // once as it passes the limit, not at each refusal
+				}
+			}
+			if full.Load() {
+				sqldError(w, http.StatusInsufficientStorage, LimitError(limit).Error())
+				return
+			}
+		}
+		req.Body = http.MaxBytesReader(w, req.Body, maxStatements)
+		req.URL.RawQuery = ""
+		proxy.ServeHTTP(w, req)
+	})
+}
+
+func sqldError(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": message})
+}
