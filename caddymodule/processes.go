@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"os"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -40,6 +41,7 @@ func (p *processes) Start() error {
 		Logs:    logs,
 		Events:  runtimeMetrics,
 		Secrets: p.secrets,
+		JS:      &workers.JSHost{Engines: s.JSEngines, Dir: filepath.Join(s.StateDir, "js")},
 	})
 	if err != nil {
 		return err

@@ -47,6 +47,7 @@ var stateSettings = []string{
 	"pool_size", "key_store", "sync_url", "sync_token", "sync_interval",
 	"package_store", "endpoint", "bucket", "region", "prefix", "access_key_id", "secret_access_key", "path_style", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
 	"worker_network", "worker_scratch", "worker_memory", "worker_processes", "worker_max_files", "worker_cpu", "worker_log_rate", "worker_log_lines",
+	"js_runtime",
 }
 
 // stateKey identifies the state an App needs (the values of stateSettings): the configs of a
@@ -62,6 +63,7 @@ func stateKey(s config.Settings) string {
 		fmt.Sprintf("sandbox=%s:%s/%q/%s/%s/%d/%d/%d/%d/%g/%d/%s", s.WorkerUser, s.WorkerGroup, s.WorkerReadDirs, s.ScratchDir, s.WorkerNetwork,
 			s.WorkerScratch, s.WorkerMemory, s.WorkerProcesses, s.WorkerMaxFiles, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
+		fmt.Sprintf("js=%s %v", s.JSEngines.Default, s.JSEngines.Paths),
 	}, "\n")
 }
 

@@ -256,8 +256,11 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	l := launch.Spec{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Cred: s.cred, Tmpfs: s.tmpfs(spec.Scratch, limits.Scratch),
 		Seccomp: s.seccomp, Network: s.isolated, Listen: s.isolated || spec.Listen}
 	if s.abi > 0 {
-		l.Landlock = landlockRuleset(s.abi, append(append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...),
-			Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE}))
+		rules := append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...)
+		for _, p := range spec.ReadPaths {
+			rules = append(rules, Rule{Path: p, Access: llExec})
+		}
+		l.Landlock = landlockRuleset(s.abi, append(rules, Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE}))
 	}
 	sp, err := s.take()
 	if err != nil {

@@ -43,6 +43,8 @@ type PoolOptions struct {
 	// Secrets returns a worker's secrets, by variable name, when a process of it starts: they
 	// join its environment, and its logged output shows each value replaced. Nil: none.
 	Secrets func(ctx context.Context, worker string) (map[string]string, error)
+	// JS runs JavaScript workers; nil runs none (their start fails).
+	JS *JSHost
 }
 
 // secretsTimeout bounds the reading of a worker's secrets at its start.
@@ -604,8 +606,13 @@ func (pr *proc) keep(r *run) {
 }
 
 // launch starts the process, confined, in its version folder with a minimal environment.
-func (pr *proc) launch(port int, listen bool) (*run, error) {
-	argv, err := pr.argv()
+func (pr *proc) launch(port int, listen bool) (_ *run, err error) {
+	var start jsStart
+	if pr.m.Kind() == JS {
+		start, err = pr.pool.opts.JS.start(pr.dir, pr.m)
+	} else {
+		start.argv, err = pr.argv()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -625,8 +632,8 @@ func (pr *proc) launch(port int, listen bool) (*run, error) {
 			redact: redact}
 	}
 	stdout, stderr := output("stdout"), output("stderr")
-	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox(),
-		OverScratch: pr.overScratch, Listen: listen}
+	spec := sandbox.Spec{Argv: start.argv, Dir: pr.dir, ReadPaths: start.reads, Env: pr.environ(port, scratch, start), Scratch: scratch,
+		Limits: pr.m.Limits.sandbox(), OverScratch: pr.overScratch, Listen: listen}
 	cmd, err := pr.pool.opts.Sandbox.Start(spec, stdout, stderr)
 	if err != nil {
 		return nil, err
@@ -657,14 +664,19 @@ func (pr *proc) argv() ([]string, error) {
 
 // environ is all a worker gets: the variables of runtimeVars (PATH, HOME, its PORT and HOST,
 // none in an isolated network, port 0, where it serves on the listener it is handed, and
-// TMPDIR), the manifest's env, which may set PATH and HOME, and the worker's secrets. No
-// runtime setting or credential reaches it.
-func (pr *proc) environ(port int, scratch string) []string {
+// TMPDIR), a JavaScript engine's defaults (start), the manifest's env, which may set PATH,
+// HOME and those defaults, and the worker's secrets. No runtime setting or credential
+// reaches it.
+func (pr *proc) environ(port int, scratch string, start jsStart) []string {
 	env := map[string]string{}
 	for _, v := range runtimeVars {
 		if v.beforeManifest {
 			env[v.name] = v.value(pr, port, scratch)
 		}
+	}
+	maps.Copy(env, start.env)
+	for k, sub := range start.scratch {
+		env[k] = filepath.Join(scratch, sub)
 	}
 	for k, v := range pr.m.Env {
 		env[k] = v

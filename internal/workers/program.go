@@ -55,15 +55,19 @@ func CheckProgram(md packages.Metadata, tree *os.Root, maxModule int64) error {
 		return refuse("%s %s cannot be read in the archive: %v", key, named, err)
 	case !info.Mode().IsRegular():
 		return refuse("%s %s is not a file in the archive but a %s", key, named, kindOf(info.Mode()))
-	case runtime.GOOS != "windows" && info.Mode().Perm()&0o111 == 0:
+	case runtime.GOOS != "windows" && m.Kind() != JS && info.Mode().Perm()&0o111 == 0:
 		return refuse("%s %s is not executable: chmod +x %s before packing (a script needs a #! line too)", key, named, file)
 	}
 	return nil
 }
 
-// programFile is the file of the package a process worker runs, as the manifest writes it, and
+// programFile is the file of the package a process worker runs (a JavaScript worker's module),
+// as the manifest writes it, and
 // the key that names it; ok is false when the version runs none of its own.
 func (m Manifest) programFile() (file, key string, ok bool) {
+	if m.Kind() == JS {
+		return m.Entrypoint, "entrypoint", true // the module the engine runs
+	}
 	if m.Kind() != Process {
 		return "", "", false
 	}
