@@ -89,6 +89,9 @@ func TestStateSettings(t *testing.T) {
 		"wasm_memory_budget":     func(s *config.Settings) { s.WasmMemoryBudget++ },
 		"wasm_max_module_size":   func(s *config.Settings) { s.WasmMaxModuleSize++ },
 		"worker_max_header_size": func(s *config.Settings) { s.WorkerMaxHeaderSize++ },
+		"js_runtime": func(s *config.Settings) {
+			s.JSEngines = config.JSEngines{Default: "node", Paths: map[string]string{"node": "/usr/bin/node"}}
+		},
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -36,12 +37,12 @@ func (e jsEngine) binary(t *testing.T) string {
 	return path
 }
 
-// startJS starts a runtime whose js_runtime is the engine's binary.
-func startJS(t *testing.T, engine string) *harness.Server {
+// startJS starts a runtime whose js_runtime is the engine's binary, with more settings.
+func startJS(t *testing.T, engine string, settings ...string) *harness.Server {
 	t.Helper()
 	// HTTP/2: over HTTP/1.1 Go's server reads a request's body before the answer goes out,
 	// so only HTTP/2 shows both bodies streaming at once.
-	return harness.Start(t, harness.Config{App: "js_runtime " + engine, HTTP2: true, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	return harness.Start(t, harness.Config{App: strings.Join(append([]string{"js_runtime " + engine}, settings...), "\n"), HTTP2: true, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 }
 
 // jsApp is a TypeScript worker: its fetch answers GET with its path, streams a POST's body back
@@ -83,72 +84,83 @@ func jsArchive(t *testing.T, name, manifest string, files ...harness.File) []byt
 	return harness.TarGz(t, pkg("name: "+name+"\nversion: 1.0.0\n"+manifest, files...)...)
 }
 
-// TestJSWorkers runs a TypeScript worker through the real binary on each engine: GET and a
-// streamed POST with status, headers and body, a parameterised route, the source never
-// served, a throwing handler answering 500 with the request id while the worker goes on, a
-// module without fetch refused with the engine's output, and the sandbox holding.
+// TestJSWorkers runs a TypeScript worker through the real binary on each engine, on the
+// host's network (PORT) and in an isolated one (the listener handed over as descriptor 3):
+// GET and a streamed POST with status, headers and body, a parameterised route, the source
+// never served, a throwing handler answering 500 with the request id while the worker goes
+// on, a module without fetch refused with the engine's output, and the sandbox holding.
 func TestJSWorkers(t *testing.T) {
 	t.Parallel()
 	for _, e := range jsEngines {
-		t.Run(e.name, func(t *testing.T) {
-			t.Parallel()
-			s := startJS(t, e.binary(t))
-			key := harness.WithKey(rootKey)
-			uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "", harness.File{Name: "index.ts", Body: jsApp}), rootKey)
-			if kind := workers(t, s, rootKey)["app"].Kinds["1.0.0"]; kind != "js" {
-				t.Errorf("kind = %q, want js", kind)
-			}
-
-			resp := s.Get("/app/hi?x=1")
-			if resp.Status != 200 || string(resp.Body) != "hello from TypeScript at /hi?x=1" || resp.Header.Get("X-Kind") != "ts" || resp.Header.Get("X-Base") != "/app" {
-				t.Errorf("GET /app/hi = %s %v", resp, resp.Header)
-			}
-			resp = s.Get("/app/users/42")
-			if resp.Status != 200 || string(resp.Body) != "user 42" || resp.Header.Get("X-Route") != "users" {
-				t.Errorf("GET /app/users/42 = %s %v", resp, resp.Header)
-			}
-			// The source is never answered as a file: the worker answers its path.
-			for _, p := range []string{"/app/index.ts", "/app/manifest.yaml"} {
-				if resp := s.Get(p); resp.Status != 200 || strings.Contains(string(resp.Body), "greeting") || !strings.HasPrefix(string(resp.Body), "hello from TypeScript at ") {
-					t.Errorf("GET %s = %s; want the worker's answer, not the file", p, resp)
+		for _, network := range []string{"host", "isolated"} {
+			t.Run(e.name+" "+network, func(t *testing.T) {
+				t.Parallel()
+				if network == "isolated" && os.Geteuid() != 0 {
+					t.Skip("worker_network isolated needs root")
 				}
-			}
-			streamedPost(t, s, "/app/echo")
+				checkJSWorker(t, startJS(t, e.binary(t), "worker_network "+network))
+			})
+		}
+	}
+}
 
-			// A handler that throws: 500 naming the request id, and the worker goes on.
-			resp = s.Get("/app/boom")
-			id := resp.Header.Get("X-Request-Id")
-			if resp.Status != 500 || id == "" || !strings.Contains(string(resp.Body), id) {
-				t.Errorf("GET /app/boom = %s (X-Request-Id %q); want 500 naming the request id", resp, id)
-			}
-			if resp := s.Get("/app/after"); resp.Status != 200 {
-				t.Errorf("GET after the throw = %s", resp)
-			}
+// checkJSWorker checks the TypeScript worker jsApp on s (see TestJSWorkers).
+func checkJSWorker(t *testing.T, s *harness.Server) {
+	t.Helper()
+	key := harness.WithKey(rootKey)
+	uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "", harness.File{Name: "index.ts", Body: jsApp}), rootKey)
+	if kind := workers(t, s, rootKey)["app"].Kinds["1.0.0"]; kind != "js" {
+		t.Errorf("kind = %q, want js", kind)
+	}
 
-			// A module without fetch or routes fails its check at upload, with the engine's output.
-			resp = s.Upload(s.API+"/workers/upload", "bad.tgz", jsArchive(t, "bad", "", harness.File{Name: "index.ts", Body: "export default { hello: 1 };\n"}), key)
-			if resp.Status != 422 || !strings.Contains(string(resp.Body), "has neither fetch nor routes") {
-				t.Errorf("upload without fetch = %s; want 422 with the engine's message", resp)
-			}
+	resp := s.Get("/app/hi?x=1")
+	if resp.Status != 200 || string(resp.Body) != "hello from TypeScript at /hi?x=1" || resp.Header.Get("X-Kind") != "ts" || resp.Header.Get("X-Base") != "/app" {
+		t.Errorf("GET /app/hi = %s %v", resp, resp.Header)
+	}
+	resp = s.Get("/app/users/42")
+	if resp.Status != 200 || string(resp.Body) != "user 42" || resp.Header.Get("X-Route") != "users" {
+		t.Errorf("GET /app/users/42 = %s %v", resp, resp.Header)
+	}
+	// The source is never answered as a file: the worker answers its path.
+	for _, p := range []string{"/app/index.ts", "/app/manifest.yaml"} {
+		if resp := s.Get(p); resp.Status != 200 || strings.Contains(string(resp.Body), "greeting") || !strings.HasPrefix(string(resp.Body), "hello from TypeScript at ") {
+			t.Errorf("GET %s = %s; want the worker's answer, not the file", p, resp)
+		}
+	}
+	streamedPost(t, s, "/app/echo")
 
-			// The sandbox: the runtime's state, another worker's folder and a file outside the
-			// read paths stay closed to the worker, whatever the engine.
-			uploadOK(t, s, "workers", "other.tgz", jsArchive(t, "other", "", harness.File{Name: "index.js", Body: "export default { fetch: () => new Response('other') };\n"},
-				harness.File{Name: "secret.txt", Body: "other's secret"}), rootKey)
-			for name, path := range map[string]string{
-				"the key store":         filepath.Join(s.DataDir, "state", "api-keys.db"),
-				"another worker's file": filepath.Join(s.DataDir, "apps", "other", "1.0.0", "secret.txt"),
-				"the Caddyfile":         filepath.Join(s.Dir, "Caddyfile"),
-			} {
-				if resp := s.Get("/app/read?" + url.Values{"path": {path}}.Encode()); resp.Status != 403 {
-					t.Errorf("the worker read %s (%s): %s", name, path, resp)
-				}
-			}
-			// Its own folder it reads: a 403 above is the sandbox's, not a broken handler.
-			if resp := s.Get("/app/read?" + url.Values{"path": {filepath.Join(s.DataDir, "apps", "app", "1.0.0", "index.ts")}}.Encode()); resp.Status != 200 || !strings.Contains(string(resp.Body), "greeting") {
-				t.Errorf("the worker cannot read its own index.ts: %s", resp)
-			}
-		})
+	// A handler that throws: 500 naming the request id, and the worker goes on.
+	resp = s.Get("/app/boom")
+	id := resp.Header.Get("X-Request-Id")
+	if resp.Status != 500 || id == "" || !strings.Contains(string(resp.Body), id) {
+		t.Errorf("GET /app/boom = %s (X-Request-Id %q); want 500 naming the request id", resp, id)
+	}
+	if resp := s.Get("/app/after"); resp.Status != 200 {
+		t.Errorf("GET after the throw = %s", resp)
+	}
+
+	// A module without fetch or routes fails its check at upload, with the engine's output.
+	resp = s.Upload(s.API+"/workers/upload", "bad.tgz", jsArchive(t, "bad", "", harness.File{Name: "index.ts", Body: "export default { hello: 1 };\n"}), key)
+	if resp.Status != 422 || !strings.Contains(string(resp.Body), "has neither fetch nor routes") {
+		t.Errorf("upload without fetch = %s; want 422 with the engine's message", resp)
+	}
+
+	// The sandbox: the runtime's state, another worker's folder and a file outside the
+	// read paths stay closed to the worker, whatever the engine.
+	uploadOK(t, s, "workers", "other.tgz", jsArchive(t, "other", "", harness.File{Name: "index.js", Body: "export default { fetch: () => new Response('other') };\n"},
+		harness.File{Name: "secret.txt", Body: "other's secret"}), rootKey)
+	for name, path := range map[string]string{
+		"the key store":         filepath.Join(s.DataDir, "state", "api-keys.db"),
+		"another worker's file": filepath.Join(s.DataDir, "apps", "other", "1.0.0", "secret.txt"),
+		"the Caddyfile":         filepath.Join(s.Dir, "Caddyfile"),
+	} {
+		if resp := s.Get("/app/read?" + url.Values{"path": {path}}.Encode()); resp.Status != 403 {
+			t.Errorf("the worker read %s (%s): %s", name, path, resp)
+		}
+	}
+	// Its own folder it reads: a 403 above is the sandbox's, not a broken handler.
+	if resp := s.Get("/app/read?" + url.Values{"path": {filepath.Join(s.DataDir, "apps", "app", "1.0.0", "index.ts")}}.Encode()); resp.Status != 200 || !strings.Contains(string(resp.Body), "greeting") {
+		t.Errorf("the worker cannot read its own index.ts: %s", resp)
 	}
 }
 

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,10 +58,8 @@ func (e JSEngines) String() string {
 func (r resolver) jsEngines(v AppValues) (JSEngines, error) {
 	e := JSEngines{Paths: map[string]string{}}
 	for _, name := range JSEngineNames {
-		if found, err := exec.LookPath(name); err == nil {
-			if real, err := realBinary(found); err == nil {
-				e.Paths[name] = real
-			}
+		if real, ok := r.lookPath(name); ok {
+			e.Paths[name] = real
 		}
 	}
 	written, fromEnv := r.pick("js_runtime", v.JSRuntime)
@@ -93,6 +90,20 @@ func (r resolver) jsEngines(v AppValues) (JSEngines, error) {
 		return e, r.fail("js_runtime", fromEnv, written, fmt.Errorf("write bun, deno, node or the absolute path of one of their binaries"))
 	}
 	return e, nil
+}
+
+// lookPath finds the program name on the PATH the resolver's environment has, as a shell
+// would, and returns its real path.
+func (r resolver) lookPath(name string) (string, bool) {
+	for _, dir := range filepath.SplitList(r.getenv("PATH")) {
+		if !filepath.IsAbs(dir) {
+			continue // a relative PATH entry would depend on the working directory
+		}
+		if real, err := realBinary(filepath.Join(dir, name)); err == nil {
+			return real, true
+		}
+	}
+	return "", false
 }
 
 // engineOf tells the engine from a binary's file name: bun, bun-1.4, node20 → bun, node.

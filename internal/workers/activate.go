@@ -296,7 +296,14 @@ func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifes
 		if err != nil {
 			return err.Error()
 		}
-		lease.Release()
+		defer lease.Release()
+		// A JavaScript worker handed its listener is ready at once, yet its module may still
+		// fail to load (no fetch, a throw at the top): it passes once it accepts.
+		if m.Kind() == JS {
+			if err := lease.Serving(ctx); err != nil {
+				return err.Error()
+			}
+		}
 		return ""
 	}
 	hc := m.Healthcheck

@@ -221,6 +221,23 @@ func (l *Lease) Err() error {
 		pr.name, pr.version, pr.cmd.State())
 }
 
+// Serving waits, for a process handed its listener, until it has accepted a connection
+// (watchAccept), and tells why it never will when it exits first or passes its startTimeout;
+// a process on a port served once it listened, and passes at once.
+func (l *Lease) Serving(ctx context.Context) error {
+	pr := l.p
+	for wait := readyPoll; pr.network == "unix" && !pr.accepted.Load(); wait = min(wait*3/2, readyPollMax) {
+		select {
+		case <-pr.exited:
+			return l.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
 // PID is the process id.
 func (l *Lease) PID() int { return l.p.cmd.Pid() }
 
