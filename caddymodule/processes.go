@@ -41,7 +41,9 @@ func (p *processes) Start() error {
 		Logs:    logs,
 		Events:  runtimeMetrics,
 		Secrets: p.secrets,
-		JS:      &workers.JSHost{Engines: s.JSEngines, Dir: filepath.Join(s.StateDir, "js")},
+		// Beside the scratch folders, which every worker account reaches (state_dir is the
+		// runtime's alone, 0700).
+		JS: &workers.JSHost{Engines: s.JSEngines, Dir: filepath.Join(s.ScratchDir, workers.JSDir)},
 	})
 	if err != nil {
 		return err

@@ -224,3 +224,31 @@ func TestJSEngineMissing(t *testing.T) {
 		t.Errorf("upload asking for deno = %s; want 400 JS_ENGINE_UNAVAILABLE naming js_runtime", resp)
 	}
 }
+
+// TestJSWorkerUser runs a JavaScript worker under another account (worker_user), as the
+// README recommends: that account reads the engine, the loader and, on Node, the transpiled
+// module, and nothing of the runtime's state.
+func TestJSWorkerUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("starting workers as another user needs root")
+	}
+	for _, e := range jsEngines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			binary := e.binary(t)
+			openToOthers(filepath.Dir(binary))
+			s := startJS(t, binary, "worker_user nobody")
+			dir := filepath.Join(s.DataDir, "apps", "app", "1.0.0")
+			writeFiles(t, dir, map[string]string{"manifest.yaml": "name: app\nversion: 1.0.0\n", "index.ts": jsApp})
+			openToOthers(dir)
+			resp := s.Get("/app/read?" + url.Values{"path": {"/proc/self/status"}}.Encode())
+			if resp.Status != 200 || !strings.Contains(string(resp.Body), "Uid:\t65534") {
+				t.Fatalf("the worker's status: %s", resp)
+			}
+			if resp := s.Get("/app/read?" + url.Values{"path": {filepath.Join(s.DataDir, "state", "api-keys.db")}}.Encode()); resp.Status != 403 {
+				t.Errorf("the worker read the key store: %s", resp)
+			}
+		})
+	}
+}

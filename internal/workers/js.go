@@ -27,12 +27,18 @@ const CodeJSEngineUnavailable = "JS_ENGINE_UNAVAILABLE"
 //go:embed jsloader/*.mjs
 var loaderFiles embed.FS
 
+// JSDir is the folder of JSHost in scratch_dir: its name has no "~", so sweepScratch, which
+// removes the scratch folders of runtimes that are gone, leaves it.
+const JSDir = ".js"
+
 // JSHost runs JavaScript workers: it knows the engines (js_runtime) and writes the loaders, once,
-// into its folder in state_dir, where the Node engine's transpiled TypeScript goes too.
+// into its folder, where the Node engine's transpiled TypeScript goes too.
 type JSHost struct {
 	Engines config.JSEngines
-	// Dir is the runtime's folder of loaders and transpiled modules (state_dir/js); workers
-	// may read the loaders and their own transpiled modules there, nothing else of state_dir.
+	// Dir is the runtime's folder of loaders and transpiled modules (scratch_dir/.js, which
+	// a worker_user reaches as it reaches its scratch folder, where state_dir is the runtime's
+	// alone); a worker may read the loaders and its own transpiled modules there, by one
+	// Landlock rule each, and nothing else of it.
 	Dir string
 
 	once    sync.Once
@@ -82,7 +88,8 @@ func writeOnce(dir string, files map[string][]byte) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+	// Other accounts may pass through (worker_user), not list.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".tmp-")
