@@ -139,6 +139,16 @@ func checkJSWorker(t *testing.T, s *harness.Server) {
 		t.Errorf("GET after the throw = %s", resp)
 	}
 
+	// What can be seen without running it is refused at once: no default export, no parse.
+	for source, says := range map[string]string{
+		"export const fetch = () => new Response('x');\n": "entrypoint index.ts has no default export",
+		"export default { fetch( };\n":                    "entrypoint index.ts does not parse: line 1",
+	} {
+		resp := s.Upload(s.API+"/workers/upload", "bad.tgz", jsArchive(t, "bad", "", harness.File{Name: "index.ts", Body: source}), harness.WithKey(rootKey))
+		if resp.Status != 400 || resp.ErrorCode() != "INVALID_ENTRYPOINT" || !strings.Contains(string(resp.Body), says) {
+			t.Errorf("upload of %q = %s; want 400 INVALID_ENTRYPOINT saying %q", source, resp, says)
+		}
+	}
 	// A module without fetch or routes fails its check at upload, with the engine's output.
 	resp = s.Upload(s.API+"/workers/upload", "bad.tgz", jsArchive(t, "bad", "", harness.File{Name: "index.ts", Body: "export default { hello: 1 };\n"}), key)
 	if resp.Status != 422 || !strings.Contains(string(resp.Body), "has neither fetch nor routes") {

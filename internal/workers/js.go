@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -184,6 +187,53 @@ func entryPath(dir, entrypoint string) (string, error) {
 		return "", fmt.Errorf("entrypoint %q must be a path inside the worker", entrypoint)
 	}
 	return filepath.Join(dir, entry), nil
+}
+
+// maxChecked bounds the JavaScript entrypoint checkScriptSource parses: a larger one (a
+// bundle) is left to its start.
+const maxChecked = 8 << 20
+
+// checkScriptSource tells what can be seen wrong with a JavaScript worker's entrypoint file
+// (in tree) without running it: it does not parse (esbuild's error, with its line), or it has
+// no default export ("" when neither). Whether the export has fetch or routes is left to the
+// start, which reports the engine's output.
+func checkScriptSource(tree *os.Root, file string) string {
+	f, err := tree.Open(filepath.FromSlash(file))
+	if err != nil {
+		return "cannot be read: " + err.Error()
+	}
+	defer f.Close()
+	source, err := io.ReadAll(io.LimitReader(f, maxChecked+1))
+	if err != nil || len(source) > maxChecked {
+		return ""
+	}
+	loader, ok := tsLoader(file)
+	if !ok {
+		loader = api.LoaderJSX // JavaScript, with the JSX that Bun and Deno take in .js files too
+	}
+	result := api.Build(api.BuildOptions{Stdin: &api.StdinOptions{Contents: string(source), Loader: loader, Sourcefile: file},
+		Format: api.FormatESModule, Metafile: true, LogLevel: api.LogLevelSilent})
+	if len(result.Errors) > 0 {
+		e := result.Errors[0]
+		if e.Location != nil {
+			return fmt.Sprintf("does not parse: line %d, column %d: %s", e.Location.Line, e.Location.Column+1, e.Text)
+		}
+		return "does not parse: " + e.Text
+	}
+	var meta struct {
+		Outputs map[string]struct {
+			Exports []string `json:"exports"`
+		} `json:"outputs"`
+	}
+	if json.Unmarshal([]byte(result.Metafile), &meta) != nil {
+		return ""
+	}
+	for _, out := range meta.Outputs {
+		if !slices.Contains(out.Exports, "default") {
+			return "has no default export: export an object with fetch and/or routes, export default { fetch(request) { return new Response(\"hello\") } }"
+		}
+	}
+	return ""
 }
 
 // maxTranspiled bounds the TypeScript files of one worker transpiled for Node.

@@ -153,3 +153,31 @@ func TestJSStart(t *testing.T) {
 		t.Errorf("start on a missing engine: %v", err)
 	}
 }
+
+// TestJSCheckProgram: a JavaScript worker's entrypoint is checked at upload as far as it can
+// be without running it: it must parse and have a default export.
+func TestJSCheckProgram(t *testing.T) {
+	for _, tt := range []struct {
+		file, source, says string
+	}{
+		{"index.ts", "export default { fetch(req: Request): Response { return new Response('x') } }\n", ""},
+		{"index.js", "const app = { fetch: () => <p>hi</p> };\nexport { app as default };\n", ""},
+		{"index.cjs", "module.exports = { fetch() {} };\n", ""},
+		{"index.mts", "const x: number = ;\n", "entrypoint index.mts does not parse: line 1, column 19"},
+		{"index.ts", "export const fetch = () => new Response('x');\n", "entrypoint index.ts has no default export"},
+		{"index.js", "console.log('a script')\n", "has no default export"},
+	} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, tt.file), []byte(tt.source), 0o644)
+		root, _ := os.OpenRoot(dir)
+		md, err := packages.ReadMetadata(root, ".")
+		if err == nil {
+			err = CheckProgram(md, root, 0)
+		}
+		root.Close()
+		if tt.says == "" && err != nil || tt.says != "" && (!packages.IsCode(err, CodeInvalidEntrypoint) || !strings.Contains(err.Error(), tt.says)) {
+			t.Errorf("%s %q: %v; want INVALID_ENTRYPOINT saying %q", tt.file, tt.source, err, tt.says)
+		}
+	}
+}
