@@ -36,6 +36,10 @@ export function guard(handler) {
   };
 }
 
+// methods reports whether a route's value is a table of handlers by method ({GET: …}): a
+// plain object, not a Response, a file or an HTML import.
+const methods = (value) => value !== null && typeof value === "object" && [Object.prototype, null].includes(Object.getPrototypeOf(value));
+
 // guardRoutes wraps every handler of a Bun route table ({path: Response | handler |
 // {GET: …}}), keeping the rest as it is.
 export function guardRoutes(routes) {
@@ -43,7 +47,7 @@ export function guardRoutes(routes) {
   const out = {};
   for (const [path, value] of Object.entries(routes)) {
     if (typeof value === "function") out[path] = guard(value);
-    else if (value && typeof value === "object" && !(value instanceof Response)) {
+    else if (methods(value)) {
       out[path] = Object.fromEntries(Object.entries(value).map(([m, h]) => [m, typeof h === "function" ? guard(h) : h]));
     } else out[path] = value;
   }
@@ -64,7 +68,7 @@ export function handler(app) {
       const params = match(pattern, segments);
       if (!params) continue;
       let h = value;
-      if (h && typeof h === "object" && !(h instanceof Response)) h = h[request.method] ?? (request.method === "HEAD" ? h.GET : undefined);
+      if (methods(h)) h = h[request.method] ?? (request.method === "HEAD" ? h.GET : undefined);
       if (h instanceof Response) return h.clone();
       if (typeof h !== "function") return new Response("Method Not Allowed", { status: 405 });
       Object.defineProperty(request, "params", { value: params });
