@@ -145,13 +145,7 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 	if err != nil {
 		return jsStart{}, err
 	}
-	// The engine's folder: a binary installed from a package (bin/bun in @oven/bun-linux-x64)
-	// reads beside it.
-	engineDir := filepath.Dir(binary)
-	if filepath.Base(engineDir) == "bin" {
-		engineDir = filepath.Dir(engineDir)
-	}
-	s := jsStart{reads: []string{engineDir, loaders}, env: map[string]string{"NO_COLOR": "1"}, scratch: map[string]string{}}
+	s := jsStart{reads: []string{engineFolder(binary), loaders}, env: map[string]string{"NO_COLOR": "1"}, scratch: map[string]string{}}
 	loader := filepath.Join(loaders, engine+".mjs")
 	switch engine {
 	case config.JSEngineNames[0]: // bun
@@ -178,6 +172,19 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 		}
 	}
 	return s, nil
+}
+
+// engineFolder is the folder a worker may read of its engine: the binary's, or the npm package
+// it is the bin/ of (@oven/bun-linux-x64/bin/bun: the package's package.json beside bin/). A
+// plain bin/ folder's parent (/root of /root/bin) is no engine's, and stays closed.
+func engineFolder(binary string) string {
+	dir := filepath.Dir(binary)
+	if filepath.Base(dir) == "bin" {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "package.json")); err == nil {
+			return filepath.Dir(dir)
+		}
+	}
+	return dir
 }
 
 // entryPath is the absolute path of the entrypoint in the worker's folder.

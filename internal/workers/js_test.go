@@ -129,8 +129,8 @@ func TestJSStart(t *testing.T) {
 		if got != want {
 			t.Errorf("runtime %q runs %q, want %q", runtime, got, want)
 		}
-		if !strings.HasPrefix(s.reads[0], "/opt/") && s.reads[0] != "/usr" || s.reads[1] != h.loaders {
-			t.Errorf("runtime %q reads %v", runtime, s.reads)
+		if want := map[string]string{"": "/opt/bun/bin", "deno": "/opt/deno", "node": "/usr/bin"}[runtime]; s.reads[0] != want || s.reads[1] != h.loaders {
+			t.Errorf("runtime %q reads %v, want %s and the loaders", runtime, s.reads, want)
 		}
 	}
 	info, err := os.Stat(filepath.Join(h.loaders, "bun.mjs"))
@@ -151,6 +151,24 @@ func TestJSStart(t *testing.T) {
 	h.Engines = config.JSEngines{Default: "node", Paths: map[string]string{"node": "/usr/bin/node"}}
 	if _, err := h.start(app, m); err == nil || !strings.Contains(err.Error(), "js_runtime") {
 		t.Errorf("start on a missing engine: %v", err)
+	}
+}
+
+// TestEngineFolder: an engine installed from npm may read its package, a binary in a plain
+// bin/ folder only that folder.
+func TestEngineFolder(t *testing.T) {
+	pkg := t.TempDir()
+	os.MkdirAll(filepath.Join(pkg, "bin"), 0o755)
+	os.WriteFile(filepath.Join(pkg, "package.json"), []byte("{}"), 0o644)
+	home := t.TempDir()
+	for binary, want := range map[string]string{
+		filepath.Join(pkg, "bin", "bun"):  pkg,
+		filepath.Join(home, "bin", "bun"): filepath.Join(home, "bin"),
+		"/usr/bin/node":                   "/usr/bin",
+	} {
+		if got := engineFolder(binary); got != want {
+			t.Errorf("engineFolder(%s) = %s, want %s", binary, got, want)
+		}
 	}
 }
 
