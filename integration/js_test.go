@@ -45,12 +45,15 @@ func startJS(t *testing.T, engine string, settings ...string) *harness.Server {
 	return harness.Start(t, harness.Config{App: strings.Join(append([]string{"js_runtime " + engine}, settings...), "\n"), HTTP2: true, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
 }
 
-// jsApp is a TypeScript worker: its fetch answers GET with its path, streams a POST's body back
+// jsGreeting is a TypeScript module jsApp imports, as lib/greeting.ts.
+const jsGreeting = "export const greeting: string = \"hello from TypeScript\";\n"
+
+// jsApp is a TypeScript worker: its fetch answers GET with its path (and a greeting it
+// imports from another TypeScript module), streams a POST's body back
 // upper-cased as it arrives, throws at /boom and reads a file at /read?path=; its routes
 // answer /users/:id.
 const jsApp = `import { readFileSync } from "node:fs";
-
-const greeting: string = "hello from TypeScript";
+import { greeting } from "./lib/greeting.ts";
 
 export default {
   routes: {
@@ -108,7 +111,8 @@ func TestJSWorkers(t *testing.T) {
 func checkJSWorker(t *testing.T, s *harness.Server) {
 	t.Helper()
 	key := harness.WithKey(rootKey)
-	uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "", harness.File{Name: "index.ts", Body: jsApp}), rootKey)
+	uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "", harness.File{Name: "index.ts", Body: jsApp},
+		harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), rootKey)
 	if kind := workers(t, s, rootKey)["app"].Kinds["1.0.0"]; kind != "js" {
 		t.Errorf("kind = %q, want js", kind)
 	}
@@ -229,7 +233,8 @@ func TestJSEngineMissing(t *testing.T) {
 		t.Skip("deno is on the PATH: the server would have it")
 	}
 	s := startJS(t, node)
-	resp := s.Upload(s.API+"/workers/upload", "app.tgz", jsArchive(t, "app", "runtime: deno\n", harness.File{Name: "index.ts", Body: jsApp}), harness.WithKey(rootKey))
+	resp := s.Upload(s.API+"/workers/upload", "app.tgz", jsArchive(t, "app", "runtime: deno\n", harness.File{Name: "index.ts", Body: jsApp},
+		harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), harness.WithKey(rootKey))
 	if resp.Status != 400 || resp.ErrorCode() != "JS_ENGINE_UNAVAILABLE" || !strings.Contains(string(resp.Body), "js_runtime") || !strings.Contains(string(resp.Body), "node (default)") {
 		t.Errorf("upload asking for deno = %s; want 400 JS_ENGINE_UNAVAILABLE naming js_runtime", resp)
 	}
@@ -250,7 +255,7 @@ func TestJSWorkerUser(t *testing.T) {
 			openToOthers(filepath.Dir(binary))
 			s := startJS(t, binary, "worker_user nobody")
 			dir := filepath.Join(s.DataDir, "apps", "app", "1.0.0")
-			writeFiles(t, dir, map[string]string{"manifest.yaml": "name: app\nversion: 1.0.0\n", "index.ts": jsApp})
+			writeFiles(t, dir, map[string]string{"manifest.yaml": "name: app\nversion: 1.0.0\n", "index.ts": jsApp, "lib/greeting.ts": jsGreeting})
 			openToOthers(dir)
 			resp := s.Get("/app/read?" + url.Values{"path": {"/proc/self/status"}}.Encode())
 			if resp.Status != 200 || !strings.Contains(string(resp.Body), "Uid:\t65534") {
