@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -225,18 +224,21 @@ func streamedPost(t *testing.T, s *harness.Server, path string) {
 }
 
 // TestJSEngineMissing: a manifest asking for an engine the server lacks is refused at upload,
-// naming js_runtime.
+// naming js_runtime, and so is every JavaScript worker on a server without an engine.
 func TestJSEngineMissing(t *testing.T) {
 	t.Parallel()
-	node := jsEngines[2].binary(t)
-	if _, err := exec.LookPath("deno"); err == nil {
-		t.Skip("deno is on the PATH: the server would have it")
-	}
-	s := startJS(t, node)
+	// A PATH with no engine on it: the server has node alone, its js_runtime.
+	s := harness.Start(t, harness.Config{App: "js_runtime " + jsEngines[2].binary(t), Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "PATH": t.TempDir()}})
 	resp := s.Upload(s.API+"/workers/upload", "app.tgz", jsArchive(t, "app", "runtime: deno\n", harness.File{Name: "index.ts", Body: jsApp},
 		harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), harness.WithKey(rootKey))
 	if resp.Status != 400 || resp.ErrorCode() != "JS_ENGINE_UNAVAILABLE" || !strings.Contains(string(resp.Body), "js_runtime") || !strings.Contains(string(resp.Body), "node (default)") {
 		t.Errorf("upload asking for deno = %s; want 400 JS_ENGINE_UNAVAILABLE naming js_runtime", resp)
+	}
+	none := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "PATH": t.TempDir()}})
+	resp = none.Upload(none.API+"/workers/upload", "app.tgz", jsArchive(t, "app", "", harness.File{Name: "index.ts", Body: jsApp},
+		harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), harness.WithKey(rootKey))
+	if resp.Status != 400 || resp.ErrorCode() != "JS_ENGINE_UNAVAILABLE" || !strings.Contains(string(resp.Body), "this server has no JavaScript engine") {
+		t.Errorf("upload to a server without an engine = %s; want 400 JS_ENGINE_UNAVAILABLE", resp)
 	}
 }
 
