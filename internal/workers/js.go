@@ -148,7 +148,7 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 	s := jsStart{reads: []string{engineFolder(binary), loaders}, env: map[string]string{"NO_COLOR": "1"}, scratch: map[string]string{}}
 	loader := filepath.Join(loaders, engine+".mjs")
 	switch engine {
-	case config.JSEngineNames[0]: // bun
+	case RuntimeBun:
 		s.argv = []string{binary}
 		if m.LowMemory {
 			s.argv = append(s.argv, "--smol")
@@ -156,11 +156,11 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 		s.argv = append(s.argv, loader, entry)
 		s.scratch["BUN_INSTALL_CACHE_DIR"] = "bun-install"
 		s.scratch["BUN_RUNTIME_TRANSPILER_CACHE_PATH"] = "bun-transpiler"
-	case config.JSEngineNames[1]: // deno
+	case RuntimeDeno:
 		s.argv = []string{binary, "run", "--allow-all", "--no-prompt", loader, entry}
 		s.scratch["DENO_DIR"] = "deno"
 		s.env["DENO_NO_UPDATE_CHECK"] = "1"
-	default: // node
+	default: // RuntimeNode
 		s.argv = []string{binary, loader, entry}
 		out, err := h.transpile(dir)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"gopkg.in/yaml.v3"
 
+	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/packages"
 )
@@ -107,13 +108,10 @@ const (
 	RuntimeNode = "node"
 )
 
-// Engines are the JavaScript engines a manifest may name, in the order js_runtime's default
-// looks for them on PATH.
-var Engines = []string{RuntimeBun, RuntimeDeno, RuntimeNode}
-
-// jsRuntime reports whether a manifest's runtime asks for a JavaScript worker.
+// jsRuntime reports whether a manifest's runtime asks for a JavaScript worker: js, or one of
+// the engines (config.JSEngineNames).
 func jsRuntime(runtime string) bool {
-	return runtime == RuntimeJS || slices.Contains(Engines, runtime)
+	return runtime == RuntimeJS || slices.Contains(config.JSEngineNames, runtime)
 }
 
 // IsScript reports whether the file name is a JavaScript or TypeScript module's, which makes

@@ -623,8 +623,9 @@ func (pr *proc) keep(r *run) {
 }
 
 // launch starts the process, confined, in its version folder with a minimal environment.
-func (pr *proc) launch(port int, listen bool) (_ *run, err error) {
+func (pr *proc) launch(port int, listen bool) (*run, error) {
 	var start jsStart
+	var err error
 	if pr.m.Kind() == JS {
 		start, err = pr.pool.opts.JS.start(pr.dir, pr.m)
 	} else {
