@@ -290,11 +290,23 @@ func (h *JSHost) transpile(dir string) (string, error) {
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			return err
 		}
-		tmp := target + ".tmp"
-		if err := os.WriteFile(tmp, result.Code, 0o444); err != nil {
+		// A name of its own: two starts of the version may transpile at once.
+		tmp, err := os.CreateTemp(out, ".tmp-*")
+		if err != nil {
 			return err
 		}
-		return os.Rename(tmp, target)
+		defer os.Remove(tmp.Name())
+		_, err = tmp.Write(result.Code)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chmod(tmp.Name(), 0o444)
+		}
+		if err != nil {
+			return err
+		}
+		return os.Rename(tmp.Name(), target)
 	})
 	if err != nil || found == 0 {
 		return "", err
