@@ -32,6 +32,9 @@ func TestJSKind(t *testing.T) {
 		{"entrypoint: server\n", []string{"server", "index.ts"}, Process, "server"},
 		{"command: [node, server.js]\n", []string{"server.js", "index.ts"}, Process, ""},
 		{"runtime: bun\n", []string{"index.ts"}, JS, "index.ts"},
+		{"runtime: bun\n", []string{"index.html", "index.js"}, JS, "index.js"},
+		{"runtime: js\nentrypoint: gone.ts\n", []string{"index.html", "index.js"}, JS, "gone.ts"},
+		{"runtime: js\nentrypoint: gone.ts\n", []string{"index.ts"}, JS, "index.ts"},
 		{"runtime: js\nentrypoint: main.mts\n", []string{"main.mts"}, JS, "main.mts"},
 		{"entrypoint: ../outside.ts\n", []string{"index.ts"}, JS, "index.ts"},
 	} {

@@ -154,8 +154,17 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	}
 	// The entry found in the folder wins over a named entrypoint that is not there; one found
 	// by its name alone (index.ts) makes a JavaScript worker, an index.html found so stays a
-	// plain static folder, as before.
-	if md.Entry != "" && len(m.Command) == 0 && m.Runtime != RuntimeWasm && (m.Entrypoint != "" || IsScript(md.Entry)) {
+	// plain static folder, as before. A JavaScript runtime runs a module: without an
+	// entrypoint, the first found (index.ts beside an index.html).
+	switch {
+	case len(m.Command) > 0 || m.Runtime == RuntimeWasm:
+	case jsRuntime(m.Runtime):
+		if IsScript(md.Entry) {
+			m.Entrypoint = md.Entry
+		} else if m.Entrypoint == "" {
+			m.Entrypoint = md.Module
+		}
+	case md.Entry != "" && (m.Entrypoint != "" || IsScript(md.Entry)):
 		m.Entrypoint = md.Entry
 	}
 	if m.MaxRequests < 0 {
