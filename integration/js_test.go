@@ -48,11 +48,13 @@ func startJS(t *testing.T, engine string, settings ...string) *harness.Server {
 const jsGreeting = "export const greeting: string = \"hello from TypeScript\";\n"
 
 // jsApp is a TypeScript worker: its fetch answers GET with its path (and a greeting it
-// imports from another TypeScript module), streams a POST's body back
-// upper-cased as it arrives, throws at /boom and reads a file at /read?path=; its routes
-// answer /users/:id.
+// imports from another TypeScript module), streams a POST's body back upper-cased as it
+// arrives, throws at /boom, reads a file at /read?path= and names its process at /boot; its
+// routes answer /users/:id.
 const jsApp = `import { readFileSync } from "node:fs";
 import { greeting } from "./lib/greeting.ts";
+
+const boot = crypto.randomUUID(); // this process's
 
 export default {
   routes: {
@@ -61,6 +63,7 @@ export default {
   async fetch(req: Request): Promise<Response> {
     const url = new URL(req.url);
     if (url.pathname === "/boom") throw new Error("boom, on purpose");
+    if (url.pathname === "/boot") return new Response(boot);
     if (url.pathname === "/read") {
       try {
         return new Response(readFileSync(url.searchParams.get("path")!, "utf8"));
@@ -90,7 +93,8 @@ func jsArchive(t *testing.T, name, manifest string, files ...harness.File) []byt
 // host's network (PORT) and in an isolated one (the listener handed over as descriptor 3):
 // GET and a streamed POST with status, headers and body, a parameterised route, the source
 // never served, a throwing handler answering 500 with the request id while the worker goes
-// on, a module without fetch refused with the engine's output, and the sandbox holding.
+// on, a module without a default export, or one that does not parse, refused at once and one
+// without fetch with the engine's output, the sandbox holding, and maxRequests recycling.
 func TestJSWorkers(t *testing.T) {
 	t.Parallel()
 	for _, e := range jsEngines {
@@ -169,6 +173,19 @@ func checkJSWorker(t *testing.T, s *harness.Server) {
 	} {
 		if resp := s.Get("/app/read?" + url.Values{"path": {path}}.Encode()); resp.Status != 403 {
 			t.Errorf("the worker read %s (%s): %s", name, path, resp)
+		}
+	}
+	// The pool's rules hold as for any process worker: maxRequests recycles the process.
+	uploadOK(t, s, "workers", "recycled.tgz", jsArchive(t, "recycled", "maxRequests: 2\n", harness.File{Name: "index.ts", Body: jsApp},
+		harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), rootKey)
+	served := map[string]int{} // requests by process (the activation check counts as one)
+	for range 3 {
+		served[body(s.Get("/recycled/boot"))]++
+	}
+	for boot, n := range served {
+		if boot == "" || n > 2 || len(served) < 2 {
+			t.Errorf("three requests with maxRequests 2, by process: %v; want two processes or more, none serving more than 2", served)
+			break
 		}
 	}
 	// Its own folder it reads: a 403 above is the sandbox's, not a broken handler.
