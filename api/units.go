@@ -30,8 +30,8 @@ type WorkerRecord struct {
 	Versions         []string `json:"versions" doc:"installed versions, disabled ones included, in semver order"`
 	// Sizes extends the spec's record: clients show what each version occupies.
 	Sizes map[string]int64 `json:"sizes" doc:"bytes in each version's regular files (links not followed), by version, as of the last scan of its folder"`
-	// Kinds extends it too: clients offer logs of process and WebAssembly workers alone.
-	Kinds map[string]string `json:"kinds" doc:"how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint), process (a program of its own, which writes the worker's logs) or wasm (a WebAssembly module run for each request, whose standard error is the worker's logs); a version whose manifest cannot be read is left out"`
+	// Kinds extends it too: clients offer logs of process, JavaScript and WebAssembly workers alone.
+	Kinds map[string]string `json:"kinds" doc:"how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint), process (a program of its own, which writes the worker's logs), wasm (a WebAssembly module run for each request, whose standard error is the worker's logs) or js (a JavaScript or TypeScript module run by Bun, Deno or Node in a process of its own, which writes the worker's logs); a version whose manifest cannot be read is left out"`
 	// Served extends it too: which version /<name>/ answers with when no split share applies.
 	Served string `json:"served,omitempty" doc:"the version /<name>/ serves (outside the shares of a traffic split), on this instance: activeVersion when there is one, else the version that answers all the same (the newest enabled, when every enabled version failed its check or is being checked; state says so). Absent when no version is enabled"`
 	// State extends it too: what the served version really does, in words.

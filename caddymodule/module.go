@@ -164,7 +164,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // policies are what uploaded workers and plugins may do under settings.
 func policies(s config.Settings) (workers.Policy, plugins.Policy) {
 	reserved := packages.ReservedNames(s.APIPrefix)
-	return workers.Policy{ProcessWorkers: s.ProcessWorkers, WasmWorkers: s.WasmWorkers, Reserved: reserved, MaxModuleSize: s.WasmMaxModuleSize},
+	return workers.Policy{ProcessWorkers: s.ProcessWorkers, WasmWorkers: s.WasmWorkers, Reserved: reserved, MaxModuleSize: s.WasmMaxModuleSize,
+			JSEngines: s.JSEngines},
 		plugins.Policy{Handlers: s.PluginHandlers, Reserved: reserved}
 }
 

@@ -85,7 +85,8 @@ func keyOf(t *testing.T, app map[string]any) string {
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
-	s, err := config.ResolveApp(v, func(string) string { return "" })
+	// Only PATH, where js_runtime finds the engines, as the module resolves them.
+	s, err := config.ResolveApp(v, func(name string) string { return map[string]string{"PATH": os.Getenv("PATH")}[name] })
 	if err != nil {
 		t.Fatal(err)
 	}

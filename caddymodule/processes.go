@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"os"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -47,6 +48,10 @@ func (p *processes) Start() error {
 
 		FreshConcurrency: s.WorkerFreshConcurrency,
 		FreshQueue:       s.WorkerFreshQueue,
+
+		// Beside the scratch folders, which every worker account reaches (state_dir is the
+		// runtime's alone, 0700).
+		JS: &workers.JSHost{Engines: s.JSEngines, Dir: filepath.Join(s.ScratchDir, workers.JSDir)},
 	})
 	if err != nil {
 		return err

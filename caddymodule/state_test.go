@@ -94,6 +94,9 @@ func TestStateSettings(t *testing.T) {
 		"worker_max_header_size":   func(s *config.Settings) { s.WorkerMaxHeaderSize++ },
 		"worker_fresh_concurrency": func(s *config.Settings) { s.WorkerFreshConcurrency++ },
 		"worker_fresh_queue":       func(s *config.Settings) { s.WorkerFreshQueue++ },
+		"js_runtime": func(s *config.Settings) {
+			s.JSEngines = config.JSEngines{Default: "node", Paths: map[string]string{"node": "/usr/bin/node"}}
+		},
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {

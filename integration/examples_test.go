@@ -35,6 +35,21 @@ func TestExamples(t *testing.T) {
 	}
 	checkHelloProcess(t, s)
 	checkHelloWasm(t, s)
+	// The TypeScript app, in the engine the server found on PATH (after the process example,
+	// whose start is counted): its two routes and its fetch.
+	tsApp := filepath.Join(work, "ts-app.tgz")
+	runIn(t, "..", "tar", "-czf", tsApp, "-C", "examples/ts-app", ".")
+	ts, err := os.ReadFile(tsApp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploadOK(t, s, "workers", "ts-app.tgz", ts, rootKey)
+	for path, want := range map[string]string{"/ts-app/hello/you": "Hello, you, from TypeScript\n", "/ts-app/api/status": `{"ok":true,"started":"`,
+		"/ts-app/index.ts": "No route for /index.ts"} {
+		if resp := s.Get(path); !strings.HasPrefix(body(resp), want) {
+			t.Errorf("ts-app %s = %s, want it to start %q", path, resp, want)
+		}
+	}
 
 	// The example plugins: upload, reload, and see their routes, menu and hook.
 	for _, name := range []string{"hello-plugin", "header-plugin"} {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sync/atomic"
 
 	"gopkg.in/yaml.v3"
@@ -31,6 +32,12 @@ type Metadata struct {
 	Enabled bool   // manifest key enabled; true when absent
 	// Manifest is the manifest file's name, or "" when only package.json exists.
 	Manifest string
+	// Entry is the entry file found in the package's folder (see FindEntry): the manifest's
+	// entrypoint if that file exists, else the first of EntryFiles there; "" when none is, or
+	// when the metadata was read without its folder. Module is the first of EntryFiles there
+	// that is a JavaScript or TypeScript module (index.ts beside an index.html).
+	Entry  string
+	Module string
 	// doc is the parsed manifest, kept so later readers can decode their own keys.
 	doc *yaml.Node
 	// serial tells reads apart: every read gets a new one.
@@ -71,9 +78,43 @@ var MetadataFiles = []string{ManifestYAML, ManifestYML, PackageJSON}
 // ReadMetadata reads the metadata of the package in folder dir of root: manifest.yaml or
 // manifest.yml, and package.json, with the manifest's values winning.
 func ReadMetadata(root *os.Root, dir string) (Metadata, error) {
-	return ReadMetadataFiles(func(name string) ([]byte, error) {
+	md, err := ReadMetadataFiles(func(name string) ([]byte, error) {
 		return ReadMetadataFile(root, path.Join(dir, name))
 	})
+	if err == nil {
+		md.FindEntry(root, dir)
+	}
+	return md, err
+}
+
+// EntryFiles are the files a package's entry is looked for among, in this order, when its
+// manifest names no entrypoint that exists (as the older implementation looked): an HTML page
+// first, then the JavaScript and TypeScript modules.
+var EntryFiles = []string{"index.html", "index.ts", "index.js", "index.mjs", "index.tsx", "index.jsx", "index.mts", "index.cjs"}
+
+// FindEntry sets m.Entry and m.Module from the package in folder dir of root: the manifest's entrypoint
+// when it names a regular file inside the folder, else the first of EntryFiles that is one.
+func (m *Metadata) FindEntry(root *os.Root, dir string) {
+	var keys struct {
+		Entrypoint string `yaml:"entrypoint"`
+	}
+	_ = m.Decode(&keys) // a bad manifest is reported by its reader
+	m.Entry, m.Module = "", ""
+	for i, name := range append([]string{keys.Entrypoint}, EntryFiles...) {
+		file := path.Clean(name)
+		if name == "" || !filepath.IsLocal(file) {
+			continue
+		}
+		if info, err := root.Stat(path.Join(dir, file)); err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		if m.Entry == "" {
+			m.Entry = file
+		}
+		if i > 1 && m.Module == "" { // EntryFiles[1:], past index.html
+			m.Module = file
+		}
+	}
 }
 
 // ReadMetadataFiles reads package metadata through read, which returns the content of one of

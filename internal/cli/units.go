@@ -172,7 +172,7 @@ func isStatic(e *env, c *client.Client, name string) (bool, error) {
 		return false, err
 	}
 	for _, kind := range w.Kinds {
-		if kind == "process" {
+		if kind == "process" || kind == "js" { // a JavaScript worker is a process too
 			return false, nil
 		}
 	}

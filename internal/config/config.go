@@ -153,6 +153,9 @@ type AppValues struct {
 	WasmMemoryBudget int64 `json:"wasm_memory_budget,omitempty"`
 	// WasmMaxModuleSize caps the size of a WebAssembly worker's module, in bytes.
 	WasmMaxModuleSize int64 `json:"wasm_max_module_size,omitempty"`
+	// JSRuntime is the default JavaScript engine of JavaScript workers: bun, deno, node or the
+	// absolute path of one of their binaries; unset, the first of them found on PATH.
+	JSRuntime string `json:"js_runtime,omitempty"`
 	// WorkerMaxHeaderSize caps the answer headers the runtime reads from a worker, in bytes.
 	WorkerMaxHeaderSize int64 `json:"worker_max_header_size,omitempty"`
 	// WorkersDomain gives each worker a host of its own under it: <name>.<domain> and
@@ -215,6 +218,7 @@ type Settings struct {
 	WasmConcurrency     int
 	WasmMemoryBudget    int64
 	WasmMaxModuleSize   int64
+	JSEngines           JSEngines
 	WorkerMaxHeaderSize int64
 	WorkersDomain       hosts.Domain // Name "" when unset
 	DomainResolvers     []string     // host:port; none for the system's resolver
@@ -311,6 +315,7 @@ var Definitions = []Definition{
 	{"wasm_concurrency", "RUNTIME_WASM_CONCURRENCY", "8", Process},
 	{"wasm_memory_budget", "RUNTIME_WASM_MEMORY_BUDGET", "1GiB", Process},
 	{"wasm_max_module_size", "RUNTIME_WASM_MAX_MODULE_SIZE", "64MiB", Process},
+	{"js_runtime", "RUNTIME_JS_RUNTIME", "", Process},
 	{"worker_max_header_size", "RUNTIME_WORKER_MAX_HEADER_SIZE", "1MiB", Process},
 	{"workers_domain", "RUNTIME_WORKERS_DOMAIN", "", Process},
 	{"domain_resolvers", "RUNTIME_DOMAIN_RESOLVERS", "", Process},

@@ -180,6 +180,7 @@ func isolationDefaults(s *Settings, wd string) {
 	s.WorkerFreshQueue = 100
 	s.PluginHandlers = []string{"file_server", "static_response", "headers", "rewrite", "vars", "encode"}
 	s.WasmWorkers = Namespaces{All: true}
+	s.JSEngines = JSEngines{Paths: map[string]string{}} // no PATH in these tests: no engine
 	s.WasmMemory = 128 << 20
 	s.WasmCompiledMemory = 256 << 20
 	s.WasmCacheSize = 1 << 30

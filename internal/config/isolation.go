@@ -183,6 +183,9 @@ func (r resolver) isolation(v AppValues, s *Settings) error {
 	if s.WasmMaxModuleSize, err = r.size("wasm_max_module_size", v.WasmMaxModuleSize); err != nil {
 		return err
 	}
+	if s.JSEngines, err = r.jsEngines(v); err != nil {
+		return err
+	}
 	if s.WorkerMaxHeaderSize, err = r.size("worker_max_header_size", v.WorkerMaxHeaderSize); err != nil {
 		return err
 	}

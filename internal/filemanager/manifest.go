@@ -112,6 +112,7 @@ func (s *Surface) admitIn(loc Location, v view, d *dir, edit metaEdit) (map[stri
 	case err != nil:
 		return nil, err
 	}
+	md.FindEntry(v.base, ".") // the folder's entry decides its kind (index.ts: a JavaScript worker)
 	return admitted, s.admit(loc.Unit, md)
 }
 

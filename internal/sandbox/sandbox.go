@@ -74,8 +74,11 @@ const ListenPrefix = "LISTEN_"
 // Spec is one worker process to start.
 type Spec struct {
 	Argv []string
-	Dir  string   // working directory; read and execute
-	Env  []string // the whole environment
+	Dir  string // working directory; read and execute
+	// ReadPaths are files and folders this worker alone may read and execute besides Dir and
+	// the system's folders (a JavaScript worker's engine and loader).
+	ReadPaths []string
+	Env       []string // the whole environment
 	// Scratch is the worker's writable folder: emptied before the worker starts, removed once
 	// it has exited. Limits.Scratch bounds it.
 	Scratch string

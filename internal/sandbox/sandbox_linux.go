@@ -260,8 +260,11 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	l := launch.Spec{Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Cred: s.cred, Tmpfs: s.tmpfs(spec.Scratch, limits.Scratch),
 		Seccomp: s.seccomp, Network: s.isolated, Listen: s.isolated || spec.Listen}
 	if s.abi > 0 {
-		rules := append(append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...),
-			Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
+		rules := append([]Rule{{Path: spec.Dir, Access: llExec}}, s.readRules...)
+		for _, p := range spec.ReadPaths {
+			rules = append(rules, Rule{Path: p, Access: llExec})
+		}
+		rules = append(rules, Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
 		if spec.Data != "" {
 			// Read and write, never execute: no program runs out of a database folder.
 			rules = append(rules, Rule{Path: spec.Data, Access: llRead | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})

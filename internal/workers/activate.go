@@ -95,7 +95,7 @@ func NewActivator(opts ActivatorOptions) *Activator {
 // worker's version then takes no unpinned traffic from the moment it is on disk until its
 // check passes. Forget undoes it when the change does not happen.
 func (a *Activator) Expect(md packages.Metadata) {
-	if m, err := ReadManifest(md); err == nil && m.Kind() == Process && md.Enabled {
+	if m, err := ReadManifest(md); err == nil && m.Kind().Runs() && md.Enabled {
 		a.opts.Activations.Expect(md.Name, md.Version)
 	}
 }
@@ -244,7 +244,7 @@ func (a *Activator) check(ctx context.Context, name, version string) error {
 		acts.Unexpect(name, version) // admission refuses such a manifest; serving reports it
 		return nil
 	}
-	if m.Kind() != Process {
+	if !m.Kind().Runs() {
 		acts.SettleStatic(name, version)
 		return nil
 	}
@@ -296,7 +296,14 @@ func probe(ctx context.Context, pool *Pool, name, version, dir string, m Manifes
 		if err != nil {
 			return err.Error()
 		}
-		lease.Release()
+		defer lease.Release()
+		// A JavaScript worker handed its listener is ready at once, yet its module may still
+		// fail to load (no fetch, a throw at the top): it passes once it accepts.
+		if m.Kind() == JS {
+			if err := lease.Serving(ctx); err != nil {
+				return err.Error()
+			}
+		}
 		return ""
 	}
 	hc := m.Healthcheck

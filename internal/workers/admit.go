@@ -18,6 +18,8 @@ type Policy struct {
 	// MaxModuleSize caps a WebAssembly worker's module (wasm_max_module_size); 0 is
 	// wasm.DefaultMaxModuleSize.
 	MaxModuleSize int64
+	// JSEngines are the engines JavaScript workers may ask for (js_runtime).
+	JSEngines config.JSEngines
 }
 
 // Error codes of worker admission.
@@ -35,8 +37,9 @@ const (
 // Admit decides whether the worker version md describes (name and version already valid) may
 // be installed or enabled: its name must not be reserved, its manifest must be valid (its env
 // naming no variable of the runtime's: checkEnv), a
-// process worker (command, or an entrypoint that is not HTML) must be allowed in its namespace
-// by process_workers, a WebAssembly worker by wasm_workers, and no enabled plugin may serve its path (bases: base → plugin name).
+// process worker (command, or an entrypoint that is not HTML) or a JavaScript worker must be
+// allowed in its namespace by process_workers, a JavaScript worker's engine must be one this
+// server has (js_runtime), a WebAssembly worker must be allowed by wasm_workers, and no enabled plugin may serve its path (bases: base → plugin name).
 func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 	if err := packages.CheckReserved(md.Name, policy.Reserved); err != nil {
 		return err
@@ -51,10 +54,19 @@ func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
 	}
-	if m.Kind() == Process && !policy.ProcessWorkers.Allows(md.Name) {
+	if m.Kind().Runs() && !policy.ProcessWorkers.Allows(md.Name) {
+		what := "a process worker (it declares command or a program as entrypoint)"
+		if m.Kind() == JS {
+			what = "a JavaScript worker (its entrypoint " + m.Entrypoint + " runs in a process of its own)"
+		}
 		return &packages.Error{Kind: packages.Forbidden, Code: CodeProcessWorkersDisabled, Message: fmt.Sprintf(
-			"%s is a process worker (it declares command or a program as entrypoint), and the setting process_workers (%s) does not allow them for %s; "+
-				"serve static files, or ask the operator to allow the namespace", md.Name, policy.ProcessWorkers, namespaceOf(md.Name))}
+			"%s is %s, and the setting process_workers (%s) does not allow them for %s; "+
+				"serve static files, or ask the operator to allow the namespace", md.Name, what, policy.ProcessWorkers, namespaceOf(md.Name))}
+	}
+	if m.Kind() == JS {
+		if err := checkEngine(m, policy.JSEngines); err != nil {
+			return &packages.Error{Kind: packages.Invalid, Code: CodeJSEngineUnavailable, Message: err.Error()}
+		}
 	}
 	if m.Kind() == Wasm && !policy.WasmWorkers.Allows(md.Name) {
 		return &packages.Error{Kind: packages.Forbidden, Code: CodeWasmWorkersDisabled, Message: fmt.Sprintf(

@@ -30,7 +30,7 @@ func (h *Healthcheck) check(k Kind) error {
 		return fmt.Errorf("healthcheck: only process workers (command, or a program as entrypoint) are health-checked; " +
 			"this version is a WebAssembly worker, whose module is checked at upload and runs afresh for each request: remove healthcheck")
 	}
-	if k != Process {
+	if !k.Runs() {
 		return fmt.Errorf("healthcheck: only process workers (command, or a program as entrypoint) are health-checked; " +
 			"this version serves files: remove healthcheck")
 	}

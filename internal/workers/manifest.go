@@ -10,6 +10,7 @@ package workers
 import (
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"gopkg.in/yaml.v3"
 
+	"github.com/caddy-runtime/runtime/internal/config"
 	"github.com/caddy-runtime/runtime/internal/sandbox"
 	"github.com/caddy-runtime/runtime/packages"
 )
@@ -35,20 +37,31 @@ const (
 	Process
 	// Wasm runs the worker's WebAssembly module in process, an instance per request.
 	Wasm
+	// JS runs the worker's JavaScript or TypeScript module (its entrypoint, whose default
+	// export has fetch and/or routes) in a JavaScript engine, a process worker in all else.
+	JS
 )
 
-// String names the kind as the API lists it: static, spa, process or wasm.
+// String names the kind as the API lists it: static, spa, process, wasm or js.
 func (k Kind) String() string {
 	switch k {
+	case Files:
+		return "static"
 	case SPA:
 		return "spa"
 	case Process:
 		return "process"
 	case Wasm:
 		return "wasm"
+	case JS:
+		return "js"
 	}
 	return "static"
 }
+
+// Runs reports whether versions of the kind run in a process of their own (the pool's): a
+// process worker or a JavaScript worker.
+func (k Kind) Runs() bool { return k == Process || k == JS }
 
 // Defaults of the manifest keys of process workers.
 const (
@@ -91,10 +104,38 @@ type Manifest struct {
 	// Database gives the worker a database of its own (package databases), named by
 	// DATABASE_URL, bounded by limits.database.
 	Database bool `yaml:"database"`
+	// LowMemory runs a JavaScript worker on Bun with its smaller heap (bun --smol); the other
+	// engines have no such mode and ignore it.
+	LowMemory bool `yaml:"lowMemory"`
 }
 
 // RuntimeWasm is the manifest's runtime of WebAssembly workers.
 const RuntimeWasm = "wasm"
+
+// The manifest's runtimes of JavaScript workers: RuntimeJS runs the module in the server's
+// default engine (setting js_runtime), the others in that engine.
+const (
+	RuntimeJS   = "js"
+	RuntimeBun  = "bun"
+	RuntimeDeno = "deno"
+	RuntimeNode = "node"
+)
+
+// jsRuntime reports whether a manifest's runtime asks for a JavaScript worker: js, or one of
+// the engines (config.JSEngineNames).
+func jsRuntime(runtime string) bool {
+	return runtime == RuntimeJS || slices.Contains(config.JSEngineNames, runtime)
+}
+
+// IsScript reports whether the file name is a JavaScript or TypeScript module's, which makes
+// the version it is the entrypoint of a JavaScript worker.
+func IsScript(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".ts", ".js", ".mjs", ".tsx", ".jsx", ".mts", ".cjs", ".cts":
+		return true
+	}
+	return false
+}
 
 // How a process worker takes connections (manifest key listen).
 const (
@@ -130,6 +171,21 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	var m Manifest
 	if err := md.Decode(&m); err != nil {
 		return m, err
+	}
+	// The entry found in the folder wins over a named entrypoint that is not there; one found
+	// by its name alone (index.ts) makes a JavaScript worker, an index.html found so stays a
+	// plain static folder, as before. A JavaScript runtime runs a module: without an
+	// entrypoint, the first found (index.ts beside an index.html).
+	switch {
+	case len(m.Command) > 0 || m.Runtime == RuntimeWasm:
+	case jsRuntime(m.Runtime):
+		if IsScript(md.Entry) {
+			m.Entrypoint = md.Entry
+		} else if m.Entrypoint == "" {
+			m.Entrypoint = md.Module
+		}
+	case md.Entry != "" && (m.Entrypoint != "" || IsScript(md.Entry)):
+		m.Entrypoint = md.Entry
 	}
 	if m.MaxRequests < 0 {
 		return m, fmt.Errorf("maxRequests must be 0 (unlimited) or more")
@@ -183,12 +239,28 @@ func (m Manifest) checkRuntime() error {
 		return fmt.Errorf("module is the WebAssembly module of a worker with runtime: wasm; add runtime: wasm")
 	case m.Runtime == "":
 		return nil
+	case jsRuntime(m.Runtime):
+		return m.checkScript()
 	case m.Runtime != RuntimeWasm:
-		return fmt.Errorf("runtime %q is unknown: the one runtime is wasm (leave it out for static and process workers)", m.Runtime)
+		return fmt.Errorf("runtime %q is unknown: write wasm, or js, bun, deno or node for a JavaScript worker (leave it out for static and process workers)", m.Runtime)
 	case m.Module == "":
 		return fmt.Errorf("runtime: wasm needs module, the WebAssembly file to run (module: app.wasm)")
 	case len(m.Command) > 0 || m.Entrypoint != "":
 		return fmt.Errorf("a worker with runtime: wasm runs its module; remove command and entrypoint")
+	}
+	return nil
+}
+
+// checkScript checks the manifest of a worker with a JavaScript runtime: it runs its module,
+// a JavaScript or TypeScript entrypoint, and nothing else.
+func (m Manifest) checkScript() error {
+	switch {
+	case len(m.Command) > 0:
+		return fmt.Errorf("a worker with runtime: %s runs its entrypoint in the JavaScript engine; remove command (or runtime, to run the command)", m.Runtime)
+	case m.Module != "":
+		return fmt.Errorf("module is the WebAssembly module of a worker with runtime: wasm; a worker with runtime: %s runs its entrypoint: remove module", m.Runtime)
+	case !IsScript(m.Entrypoint):
+		return fmt.Errorf("runtime: %s runs a JavaScript or TypeScript module: add index.ts (or index.js, index.mjs) or name one with entrypoint", m.Runtime)
 	}
 	return nil
 }
@@ -218,6 +290,8 @@ func (m Manifest) Kind() Kind {
 		return Wasm
 	case len(m.Command) > 0:
 		return Process
+	case jsRuntime(m.Runtime) || IsScript(m.Entrypoint):
+		return JS
 	case m.Entrypoint == "":
 		return Files
 	case isHTML(m.Entrypoint):

@@ -54,6 +54,8 @@ type PoolOptions struct {
 	// Databases gives a worker whose manifest says database: true its database when a
 	// process of it starts; nil: such a worker cannot start.
 	Databases *databases.Manager
+	// JS runs JavaScript workers; nil runs none (their start fails).
+	JS *JSHost
 }
 
 // secretsTimeout bounds the reading of a worker's secrets at its start.
@@ -230,6 +232,23 @@ func (l *Lease) Err() error {
 	}
 	return fmt.Errorf("worker %s@%s did not start: it exited before accepting a connection on its listener, descriptor 3 (%s)",
 		pr.name, pr.version, pr.cmd.State())
+}
+
+// Serving waits, for a process handed its listener, until it has accepted a connection
+// (watchAccept), and tells why it never will when it exits first or passes its startTimeout;
+// a process on a port served once it listened, and passes at once.
+func (l *Lease) Serving(ctx context.Context) error {
+	pr := l.p
+	for wait := readyPoll; pr.network == "unix" && !pr.accepted.Load(); wait = min(wait*3/2, readyPollMax) {
+		select {
+		case <-pr.exited:
+			return l.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return nil
 }
 
 // PID is the process id.
@@ -648,7 +667,13 @@ func (pr *proc) keep(r *run) {
 
 // launch starts the process, confined, in its version folder with a minimal environment.
 func (pr *proc) launch(port int, listen bool) (*run, error) {
-	argv, err := pr.argv()
+	var start jsStart
+	var err error
+	if pr.m.Kind() == JS {
+		start, err = pr.pool.opts.JS.start(pr.dir, pr.m)
+	} else {
+		start.argv, err = pr.argv()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -668,8 +693,8 @@ func (pr *proc) launch(port int, listen bool) (*run, error) {
 			redact: redact}
 	}
 	stdout, stderr := output("stdout"), output("stderr")
-	spec := sandbox.Spec{Argv: argv, Dir: pr.dir, Env: pr.environ(port, scratch), Scratch: scratch, Limits: pr.m.Limits.sandbox(),
-		OverScratch: pr.overScratch, Listen: listen}
+	spec := sandbox.Spec{Argv: start.argv, Dir: pr.dir, ReadPaths: start.reads, Env: pr.environ(port, scratch, start), Scratch: scratch,
+		Limits: pr.m.Limits.sandbox(), OverScratch: pr.overScratch, Listen: listen}
 	if pr.m.Database {
 		if err := pr.attachDatabase(&spec); err != nil {
 			return nil, err
@@ -705,14 +730,19 @@ func (pr *proc) argv() ([]string, error) {
 
 // environ is all a worker gets: the variables of runtimeVars (PATH, HOME, its PORT and HOST,
 // none in an isolated network, port 0, where it serves on the listener it is handed, and
-// TMPDIR), the manifest's env, which may set PATH and HOME, and the worker's secrets. No
-// runtime setting or credential reaches it.
-func (pr *proc) environ(port int, scratch string) []string {
+// TMPDIR), a JavaScript engine's defaults (start), the manifest's env, which may set PATH,
+// HOME and those defaults, and the worker's secrets. No runtime setting or credential
+// reaches it.
+func (pr *proc) environ(port int, scratch string, start jsStart) []string {
 	env := map[string]string{}
 	for _, v := range runtimeVars {
 		if v.beforeManifest {
 			env[v.name] = v.value(pr, port, scratch)
 		}
+	}
+	maps.Copy(env, start.env)
+	for k, sub := range start.scratch {
+		env[k] = filepath.Join(scratch, sub)
 	}
 	for k, v := range pr.m.Env {
 		env[k] = v

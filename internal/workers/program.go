@@ -23,7 +23,8 @@ const CodeInvalidEntrypoint = "INVALID_ENTRYPOINT"
 // Windows, executable. A command found on the worker's PATH (node) or given as an absolute path
 // (/usr/bin/python3) is the system's, not the archive's, and is not checked. Static workers
 // pass. An upload that fails would install a version that cannot start, so it is refused
-// before it replaces a working one. A WebAssembly worker's module must be a module it may
+// before it replaces a working one; so would a JavaScript worker's module that does not parse
+// or has no default export (checkScriptSource). A WebAssembly worker's module must be a module it may
 // run, of at most maxModule bytes (wasm_max_module_size; see checkModule). A code worker's
 // .env must be readable (ReadDotEnv) and set no variable the runtime sets, as env.
 func CheckProgram(md packages.Metadata, tree *os.Root, maxModule int64) error {
@@ -65,15 +66,24 @@ func CheckProgram(md packages.Metadata, tree *os.Root, maxModule int64) error {
 		return refuse("%s %s cannot be read in the archive: %v", key, named, err)
 	case !info.Mode().IsRegular():
 		return refuse("%s %s is not a file in the archive but a %s", key, named, kindOf(info.Mode()))
-	case runtime.GOOS != "windows" && info.Mode().Perm()&0o111 == 0:
+	case runtime.GOOS != "windows" && m.Kind() != JS && info.Mode().Perm()&0o111 == 0:
 		return refuse("%s %s is not executable: chmod +x %s before packing (a script needs a #! line too)", key, named, file)
+	}
+	if m.Kind() == JS {
+		if reason := checkScriptSource(tree, file); reason != "" {
+			return refuse("entrypoint %s %s", file, reason)
+		}
 	}
 	return nil
 }
 
-// programFile is the file of the package a process worker runs, as the manifest writes it, and
-// the key that names it; ok is false when the version runs none of its own.
+// programFile is the file of the package a process worker runs (a JavaScript worker's module),
+// as the manifest writes it, and the key that names it; ok is false when the version runs none
+// of its own.
 func (m Manifest) programFile() (file, key string, ok bool) {
+	if m.Kind() == JS {
+		return m.Entrypoint, "entrypoint", true // the module the engine runs
+	}
 	if m.Kind() != Process {
 		return "", "", false
 	}

@@ -2050,7 +2050,7 @@ export interface components {
             disabledVersions: string[];
             /** @description installed versions whose check failed on this instance: they take no unpinned traffic (pinned requests still reach them). A version leaves the list when it passes a later check (upload it again, or enable it again) */
             failedVersions: components["schemas"]["FailedVersion"][];
-            /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint), process (a program of its own, which writes the worker's logs) or wasm (a WebAssembly module run for each request, whose standard error is the worker's logs); a version whose manifest cannot be read is left out */
+            /** @description how each version is served, by version: static (its files), spa (files, unknown paths answered by its HTML entrypoint), process (a program of its own, which writes the worker's logs), wasm (a WebAssembly module run for each request, whose standard error is the worker's logs) or js (a JavaScript or TypeScript module run by Bun, Deno or Node in a process of its own, which writes the worker's logs); a version whose manifest cannot be read is left out */
             kinds: {
                 [key: string]: string;
             };
