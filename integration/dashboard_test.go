@@ -79,7 +79,7 @@ func TestCPanelHealthShown(t *testing.T) {
 		}
 	}
 	for _, stat := range []string{"crash-looping", "failing"} {
-		if bad, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.querySelector('[data-stat="` + stat + `"]').classList.contains('bad')`)); err != nil || !bad {
+		if bad, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.querySelector('[data-stat="`+stat+`"]').classList.contains('bad')`)); err != nil || !bad {
 			t.Errorf("the %s card is not marked bad (%v)", stat, err)
 		}
 	}
