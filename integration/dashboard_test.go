@@ -16,9 +16,10 @@ import (
 // healthyAndNot starts a runtime with three apps: site (static, serving), crashy (a process
 // worker that exits at once, crash-looping once requests have started it a few times) and sick
 // (a process worker whose health check never passes, served anyway as its only version).
+// Secrets are configured, as on a real server: an app's page lists them.
 func healthyAndNot(t *testing.T) *harness.Server {
 	t.Helper()
-	s := startWithRoot(t)
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": newSecretsKey(t)}})
 	uploadOK(t, s, "workers", "site.tgz", harness.TarGz(t, pkg("name: site\nversion: 1.0.0\n", harness.File{Name: "index.html", Body: "<p>hi</p>"})...), rootKey)
 	key := harness.WithKey(rootKey)
 	// Neither passes its check: the upload says so (422) and installs it all the same.

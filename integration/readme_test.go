@@ -35,6 +35,7 @@ var readmeDocs = []string{
 	"docs/cluster.md",
 	"docs/hosts.md",
 	"docs/architecture.md",
+	"docs/cpanel.md",
 	"docs/troubleshooting.md",
 	"examples/README.md",
 }
