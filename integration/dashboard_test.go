@@ -117,6 +117,26 @@ func TestCPanelHealthShown(t *testing.T) {
 		t.Errorf("sick's timeline says %q, want its upload by root and its failed check", tl)
 	}
 
+	// The charts start where the data starts: on a server up for a minute, not an hour ago.
+	p.do("waiting for the charts", chromedp.WaitVisible(chromedp.CSS(`figure.chart[data-chart="app-requests"] canvas`)))
+	from, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]float64](`[...document.querySelectorAll('figure.chart')].map(f => Date.now() / 1000 - Number(f.dataset.from))`))
+	if err != nil || len(from) == 0 {
+		t.Fatalf("reading where the charts start: %v %v", from, err)
+	}
+	for i, ago := range from {
+		if ago > 10*60 {
+			t.Errorf("chart %d starts %.0f s ago, on a server up for a minute or two", i, ago)
+		}
+	}
+
+	// The theme: the toggle goes from the system's to light to dark, and the browser keeps it.
+	p.do("choosing light, then dark", chromedp.Click(chromedp.CSS(`button.theme`)), chromedp.Click(chromedp.CSS(`button.theme`)),
+		chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`.app-state .badge`)))
+	bg, err := chromedp.Run(p.ctx, chromedp.Evaluate[[]float64](`getComputedStyle(document.documentElement).backgroundColor.match(/[\d.]+/g).slice(0, 3).map(Number)`))
+	if err != nil || len(bg) != 3 || luminance(bg) > 0.2 {
+		t.Errorf("after choosing dark and a reload, the background is %v (%v), want a dark one", bg, err)
+	}
+
 	// The command palette: Ctrl-K, type, Enter.
 	p.do("opening the palette", chromedp.KeyEvent("k", chromedp.KeyModifiers(chromedp.ModifierCtrl)),
 		chromedp.WaitVisible(chromedp.CSS(`[role=dialog] input`)), chromedp.WaitVisible(chromedp.CSS(`[role=dialog] [role=listbox]`)),
@@ -144,6 +164,9 @@ func TestCPanelSections(t *testing.T) {
 	if os.Getenv("RUNTIME_DOCS_SCREENSHOTS") != "" {
 		wd, _ := os.Getwd()
 		dir = filepath.Join(filepath.Dir(wd), "docs", "screenshots")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sections := []struct{ name, path, ready string }{
 		{"overview", "", `section[aria-labelledby=runtime-h][aria-busy=false]`},
