@@ -18,14 +18,16 @@ export const stateWords: Record<AppState, { words: string; tone: 'good' | 'bad' 
 
 const known = new Set(Object.keys(stateWords))
 
-/** appState is the state of w, given the pool's processes (of every worker, or of w only). */
+/** appState is the state of w, given the pool's processes (of every worker, or of w only). A
+ * version both failing its check and crash-looping (a process that exits at each start) is
+ * crash-looping, the more telling of the two, whichever the record names. */
 export function appState(w: Worker, procs: PoolProcess[]): AppState {
+  const served = w.served ?? w.activeVersion
+  const mine = procs.filter((p) => p.worker === w.name && p.version === served)
+  if (served && mine.some((p) => p.state === 'crash-looping')) return 'crash-looping'
   const given = (w as { state?: string }).state
   if (given && known.has(given)) return given as AppState
-  const served = w.served ?? w.activeVersion
   if (!served || w.versions.length === 0 || w.disabledVersions.length >= w.versions.length) return 'disabled'
-  const mine = procs.filter((p) => p.worker === w.name && p.version === served)
-  if (mine.some((p) => p.state === 'crash-looping')) return 'crash-looping'
   if (w.failedVersions.some((f) => f.version === served)) return 'failing'
   if (w.kinds[served] === 'process' && !mine.some((p) => p.state === 'running')) return 'not-started'
   return 'serving'
