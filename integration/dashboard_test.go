@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/caddy-runtime/runtime/integration/harness"
 )
@@ -142,6 +143,20 @@ func TestCPanelHealthShown(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[role=dialog] input`)), chromedp.WaitVisible(chromedp.CSS(`[role=dialog] [role=listbox]`)),
 		chromedp.WaitVisible(chromedp.Search(`//*[@role="option"][contains(., "crashy")]`)))
 	p.namesEveryControl("the command palette")
+	// The arrow keys move the active option, which the field names for screen readers.
+	active := func() string {
+		id, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.querySelector('[role=dialog] input').getAttribute('aria-activedescendant') + ' ' +
+			document.querySelectorAll('[role=option][aria-selected=true]').length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	first := active()
+	p.do("moving down", chromedp.KeyEvent(kb.ArrowDown))
+	if second := active(); second == first || !strings.HasSuffix(second, " 1") {
+		t.Errorf("after ArrowDown the active option is %q, before it %q; want another, and one option selected", second, first)
+	}
 	p.do("finding crashy", chromedp.SendKeys(chromedp.CSS(`[role=dialog] input`), "app crashy"), chromedp.Sleep(200*time.Millisecond), chromedp.KeyEvent("\r"),
 		chromedp.WaitNotPresent(chromedp.CSS(`[role=dialog]`)), chromedp.WaitVisible(chromedp.CSS(`.app-state .badge`)))
 	if path, err := chromedp.Run(p.ctx, chromedp.Evaluate[string]("location.pathname")); err != nil || path != "/cpanel/apps/crashy" {
