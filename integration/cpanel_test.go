@@ -326,8 +326,9 @@ func TestCPanelKeys(t *testing.T) {
 }
 
 // TestCPanelApps uploads an app through the panel's file picker, with the progress bar, and
-// opens it; shows a refused upload's message; disables a version so that its path answers
-// 404 and enables it again; and deletes the app after a confirmation.
+// lists it as serving; shows a refused upload's message; on the app's page disables a version
+// so that its path answers 404 and enables it again; and deletes the app from its row's
+// actions menu after a confirmation.
 func TestCPanelApps(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
@@ -354,12 +355,13 @@ func TestCPanelApps(t *testing.T) {
 	if done, err := chromedp.Run(ctx, chromedp.Evaluate[float64]("document.querySelector('.drop progress').value")); err != nil || done != 1 {
 		t.Errorf("the progress bar stopped at %v (%v)", done, err)
 	}
-	// The version's size: its manifest and index.html.
-	p.do("waiting for the app's size", chromedp.WaitVisible(chromedp.Search(`//table[contains(@class,"apps")]//td[normalize-space()="47 B"]`)))
 	if resp := s.Get("/site/"); resp.Status != 200 || !strings.Contains(body(resp), "from the panel") {
 		t.Fatalf("the uploaded app = %s", resp)
 	}
-	p.do("listing it", chromedp.WaitVisible(chromedp.Search(`//a[normalize-space()="site"]`)))
+	p.do("listing it as serving", chromedp.WaitVisible(chromedp.Search(`//table[contains(@class,"apps")]//tr[@data-app="site"]//span[contains(@class,"state")][normalize-space()="serving"]`)))
+	if row := p.text(`tr[data-app="site"]`); !strings.Contains(row, "1.0.0") || !strings.Contains(row, "static files") {
+		t.Errorf("the app's row says %q, want its served version and kind", row)
+	}
 	p.screenshot("apps", 1280)
 	p.screenshot("apps", 375)
 
@@ -370,6 +372,10 @@ func TestCPanelApps(t *testing.T) {
 		t.Errorf("the refusal says %q", msg)
 	}
 
+	// The versions and their actions are on the app's page, with each version's size (its
+	// manifest and index.html).
+	p.do("opening the app's page", chromedp.Click(chromedp.Search(`//table[contains(@class,"apps")]//a[normalize-space()="site"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//table[contains(@class,"versions")]//td[normalize-space()="47 B"]`)))
 	p.do("disabling 1.0.0", chromedp.Click(chromedp.Search(`//button[@aria-label="Disable site 1.0.0"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//button[@aria-label="Enable site 1.0.0"]`)))
 	if resp := s.Get("/site/"); resp.Status != 404 {
@@ -380,7 +386,10 @@ func TestCPanelApps(t *testing.T) {
 	if resp := s.Get("/site/"); resp.Status != 200 {
 		t.Errorf("the enabled version = %s", resp)
 	}
-	p.do("deleting the app", chromedp.Click(chromedp.Search(`//button[@aria-label="Delete site"]`)),
+	p.do("back to the list", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`tr[data-app="site"]`)))
+	p.do("deleting the app from its menu", chromedp.Click(chromedp.CSS(`button[aria-label="Actions for site"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//*[@role="menuitem"][normalize-space()="Delete site"]`)),
+		chromedp.Click(chromedp.Search(`//*[@role="menuitem"][normalize-space()="Delete site"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`dialog[open] button.danger`)),
 		chromedp.Click(chromedp.CSS(`dialog[open] button.danger`)),
 		chromedp.WaitNotPresent(chromedp.Search(`//a[normalize-space()="site"]`)))
@@ -487,7 +496,8 @@ func TestCPanelFiles(t *testing.T) {
 	problems.check(t)
 }
 
-// TestCPanelLogs follows a process worker's output in the panel and restarts it.
+// TestCPanelLogs opens a process worker's logs from its row's actions menu, which brings them
+// into view on the app's page, follows its output there and restarts it.
 func TestCPanelLogs(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
@@ -497,9 +507,14 @@ func TestCPanelLogs(t *testing.T) {
 
 	p.do("opening apps", chromedp.Navigate(p.base+"/apps"))
 	p.signIn(rootKey)
-	p.do("opening the logs", chromedp.Click(chromedp.Search(`//button[@aria-label="Logs of echo"]`)),
+	p.do("opening the logs", chromedp.EmulateViewport(1280, 800), chromedp.Click(chromedp.CSS(`button[aria-label="Actions for echo"]`)),
+		chromedp.Click(chromedp.Search(`//*[@role="menuitem"][normalize-space()="Logs"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//h2[contains(., "Output of echo") and contains(., "live")]`)),
 		chromedp.WaitVisible(chromedp.Search(`//pre[contains(., "testworker listening")]`)))
+	// The logs are at the end of the app's page: opening them scrolls them into view.
+	if top, err := chromedp.Run(p.ctx, chromedp.Evaluate[float64](`document.getElementById('logs').getBoundingClientRect().top / innerHeight`)); err != nil || top < 0 || top >= 0.9 {
+		t.Errorf("the opened logs start at %.2f of the window's height (%v), want them in view", top, err)
+	}
 	if resp := s.Get("/echo/say?text=said-while-watching"); resp.Status != 200 {
 		t.Fatalf("say = %s", resp)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/cdproto/accessibility"
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/caddy-runtime/runtime/api"
 	"github.com/caddy-runtime/runtime/integration/harness"
@@ -66,14 +67,14 @@ func (p panel) controlNames() []string {
 		if n.Ignored || n.Role == nil || n.Name == nil {
 			continue
 		}
-		if role := strings.Trim(string(n.Role.Value), `"`); role == "button" || role == "link" {
+		if role := strings.Trim(string(n.Role.Value), `"`); role == "button" || role == "link" || role == "menuitem" {
 			names = append(names, strings.Trim(string(n.Name.Value), `"`))
 		}
 	}
 	return names
 }
 
-// hasControls checks that each of want is the accessible name of a button or link.
+// hasControls checks that each of want is the accessible name of a button, link or menu item.
 func (p panel) hasControls(where string, want ...string) {
 	p.t.Helper()
 	names := p.controlNames()
@@ -142,7 +143,16 @@ func TestCPanelFits(t *testing.T) {
 			p.fits("overview", width)
 			open("apps", `table.apps td`)
 			p.fits("apps", width)
-			p.hasControls("apps", "Logs of "+app, "Disable "+app+" 1.0.0", "Delete "+app+" 1.0.0", "Delete "+app)
+			// The app's actions are in one menu; its versions' actions on its page.
+			p.hasControls("apps", "Actions for "+app)
+			p.do("opening the app's menu", chromedp.Click(chromedp.CSS(`button[aria-label="Actions for `+app+`"]`)),
+				chromedp.WaitVisible(chromedp.CSS(`[role=menu]`)))
+			p.fits("apps-menu", width)
+			p.hasControls("the app's menu", "Open the page of "+app, "Delete "+app)
+			p.do("closing the menu", chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(chromedp.CSS(`[role=menu]`)))
+			open("apps/"+app, `table.versions td`)
+			p.fits("app", width)
+			p.hasControls("app", "Disable "+app+" 1.0.0", "Delete "+app+" 1.0.0")
 			if text := p.text(`button[aria-label="Disable ` + app + ` 1.0.0"]`); text != "Disable" {
 				t.Errorf("the disable button says %q, want Disable", text)
 			}

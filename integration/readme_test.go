@@ -39,6 +39,7 @@ var readmeDocs = []string{
 	"docs/hosts.md",
 	"docs/operations.md",
 	"docs/architecture.md",
+	"docs/cpanel.md",
 	"docs/troubleshooting.md",
 	"docs/development.md",
 	"examples/README.md",

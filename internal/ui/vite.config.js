@@ -1,11 +1,12 @@
 import { defineConfig } from 'vite'
 import { svelte } from '@sveltejs/vite-plugin-svelte'
+import tailwindcss from '@tailwindcss/vite'
 
 // The control panel, into dist/cpanel, which package ui embeds. Asset URLs are relative: the
 // runtime serves index.html with a <base href> naming where the panel is mounted, and the
 // assets, whose names carry a hash of their content, under assets/.
 export default defineConfig({
-  plugins: [svelte()],
+  plugins: [tailwindcss(), svelte()],
   base: './',
   build: {
     outDir: 'dist/cpanel',

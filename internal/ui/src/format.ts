@@ -58,3 +58,9 @@ export function describeAgent(ua: string | undefined): string {
   }
   return os ? `${browser} on ${os}` : browser
 }
+
+/** nameParts cuts a name where it may wrap: after each separator (/ - . _ @), so that a long
+ * name wraps between its words ("@team/" "a-" "long-" "name") rather than inside one. */
+export function nameParts(name: string): string[] {
+  return name.split(/(?<=[/\-._@])/)
+}
