@@ -178,7 +178,8 @@ const (
 // workers leaves behind in the runtime once they are gone.
 func BenchmarkJSIdleRSS(b *testing.B) {
 	bun := bunBinary(b)
-	rt := startJS(b, bun, "", nil)
+	// All 20 run at once: the default pool_size (16) would stop the least recently used.
+	rt := startJS(b, bun, "", nil, "pool_size "+strconv.Itoa(idleJSWorkers))
 	for i := range idleJSWorkers {
 		writeJSWorker(b, rt, fmt.Sprintf("js%02d", i), fmt.Sprintf("ttl: %s\n", jsTTL))
 	}

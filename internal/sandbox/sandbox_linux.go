@@ -391,8 +391,8 @@ func (s *Sandbox) cloneflags() uintptr {
 
 // spareDelay is how long after a spare is taken its replacement is started: starting one
 // (the runtime's binary, executed twice) takes the CPU the worker that took it needs for its
-// own start, which its first request waits for. Started at once, it made a Bun worker's cold
-// start on two cores 15 ms slower than a bare start.
+// own start, which its first request waits for (bench's BenchmarkJSColdStart: started at
+// once, it made a Bun worker's median cold start on two busy cores about 10 ms slower).
 const spareDelay = 100 * time.Millisecond
 
 // take returns the spare launcher, or starts one now if none is ready, and has another one
