@@ -235,7 +235,7 @@ var checks = []check{
 	{
 		title: "JavaScript worker cold start with `listen: socket`, p50 (ms)", a: "BenchmarkJSColdStart", metric: "socket-p50-ms", info: true,
 		what: "the same worker handed its listener as descriptor 3 (`Bun.serve` cannot accept on it: the loader serves on the " +
-			"worker's loopback and a `node:net` forwarder on descriptor 3 passes each connection on), alternating with the starts above.",
+			"worker's loopback and a forwarder of Bun's own sockets, `Bun.listen` on descriptor 3, passes each connection on), alternating with the starts above.",
 	},
 	{
 		title: "JavaScript worker (Bun) / `Bun.serve` behind `reverse_proxy` throughput", a: "BenchmarkJSServing/js-worker", b: "BenchmarkJSServing/reverse-proxy",
@@ -248,7 +248,7 @@ var checks = []check{
 		title: "JavaScript worker on its socket (`listen: socket`) / `Bun.serve` behind `reverse_proxy` throughput", a: "BenchmarkJSServing/js-socket-worker",
 		b: "BenchmarkJSServing/reverse-proxy", metric: "req/s", info: true,
 		what: "the row above with the worker handed its listener as descriptor 3: the runtime proxies over the unix socket to the " +
-			"loader's `node:net` forwarder, which passes each connection on to `Bun.serve` on the worker's loopback, one hop more.",
+			"loader's forwarder (`Bun.listen` on descriptor 3), which passes each connection on to `Bun.serve` on the worker's loopback, one hop more.",
 	},
 	{
 		title: "idle RSS after 20 JavaScript workers served and stopped at their `ttl` − before (MiB)", a: "BenchmarkJSIdleRSS/after-ttl",
