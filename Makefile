@@ -170,11 +170,11 @@ ui-check: ui
 		git status --short -- $(UI_DIST); \
 		echo "$(UI_DIST) differ from what make ui generates and builds from the sources: run make ui and commit them"; exit 1; fi
 
-## bench: benchmark the real binary (authenticated vs public request throughput) into bench/RESULTS.md
+## bench: benchmark the real binary (authenticated vs public request throughput) into bench/RESULTS.md; the JavaScript rows need Bun (make bun, or BUN)
 BENCHTIME   ?= 3s
 BENCHROUNDS ?= 5
 .PHONY: bench
 bench: build
 	go build -o bin/bench-report ./bench/cmd/report
-	RUNTIME_BINARY=$(CURDIR)/$(BIN) go test -run '^$$' -bench . -benchtime=$(BENCHTIME) -count=1 ./bench/ -rounds=$(BENCHROUNDS) 2>&1 \
+	RUNTIME_BINARY=$(CURDIR)/$(BIN) BUN=$(BUN) go test -run '^$$' -bench . -benchtime=$(BENCHTIME) -count=1 ./bench/ -rounds=$(BENCHROUNDS) 2>&1 \
 		| tee bin/bench.out | ./bin/bench-report -benchtime $(BENCHTIME) -o bench/RESULTS.md

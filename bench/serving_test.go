@@ -177,9 +177,9 @@ func coldStart(b *testing.B, s *harness.Server, client *http.Client, name string
 	return took
 }
 
-// bareStart times the program started plainly on a free port until the first byte of the
-// same request, dialled again every 100 µs until it listens.
-func bareStart(b *testing.B, bin string) time.Duration {
+// bareStart times the program (argv) started plainly on a free port (HOST and PORT) until the
+// first byte of the same request, dialled again every 100 µs until it listens.
+func bareStart(b *testing.B, argv ...string) time.Duration {
 	b.StopTimer()
 	defer b.StartTimer()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -188,8 +188,8 @@ func bareStart(b *testing.B, bin string) time.Duration {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOST=127.0.0.1", "PORT=" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = programEnv(l.Addr().(*net.TCPAddr).Port)
 	ownSession(cmd)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -224,14 +224,20 @@ func bareStart(b *testing.B, bin string) time.Duration {
 // startBackend runs the test worker on a free port for reverse_proxy, until the benchmark ends,
 // started as place arranges (ownSession, as a process worker, or likeRuntime).
 func startBackend(b *testing.B, place func(*exec.Cmd)) string {
+	return startProgram(b, place, harness.TestWorker(b))
+}
+
+// startProgram runs a program (argv) serving on a free port (HOST and PORT), until the
+// benchmark ends, started as place arranges; it returns the address once it listens.
+func startProgram(b *testing.B, place func(*exec.Cmd), argv ...string) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command(harness.TestWorker(b))
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOST=127.0.0.1", "PORT=" + strconv.Itoa(port)}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = programEnv(port)
 	place(cmd)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -246,6 +252,13 @@ func startBackend(b *testing.B, place func(*exec.Cmd)) string {
 		return err == nil
 	})
 	return addr
+}
+
+// programEnv is the environment of a program the benchmark starts itself on port: what the
+// runtime gives a process worker of its own (HOST, PORT, and NO_COLOR, which it sets for
+// JavaScript workers), PATH besides.
+func programEnv(port int) []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOST=127.0.0.1", "PORT=" + strconv.Itoa(port), "NO_COLOR=1"}
 }
 
 // writeWorker writes a worker version on disk.

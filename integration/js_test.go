@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -284,5 +285,33 @@ func TestJSWorkerUser(t *testing.T) {
 				t.Errorf("the worker read the key store: %s", resp)
 			}
 		})
+	}
+}
+
+// jsLarge answers GET with 8 MiB of "a" and a POST with its body's size, read whole.
+const jsLarge = `export default {
+  async fetch(req: Request): Promise<Response> {
+    if (req.method === "POST") return new Response("got " + (await req.arrayBuffer()).byteLength);
+    return new Response(new Uint8Array(8 << 20).fill(97));
+  },
+};
+`
+
+// TestJSBunForwarderLargeBodies sends bodies of many chunks both ways through the forwarder of
+// a Bun worker handed its listener (listen: socket: Bun's own sockets pass each connection from
+// descriptor 3 on to Bun.serve, pausing a side while the other has not taken what it sent):
+// every byte arrives, in order, on a connection used again for the next request.
+func TestJSBunForwarderLargeBodies(t *testing.T) {
+	t.Parallel()
+	s := startJS(t, jsEngines[0].binary(t))
+	uploadOK(t, s, "workers", "large.tgz", jsArchive(t, "large", "listen: socket\nmaxBodySize: 32MiB\n", harness.File{Name: "index.ts", Body: jsLarge}), rootKey)
+	for range 2 {
+		if resp := s.Get("/large/"); resp.Status != 200 || len(resp.Body) != 8<<20 || strings.Count(string(resp.Body), "a") != 8<<20 {
+			t.Errorf("GET /large/ = %d, %d bytes; want 200 with 8 MiB of a", resp.Status, len(resp.Body))
+		}
+		post := bytes.Repeat([]byte("b"), 24<<20)
+		if resp := s.Do("POST", "/large/", harness.WithBody("application/octet-stream", post)); resp.Status != 200 || string(resp.Body) != fmt.Sprintf("got %d", len(post)) {
+			t.Errorf("POST of 24 MiB = %s", resp)
+		}
 	}
 }

@@ -389,15 +389,21 @@ func (s *Sandbox) cloneflags() uintptr {
 	return flags
 }
 
+// spareDelay is how long after a spare is taken its replacement is started: starting one
+// (the runtime's binary, executed twice) takes the CPU the worker that took it needs for its
+// own start, which its first request waits for (bench's BenchmarkJSColdStart: started at
+// once, it made a Bun worker's median cold start on two busy cores about 10 ms slower).
+const spareDelay = 100 * time.Millisecond
+
 // take returns the spare launcher, or starts one now if none is ready, and has another one
-// started for the next worker.
+// started for the next worker, once this one has had spareDelay for its start.
 func (s *Sandbox) take() (*spare, error) {
 	flags := s.cloneflags()
 	s.mu.Lock()
 	sp := s.spare
 	s.spare = nil
 	s.mu.Unlock()
-	defer s.refill()
+	defer time.AfterFunc(spareDelay, s.refill)
 	if sp != nil && sp.flags == flags && sp.alive() {
 		return sp, nil
 	}

@@ -211,6 +211,54 @@ var checks = []check{
 			"long again each time), on a runtime with `worker_network host`, alternating with the starts above.",
 	},
 	{
+		title: "JavaScript worker (TypeScript on Bun) cold start to first byte, p50 (ms)", a: "BenchmarkJSColdStart", metric: "p50-ms", info: true,
+		what: "the first request to a TypeScript hello-world on Bun 1.4 (`js_runtime` the binary; the runtime's loader imports the " +
+			"module and serves its `fetch` with `Bun.serve` on `PORT`) with the default settings but `ttl: 0`, so that each request starts " +
+			"its process and none is left from the version's activation check; the benchmark sees that no process of the worker runs " +
+			"before each timed request. Every sandbox layer the machine has is on (as root: cgroups, Landlock, seccomp, a scratch tmpfs; " +
+			"`worker_network host`), from the request until the answer's first byte.",
+	},
+	{
+		title: "JavaScript worker cold start to first byte, p90 (ms)", a: "BenchmarkJSColdStart", metric: "p90-ms", info: true,
+		what: "the 90th percentile of the same starts.",
+	},
+	{
+		title: "bare `bun run` of the same file to first byte, p50 (ms)", a: "BenchmarkJSColdStart", metric: "bare-p50-ms", info: true,
+		what: "`bun run index.ts` of the same file (Bun serves a default export with `fetch` by itself, on `PORT`) started by the " +
+			"benchmark, unconfined, timed from its start until the first byte of the same request, dialled again every 100 µs until " +
+			"it listens; alternating with the starts above, request by request.",
+	},
+	{
+		title: "JavaScript worker cold start p50 − bare `bun run` p50 (ms)", a: "BenchmarkJSColdStart", metric: "p50-over-bare-ms", target: 5, atMost: true,
+		what: "the median cold start against its budget: the median bare start plus 5 ms.",
+	},
+	{
+		title: "JavaScript worker cold start with `listen: socket`, p50 (ms)", a: "BenchmarkJSColdStart", metric: "socket-p50-ms", info: true,
+		what: "the same worker handed its listener as descriptor 3 (`Bun.serve` cannot accept on it: the loader serves on the " +
+			"worker's loopback and a forwarder of Bun's own sockets, `Bun.listen` on descriptor 3, passes each connection on), alternating with the starts above.",
+	},
+	{
+		title: "JavaScript worker (Bun) / `Bun.serve` behind `reverse_proxy` throughput", a: "BenchmarkJSServing/js-worker", b: "BenchmarkJSServing/reverse-proxy",
+		metric: "req/s", target: 1.0,
+		what: "the TypeScript hello-world on Bun as a worker with the default settings (on `PORT`, `worker_network host`) against " +
+			"`reverse_proxy` (`handle_path /rp/*` on the same runtime process) to a bare `bun run` of the same file in a session of its own, " +
+			"as each worker runs; the worker may use the machine's cores (`worker_cpu`), as the bare Bun does.",
+	},
+	{
+		title: "JavaScript worker on its socket (`listen: socket`) / `Bun.serve` behind `reverse_proxy` throughput", a: "BenchmarkJSServing/js-socket-worker",
+		b: "BenchmarkJSServing/reverse-proxy", metric: "req/s", info: true,
+		what: "the row above with the worker handed its listener as descriptor 3: the runtime proxies over the unix socket to the " +
+			"loader's forwarder (`Bun.listen` on descriptor 3), which passes each connection on to `Bun.serve` on the worker's loopback, one hop more.",
+	},
+	{
+		title: "idle RSS after 20 JavaScript workers served and stopped at their `ttl` − before (MiB)", a: "BenchmarkJSIdleRSS/after-ttl",
+		b: "BenchmarkJSIdleRSS/idle", metric: "MiB", target: 5, atMost: true, diff: true,
+		what: "`VmRSS` of one runtime process (read as the idle RSS rows below) with 20 TypeScript workers on Bun installed " +
+			"(`ttl: 2s`, `pool_size 20`), after each answered one request and all their processes stopped at their `ttl`, minus the " +
+			"same process's before any of them ran: the target is + 0, taken as within 5 MiB, a Go heap's growth between two " +
+			"collections at this size.",
+	},
+	{
 		title: "plugin reload with 50 plugins (ms)", a: "BenchmarkPluginReload", metric: "ms/reload", target: 100, atMost: true,
 		what: "`POST /api/plugins/reload` with 50 plugins (routes under their own base, a dependency chain, every fifth " +
 			"with a hook), timed from the client: rescan, plan, provisioning the new table in a child Caddy context, the swap.",

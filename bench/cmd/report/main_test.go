@@ -57,6 +57,17 @@ BenchmarkManyWorkers/fifty-workers-2 	   10000	    100000 ns/op	      9500 req/s
 BenchmarkManyWorkers/fifty-workers#01-2	   10000	    100000 ns/op	      8000 req/s
 BenchmarkManyWorkers/one-worker#01-2 	   10000	    100000 ns/op	     10000 req/s
 BenchmarkColdStart-2                 	      48	  24398436 ns/op	         4.000 bare-p50-ms	         6.000 bare-p90-ms	        11.00 p50-ms	         0.8462 p50/budget	        20.00 p90-ms	         1.111 p90/budget	        15.00 port-p50-ms
+BenchmarkJSColdStart-2               	      30	  80000000 ns/op	        10.00 bare-p50-ms	        14.00 bare-p90-ms	        18.00 p50-ms	         8.000 p50-over-bare-ms	        30.00 p90-ms	        25.00 socket-p50-ms
+BenchmarkJSServing/js-worker-2       	   10000	    200000 ns/op	      5000 req/s
+BenchmarkJSServing/reverse-proxy-2   	   10000	    200000 ns/op	      5000 req/s
+BenchmarkJSServing/js-socket-worker-2	   10000	    250000 ns/op	      4000 req/s
+BenchmarkJSServing/reverse-proxy#01-2	   10000	    166666 ns/op	      6000 req/s
+BenchmarkJSServing/js-socket-worker#01-2	   10000	    185185 ns/op	      5400 req/s
+BenchmarkJSServing/js-worker#01-2    	   10000	    151515 ns/op	      6600 req/s
+BenchmarkJSIdleRSS/idle-2            	1000000000	         0.14 ns/op	        87.0 MiB
+BenchmarkJSIdleRSS/idle#01-2         	1000000000	         0.14 ns/op	        88.0 MiB
+BenchmarkJSIdleRSS/after-ttl-2       	1000000000	         0.14 ns/op	        90.0 MiB
+BenchmarkJSIdleRSS/after-ttl#01-2    	1000000000	         0.14 ns/op	        89.0 MiB
 BenchmarkPluginReload-2              	     100	  30000000 ns/op	        30.0 ms/reload
 BenchmarkHooks/no-hooks-2            	   10000	    100000 ns/op	     10000 req/s
 BenchmarkHooks/five-hooks-2          	   10000	    100000 ns/op	      9500 req/s
@@ -121,7 +132,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 103 || len(res.order) != 68 {
+	if res.cpu != "AMD EPYC" || res.procs != "2" || len(res.raw) != 114 || len(res.order) != 74 {
 		t.Errorf("cpu %q, procs %q, %d raw lines, benchmarks %v", res.cpu, res.procs, len(res.raw), res.order)
 	}
 	if got := median(res.runs["BenchmarkAPI/public-health"], "req/s"); got != 27000 {
@@ -160,6 +171,16 @@ func TestReport(t *testing.T) {
 		"| cold start p90 / (3 × bare start p90) | 1.111 | ≤ 1.00 | **FAIL** |",
 		"| process worker cold start with `listen: port`, p50 (ms) | 15.000 | — | measured |",
 		"| process worker on its socket (`listen: socket`) / `reverse_proxy` throughput | 1.250 | ≥ 1.20 | **PASS** |",
+		"| JavaScript worker (TypeScript on Bun) cold start to first byte, p50 (ms) | 18.000 | — | measured |",
+		"| bare `bun run` of the same file to first byte, p50 (ms) | 10.000 | — | measured |",
+		"| JavaScript worker cold start p50 − bare `bun run` p50 (ms) | 8.000 | ≤ 5.00 | **FAIL** |",
+		"| JavaScript worker cold start with `listen: socket`, p50 (ms) | 25.000 | — | measured |",
+		// per-round ratios 1 and 1.1
+		"| JavaScript worker (Bun) / `Bun.serve` behind `reverse_proxy` throughput | 1.050 | ≥ 1.00 | **PASS** |",
+		// per-round ratios 0.8 and 0.9
+		"| JavaScript worker on its socket (`listen: socket`) / `Bun.serve` behind `reverse_proxy` throughput | 0.850 | — | measured |",
+		// per-round differences 3 and 1
+		"| idle RSS after 20 JavaScript workers served and stopped at their `ttl` − before (MiB) | 2.000 | ≤ 5.00 | **PASS** |",
 		"| plugin reload with 50 plugins (ms) | 30.000 | ≤ 100.00 | **PASS** |",
 		"| 5 pass-through hooks / no hooks throughput | 0.950 | ≥ 0.90 | **PASS** |",
 		"| ListWorkers | 1 | 8500000 | 8.5 ms/list |",
@@ -216,6 +237,7 @@ func TestParseRefusesFailures(t *testing.T) {
 		"no sync":    strings.ReplaceAll(output, "KeyStore/sync-auth", "KeyStore/other"),
 		"no cluster": strings.ReplaceAll(output, "ClusterReconcile/reconciling", "ClusterReconcile/other"),
 		"no wasm":    strings.ReplaceAll(output, "WasmRestart", "Other"),
+		"no js":      strings.ReplaceAll(output, "JSServing/reverse-proxy", "JSServing/other"),
 		"no output":  "",
 	} {
 		if _, err := parse(strings.NewReader(in)); err == nil {

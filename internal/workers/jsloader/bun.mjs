@@ -1,8 +1,7 @@
 // The runtime's loader for Bun: bun bun.mjs <entry>. Bun.serve serves the default export's
 // fetch and routes on PORT; handed descriptor 3, it serves on a port of the worker's own
-// loopback, and node:net passes each connection from descriptor 3 on to it (Bun.serve cannot
-// accept on a descriptor it is given).
-import net from "node:net";
+// loopback, and a forwarder accepting on descriptor 3 passes each connection on to it
+// (Bun.serve cannot accept on a descriptor it is given; Bun.listen can).
 import { activated, guard, guardRoutes, load } from "./common.mjs";
 
 const app = await load(process.argv[2]);
@@ -12,12 +11,92 @@ const options = {
 };
 if (activated) {
   const server = Bun.serve({ ...options, hostname: "127.0.0.1", port: 0 });
-  net.createServer((conn) => {
-    const upstream = net.connect(server.port, "127.0.0.1");
-    conn.pipe(upstream).pipe(conn);
-    conn.on("error", () => upstream.destroy());
-    upstream.on("error", () => conn.destroy());
-  }).listen({ fd: 3 });
+  forward(3, server.port);
 } else {
   Bun.serve({ ...options, hostname: process.env.HOST, port: Number(process.env.PORT) });
+}
+
+// forward accepts connections on descriptor fd and passes each on to port on the loopback,
+// both ways, with Bun's own sockets: node:net, which did it before, takes Bun tens of
+// milliseconds to load, at every start. What a side cannot take yet waits for its drain, and
+// the other side is paused meanwhile, so neither direction buffers more than a chunk.
+function forward(fd, port) {
+  // A socket's data: its peer (null until the upstream connection opens), what it has not
+  // taken yet, whether it ends once that is written, and whether it has closed.
+  const state = (peer) => ({ peer, queue: [], ending: false, closed: false });
+  const pipe = {
+    data(sock, chunk) {
+      send(sock.data.peer, chunk, sock);
+    },
+    drain(sock) {
+      const st = sock.data;
+      while (st.queue.length) {
+        const chunk = st.queue[0];
+        const n = Math.max(sock.write(chunk), 0);
+        if (n < chunk.length) {
+          st.queue[0] = chunk.subarray(n);
+          return;
+        }
+        st.queue.shift();
+      }
+      if (st.ending) sock.end();
+      else st.peer?.resume();
+    },
+    end(sock) {
+      end(sock.data.peer);
+    },
+    close(sock) {
+      sock.data.closed = true;
+      end(sock.data.peer);
+    },
+    error(sock) {
+      sock.data.peer?.end();
+    },
+  };
+  // send writes chunk from one socket to the other (its peer), keeping what it cannot take.
+  function send(to, chunk, from) {
+    if (to === null) {
+      from.data.queue.push(chunk); // the upstream connection is not open yet
+      from.pause();
+      return;
+    }
+    const st = to.data;
+    if (st.queue.length === 0) {
+      const n = Math.max(to.write(chunk), 0);
+      if (n === chunk.length) return;
+      chunk = chunk.subarray(n);
+    }
+    st.queue.push(chunk);
+    from.pause();
+  }
+  function end(sock) {
+    if (!sock) return;
+    if (sock.data.queue.length) sock.data.ending = true;
+    else sock.end();
+  }
+  Bun.listen({
+    fd,
+    socket: {
+      ...pipe,
+      open(conn) {
+        conn.data = state(null);
+        Bun.connect({
+          hostname: "127.0.0.1",
+          port,
+          socket: {
+            ...pipe,
+            open(upstream) {
+              upstream.data = state(conn);
+              if (conn.data.closed) return upstream.end(); // the client left meanwhile
+              // What the client sent before the upstream opened: its queue, as the upstream's.
+              const early = conn.data.queue;
+              conn.data = { ...conn.data, peer: upstream, queue: [] };
+              for (const chunk of early) send(upstream, chunk, conn);
+              if (upstream.data.queue.length === 0) conn.resume();
+            },
+          },
+        }).catch(() => conn.end());
+      },
+    },
+  });
 }
