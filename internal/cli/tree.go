@@ -68,10 +68,15 @@ func withSubcommands(c caddycmd.Command, subs []caddycmd.Command) caddycmd.Comma
 }
 
 // DidYouMean says which of names typed is likely a typo of, as cobra suggests subcommands
-// (a Levenshtein distance of 2 at most, or a prefix): "did you mean deploy?", or "" when none
-// is close. A mistyped command is answered with what was meant, not with the whole list.
+// (a Levenshtein distance of 2 at most, 1 for a word of four letters or fewer, where two
+// edits make another word: "frob" is not "cron"; or a prefix): "did you mean deploy?", or ""
+// when none is close. A mistyped command is answered with what was meant, not the whole list.
 func DidYouMean(typed string, names []string) string {
-	root := &cobra.Command{Use: "runtime", SuggestionsMinimumDistance: 2}
+	distance := 2
+	if len([]rune(typed)) <= 4 {
+		distance = 1
+	}
+	root := &cobra.Command{Use: "runtime", SuggestionsMinimumDistance: distance}
 	for _, n := range names {
 		root.AddCommand(&cobra.Command{Use: n, Run: func(*cobra.Command, []string) {}})
 	}

@@ -76,12 +76,14 @@ func TestTreeRefusesAnOrphan(t *testing.T) {
 }
 
 func TestDidYouMean(t *testing.T) {
-	names := []string{"deploy", "domains", "login", "logout", "rollback", "rollout", "workers"}
+	names := []string{"cron", "deploy", "domains", "login", "logout", "rollback", "rollout", "workers"}
 	for _, tt := range []struct{ typed, want string }{
 		{"deplyo", "did you mean deploy?"},
 		{"wokrers", "did you mean workers?"},
 		{"rollot", "did you mean rollout?"},
 		{"frobnicate", ""},
+		{"frob", ""}, // two edits from cron: too far for a word this short
+		{"crn", "did you mean cron?"},
 	} {
 		if got := DidYouMean(tt.typed, names); got != tt.want {
 			t.Errorf("DidYouMean(%q) = %q, want %q", tt.typed, got, tt.want)

@@ -435,7 +435,9 @@ func (c *Cluster) Instances(ctx context.Context) (api.Cluster, error) {
 	slices.SortFunc(list, func(a, b keystore.Instance) int { return strings.Compare(a.ID, b.ID) })
 	for _, in := range list {
 		health := in.Health
-		if now.Sub(time.Unix(in.LastSeen, 0)) > 3*c.opts.Interval {
+		// last_seen holds whole seconds: a heartbeat at 12:00:00.9 reads as 12:00:00, so up to a
+		// second more may have passed without the instance missing one.
+		if now.Sub(time.Unix(in.LastSeen, 0)) > 3*c.opts.Interval+time.Second {
 			health = api.InstanceGone
 		}
 		if health != api.InstanceOK && health != api.InstanceGone {

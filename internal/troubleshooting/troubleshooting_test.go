@@ -33,6 +33,9 @@ var notAtStartUp = map[string][]string{
 	"internal/workers/output.go":      {"worker output dropped"},
 	"keystore/replica.go":             {"wrote to the key store primary but could not read", "key store primary unreachable: dropped"},
 	"internal/cluster/cluster.go":     {"cluster: "},
+	"internal/cron/scheduler.go":      {"cron: "}, // at ticks and lease renewals
+	"handlers/cron.go":                {"the cron runs and pause of a removed worker"},
+	"internal/workers/database.go":    {"worker passed its database limit"},
 	"caddymodule/state.go":            nil, // every warning there is a start-up one
 }
 
