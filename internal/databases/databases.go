@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -103,9 +104,7 @@ type Attachment struct {
 // limit is refused: the worker would be stopped again a second after each start.
 func (m *Manager) Attach(ctx context.Context, worker string, limit int64, over func(reason error)) (Attachment, error) {
 	report := func(reason error) {
-		m.mu.Lock()
-		m.over[worker] = reason.Error()
-		m.mu.Unlock()
+		m.record(worker, reason)
 		if over != nil {
 			over(reason)
 		}
@@ -122,23 +121,94 @@ func (m *Manager) Attach(ctx context.Context, worker string, limit int64, over f
 		return Attachment{Endpoint: m.remote.endpoint(ns, limit, report)}, nil
 	}
 	dir := m.Folder(worker)
-	if limit > 0 {
-		used, err := sandbox.Usage(dir, limit)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return Attachment{}, fmt.Errorf("its database folder cannot be measured: %w", err)
+	if used, err := m.within(worker, limit); err != nil {
+		if used > limit && over != nil {
+			over(err)
 		}
-		if used > limit {
-			err := LimitError(limit)
-			report(err)
-			return Attachment{}, err
-		}
+		return Attachment{}, err
+	}
+	return Attachment{Folder: dir, Env: LocalEnv,
+		Over: func(reason error) { report(fmt.Errorf("%w: %s", reason, advice)) }}, nil
+}
+
+// LocalEnv names the local database file in dir, the folder as the worker reaches it.
+func LocalEnv(dir string) []string {
+	file := path.Join(filepath.ToSlash(dir), File)
+	return []string{URLVar + "=file:" + file, PathVar + "=" + file}
+}
+
+// within measures worker's local database folder against limit bytes (0: none): it returns
+// the bytes used, or LimitError past limit (recorded for the API), and clears what was
+// recorded when it is within.
+func (m *Manager) within(worker string, limit int64) (int64, error) {
+	if limit <= 0 {
+		m.clear(worker)
+		return 0, nil
+	}
+	used, err := sandbox.Usage(m.Folder(worker), limit)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("its database folder cannot be measured: %w", err)
+	}
+	if used > limit {
+		err := LimitError(limit)
+		m.record(worker, err)
+		return used, err
 	}
 	m.clear(worker)
-	return Attachment{Folder: dir, Env: func(dir string) []string {
-		file := filepath.Join(dir, File)
-		return []string{URLVar + "=file:" + file, PathVar + "=" + file}
-	},
-		Over: func(reason error) { report(fmt.Errorf("%w: %s", reason, advice)) }}, nil
+	return used, nil
+}
+
+// ErrNoWasmPrimary refuses a database to a WebAssembly worker in sync and cluster mode.
+var ErrNoWasmPrimary = errors.New("a WebAssembly worker cannot have a database in sync or cluster mode: " +
+	"there its database is a namespace on the libSQL primary, reached over HTTP, and a WASI preview 1 module has no sockets; " +
+	"run the worker as a process worker, or drop database: true")
+
+// Wasm readies worker's database folder for one WebAssembly instance, bounded by limit
+// bytes (0: none), creating it: the folder, and the bytes the instance may write to it
+// (-1: no bound). A folder past its limit is refused with LimitError, and in primary mode
+// ErrNoWasmPrimary refuses it (the instance could reach no endpoint).
+func (m *Manager) Wasm(worker string, limit int64) (dir string, room int64, err error) {
+	if m.remote != nil {
+		return "", 0, ErrNoWasmPrimary
+	}
+	used, err := m.within(worker, limit)
+	if err != nil {
+		return "", 0, err
+	}
+	dir = m.Folder(worker)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", 0, fmt.Errorf("creating its database folder: %w", err)
+	}
+	if limit <= 0 {
+		return dir, -1, nil
+	}
+	return dir, limit - used, nil
+}
+
+// Check measures worker's local database after a WebAssembly instance wrote to it, full when
+// a write of the instance was refused at the limit: either way it returns why, which the API
+// shows until a later instance finds the folder within its limit.
+func (m *Manager) Check(worker string, limit int64, full bool) error {
+	if _, err := m.within(worker, limit); err != nil || !full {
+		return err
+	}
+	err := fmt.Errorf("the worker's writes reached its database's limit of %s and were refused: %s", humanize.IBytes(uint64(limit)), advice)
+	m.record(worker, err)
+	return err
+}
+
+func (m *Manager) record(worker string, reason error) {
+	m.mu.Lock()
+	m.over[worker] = reason.Error()
+	m.mu.Unlock()
+}
+
+// Setting names what bounds a worker's database, for the logs.
+const Setting = "limits.database, capped by worker_database_size"
+
+// OverLine is the line a worker's log gets when its database passed its limit.
+func OverLine(reason error) string {
+	return "runtime: the worker's database passed its limit (" + Setting + "): " + reason.Error()
 }
 
 // advice says what to do about a database past its limit, naming the settings.

@@ -25,11 +25,12 @@ type dataFS struct {
 	experimentalsys.FS
 	dir  string
 	room *atomic.Int64 // nil: unbounded
+	full func()        // told of each write refused for want of room; may be nil
 }
 
 // newDataFS confines dir; room < 0 leaves its files unbounded.
-func newDataFS(dir string, room int64) *dataFS {
-	d := &dataFS{FS: sysfs.DirFS(dir), dir: dir}
+func newDataFS(dir string, room int64, full func()) *dataFS {
+	d := &dataFS{FS: sysfs.DirFS(dir), dir: dir, full: full}
 	if room >= 0 {
 		d.room = new(atomic.Int64)
 		d.room.Store(room)
@@ -65,7 +66,7 @@ func (d *dataFS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileM
 	if errno != 0 || d.room == nil {
 		return f, errno
 	}
-	return &dataFile{File: f, room: d.room}, 0
+	return &dataFile{File: f, fs: d}, 0
 }
 
 func (d *dataFS) Lstat(path string) (st sys.Stat_t, errno experimentalsys.Errno) {
@@ -128,12 +129,15 @@ func (d *dataFS) both(a, b string, op func() experimentalsys.Errno) experimental
 // past it fails (EIO, WASI preview 1 having no ENOSPC in wazero) and writes nothing.
 type dataFile struct {
 	experimentalsys.File
-	room *atomic.Int64
+	fs *dataFS
 }
 
 func (f *dataFile) take(n int) experimentalsys.Errno {
-	if f.room.Add(-int64(n)) < 0 {
-		f.room.Add(int64(n))
+	if f.fs.room.Add(-int64(n)) < 0 {
+		f.fs.room.Add(int64(n))
+		if f.fs.full != nil {
+			f.fs.full()
+		}
 		return experimentalsys.EIO
 	}
 	return 0

@@ -235,9 +235,10 @@ type Request struct {
 	FS fs.FS
 	// Data, when not "", is a host folder mounted read-write at DataDir (a worker's database
 	// folder), confined to it (see dataFS); DataRoom is the bytes its instance may write
-	// there, < 0 for no bound.
+	// there, < 0 for no bound; DataFull, when set, is told of each write refused past it.
 	Data     string
 	DataRoom int64
+	DataFull func()
 	// Memory caps its linear memory in bytes (0: DefaultMemory); MaxOutput caps its
 	// standard output (0: DefaultMaxOutput).
 	Memory, MaxOutput int64
@@ -337,7 +338,7 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 			mounts = mounts.WithFSMount(req.FS, "/")
 		}
 		if req.Data != "" {
-			mounts = mounts.(sysfs.FSConfig).WithSysFSMount(newDataFS(req.Data, req.DataRoom), DataDir)
+			mounts = mounts.(sysfs.FSConfig).WithSysFSMount(newDataFS(req.Data, req.DataRoom, req.DataFull), DataDir)
 		}
 		cfg = cfg.WithFSConfig(mounts)
 	}

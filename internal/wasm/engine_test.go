@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -551,9 +552,10 @@ func TestRunData(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(other, "rows.txt")); string(b) != "theirs\n" {
 		t.Errorf("the folder beside holds %q", b)
 	}
-	resp := run(200<<10, "/fill", "n=100&kib=64")
-	if !strings.HasPrefix(string(resp.Body), "wrote 3, error") {
-		t.Errorf("filling a room of 200 KiB by 64 KiB = %q, want 3 writes and an error", resp.Body)
+	var refused atomic.Int64
+	resp, err := cgi(t, e, mod, Request{Env: env, Data: data, DataRoom: 200 << 10, DataFull: func() { refused.Add(1) }}, "/fill", "n=100&kib=64")
+	if err != nil || !strings.HasPrefix(string(resp.Body), "wrote 3, error") || refused.Load() == 0 {
+		t.Errorf("filling a room of 200 KiB by 64 KiB = %v %v (%d writes refused), want 3 writes, an error, and the refusal told", resp, err, refused.Load())
 	}
 	if info, err := os.Stat(filepath.Join(data, "fill.bin")); err != nil || info.Size() != 3*64<<10 {
 		t.Errorf("fill.bin: %v %v", info, err)
