@@ -118,6 +118,9 @@ func checkBackup(ctx context.Context, to string) (BackupReport, error) {
 type DatabasesReport struct {
 	Databases int
 	Bytes     int64
+	// Skipped are the sparse files not copied (worker folder/path): written out, their holes
+	// could fill the backup's disk.
+	Skipped []string
 }
 
 // BackupDatabases writes a consistent copy of each worker's local database, the SQLite file
@@ -151,7 +154,7 @@ func BackupDatabases(ctx context.Context, dir, file, to string) (DatabasesReport
 		if !e.IsDir() {
 			continue
 		}
-		n, err := backupFolder(ctx, filepath.Join(dir, e.Name()), file, filepath.Join(to, e.Name()))
+		n, err := backupFolder(ctx, filepath.Join(dir, e.Name()), file, filepath.Join(to, e.Name()), &rep.Skipped)
 		if err != nil {
 			return rep, fmt.Errorf("backing up the database of %s: %w", e.Name(), err)
 		}
@@ -163,6 +166,10 @@ func BackupDatabases(ctx context.Context, dir, file, to string) (DatabasesReport
 	return rep, nil
 }
 
+// sparseSlack is how much larger than its allocation a file copied as it is may be (a last
+// block partly written, a small hole).
+const sparseSlack = 1 << 20
+
 // sqliteMagic starts every SQLite database file.
 const sqliteMagic = "SQLite format 3\x00"
 
@@ -170,8 +177,9 @@ const sqliteMagic = "SQLite format 3\x00"
 // there is something to copy, and returns the bytes written. The SQLite file named file is
 // copied by VACUUM INTO (its journal and WAL files are in that snapshot); any other regular
 // file (a WebAssembly worker keeps its own files there, db.sqlite too maybe not SQLite) as it
-// is. Links are not followed: a worker could point one anywhere.
-func backupFolder(ctx context.Context, src, file, to string) (int64, error) {
+// is. Links are not followed: a worker could point one anywhere. A sparse file is not copied
+// but added to skipped.
+func backupFolder(ctx context.Context, src, file, to string, skipped *[]string) (int64, error) {
 	root, err := os.OpenRoot(src)
 	if err != nil {
 		return 0, err
@@ -195,9 +203,15 @@ func backupFolder(ctx context.Context, src, file, to string) (int64, error) {
 			return err
 		}
 		var n int64
-		if rel == file && isSQLite(path) {
+		switch {
+		case rel == file && isSQLite(path):
 			n, err = vacuumInto(ctx, path, dst)
-		} else {
+		case info.Size() > allocatedSize(info)+sparseSlack:
+			// Holes the worker was not charged for would be written out whole: a worker
+			// could fill the backup's disk, or, refused, stop every backup.
+			*skipped = append(*skipped, filepath.Join(filepath.Base(src), rel))
+			return nil
+		default:
 			n, err = copyFile(root, rel, dst)
 		}
 		written += n

@@ -50,6 +50,13 @@ func TestBackupDatabases(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "notes", "db.sqlite"), filepath.Join(dir, "wasm", "link")); err != nil {
 		t.Fatal(err)
 	}
+	// A sparse file of 1 TiB takes nothing on disk, but would take it whole copied.
+	if err := os.WriteFile(filepath.Join(dir, "wasm", "sparse"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "wasm", "sparse"), 1<<40); err != nil {
+		t.Fatal(err)
+	}
 	to := filepath.Join(t.TempDir(), "backup.databases")
 	rep, err := BackupDatabases(ctx, dir, "db.sqlite", to)
 	if err != nil {
@@ -65,6 +72,9 @@ func TestBackupDatabases(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(to, "wasm", "link")); !os.IsNotExist(err) {
 		t.Errorf("a link in a worker's folder was copied: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(to, "wasm", "sparse")); !os.IsNotExist(err) || len(rep.Skipped) != 1 || rep.Skipped[0] != filepath.Join("wasm", "sparse") {
+		t.Errorf("a sparse file: %v, skipped %q; want it left out and named", err, rep.Skipped)
 	}
 	for worker, want := range rows {
 		db, err := sql.Open("libsql", (&url.URL{Scheme: "file", Path: filepath.Join(to, worker, "db.sqlite"), RawQuery: "mode=ro"}).String())
