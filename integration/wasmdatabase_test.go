@@ -24,7 +24,8 @@ func wasmDBRead(t *testing.T, s *harness.Server, base string) string {
 // TestDatabaseWasm: a WebAssembly worker with database: true finds its database folder at
 // /.database (DATABASE_URL and DATABASE_PATH name the file there, as for a process worker);
 // what it writes there survives a disable and enable, a new version and a restart of the
-// runtime, and lands in the worker's own folder under state_dir/databases, where another
+// runtime, lands in the worker's own folder under state_dir/databases (which runtime backup
+// copies), where another
 // worker reaches it neither by path nor by a symbolic link; limits.database stops its writes,
 // and past it the worker's next request is refused with 503, the error in its log and the API.
 func TestDatabaseWasm(t *testing.T) {
@@ -85,6 +86,14 @@ func TestDatabaseWasm(t *testing.T) {
 		if resp := s.Get(path); resp.Status == 200 || strings.Contains(string(resp.Body), "kept") {
 			t.Errorf("GET %s reached the first worker's database: %s", path, resp)
 		}
+	}
+
+	// runtime backup copies the worker's files as they are.
+	if out, err := harness.RunCommand(t, s.Dir, nil, "backup", "keys.db"); err != nil || !strings.Contains(out, "workers' databases") {
+		t.Fatalf("runtime backup: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Dir, "keys.db.databases", "notes", "rows.txt")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the backup of the worker's folder holds %q (%v), want its row", b, err)
 	}
 
 	info := workerDatabase(t, s, "notes")
