@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -55,20 +57,21 @@ type Manager struct {
 
 	refuse error // why no worker gets a database (a setting missing), or nil
 
-	mu   sync.Mutex
-	over map[string]string // why a worker's database was last refused, by worker
+	mu    sync.Mutex
+	over  map[string]string // why a worker's database was last refused, by worker
+	rooms map[string]*room  // WebAssembly workers with instances running, by worker
 }
 
 // New returns the manager of databases kept in dir (local mode), or on the primary remote
 // reaches when remote is not nil.
 func New(dir string, remote *Remote) *Manager {
-	return &Manager{dir: dir, remote: remote, over: map[string]string{}}
+	return &Manager{dir: dir, remote: remote, over: map[string]string{}, rooms: map[string]*room{}}
 }
 
 // Refusing returns a manager in primary mode that refuses every database with err (a
 // setting it needs is missing): workers without one run all the same.
 func Refusing(err error) *Manager {
-	return &Manager{remote: &Remote{}, refuse: err, over: map[string]string{}}
+	return &Manager{remote: &Remote{}, refuse: err, over: map[string]string{}, rooms: map[string]*room{}}
 }
 
 // Mode is ModeLocal or ModePrimary.
@@ -163,35 +166,73 @@ var ErrNoWasmPrimary = errors.New("a WebAssembly worker cannot have a database i
 	"there its database is a namespace on the libSQL primary, reached over HTTP, and a WASI preview 1 module has no sockets; " +
 	"run the worker as a process worker, or drop database: true")
 
-// Wasm readies worker's database folder for one WebAssembly instance, bounded by limit
-// bytes (0: none), creating it: the folder, and the bytes the instance may write to it
-// (-1: no bound). A folder past its limit is refused with LimitError, and in primary mode
-// ErrNoWasmPrimary refuses it (the instance could reach no endpoint).
-func (m *Manager) Wasm(worker string, limit int64) (dir string, room int64, err error) {
-	if m.remote != nil {
-		return "", 0, ErrNoWasmPrimary
-	}
-	used, err := m.within(worker, limit)
-	if err != nil {
-		return "", 0, err
-	}
-	dir = m.Folder(worker)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", 0, fmt.Errorf("creating its database folder: %w", err)
-	}
-	if limit <= 0 {
-		return dir, -1, nil
-	}
-	return dir, limit - used, nil
+// room is what the running WebAssembly instances of a worker may still write to its folder:
+// the limit less the folder as last measured (at most remeasureEvery ago), less what they wrote
+// since; shared, so instances running at once cannot each write what was left.
+type room struct {
+	left     atomic.Int64
+	limit    int64
+	measured time.Time
+	users    int
 }
 
-// Check measures worker's local database after a WebAssembly instance wrote to it, full when
-// a write of the instance was refused at the limit: either way it returns why, which the API
-// shows until a later instance finds the folder within its limit.
-func (m *Manager) Check(worker string, limit int64, full bool) error {
-	if _, err := m.within(worker, limit); err != nil || !full {
-		return err
+// remeasureEvery spaces the measures of a folder whose worker's instances keep running, as
+// the scratch watcher spaces its own: a write counted since (an overwrite too) is given back by
+// the next measure.
+const remeasureEvery = time.Second
+
+// Wasm readies worker's database folder for one WebAssembly instance, bounded by limit
+// bytes (0: none), creating it: the folder, the bytes the worker's running instances may still
+// write to it (nil: no bound), and done, to call once the instance has ended. A folder past its
+// limit is refused with LimitError, and in primary mode ErrNoWasmPrimary refuses it (the
+// instance could reach no endpoint).
+func (m *Manager) Wasm(worker string, limit int64) (dir string, left *atomic.Int64, done func(), err error) {
+	if m.remote != nil {
+		return "", nil, nil, ErrNoWasmPrimary
 	}
+	dir = m.Folder(worker)
+	if limit <= 0 {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", nil, nil, fmt.Errorf("creating its database folder: %w", err)
+		}
+		return dir, nil, func() {}, nil
+	}
+	m.mu.Lock()
+	r := m.rooms[worker]
+	if r == nil || r.limit != limit { // a new version's limit measures again
+		r = &room{limit: limit}
+		m.rooms[worker] = r
+	}
+	r.users++
+	fresh := time.Since(r.measured) < remeasureEvery
+	m.mu.Unlock()
+	done = func() {
+		m.mu.Lock()
+		if r.users--; r.users == 0 && m.rooms[worker] == r {
+			delete(m.rooms, worker)
+		}
+		m.mu.Unlock()
+	}
+	if !fresh {
+		used, err := m.within(worker, limit)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o700)
+		}
+		if err != nil {
+			done()
+			return "", nil, nil, err
+		}
+		m.mu.Lock()
+		r.left.Store(limit - used)
+		r.measured = time.Now()
+		m.mu.Unlock()
+	}
+	return dir, &r.left, done, nil
+}
+
+// Full records that a WebAssembly instance of worker had a write refused at its database's
+// limit, and returns why, which the API shows until a later measure finds the folder within.
+func (m *Manager) Full(worker string, limit int64) error {
 	err := fmt.Errorf("the worker's writes reached its database's limit of %s and were refused: %s", humanize.IBytes(uint64(limit)), advice)
 	m.record(worker, err)
 	return err

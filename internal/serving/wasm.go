@@ -137,9 +137,11 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 		if host.Databases == nil {
 			return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run: this runtime gives workers no database (database: true)", name)
 		}
-		if req.Data, req.DataRoom, err = host.Databases.Wasm(name, m.DatabaseLimit(host.DatabaseSize)); err != nil {
+		var done func()
+		if req.Data, req.DataRoom, done, err = host.Databases.Wasm(name, m.DatabaseLimit(host.DatabaseSize)); err != nil {
 			return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run: its database: %v", name, err)
 		}
+		defer done()
 		dbEnv = databases.LocalEnv(wasm.DataDir)
 		req.DataFull = func() { full.Store(true) }
 	}
@@ -148,12 +150,8 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 	req.Stderr = stderr
 	defer stderr.Flush()
 	out, err := host.Engine.Run(r.Context(), WasmModule(name, t.Version, served), req)
-	if m.Database {
-		// The log and the API say why the instance's writes failed, or why the next instance
-		// is refused (the folder past its limit).
-		if over := host.Databases.Check(name, m.DatabaseLimit(host.DatabaseSize), full.Load()); over != nil {
-			_, _ = io.WriteString(stderr, databases.OverLine(over)+"\n")
-		}
+	if full.Load() { // the log and the API say why the instance's writes failed
+		_, _ = io.WriteString(stderr, databases.OverLine(host.Databases.Full(name, m.DatabaseLimit(host.DatabaseSize)))+"\n")
 	}
 	timeout := req.Timeout
 	if err != nil {

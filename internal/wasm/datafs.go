@@ -19,8 +19,9 @@ const DataDir = "/.database"
 // follows symbolic links on the host, confined to the folder. An instance may make no link,
 // and no path through a symbolic link is followed (one could only have been planted by a
 // process version of the same worker): a relative link such as ../other would otherwise
-// reach another worker's folder with the runtime's own rights. What its files grow by is
-// bounded by room, the bytes the folder may still take (limits.database).
+// reach another worker's folder with the runtime's own rights. What its files are written is
+// bounded by room, the bytes the folder may still take (limits.database), which the instances
+// of a worker running at once share.
 type dataFS struct {
 	experimentalsys.FS
 	dir  string
@@ -28,14 +29,9 @@ type dataFS struct {
 	full func()        // told of each write refused for want of room; may be nil
 }
 
-// newDataFS confines dir; room < 0 leaves its files unbounded.
-func newDataFS(dir string, room int64, full func()) *dataFS {
-	d := &dataFS{FS: sysfs.DirFS(dir), dir: dir, full: full}
-	if room >= 0 {
-		d.room = new(atomic.Int64)
-		d.room.Store(room)
-	}
-	return d
+// newDataFS confines dir; a nil room leaves its files unbounded.
+func newDataFS(dir string, room *atomic.Int64, full func()) *dataFS {
+	return &dataFS{FS: sysfs.DirFS(dir), dir: dir, room: room, full: full}
 }
 
 // confined refuses a path that goes through a symbolic link in the folder; a part that does

@@ -234,10 +234,11 @@ type Request struct {
 	// FS is its file system, read-only, mounted at /; nil gives none.
 	FS fs.FS
 	// Data, when not "", is a host folder mounted read-write at DataDir (a worker's database
-	// folder), confined to it (see dataFS); DataRoom is the bytes its instance may write
-	// there, < 0 for no bound; DataFull, when set, is told of each write refused past it.
+	// folder), confined to it (see dataFS); DataRoom is the bytes writes there may still
+	// take, taken as they are written (shared by the instances of a worker running at once),
+	// nil for no bound; DataFull, when set, is told of each write refused past it.
 	Data     string
-	DataRoom int64
+	DataRoom *atomic.Int64
 	DataFull func()
 	// Memory caps its linear memory in bytes (0: DefaultMemory); MaxOutput caps its
 	// standard output (0: DefaultMaxOutput).

@@ -520,20 +520,20 @@ func TestRunData(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"DATABASE_PATH=" + DataDir + "/db.sqlite"}
-	run := func(room int64, path, query string) *Response {
+	run := func(path, query string) *Response {
 		t.Helper()
-		resp, err := cgi(t, e, mod, Request{Env: env, Data: data, DataRoom: room}, path, query)
+		resp, err := cgi(t, e, mod, Request{Env: env, Data: data}, path, query)
 		if err != nil {
 			t.Fatalf("%s?%s: %v", path, query, err)
 		}
 		return resp
 	}
 	for _, v := range []string{"one", "two"} {
-		if resp := run(-1, "/append", "v="+v); resp.Status != 200 {
+		if resp := run("/append", "v="+v); resp.Status != 200 {
 			t.Fatalf("append %s = %d %s", v, resp.Status, resp.Body)
 		}
 	}
-	if resp := run(-1, "/read", "path="+DataDir+"/rows.txt"); string(resp.Body) != "one\ntwo\n" {
+	if resp := run("/read", "path="+DataDir+"/rows.txt"); string(resp.Body) != "one\ntwo\n" {
 		t.Errorf("the next instance reads %d %q, want both rows", resp.Status, resp.Body)
 	}
 	for _, tc := range []struct{ path, query string }{
@@ -542,20 +542,26 @@ func TestRunData(t *testing.T) {
 		{"/symlink", "name=made&target=../other/rows.txt"},
 		{"/symlink", "name=abs&target=" + filepath.Join(other, "rows.txt")},
 	} {
-		if resp := run(-1, tc.path, tc.query); resp.Status == 200 || strings.Contains(string(resp.Body), "theirs") {
+		if resp := run(tc.path, tc.query); resp.Status == 200 || strings.Contains(string(resp.Body), "theirs") {
 			t.Errorf("%s?%s reached the folder beside: %d %q", tc.path, tc.query, resp.Status, resp.Body)
 		}
 	}
-	if resp := run(-1, "/append", "file=planted/rows.txt&v=mine"); resp.Status == 200 {
+	if resp := run("/append", "file=planted/rows.txt&v=mine"); resp.Status == 200 {
 		t.Errorf("writing through a planted link = %d %q", resp.Status, resp.Body)
 	}
 	if b, _ := os.ReadFile(filepath.Join(other, "rows.txt")); string(b) != "theirs\n" {
 		t.Errorf("the folder beside holds %q", b)
 	}
-	var refused atomic.Int64
-	resp, err := cgi(t, e, mod, Request{Env: env, Data: data, DataRoom: 200 << 10, DataFull: func() { refused.Add(1) }}, "/fill", "n=100&kib=64")
+	var refused, room atomic.Int64
+	room.Store(200 << 10)
+	resp, err := cgi(t, e, mod, Request{Env: env, Data: data, DataRoom: &room, DataFull: func() { refused.Add(1) }}, "/fill", "n=100&kib=64")
 	if err != nil || !strings.HasPrefix(string(resp.Body), "wrote 3, error") || refused.Load() == 0 {
 		t.Errorf("filling a room of 200 KiB by 64 KiB = %v %v (%d writes refused), want 3 writes, an error, and the refusal told", resp, err, refused.Load())
+	}
+	// The room is what is left: the next instance sharing it writes no more than that.
+	resp, err = cgi(t, e, mod, Request{Env: env, Data: data, DataRoom: &room}, "/fill", "n=100&kib=64")
+	if err != nil || !strings.HasPrefix(string(resp.Body), "wrote 0, error") || room.Load() != 200<<10-3*64<<10 {
+		t.Errorf("an instance sharing the room left = %v %v (room %d)", resp, err, room.Load())
 	}
 	if info, err := os.Stat(filepath.Join(data, "fill.bin")); err != nil || info.Size() != 3*64<<10 {
 		t.Errorf("fill.bin: %v %v", info, err)
