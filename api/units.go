@@ -44,7 +44,7 @@ type WorkerRecord struct {
 	URL    string `json:"url,omitempty" doc:"the worker's own host, e.g. https://app.apps.example.com/, when workers_domain is set; it serves what the unpinned path serves (pinned versions stay on the path form). Absent when workers_domain is unset or the name cannot be a host name"`
 	NoHost string `json:"noHost,omitempty" doc:"set when workers_domain is set but the name cannot be a host name (a part holds '.' or '_', or is longer than 63): why the worker is served at its path only"`
 	// Database extends it too: where the worker's own database is (its size: GET database).
-	Database string `json:"database,omitempty" enum:"local,primary" doc:"set when the served version's manifest says database: true: local (a SQLite file under state_dir) or primary (a namespace on the libSQL primary of sync mode); its size and limit: GET workers/{scope}/{name}/database"`
+	Database string `json:"database,omitempty" enum:"local,primary" doc:"set when the served version's manifest says database: true: local (a SQLite file under state_dir; a WebAssembly worker's folder there) or primary (a namespace on the libSQL primary of sync mode); its size and limit: GET workers/{scope}/{name}/database"`
 }
 
 // FailedVersion is a worker version that did not pass its check.
@@ -257,7 +257,7 @@ type PluginToggle struct {
 // WorkerDatabase is a worker's own database (manifest database: true), as this instance sees it.
 type WorkerDatabase struct {
 	Worker string `json:"worker"`
-	Mode   string `json:"mode" enum:"local,primary" doc:"local: a SQLite file under state_dir (DATABASE_URL a file: URL, DATABASE_PATH its path); primary: a namespace on the libSQL primary of sync mode, reached through an endpoint of the runtime (DATABASE_URL an http: URL)"`
+	Mode   string `json:"mode" enum:"local,primary" doc:"local: a SQLite file under state_dir (DATABASE_URL a file: URL, DATABASE_PATH its path; a WebAssembly worker gets its folder at /.database for files of its own); primary: a namespace on the libSQL primary of sync mode, reached through an endpoint of the runtime (DATABASE_URL an http: URL)"`
 	Size   int64  `json:"size" doc:"bytes it holds now (local: allocated blocks of its folder; primary: as sqld counts them); -1 when it cannot be measured"`
 	Limit  int64  `json:"limit" doc:"bytes it may hold: the manifest's limits.database, capped by worker_database_size; 0 for no limit"`
 	Error  string `json:"error,omitempty" doc:"why the worker was last stopped or refused for its database (past limits.database), or why it cannot be measured; absent otherwise"`

@@ -144,7 +144,7 @@ func backupKeyStore(fl caddycmd.Flags) (int, error) {
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(backupJSON{From: displayPath(from), To: displayPath(to), Keys: rep.Keys, Sessions: rep.Sessions,
 			AuditEntries: rep.AuditEntries, Bytes: rep.Bytes, Replica: rep.Replica,
-			Databases: dbs.Databases, DatabaseBytes: dbs.Bytes}); err != nil {
+			Databases: dbs.Databases, DatabaseBytes: dbs.Bytes, SkippedFiles: dbs.Skipped}); err != nil {
 			return caddy.ExitCodeFailedStartup, err
 		}
 		return caddy.ExitCodeSuccess, nil
@@ -153,6 +153,9 @@ func backupKeyStore(fl caddycmd.Flags) (int, error) {
 		displayPath(from), displayPath(to), rep.Keys, rep.Sessions, rep.AuditEntries, rep.Bytes)
 	if dbs.Databases > 0 {
 		fmt.Printf("backed up %d workers' databases to %s: %d bytes\n", dbs.Databases, displayPath(to+".databases"), dbs.Bytes)
+	}
+	for _, f := range dbs.Skipped {
+		fmt.Printf("not backed up: %s in the workers' databases is a sparse file, which copied would take its whole size\n", f)
 	}
 	if rep.Replica {
 		fmt.Println("the key store is the replica of a sync-mode primary, which is the source of truth: " +
@@ -173,6 +176,8 @@ type backupJSON struct {
 	// Databases and DatabaseBytes are the workers' local databases copied to <to>.databases.
 	Databases     int   `json:"databases"`
 	DatabaseBytes int64 `json:"databaseBytes"`
+	// SkippedFiles are the sparse files of workers' database folders not copied.
+	SkippedFiles []string `json:"skippedFiles,omitempty"`
 }
 
 // keyStorePath is the key store file: from when set, else in the state_dir of the config

@@ -276,7 +276,8 @@ func (s *state) wasmHost(settings config.Settings) func() *serving.WasmHost {
 			return nil
 		}
 		h := &serving.WasmHost{Engine: w.engine, Output: w.output, Allowed: settings.WasmWorkers.Allows, Memory: settings.WasmMemory,
-			MaxHeader: settings.WorkerMaxHeaderSize, Concurrency: settings.WasmConcurrency, Secrets: w.secretsOf}
+			MaxHeader: settings.WorkerMaxHeaderSize, Concurrency: settings.WasmConcurrency, Secrets: w.secretsOf,
+			Databases: s.databases, DatabaseSize: settings.WorkerDatabase}
 		cached.Store(h)
 		return h
 	}

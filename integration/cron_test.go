@@ -297,7 +297,8 @@ func TestCronCluster(t *testing.T) {
 }
 
 // TestExampleCronDB: examples/cron-db, with its minute's schedule made a second's, is called
-// by its trigger, and refuses the task to a visitor who forges the header.
+// by its trigger, keeps the ticks in its database (they are still counted after its process
+// restarts), and refuses the task to a visitor who forges the header.
 func TestExampleCronDB(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
@@ -331,6 +332,13 @@ func TestExampleCronDB(t *testing.T) {
 	})
 	if state.Last.Trigger != "tick" || !strings.HasPrefix(state.Last.RequestID, "cron-") {
 		t.Fatalf("the last tick = %+v", state.Last)
+	}
+	before := state.Ticks
+	if resp := s.Do("POST", s.API+"/workers/_/cron-db/restart", harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("restart = %s", resp)
+	}
+	if resp := s.Get("/cron-db/"); resp.Status != 200 || resp.JSON(&state) != nil || state.Ticks < before {
+		t.Fatalf("after a restart of its process the worker counts %d ticks, want at least %d: %s", state.Ticks, before, resp)
 	}
 	if resp := s.Do("POST", "/cron-db/tasks/tick", harness.WithHeader("Runtime-Cron", "tick")); resp.Status != 403 {
 		t.Fatalf("a visitor's forged tick = %s; want 403", resp)

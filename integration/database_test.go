@@ -315,7 +315,7 @@ func TestDatabaseLimit(t *testing.T) {
 // the same database, a namespace on the primary behind an endpoint of each instance: a row
 // written through A is read through B, whose workers run in isolated networks (as root). Another worker reaches that namespace neither by
 // naming it in its request's host nor with the worker's token, and never sees the primary's
-// credentials.
+// credentials. A WebAssembly worker's database: true is refused at upload.
 func TestDatabaseSync(t *testing.T) {
 	t.Parallel()
 	admin := testkit.FreePort(t)
@@ -372,6 +372,13 @@ func TestDatabaseSync(t *testing.T) {
 	info := workerDatabase(t, b, "shared")
 	if info["mode"] != "primary" {
 		t.Errorf("database record on B = %v, want mode primary", info)
+	}
+
+	// A WebAssembly worker has no sockets to reach the endpoint: database: true is refused at
+	// upload, saying why.
+	wasm := a.Upload(a.API+"/workers/upload", "wasm.tgz", wasmPackage(t, "wasmdb", "1.0.0", "database: true\n"), harness.WithKey(rootKey))
+	if wasm.Status != 400 || !strings.Contains(string(wasm.Body), "INVALID_MANIFEST") || !strings.Contains(string(wasm.Body), "no sockets") {
+		t.Errorf("a WebAssembly worker with database: true in sync mode = %s, want 400 INVALID_MANIFEST saying why", wasm)
 	}
 
 	// Past limits.database the endpoint refuses the worker's statements, saying why, in the

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -116,6 +118,9 @@ func checkBackup(ctx context.Context, to string) (BackupReport, error) {
 type DatabasesReport struct {
 	Databases int
 	Bytes     int64
+	// Skipped are the sparse files not copied (worker folder/path): written out, their holes
+	// could fill the backup's disk.
+	Skipped []string
 }
 
 // BackupDatabases writes a consistent copy of each worker's local database, the SQLite file
@@ -146,22 +151,104 @@ func BackupDatabases(ctx context.Context, dir, file, to string) (DatabasesReport
 		return rep, fmt.Errorf("creating the backup of the workers' databases: %w", err)
 	}
 	for _, e := range entries {
-		src := filepath.Join(dir, e.Name(), file)
-		if info, err := os.Stat(src); !e.IsDir() || err != nil || !info.Mode().IsRegular() || info.Size() == 0 {
-			continue // a folder whose worker has written no database yet
+		if !e.IsDir() {
+			continue
 		}
-		if err := os.Mkdir(filepath.Join(to, e.Name()), 0o700); err != nil {
-			return rep, fmt.Errorf("backing up the database of %s: %w", e.Name(), err)
-		}
-		dst := filepath.Join(to, e.Name(), file)
-		n, err := vacuumInto(ctx, src, dst)
+		n, err := backupFolder(ctx, filepath.Join(dir, e.Name()), file, filepath.Join(to, e.Name()), &rep.Skipped)
 		if err != nil {
 			return rep, fmt.Errorf("backing up the database of %s: %w", e.Name(), err)
 		}
-		rep.Databases++
-		rep.Bytes += n
+		if n > 0 {
+			rep.Databases++
+			rep.Bytes += n
+		}
 	}
 	return rep, nil
+}
+
+// sparseSlack is how much larger than its allocation a file copied as it is may be (a last
+// block partly written, a small hole).
+const sparseSlack = 1 << 20
+
+// sqliteMagic starts every SQLite database file.
+const sqliteMagic = "SQLite format 3\x00"
+
+// backupFolder copies one worker's database folder src to the new folder to, created once
+// there is something to copy, and returns the bytes written. The SQLite file named file is
+// copied by VACUUM INTO (its journal and WAL files are in that snapshot); any other regular
+// file (a WebAssembly worker keeps its own files there, db.sqlite too maybe not SQLite) as it
+// is. Links are not followed: a worker could point one anywhere. A sparse file is not copied
+// but added to skipped.
+func backupFolder(ctx context.Context, src, file, to string, skipped *[]string) (int64, error) {
+	root, err := os.OpenRoot(src)
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	var written int64
+	err = filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil || !d.Type().IsRegular() || rel == file+"-wal" || rel == file+"-shm" || rel == file+"-journal" {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil || info.Size() == 0 && rel == file {
+			return err // a database not written yet
+		}
+		dst := filepath.Join(to, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return err
+		}
+		var n int64
+		switch {
+		case rel == file && isSQLite(path):
+			n, err = vacuumInto(ctx, path, dst)
+		case info.Size() > allocatedSize(info)+sparseSlack:
+			// Holes the worker was not charged for would be written out whole: a worker
+			// could fill the backup's disk, or, refused, stop every backup.
+			*skipped = append(*skipped, filepath.Join(filepath.Base(src), rel))
+			return nil
+		default:
+			n, err = copyFile(root, rel, dst)
+		}
+		written += n
+		return err
+	})
+	return written, err
+}
+
+// isSQLite tells whether the file at path starts as a SQLite database does.
+func isSQLite(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteMagic))
+	_, err = io.ReadFull(f, head)
+	return err == nil && string(head) == sqliteMagic
+}
+
+// copyFile copies the regular file name of root to the new file dst, synced; root keeps a
+// link swapped in meanwhile from leading out of it.
+func copyFile(root *os.Root, name, dst string) (int64, error) {
+	in, err := root.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	return n, errors.Join(err, out.Close())
 }
 
 // vacuumInto copies the SQLite file src to the new file dst, read-only on src, synced, and

@@ -18,9 +18,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -54,20 +57,21 @@ type Manager struct {
 
 	refuse error // why no worker gets a database (a setting missing), or nil
 
-	mu   sync.Mutex
-	over map[string]string // why a worker's database was last refused, by worker
+	mu    sync.Mutex
+	over  map[string]string // why a worker's database was last refused, by worker
+	rooms map[string]*room  // WebAssembly workers with instances running, by worker
 }
 
 // New returns the manager of databases kept in dir (local mode), or on the primary remote
 // reaches when remote is not nil.
 func New(dir string, remote *Remote) *Manager {
-	return &Manager{dir: dir, remote: remote, over: map[string]string{}}
+	return &Manager{dir: dir, remote: remote, over: map[string]string{}, rooms: map[string]*room{}}
 }
 
 // Refusing returns a manager in primary mode that refuses every database with err (a
 // setting it needs is missing): workers without one run all the same.
 func Refusing(err error) *Manager {
-	return &Manager{remote: &Remote{}, refuse: err, over: map[string]string{}}
+	return &Manager{remote: &Remote{}, refuse: err, over: map[string]string{}, rooms: map[string]*room{}}
 }
 
 // Mode is ModeLocal or ModePrimary.
@@ -103,9 +107,7 @@ type Attachment struct {
 // limit is refused: the worker would be stopped again a second after each start.
 func (m *Manager) Attach(ctx context.Context, worker string, limit int64, over func(reason error)) (Attachment, error) {
 	report := func(reason error) {
-		m.mu.Lock()
-		m.over[worker] = reason.Error()
-		m.mu.Unlock()
+		m.record(worker, reason)
 		if over != nil {
 			over(reason)
 		}
@@ -122,23 +124,132 @@ func (m *Manager) Attach(ctx context.Context, worker string, limit int64, over f
 		return Attachment{Endpoint: m.remote.endpoint(ns, limit, report)}, nil
 	}
 	dir := m.Folder(worker)
-	if limit > 0 {
-		used, err := sandbox.Usage(dir, limit)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return Attachment{}, fmt.Errorf("its database folder cannot be measured: %w", err)
+	if used, err := m.within(worker, limit); err != nil {
+		if used > limit && over != nil {
+			over(err)
 		}
-		if used > limit {
-			err := LimitError(limit)
-			report(err)
-			return Attachment{}, err
-		}
+		return Attachment{}, err
+	}
+	return Attachment{Folder: dir, Env: LocalEnv,
+		Over: func(reason error) { report(fmt.Errorf("%w: %s", reason, advice)) }}, nil
+}
+
+// LocalEnv names the local database file in dir, the folder as the worker reaches it.
+func LocalEnv(dir string) []string {
+	file := path.Join(filepath.ToSlash(dir), File)
+	return []string{URLVar + "=file:" + file, PathVar + "=" + file}
+}
+
+// within measures worker's local database folder against limit bytes (0: none): it returns
+// the bytes used, or LimitError past limit (recorded for the API), and clears what was
+// recorded when it is within.
+func (m *Manager) within(worker string, limit int64) (int64, error) {
+	if limit <= 0 {
+		m.clear(worker)
+		return 0, nil
+	}
+	used, err := sandbox.Usage(m.Folder(worker), limit)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("its database folder cannot be measured: %w", err)
+	}
+	if used > limit {
+		err := LimitError(limit)
+		m.record(worker, err)
+		return used, err
 	}
 	m.clear(worker)
-	return Attachment{Folder: dir, Env: func(dir string) []string {
-		file := filepath.Join(dir, File)
-		return []string{URLVar + "=file:" + file, PathVar + "=" + file}
-	},
-		Over: func(reason error) { report(fmt.Errorf("%w: %s", reason, advice)) }}, nil
+	return used, nil
+}
+
+// ErrNoWasmPrimary refuses a database to a WebAssembly worker in sync and cluster mode.
+var ErrNoWasmPrimary = errors.New("a WebAssembly worker cannot have a database in sync or cluster mode: " +
+	"there its database is a namespace on the libSQL primary, reached over HTTP, and a WASI preview 1 module has no sockets; " +
+	"run the worker as a process worker, or drop database: true")
+
+// room is what the running WebAssembly instances of a worker may still write to its folder:
+// the limit less the folder as last measured (at most remeasureEvery ago), less what they wrote
+// since; shared, so instances running at once cannot each write what was left.
+type room struct {
+	left     atomic.Int64
+	limit    int64
+	measured time.Time
+	users    int
+}
+
+// remeasureEvery spaces the measures of a folder whose worker's instances keep running, as
+// the scratch watcher spaces its own: a write counted since (an overwrite too) is given back by
+// the next measure.
+const remeasureEvery = time.Second
+
+// Wasm readies worker's database folder for one WebAssembly instance, bounded by limit
+// bytes (0: none), creating it: the folder, the bytes the worker's running instances may still
+// write to it (nil: no bound), and done, to call once the instance has ended. A folder past its
+// limit is refused with LimitError, and in primary mode ErrNoWasmPrimary refuses it (the
+// instance could reach no endpoint).
+func (m *Manager) Wasm(worker string, limit int64) (dir string, left *atomic.Int64, done func(), err error) {
+	if m.remote != nil {
+		return "", nil, nil, ErrNoWasmPrimary
+	}
+	dir = m.Folder(worker)
+	if limit <= 0 {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", nil, nil, fmt.Errorf("creating its database folder: %w", err)
+		}
+		return dir, nil, func() {}, nil
+	}
+	m.mu.Lock()
+	r := m.rooms[worker]
+	if r == nil || r.limit != limit { // a new version's limit measures again
+		r = &room{limit: limit}
+		m.rooms[worker] = r
+	}
+	r.users++
+	fresh := time.Since(r.measured) < remeasureEvery
+	m.mu.Unlock()
+	done = func() {
+		m.mu.Lock()
+		if r.users--; r.users == 0 && m.rooms[worker] == r {
+			delete(m.rooms, worker)
+		}
+		m.mu.Unlock()
+	}
+	if !fresh {
+		used, err := m.within(worker, limit)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o700)
+		}
+		if err != nil {
+			done()
+			return "", nil, nil, err
+		}
+		m.mu.Lock()
+		r.left.Store(limit - used)
+		r.measured = time.Now()
+		m.mu.Unlock()
+	}
+	return dir, &r.left, done, nil
+}
+
+// Full records that a WebAssembly instance of worker had a write refused at its database's
+// limit, and returns why, which the API shows until a later measure finds the folder within.
+func (m *Manager) Full(worker string, limit int64) error {
+	err := fmt.Errorf("the worker's writes reached its database's limit of %s and were refused: %s", humanize.IBytes(uint64(limit)), advice)
+	m.record(worker, err)
+	return err
+}
+
+func (m *Manager) record(worker string, reason error) {
+	m.mu.Lock()
+	m.over[worker] = reason.Error()
+	m.mu.Unlock()
+}
+
+// Setting names what bounds a worker's database, for the logs.
+const Setting = "limits.database, capped by worker_database_size"
+
+// OverLine is the line a worker's log gets when its database passed its limit.
+func OverLine(reason error) string {
+	return "runtime: the worker's database passed its limit (" + Setting + "): " + reason.Error()
 }
 
 // advice says what to do about a database past its limit, naming the settings.

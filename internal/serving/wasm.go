@@ -10,8 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/internal/envelope"
 	"github.com/caddy-runtime/runtime/internal/mount"
 	"github.com/caddy-runtime/runtime/internal/trace"
@@ -49,6 +51,11 @@ type WasmHost struct {
 	// Secrets returns a worker's secrets by variable name (nil: it has none); an error answers
 	// 503, as a process worker that cannot start.
 	Secrets func(ctx context.Context, name string) (map[string]string, error)
+	// Databases gives a worker whose manifest says database: true its database folder
+	// (local mode only), bounded by limits.database capped by DatabaseSize
+	// (worker_database_size).
+	Databases    *databases.Manager
+	DatabaseSize int64
 }
 
 // ModuleKey is the engine's key of a version's module, for wasm.Engine.Forget; prefixed by
@@ -122,13 +129,31 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 			return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run: its secrets cannot be read: %v", name, err)
 		}
 	}
-	timeout := time.Duration(m.Timeout)
+	req := wasm.Request{Args: []string{m.Module}, Stdin: body, FS: served.Root.FS(), Memory: memory,
+		Timeout: time.Duration(m.Timeout), Group: name, Concurrency: host.Concurrency}
+	var dbEnv []string
+	var full atomic.Bool
+	if m.Database {
+		if host.Databases == nil {
+			return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run: this runtime gives workers no database (database: true)", name)
+		}
+		var done func()
+		if req.Data, req.DataRoom, done, err = host.Databases.Wasm(name, m.DatabaseLimit(host.DatabaseSize)); err != nil {
+			return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run: its database: %v", name, err)
+		}
+		defer done()
+		dbEnv = databases.LocalEnv(wasm.DataDir)
+		req.DataFull = func() { full.Store(true) }
+	}
+	req.Env = wasmEnv(r, t, m, name, len(body), secrets, dbEnv)
 	stderr := host.Output.Writer(name, t.Version.Version, "stderr", secrets)
+	req.Stderr = stderr
 	defer stderr.Flush()
-	out, err := host.Engine.Run(r.Context(), WasmModule(name, t.Version, served), wasm.Request{
-		Args: []string{m.Module}, Env: wasmEnv(r, t, m, name, len(body), secrets), Stdin: body, Stderr: stderr,
-		FS: served.Root.FS(), Memory: memory, Timeout: timeout, Group: name, Concurrency: host.Concurrency,
-	})
+	out, err := host.Engine.Run(r.Context(), WasmModule(name, t.Version, served), req)
+	if full.Load() { // the log and the API say why the instance's writes failed
+		_, _ = io.WriteString(stderr, databases.OverLine(host.Databases.Full(name, m.DatabaseLimit(host.DatabaseSize)))+"\n")
+	}
+	timeout := req.Timeout
 	if err != nil {
 		if errors.As(err, new(*wasm.BusyError)) {
 			w.Header().Set("Retry-After", "1")
@@ -182,11 +207,11 @@ func wasmError(name string, timeout time.Duration, err error) error {
 }
 
 // wasmEnv is the whole environment of a WebAssembly instance, built here alone: the manifest's
-// env, then the worker's secrets, then the request's CGI variables (RFC 3875, as WAGI passes
-// them); a later one wins. CGI's names (workers.CGIVariable, refused at upload and by the
+// env, then the worker's secrets, then its database's variables (db, "NAME=value" each), then
+// the request's CGI variables (RFC 3875, as WAGI passes them); a later one wins. CGI's names (workers.CGIVariable, refused at upload and by the
 // secrets API) are left out of the first two, should a version or secret stored before the
 // refusal hold one: a visitor's header line cannot stand in for a secret.
-func wasmEnv(r *http.Request, t Target, m workers.Manifest, name string, bodyLen int, secrets map[string]string) []string {
+func wasmEnv(r *http.Request, t Target, m workers.Manifest, name string, bodyLen int, secrets map[string]string, db []string) []string {
 	env := map[string]string{}
 	for _, from := range []map[string]string{m.Env, secrets} {
 		for k, v := range from {
@@ -194,6 +219,10 @@ func wasmEnv(r *http.Request, t Target, m workers.Manifest, name string, bodyLen
 				env[k] = v
 			}
 		}
+	}
+	for _, kv := range db {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
 	host, port, err := net.SplitHostPort(r.Host)
 	if err != nil {

@@ -26,7 +26,7 @@ func TestWasmEnv(t *testing.T) {
 	t.Run("full", func(t *testing.T) {
 		m := workers.Manifest{Env: map[string]string{"GREETING": "hi", "PATH_INFO": "/spoofed", "HTTP_X_TWO": "spoofed", "TOKEN": "from the manifest", "PATH": "/opt/bin"}}
 		env := wasmEnv(r, Target{Base: "/app", Rest: "/a/b", Version: packages.Version{Version: "1.2.0"}}, m, "app", 4,
-			map[string]string{"TOKEN": "secret", "QUERY_STRING": "spoofed", "HTTP_X_ABSENT": "a secret stored before the refusal"})
+			map[string]string{"TOKEN": "secret", "QUERY_STRING": "spoofed", "HTTP_X_ABSENT": "a secret stored before the refusal"}, nil)
 		want := []string{
 			"CONTENT_LENGTH=4", "CONTENT_TYPE=text/plain", "GATEWAY_INTERFACE=CGI/1.1", "GREETING=hi", "HTTPS=on",
 			"HTTP_ACCEPT=a, b", "HTTP_X_REQUEST_ID=", "HTTP_X_TWO=2", "PATH=/opt/bin", "PATH_INFO=/a/b", "QUERY_STRING=x=1",
@@ -47,7 +47,7 @@ func TestWasmEnv(t *testing.T) {
 	})
 	t.Run("no body", func(t *testing.T) {
 		g := httptest.NewRequest("GET", "http://example.com/app", nil)
-		env := wasmEnv(g, Target{Base: "/app"}, workers.Manifest{}, "app", 0, nil)
+		env := wasmEnv(g, Target{Base: "/app"}, workers.Manifest{}, "app", 0, nil, nil)
 		for _, kv := range env {
 			if strings.HasPrefix(kv, "CONTENT_") || strings.HasPrefix(kv, "HTTPS=") {
 				t.Errorf("without a body or TLS: %s", kv)

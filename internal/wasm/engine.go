@@ -23,6 +23,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 	"golang.org/x/sync/singleflight"
@@ -232,6 +233,13 @@ type Request struct {
 	Stderr io.Writer
 	// FS is its file system, read-only, mounted at /; nil gives none.
 	FS fs.FS
+	// Data, when not "", is a host folder mounted read-write at DataDir (a worker's database
+	// folder), confined to it (see dataFS); DataRoom is the bytes writes there may still
+	// take, taken as they are written (shared by the instances of a worker running at once),
+	// nil for no bound; DataFull, when set, is told of each write refused past it.
+	Data     string
+	DataRoom *atomic.Int64
+	DataFull func()
 	// Memory caps its linear memory in bytes (0: DefaultMemory); MaxOutput caps its
 	// standard output (0: DefaultMaxOutput).
 	Memory, MaxOutput int64
@@ -325,8 +333,15 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 	cfg := wazero.NewModuleConfig().WithName("").WithArgs(req.Args...).
 		WithStdin(bytes.NewReader(req.Stdin)).WithStdout(out).WithStderr(stderr).
 		WithSysWalltime().WithSysNanotime().WithNanosleep(sleeper(ctx)).WithRandSource(rand.Reader)
-	if req.FS != nil {
-		cfg = cfg.WithFSConfig(wazero.NewFSConfig().WithFSMount(req.FS, "/"))
+	if req.FS != nil || req.Data != "" {
+		mounts := wazero.NewFSConfig()
+		if req.FS != nil {
+			mounts = mounts.WithFSMount(req.FS, "/")
+		}
+		if req.Data != "" {
+			mounts = mounts.(sysfs.FSConfig).WithSysFSMount(newDataFS(req.Data, req.DataRoom, req.DataFull), DataDir)
+		}
+		cfg = cfg.WithFSConfig(mounts)
 	}
 	for _, kv := range req.Env {
 		if k, v, ok := bytes.Cut([]byte(kv), []byte("=")); ok {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -495,5 +496,74 @@ func TestPruneCache(t *testing.T) {
 	// An engine without a disk cache has nothing to prune.
 	if n, _, err := newEngine(t, Options{}).PruneCache(now); n != 0 || err != nil {
 		t.Errorf("pruning without a disk cache: %d %v", n, err)
+	}
+}
+
+// TestRunData gives an instance a data folder read-write at DataDir: what it writes there
+// stays for the next instance, its writes are bounded by DataRoom, and no symbolic link, made
+// by it or planted before, leads it to the folder beside (another worker's).
+func TestRunData(t *testing.T) {
+	t.Parallel()
+	e := sharedEngine(t)
+	mod := moduleOf("go", readTestModule(t))
+	top := t.TempDir()
+	data, other := filepath.Join(top, "mine"), filepath.Join(top, "other")
+	for _, dir := range []string{data, other} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(other, "rows.txt"), []byte("theirs\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../other", filepath.Join(data, "planted")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"DATABASE_PATH=" + DataDir + "/db.sqlite"}
+	run := func(path, query string) *Response {
+		t.Helper()
+		resp, err := cgi(t, e, mod, Request{Env: env, Data: data}, path, query)
+		if err != nil {
+			t.Fatalf("%s?%s: %v", path, query, err)
+		}
+		return resp
+	}
+	for _, v := range []string{"one", "two"} {
+		if resp := run("/append", "v="+v); resp.Status != 200 {
+			t.Fatalf("append %s = %d %s", v, resp.Status, resp.Body)
+		}
+	}
+	if resp := run("/read", "path="+DataDir+"/rows.txt"); string(resp.Body) != "one\ntwo\n" {
+		t.Errorf("the next instance reads %d %q, want both rows", resp.Status, resp.Body)
+	}
+	for _, tc := range []struct{ path, query string }{
+		{"/read", "path=" + DataDir + "/planted/rows.txt"},
+		{"/read", "path=" + DataDir + "/../other/rows.txt"},
+		{"/symlink", "name=made&target=../other/rows.txt"},
+		{"/symlink", "name=abs&target=" + filepath.Join(other, "rows.txt")},
+	} {
+		if resp := run(tc.path, tc.query); resp.Status == 200 || strings.Contains(string(resp.Body), "theirs") {
+			t.Errorf("%s?%s reached the folder beside: %d %q", tc.path, tc.query, resp.Status, resp.Body)
+		}
+	}
+	if resp := run("/append", "file=planted/rows.txt&v=mine"); resp.Status == 200 {
+		t.Errorf("writing through a planted link = %d %q", resp.Status, resp.Body)
+	}
+	if b, _ := os.ReadFile(filepath.Join(other, "rows.txt")); string(b) != "theirs\n" {
+		t.Errorf("the folder beside holds %q", b)
+	}
+	var refused, room atomic.Int64
+	room.Store(200 << 10)
+	resp, err := cgi(t, e, mod, Request{Env: env, Data: data, DataRoom: &room, DataFull: func() { refused.Add(1) }}, "/fill", "n=100&kib=64")
+	if err != nil || !strings.HasPrefix(string(resp.Body), "wrote 3, error") || refused.Load() == 0 {
+		t.Errorf("filling a room of 200 KiB by 64 KiB = %v %v (%d writes refused), want 3 writes, an error, and the refusal told", resp, err, refused.Load())
+	}
+	// The room is what is left: the next instance sharing it writes no more than that.
+	resp, err = cgi(t, e, mod, Request{Env: env, Data: data, DataRoom: &room}, "/fill", "n=100&kib=64")
+	if err != nil || !strings.HasPrefix(string(resp.Body), "wrote 0, error") || room.Load() != 200<<10-3*64<<10 {
+		t.Errorf("an instance sharing the room left = %v %v (room %d)", resp, err, room.Load())
+	}
+	if info, err := os.Stat(filepath.Join(data, "fill.bin")); err != nil || info.Size() != 3*64<<10 {
+		t.Errorf("fill.bin: %v %v", info, err)
 	}
 }

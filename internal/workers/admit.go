@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/caddy-runtime/runtime/internal/config"
+	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
@@ -20,6 +21,9 @@ type Policy struct {
 	MaxModuleSize int64
 	// JSEngines are the engines JavaScript workers may ask for (js_runtime).
 	JSEngines config.JSEngines
+	// PrimaryDatabases tells that workers' databases are namespaces on the libSQL primary
+	// (sync mode), which a WebAssembly worker cannot reach.
+	PrimaryDatabases bool
 }
 
 // Error codes of worker admission.
@@ -48,8 +52,8 @@ func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 	if err == nil {
 		err = m.checkEnv()
 	}
-	if err == nil && m.Database && m.Kind() != Process {
-		err = fmt.Errorf("database: true needs a process worker (command, or a program as entrypoint): a %s worker has no database", m.Kind())
+	if err == nil && m.Database {
+		err = checkDatabase(m, policy)
 	}
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
@@ -86,4 +90,16 @@ func namespaceOf(name string) string {
 		return "namespace " + scope
 	}
 	return "unscoped workers"
+}
+
+// checkDatabase refuses database: true to a worker without code, and to a WebAssembly worker
+// where databases are namespaces on the primary.
+func checkDatabase(m Manifest, policy Policy) error {
+	switch {
+	case m.Kind() == Wasm && policy.PrimaryDatabases:
+		return fmt.Errorf("database: true: %w", databases.ErrNoWasmPrimary)
+	case m.Kind() != Process && m.Kind() != Wasm && m.Kind() != JS:
+		return fmt.Errorf("database: true needs code (a process, JavaScript or WebAssembly worker): a %s worker has no database", m.Kind())
+	}
+	return nil
 }

@@ -45,10 +45,9 @@ func (pr *proc) attachDatabase(spec *sandbox.Spec) error {
 // limit. In local mode the sandbox stops the process next, as for its scratch folder; in
 // primary mode the endpoint refuses its statements until the database is back within it.
 func (pr *proc) overDatabase(reason error) {
-	const setting = "limits.database, capped by worker_database_size"
-	pr.logger.Warn("worker passed its database limit", zap.String("reason", reason.Error()), zap.String("setting", setting))
+	pr.logger.Warn("worker passed its database limit", zap.String("reason", reason.Error()), zap.String("setting", databases.Setting))
 	pr.pool.opts.Logs.Append(pr.name, LogLine{Time: time.Now(), Version: pr.version, PID: int(pr.pid.Load()), Stream: "stderr",
-		Text: "runtime: the worker's database passed its limit (" + setting + "): " + reason.Error()})
+		Text: databases.OverLine(reason)})
 	if pr.pool.opts.Databases.Mode() == databases.ModeLocal {
 		pr.retireNow()
 	}

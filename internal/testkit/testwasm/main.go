@@ -13,15 +13,22 @@
 //	/raw       writes a body with no CGI headers
 //	/headers   writes ?n= bytes of CGI header lines, then a body
 //	/hold      holds ?mb= MiB of memory for ?wait= ms, then answers
+//	/append    appends the line ?v= to ?file= (default rows.txt) in its database folder (the
+//	           folder of DATABASE_PATH)
+//	/fill      appends ?kib= KiB (default 64) to fill.bin there ?n= times, until a write fails
+//	/symlink   makes the symbolic link ?name= to ?target= in its database folder, then reads
+//	           through it
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -99,6 +106,50 @@ func main() {
 		answer(200, fmt.Sprintf("held %d MiB", len(hold)))
 	case "/raw":
 		fmt.Print("no headers here")
+	case "/append":
+		name := q.Get("file")
+		if name == "" {
+			name = "rows.txt"
+		}
+		f, err := os.OpenFile(filepath.Join(filepath.Dir(os.Getenv("DATABASE_PATH")), name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err == nil {
+			_, err = fmt.Fprintln(f, q.Get("v"))
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			answer(500, "error: "+err.Error())
+			return
+		}
+		answer(200, "appended")
+	case "/fill":
+		n, _ := strconv.Atoi(q.Get("n"))
+		kib, _ := strconv.Atoi(q.Get("kib"))
+		if kib <= 0 {
+			kib = 64
+		}
+		f, err := os.OpenFile(filepath.Join(filepath.Dir(os.Getenv("DATABASE_PATH")), "fill.bin"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		written := 0
+		for ; err == nil && written < n; written++ {
+			_, err = f.Write(bytes.Repeat([]byte{'x'}, kib<<10))
+		}
+		if f != nil {
+			f.Close()
+		}
+		if err != nil {
+			written--
+			answer(200, fmt.Sprintf("wrote %d, error: %v", written, err))
+			return
+		}
+		answer(200, fmt.Sprintf("wrote %d", written))
+	case "/symlink":
+		link := filepath.Join(filepath.Dir(os.Getenv("DATABASE_PATH")), q.Get("name"))
+		err := os.Symlink(q.Get("target"), link)
+		b, rerr := os.ReadFile(link)
+		if rerr != nil {
+			answer(404, fmt.Sprintf("symlink: %v, read: %v", err, rerr))
+			return
+		}
+		answer(200, string(b))
 	default:
 		body, _ := io.ReadAll(os.Stdin)
 		env := map[string]string{}

@@ -1974,7 +1974,7 @@ export interface components {
             /** @description bytes it may hold: the manifest's limits.database, capped by worker_database_size; 0 for no limit */
             limit: number;
             /**
-             * @description local: a SQLite file under state_dir (DATABASE_URL a file: URL, DATABASE_PATH its path); primary: a namespace on the libSQL primary of sync mode, reached through an endpoint of the runtime (DATABASE_URL an http: URL)
+             * @description local: a SQLite file under state_dir (DATABASE_URL a file: URL, DATABASE_PATH its path; a WebAssembly worker gets its folder at /.database for files of its own); primary: a namespace on the libSQL primary of sync mode, reached through an endpoint of the runtime (DATABASE_URL an http: URL)
              * @enum {string}
              */
             mode: "local" | "primary";
@@ -2042,7 +2042,7 @@ export interface components {
             /** @description the version unpinned requests get on this instance (when no traffic split is set), when one is fit to: the version activated last, while it is enabled; else the newest enabled version not in failedVersions and not being checked. A process worker's new version is activated once it passes its check (healthcheck, or listening on PORT); a static version has no check, and uploading or enabling one leaves no version activated, so the newest enabled serves. Absent when no version is enabled, and when every enabled version failed its check or is being checked: served then names the version that answers all the same, and state says failing or not-started */
             activeVersion?: string;
             /**
-             * @description set when the served version's manifest says database: true: local (a SQLite file under state_dir) or primary (a namespace on the libSQL primary of sync mode); its size and limit: GET workers/{scope}/{name}/database
+             * @description set when the served version's manifest says database: true: local (a SQLite file under state_dir; a WebAssembly worker's folder there) or primary (a namespace on the libSQL primary of sync mode); its size and limit: GET workers/{scope}/{name}/database
              * @enum {string}
              */
             database?: "local" | "primary";
