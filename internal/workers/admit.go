@@ -48,8 +48,9 @@ func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 	if err == nil {
 		err = m.checkEnv()
 	}
-	if err == nil && m.Database && m.Kind() != Process {
-		err = fmt.Errorf("database: true needs a process worker (command, or a program as entrypoint): a %s worker has no database", m.Kind())
+	// A JavaScript worker is a process worker in every other way: its engine gets the database.
+	if err == nil && m.Database && !m.Kind().Runs() {
+		err = fmt.Errorf("database: true needs a code worker (command, a program or a JavaScript module as entrypoint): a %s worker has no database", m.Kind())
 	}
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
