@@ -107,6 +107,9 @@ type Manifest struct {
 	// LowMemory runs a JavaScript worker on Bun with its smaller heap (bun --smol); the other
 	// engines have no such mode and ignore it.
 	LowMemory bool `yaml:"lowMemory"`
+	// AutoInstall runs a JavaScript worker's engine's frozen, script-less install of its
+	// package.json and lock file once at upload, sandboxed (see JSHost.Install).
+	AutoInstall bool `yaml:"autoInstall"`
 }
 
 // RuntimeWasm is the manifest's runtime of WebAssembly workers.
@@ -195,6 +198,9 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	}
 	if err := m.checkRuntime(); err != nil {
 		return m, err
+	}
+	if m.AutoInstall && m.Kind() != JS {
+		return m, fmt.Errorf("autoInstall: true installs a JavaScript worker's dependencies: a %s worker has none to install", m.Kind())
 	}
 	switch m.Listen {
 	case "":
