@@ -157,7 +157,7 @@ type AppValues struct {
 	// absolute path of one of their binaries; unset, the first of them found on PATH.
 	JSRuntime string `json:"js_runtime,omitempty"`
 	// JSRegistry is the npm registry a JavaScript worker's autoInstall reaches, and the only
-	// host it reaches; unset, each engine's default registry.
+	// host it reaches; unset, npm's, every engine's default (DefaultJSRegistry).
 	JSRegistry string `json:"js_registry,omitempty"`
 	// JSInstallTimeout bounds a JavaScript worker's autoInstall at upload, e.g. "2m".
 	JSInstallTimeout string `json:"js_install_timeout,omitempty"`
@@ -224,7 +224,7 @@ type Settings struct {
 	WasmMemoryBudget    int64
 	WasmMaxModuleSize   int64
 	JSEngines           JSEngines
-	JSRegistry          string // "" for each engine's default
+	JSRegistry          string
 	JSInstallTimeout    time.Duration
 	WorkerMaxHeaderSize int64
 	WorkersDomain       hosts.Domain // Name "" when unset
@@ -323,7 +323,7 @@ var Definitions = []Definition{
 	{"wasm_memory_budget", "RUNTIME_WASM_MEMORY_BUDGET", "1GiB", Process},
 	{"wasm_max_module_size", "RUNTIME_WASM_MAX_MODULE_SIZE", "64MiB", Process},
 	{"js_runtime", "RUNTIME_JS_RUNTIME", "", Process},
-	{"js_registry", "RUNTIME_JS_REGISTRY", "", Process},
+	{"js_registry", "RUNTIME_JS_REGISTRY", DefaultJSRegistry, Process},
 	{"js_install_timeout", "RUNTIME_JS_INSTALL_TIMEOUT", "2m", Process},
 	{"worker_max_header_size", "RUNTIME_WORKER_MAX_HEADER_SIZE", "1MiB", Process},
 	{"workers_domain", "RUNTIME_WORKERS_DOMAIN", "", Process},

@@ -152,13 +152,13 @@ func ParseJSInstallTimeout(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// jsRegistry resolves js_registry: the http or https URL of an npm registry, "" for each
-// engine's default.
+// DefaultJSRegistry is js_registry unset: npm's registry, which Bun, Deno and npm use by
+// default.
+const DefaultJSRegistry = "https://registry.npmjs.org/"
+
+// jsRegistry resolves js_registry: the http or https URL of an npm registry, ending in a slash.
 func (r resolver) jsRegistry(written string) (string, error) {
 	raw, fromEnv := r.pick("js_registry", written)
-	if raw == "" {
-		return "", nil
-	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return "", r.fail("js_registry", fromEnv, raw, fmt.Errorf("write the http or https URL of an npm registry, such as https://registry.npmjs.org/, without credentials"))

@@ -44,8 +44,8 @@ type JSHost struct {
 	// alone); a worker may read the loaders and its own transpiled modules there, by one
 	// Landlock rule each, and nothing else of it.
 	Dir string
-	// Registry is the npm registry autoInstall reaches, alone (js_registry); "" leaves each
-	// engine its default, reached as the worker reaches the network.
+	// Registry is the npm registry autoInstall reaches, alone (js_registry); "" (tests) leaves
+	// each engine its default, reached as the worker reaches the network.
 	Registry string
 	// InstallTimeout bounds an autoInstall (js_install_timeout); 0 is DefaultJSInstallTimeout.
 	InstallTimeout time.Duration
