@@ -63,6 +63,10 @@ func (k Kind) String() string {
 // process worker or a JavaScript worker.
 func (k Kind) Runs() bool { return k == Process || k == JS }
 
+// Code reports whether versions of the kind run code (a process, a JavaScript module or a
+// WebAssembly module), which the code-worker keys (.env, envPrefix) apply to.
+func (k Kind) Code() bool { return k.Runs() || k == Wasm }
+
 // Defaults of the manifest keys of process workers.
 const (
 	DefaultTimeout      = 30 * time.Second

@@ -32,7 +32,7 @@ func CheckProgram(md packages.Metadata, tree *os.Root, maxModule int64) error {
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
 	}
-	if k := m.Kind(); k == Process || k == Wasm {
+	if m.Kind().Code() {
 		vars, err := ReadDotEnv(tree)
 		if err == nil {
 			err = checkNames(DotEnvFile, vars)
