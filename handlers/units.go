@@ -387,7 +387,12 @@ func (a *unitsAPI) autoInstall(r *http.Request, c *packages.Catalog, s *packages
 	if pool == nil {
 		return "", envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
 	}
-	out, err := pool.Install(r.Context(), s.Name, s.Version, s.Tree, m)
+	// What it adds counts with the upload's files against max_unpacked_size.
+	limit := c.Limits().Unpacked // 0: unbounded
+	if limit > 0 {
+		limit = max(limit-s.Bytes, 1)
+	}
+	in, err := pool.Install(r.Context(), s.Name, s.Version, s.Tree, m, limit)
 	var failed *workers.InstallError
 	if errors.As(err, &failed) {
 		return "", envelope.Errorf(http.StatusUnprocessableEntity, workers.CodeInstallFailed, "autoInstall of %s@%s: %s", s.Name, s.Version, failed.Error())
@@ -395,7 +400,8 @@ func (a *unitsAPI) autoInstall(r *http.Request, c *packages.Catalog, s *packages
 	if err != nil {
 		return "", fmt.Errorf("autoInstall of %s@%s: %w", s.Name, s.Version, err)
 	}
-	return out, nil
+	s.Files, s.Bytes = s.Files+in.Files, s.Bytes+in.Bytes
+	return in.Output, nil
 }
 
 // install installs a staged upload: on this instance's disk, or in cluster mode into the

@@ -19,8 +19,9 @@ import (
 )
 
 // npmRegistry is an npm-compatible registry in the test process, on 127.0.0.1: it serves the
-// package left-greet@1.0.0 (its metadata and its .tgz, made here) and counts the tarball's
-// downloads; a request for slow-greet waits until the test ends.
+// packages left-greet@1.0.0 and big-greet@1.0.0 (256 KiB of module; their metadata and .tgz,
+// made here) and counts the tarballs' downloads; a request for slow-greet waits until the test
+// ends.
 type npmRegistry struct {
 	*httptest.Server
 	downloads atomic.Int64
@@ -31,30 +32,35 @@ const leftGreet = "export function greet(who) { return \"hello, \" + who + \", f
 
 func startRegistry(t *testing.T) *npmRegistry {
 	t.Helper()
-	tgz := harness.TarGz(t, harness.File{Name: "package/package.json", Body: `{"name":"left-greet","version":"1.0.0","type":"module","main":"index.js","exports":"./index.js"}`},
-		harness.File{Name: "package/index.js", Body: leftGreet})
-	sha1sum, sha512sum := sha1.Sum(tgz), sha512.Sum512(tgz)
+	tarballs := map[string][]byte{}
+	for name, module := range map[string]string{"left-greet": leftGreet, "big-greet": leftGreet + "// " + strings.Repeat("x", 256<<10) + "\n"} {
+		tarballs[name] = harness.TarGz(t, harness.File{Name: "package/package.json", Body: `{"name":"` + name + `","version":"1.0.0","type":"module","main":"index.js","exports":"./index.js"}`},
+			harness.File{Name: "package/index.js", Body: module})
+	}
 	reg := &npmRegistry{}
 	done := make(chan struct{})
 	reg.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch strings.TrimPrefix(r.URL.Path, "/") {
-		case "left-greet":
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"name": "left-greet", "dist-tags": map[string]string{"latest": "1.0.0"},
-				"versions": map[string]any{"1.0.0": map[string]any{"name": "left-greet", "version": "1.0.0", "type": "module", "main": "index.js",
-					"dist": map[string]string{"tarball": reg.URL + "/left-greet/-/left-greet-1.0.0.tgz", "shasum": hex.EncodeToString(sha1sum[:]),
-						"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sha512sum[:])}}}})
-		case "left-greet/-/left-greet-1.0.0.tgz":
-			reg.downloads.Add(1)
-			w.Header().Set("Content-Type", "application/octet-stream")
-			_, _ = w.Write(tgz)
-		case "slow-greet":
+		name, file, isTarball := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/-/")
+		tgz, ok := tarballs[name]
+		switch {
+		case name == "slow-greet":
 			select {
 			case <-r.Context().Done():
 			case <-done:
 			}
-		default:
+		case !ok || isTarball && file != name+"-1.0.0.tgz":
 			http.NotFound(w, r)
+		case isTarball:
+			reg.downloads.Add(1)
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write(tgz)
+		default:
+			sha1sum, sha512sum := sha1.Sum(tgz), sha512.Sum512(tgz)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"name": name, "dist-tags": map[string]string{"latest": "1.0.0"},
+				"versions": map[string]any{"1.0.0": map[string]any{"name": name, "version": "1.0.0", "type": "module", "main": "index.js",
+					"dist": map[string]string{"tarball": reg.URL + "/" + name + "/-/" + name + "-1.0.0.tgz", "shasum": hex.EncodeToString(sha1sum[:]),
+						"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sha512sum[:])}}}})
 		}
 	}))
 	t.Cleanup(func() { close(done); reg.Close() })
@@ -174,14 +180,24 @@ func TestJSAutoInstall(t *testing.T) {
 	}
 }
 
-// TestJSAutoInstallTimeout: an install that outlasts js_install_timeout is stopped and the
-// upload refused with 422 naming the setting.
-func TestJSAutoInstallTimeout(t *testing.T) {
+// TestJSAutoInstallLimits: an install that outlasts js_install_timeout is stopped, and one
+// whose node_modules passes what max_unpacked_size leaves beside the upload's files is
+// refused, each with 422 naming its setting.
+func TestJSAutoInstallLimits(t *testing.T) {
 	t.Parallel()
 	bun := jsEngines[0].binary(t)
 	reg := startRegistry(t)
-	s := startJS(t, bun, "js_registry "+reg.URL, "js_install_timeout 1s")
-	resp := s.Upload(s.API+"/workers/upload", "slow.tgz", jsArchive(t, "slow", "autoInstall: true\n",
+	s := startJS(t, bun, "js_registry "+reg.URL, "js_install_timeout 1s", "max_unpacked_size 128KiB")
+	packageJSON := `{"name":"big","version":"1.0.0","type":"module","dependencies":{"big-greet":"1.0.0"}}`
+	lock := installCases[0].lockFile(t, bun, packageJSON, reg)
+	resp := s.Upload(s.API+"/workers/upload", "big.tgz", jsArchive(t, "big", "autoInstall: true\n",
+		harness.File{Name: "index.js", Body: "export default { fetch: () => new Response(\"big\") };\n"},
+		harness.File{Name: "package.json", Body: packageJSON}, harness.File{Name: "bun.lock", Body: lock}), harness.WithKey(rootKey))
+	if resp.Status != 422 || resp.ErrorCode() != "INSTALL_FAILED" || !strings.Contains(string(resp.Body), "max_unpacked_size") {
+		t.Errorf("upload whose node_modules passes max_unpacked_size = %s; want 422 INSTALL_FAILED naming it", resp)
+	}
+
+	resp = s.Upload(s.API+"/workers/upload", "slow.tgz", jsArchive(t, "slow", "autoInstall: true\n",
 		harness.File{Name: "index.js", Body: "export default { fetch: () => new Response(\"slow\") };\n"},
 		harness.File{Name: "package.json", Body: `{"name":"slow","version":"1.0.0","dependencies":{"slow-greet":"1.0.0"}}`}), harness.WithKey(rootKey))
 	if resp.Status != 422 || resp.ErrorCode() != "INSTALL_FAILED" || !strings.Contains(string(resp.Body), "js_install_timeout") {

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-runtime/runtime/internal/sandbox"
@@ -64,35 +65,44 @@ func installArgv(engine, binary string) ([]string, error) {
 	return []string{npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"}, nil
 }
 
+// Installed is what an autoInstall did: the engine's output (its end) and what it added to
+// the version, node_modules.
+type Installed struct {
+	Output string
+	Files  int
+	Bytes  int64
+}
+
 // Install runs the install of the JavaScript worker name@version of manifest m (autoInstall)
 // whose staged folder is tree, before it is installed: the package.json and lock files are
 // copied into a folder of the runtime's (JSHost.Dir), the engine installs there, confined as
 // the worker will be (its sandbox, its limits, its account), with the install's folder its
-// only writable one besides a scratch folder, and its network the registry alone
-// (js_registry), within js_install_timeout; then node_modules is moved into tree, so the
-// version folder is complete, and immutable, once installed. It returns the engine's output.
-func (p *Pool) Install(ctx context.Context, name, version, tree string, m Manifest) (string, error) {
+// only writable one besides a scratch folder, holding at most limit bytes (what is left of
+// max_unpacked_size; 0: unbounded) and worker_database_size, which caps every data folder,
+// and its network the registry alone (js_registry), within js_install_timeout; then node_modules is moved into tree, the runtime's and read-only to
+// others, so the version folder is complete, and immutable, once installed.
+func (p *Pool) Install(ctx context.Context, name, version, tree string, m Manifest, limit int64) (Installed, error) {
 	h := p.opts.JS
 	if h == nil {
-		return "", errors.New("this runtime runs no JavaScript workers")
+		return Installed{}, errors.New("this runtime runs no JavaScript workers")
 	}
 	engine, binary, ok := h.Engines.Path(m.Runtime)
 	if !ok {
-		return "", checkEngine(m, h.Engines)
+		return Installed{}, checkEngine(m, h.Engines)
 	}
 	argv, err := installArgv(engine, binary)
 	if err != nil {
-		return "", &InstallError{Reason: err.Error()}
+		return Installed{}, &InstallError{Reason: err.Error()}
 	}
 	if _, err := os.Stat(filepath.Join(tree, "package.json")); err != nil {
-		return "", &InstallError{Reason: "autoInstall: true needs a package.json (and its lock file) at the worker's root"}
+		return Installed{}, &InstallError{Reason: "autoInstall: true needs a package.json (and its lock file) at the worker's root"}
 	}
 	if err := os.MkdirAll(filepath.Join(h.Dir, "install"), 0o711); err != nil {
-		return "", err
+		return Installed{}, err
 	}
 	work, err := os.MkdirTemp(filepath.Join(h.Dir, "install"), "")
 	if err != nil {
-		return "", err
+		return Installed{}, err
 	}
 	defer os.RemoveAll(work)
 	for _, f := range installFiles {
@@ -104,7 +114,7 @@ func (p *Pool) Install(ctx context.Context, name, version, tree string, m Manife
 			err = os.WriteFile(filepath.Join(work, f), body, 0o644)
 		}
 		if err != nil {
-			return "", err
+			return Installed{}, err
 		}
 	}
 
@@ -120,11 +130,14 @@ func (p *Pool) Install(ctx context.Context, name, version, tree string, m Manife
 		env = append(env, "BUN_CONFIG_REGISTRY="+h.Registry, "NPM_CONFIG_REGISTRY="+h.Registry, "npm_config_registry="+h.Registry)
 	}
 	var out tail
+	var over atomic.Pointer[error]
+	limits := m.Limits.sandbox()
+	limits.Database = limit // the watcher of the data folder bounds the install's (worker_database_size caps it)
 	spec := sandbox.Spec{Argv: argv, Dir: work, ReadPaths: []string{engineFolder(binary)}, Env: env, Scratch: scratch,
-		Limits: m.Limits.sandbox(), Data: work, Endpoint: h.registryEndpoint()}
+		Limits: limits, Data: work, OverData: func(reason error) { over.Store(&reason) }, Endpoint: h.registryEndpoint()}
 	cmd, err := p.opts.Sandbox.Start(spec, &out, &out)
 	if err != nil {
-		return "", fmt.Errorf("starting the install: %w", err)
+		return Installed{}, fmt.Errorf("starting the install: %w", err)
 	}
 	timeout := h.InstallTimeout
 	if timeout <= 0 {
@@ -139,19 +152,62 @@ func (p *Pool) Install(ctx context.Context, name, version, tree string, m Manife
 	case <-timer.C:
 		cmd.Kill()
 		<-done
-		return out.String(), &InstallError{Reason: fmt.Sprintf("%s did not finish within %s (setting js_install_timeout)", strings.Join(argv[1:3], " "), timeout), Output: out.String()}
+		return Installed{Output: out.String()}, &InstallError{Reason: fmt.Sprintf("%s did not finish within %s (setting js_install_timeout)", strings.Join(argv[1:3], " "), timeout), Output: out.String()}
 	case <-ctx.Done():
 		cmd.Kill()
 		<-done
-		return out.String(), ctx.Err()
+		return Installed{Output: out.String()}, ctx.Err()
+	}
+	if reason := over.Load(); reason != nil {
+		return Installed{Output: out.String()}, &InstallError{Reason: fmt.Sprintf("the install was stopped: %v; it may write what max_unpacked_size leaves beside the upload's files, "+
+			"and at most worker_database_size: ship fewer dependencies, or ask the operator to raise them", *reason), Output: out.String()}
 	}
 	if err != nil {
-		return out.String(), &InstallError{Reason: fmt.Sprintf("%s %s failed (%s)", filepath.Base(argv[0]), strings.Join(argv[1:], " "), cmd.State()), Output: out.String()}
+		return Installed{Output: out.String()}, &InstallError{Reason: fmt.Sprintf("%s %s failed (%s)", filepath.Base(argv[0]), strings.Join(argv[1:], " "), cmd.State()), Output: out.String()}
 	}
-	if err := moveTree(filepath.Join(work, "node_modules"), filepath.Join(tree, "node_modules")); err != nil {
-		return out.String(), fmt.Errorf("moving node_modules into the version: %w", err)
+	result := Installed{Output: out.String()}
+	modules := filepath.Join(tree, "node_modules")
+	if err := moveTree(filepath.Join(work, "node_modules"), modules); err != nil {
+		return result, fmt.Errorf("moving node_modules into the version: %w", err)
 	}
-	return out.String(), nil
+	if result.Files, result.Bytes, err = seal(modules); err != nil {
+		return result, fmt.Errorf("node_modules: %w", err)
+	}
+	if limit > 0 && result.Bytes > limit {
+		return result, &InstallError{Reason: fmt.Sprintf("node_modules holds %d bytes, more than the %d max_unpacked_size leaves beside the upload's files: "+
+			"ship fewer dependencies, or ask the operator to raise max_unpacked_size", result.Bytes, limit), Output: result.Output}
+	}
+	return result, nil
+}
+
+// seal makes the tree dir the runtime's, writable by it alone, with no set-id bit (the
+// install's account wrote it), and counts its regular files and their bytes. A missing dir
+// holds nothing.
+func seal(dir string) (files int, bytes int64, err error) {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, nil
+	}
+	err = filepath.WalkDir(dir, func(file string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(file, os.Geteuid(), os.Getegid()); err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Mode().IsRegular() {
+			files++
+			bytes += info.Size()
+		}
+		return os.Chmod(file, info.Mode().Perm()&^0o022)
+	})
+	return files, bytes, err
 }
 
 // registryEndpoint is the install's one way out: an HTTP proxy on the listener the sandbox
