@@ -27,7 +27,8 @@ export default {
 // TestJSManifestKeys: the code-worker keys hold under each engine: the version's .env is
 // merged over the manifest's env (its value winning), and the variables named with an
 // envPrefix reach the worker's HTML answers as window.__env__, while a secret, even one whose
-// name matches and which env also names, reaches the worker's environment alone.
+// name matches and which env also names, reaches the worker's environment alone; no other
+// .env file (.env.local) is read, by the runtime or the engine.
 func TestJSManifestKeys(t *testing.T) {
 	t.Parallel()
 	for _, e := range jsEngines {
@@ -36,7 +37,8 @@ func TestJSManifestKeys(t *testing.T) {
 			s := harness.Start(t, harness.Config{App: "js_runtime " + e.binary(t), Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": newSecretsKey(t)}})
 			uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "env: {SHARED: from-env, ONLY_ENV: env, PUBLIC_GREETING: hi, PUBLIC_TOKEN: placeholder, PRIVATE_KEY: hidden}\n",
 				harness.File{Name: "index.js", Body: jsEnvWorker},
-				harness.File{Name: ".env", Body: "SHARED=from-dotenv\nexport ONLY_DOTENV='dot env'\nVITE_MODE=dev\n"}), rootKey)
+				harness.File{Name: ".env", Body: "SHARED=from-dotenv\nexport ONLY_DOTENV='dot env'\nVITE_MODE=dev\n"},
+				harness.File{Name: ".env.local", Body: "FROM_LOCAL=1\n"}), rootKey)
 			setSecret(t, s, rootKey, "app", "PUBLIC_TOKEN", "s3cret-value")
 
 			var env map[string]string
@@ -51,6 +53,10 @@ func TestJSManifestKeys(t *testing.T) {
 				if env[name] != want {
 					t.Errorf("the worker's %s = %q, want %q", name, env[name], want)
 				}
+			}
+			// .env alone is the version's: no engine loads another file of its own accord (Bun would).
+			if got, ok := env["FROM_LOCAL"]; ok {
+				t.Errorf("the worker's FROM_LOCAL = %q, from .env.local, which the runtime does not read", got)
 			}
 			resp := s.Get("/app/html")
 			page := string(resp.Body)

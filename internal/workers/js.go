@@ -155,7 +155,9 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 	loader := filepath.Join(loaders, engine+".mjs")
 	switch engine {
 	case RuntimeBun:
-		s.argv = []string{binary}
+		// The runtime merges the version's .env itself, checked at upload; Bun's own loading
+		// (.env, .env.local, .env.production, …) would add what no check saw, on one engine.
+		s.argv = []string{binary, "--no-env-file"}
 		if m.LowMemory {
 			s.argv = append(s.argv, "--smol")
 		}
