@@ -79,8 +79,9 @@ type Installed struct {
 // the worker will be (its sandbox, its limits, its account), with the install's folder its
 // only writable one besides a scratch folder, holding at most limit bytes (what is left of
 // max_unpacked_size; 0: unbounded) and worker_database_size, which caps every data folder,
-// and its network the registry alone (js_registry), within js_install_timeout; then node_modules is moved into tree, the runtime's and read-only to
-// others, so the version folder is complete, and immutable, once installed.
+// and its network the registry alone (js_registry), within js_install_timeout; then
+// node_modules is moved into tree, the runtime's and read-only to others, so the version
+// folder is complete, and immutable, once installed.
 func (p *Pool) Install(ctx context.Context, name, version, tree string, m Manifest, limit int64) (Installed, error) {
 	h := p.opts.JS
 	if h == nil {
@@ -147,25 +148,29 @@ func (p *Pool) Install(ctx context.Context, name, version, tree string, m Manife
 	go func() { done <- cmd.Wait() }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	var reason string
 	select {
 	case err = <-done:
 	case <-timer.C:
 		cmd.Kill()
-		<-done
-		return Installed{Output: out.String()}, &InstallError{Reason: fmt.Sprintf("%s did not finish within %s (setting js_install_timeout)", strings.Join(argv[1:3], " "), timeout), Output: out.String()}
+		err = <-done
+		reason = fmt.Sprintf("%s did not finish within %s (setting js_install_timeout)", strings.Join(argv[1:3], " "), timeout)
 	case <-ctx.Done():
 		cmd.Kill()
 		<-done
 		return Installed{Output: out.String()}, ctx.Err()
 	}
-	if reason := over.Load(); reason != nil {
-		return Installed{Output: out.String()}, &InstallError{Reason: fmt.Sprintf("the install was stopped: %v; it may write what max_unpacked_size leaves beside the upload's files, "+
-			"and at most worker_database_size: ship fewer dependencies, or ask the operator to raise them", *reason), Output: out.String()}
-	}
-	if err != nil {
-		return Installed{Output: out.String()}, &InstallError{Reason: fmt.Sprintf("%s %s failed (%s)", filepath.Base(argv[0]), strings.Join(argv[1:], " "), cmd.State()), Output: out.String()}
-	}
 	result := Installed{Output: out.String()}
+	if over := over.Load(); over != nil && reason == "" {
+		reason = fmt.Sprintf("the install was stopped: %v; it may write what max_unpacked_size leaves beside the upload's files, "+
+			"and at most worker_database_size: ship fewer dependencies, or ask the operator to raise them", *over)
+	}
+	if reason == "" && err != nil {
+		reason = fmt.Sprintf("%s %s failed (%s)", filepath.Base(argv[0]), strings.Join(argv[1:], " "), cmd.State())
+	}
+	if reason != "" {
+		return result, &InstallError{Reason: reason, Output: result.Output}
+	}
 	modules := filepath.Join(tree, "node_modules")
 	if err := moveTree(filepath.Join(work, "node_modules"), modules); err != nil {
 		return result, fmt.Errorf("moving node_modules into the version: %w", err)
