@@ -203,9 +203,6 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	if err := m.checkRuntime(); err != nil {
 		return m, err
 	}
-	if m.AutoInstall && m.Kind() != JS {
-		return m, fmt.Errorf("autoInstall: true installs a JavaScript worker's dependencies: a %s worker has none to install", m.Kind())
-	}
 	switch m.Listen {
 	case "":
 		m.Listen = ListenPort
