@@ -16,6 +16,8 @@ type InstalledUnit struct {
 	// Warnings extends the spec's answer: a manifest key the runtime does not read is never
 	// refused, nor ignored without a word.
 	Warnings []string `json:"warnings,omitempty" doc:"one line per key of the manifest that the runtime does not read (a typo, or a key at the wrong level), e.g. \"limits.timeout is not a manifest key (did you mean timeout?); the runtime ignores it\"; the upload is not refused for it. Absent when every key is known"`
+	// Install extends the spec's answer: what a JavaScript worker's autoInstall printed.
+	Install string `json:"install,omitempty" doc:"a JavaScript worker with autoInstall: true: the output of its engine's install (bun install --frozen-lockfile --ignore-scripts, deno install --frozen, npm ci --ignore-scripts), its last 16 KiB; absent otherwise"`
 	// Change is set in cluster mode (a package store is configured).
 	Change int64 `json:"change,omitempty" doc:"cluster mode: the desired state's change number this install created; an instance serves it once its appliedChange reaches it (GET cluster)"`
 }

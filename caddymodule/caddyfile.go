@@ -127,6 +127,8 @@ func mountOf(paths []string) string {
 //			worker_fresh_queue <requests>
 //			worker_max_header_size <size>
 //			js_runtime      bun|deno|node|<absolute path of one>
+//			js_registry     <npm registry URL>
+//			js_install_timeout <duration>
 //			plugin_handlers <module...>
 //			workers_domain  <domain or base URL>
 //			domain_resolvers <host[:port]...>
@@ -191,7 +193,8 @@ func unmarshalSettings(d *caddyfile.Dispenser, v *config.Values, store *json.Raw
 		"session_ttl":     &v.SessionTTL, "audit_retention": &v.AuditRetention, "retire_delay": &v.RetireDelay, "split_header": &v.SplitHeader, "key_store": &v.KeyStore, "workers_url": &v.WorkersURL, "worker_user": &v.WorkerUser,
 		"worker_group": &v.WorkerGroup, "scratch_dir": &v.ScratchDir, "worker_network": &v.WorkerNetwork, "worker_cpu": &v.WorkerCPU,
 		"sync_url": &v.SyncURL, "sync_token": &v.SyncToken, "sync_interval": &v.SyncInterval,
-		"workers_domain": &v.WorkersDomain, "js_runtime": &v.JSRuntime}
+		"workers_domain": &v.WorkersDomain, "js_runtime": &v.JSRuntime,
+		"js_registry": &v.JSRegistry, "js_install_timeout": &v.JSInstallTimeout}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		name := d.Val()

@@ -51,7 +51,8 @@ func (p *processes) Start() error {
 
 		// Beside the scratch folders, which every worker account reaches (state_dir is the
 		// runtime's alone, 0700).
-		JS: &workers.JSHost{Engines: s.JSEngines, Dir: filepath.Join(s.ScratchDir, workers.JSDir)},
+		JS: &workers.JSHost{Engines: s.JSEngines, Dir: filepath.Join(s.ScratchDir, workers.JSDir),
+			Registry: s.JSRegistry, InstallTimeout: s.JSInstallTimeout},
 	})
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ var stateSettings = []string{
 	"package_store", "endpoint", "bucket", "region", "prefix", "access_key_id", "secret_access_key", "path_style", "process_workers", "worker_user", "worker_group", "worker_read_dirs", "scratch_dir",
 	"worker_network", "worker_scratch", "worker_database_size", "worker_memory", "worker_processes", "worker_max_files", "worker_cpu", "worker_log_rate", "worker_log_lines",
 	"worker_fresh_concurrency", "worker_fresh_queue",
-	"js_runtime",
+	"js_runtime", "js_registry", "js_install_timeout",
 }
 
 // stateKey identifies the state an App needs (the values of stateSettings): the configs of a
@@ -67,7 +67,7 @@ func stateKey(s config.Settings) string {
 			s.WorkerScratch, s.WorkerDatabase, s.WorkerMemory, s.WorkerProcesses, s.WorkerMaxFiles, s.WorkerCPU, s.WorkerLogRate, s.ProcessWorkers),
 		fmt.Sprintf("log_lines=%d", s.WorkerLogLines),
 		fmt.Sprintf("fresh=%d/%d", s.WorkerFreshConcurrency, s.WorkerFreshQueue),
-		fmt.Sprintf("js=%s %v", s.JSEngines.Default, s.JSEngines.Paths),
+		fmt.Sprintf("js=%s %v install=%s %s", s.JSEngines.Default, s.JSEngines.Paths, s.JSRegistry, s.JSInstallTimeout),
 	}, "\n")
 }
 

@@ -97,6 +97,8 @@ func TestStateSettings(t *testing.T) {
 		"js_runtime": func(s *config.Settings) {
 			s.JSEngines = config.JSEngines{Default: "node", Paths: map[string]string{"node": "/usr/bin/node"}}
 		},
+		"js_registry":        func(s *config.Settings) { s.JSRegistry = "http://127.0.0.1:4873/" },
+		"js_install_timeout": func(s *config.Settings) { s.JSInstallTimeout++ },
 	}
 	base, err := config.Resolve(config.Values{}, func(string) string { return "" })
 	if err != nil {

@@ -24,6 +24,11 @@ var healthcheckFailed = errorResponse(http.StatusUnprocessableEntity,
 		"failed version is served all the same and the worker's state is failing. The message says which, gives the reason and the worker's last output lines, and the "+
 		"worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself.")
 
+// uploadUnprocessable documents an upload's 422: a failed check, or a failed autoInstall.
+var uploadUnprocessable = errorResponse(http.StatusUnprocessableEntity, healthcheckFailed.description+
+	" Or INSTALL_FAILED: a JavaScript worker's autoInstall (its engine's frozen, script-less install of package.json and its lock file, "+
+	"sandboxed, within js_install_timeout) failed; nothing is installed, and the message ends with the engine's output.")
+
 // activationDoc tells, in an upload's or enable's description, when the version is served.
 const activationDoc = "A process worker's version is started at once and answers only once it has passed its check: its manifest's " +
 	"healthcheck (GET path answering 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listening on PORT within " +

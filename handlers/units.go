@@ -292,6 +292,13 @@ func (a *unitsAPI) uploadHandler(c func() *packages.Catalog, action string, body
 			return err
 		}
 		defer s.Discard()
+		installed, err := a.autoInstall(r, cat, s)
+		if err != nil {
+			if !dryRun {
+				a.audit(r, action, s.Name+"@"+s.Version, "failed", &p)
+			}
+			return err
+		}
 		var split, before []keystore.Share
 		var store *keystore.Store
 		if canary > 0 {
@@ -349,10 +356,52 @@ func (a *unitsAPI) uploadHandler(c func() *packages.Catalog, action string, body
 			}
 		}
 		unit := installedUnit(in, manifestWarnings(cat, s.Metadata))
-		unit.Change = change
+		unit.Change, unit.Install = change, installed
 		envelope.WriteJSON(w, http.StatusOK, body(unit, split))
 		return nil
 	}
+}
+
+// autoInstall runs the install of a staged JavaScript worker whose manifest says autoInstall:
+// true (workers.Pool.Install), into its staged folder, so that what is installed is complete;
+// it returns the engine's output, and 422 INSTALL_FAILED with it when the install fails. A
+// cluster's instances each install the archive as published, without what the install
+// added: there autoInstall is refused.
+func (a *unitsAPI) autoInstall(r *http.Request, c *packages.Catalog, s *packages.Staged) (string, error) {
+	if !c.Layout().Versioned {
+		return "", nil
+	}
+	m, err := workers.ReadManifest(s.Metadata)
+	if err != nil || !m.AutoInstall {
+		return "", nil
+	}
+	if a.cluster != nil {
+		return "", envelope.Errorf(http.StatusBadRequest, packages.CodeInvalidManifest,
+			"autoInstall: true runs on the instance an upload reaches, and in a cluster every instance installs the published archive: "+
+				"run the install before packing (bun install --frozen-lockfile) and ship node_modules, without autoInstall")
+	}
+	var pool *workers.Pool
+	if a.pool != nil {
+		pool = a.pool()
+	}
+	if pool == nil {
+		return "", envelope.Errorf(http.StatusServiceUnavailable, envelope.CodeNotReady, "the runtime is starting")
+	}
+	// What it adds counts with the upload's files against max_unpacked_size.
+	limit := c.Limits().Unpacked // 0: unbounded
+	if limit > 0 {
+		limit = max(limit-s.Bytes, 1)
+	}
+	in, err := pool.Install(r.Context(), s.Name, s.Version, s.Tree, m, limit)
+	var failed *workers.InstallError
+	if errors.As(err, &failed) {
+		return "", envelope.Errorf(http.StatusUnprocessableEntity, workers.CodeInstallFailed, "autoInstall of %s@%s: %s", s.Name, s.Version, failed.Error())
+	}
+	if err != nil {
+		return "", fmt.Errorf("autoInstall of %s@%s: %w", s.Name, s.Version, err)
+	}
+	s.Files, s.Bytes = s.Files+in.Files, s.Bytes+in.Bytes
+	return in.Output, nil
 }
 
 // install installs a staged upload: on this instance's disk, or in cluster mode into the

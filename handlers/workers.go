@@ -65,7 +65,7 @@ func (a *unitsAPI) workerRoutes() []route {
 			params:  append(slices.Clone(dryRunParam), canaryParams...),
 			request: &request{contentType: "multipart/form-data", body: api.UploadForm{}},
 			responses: append([]response{{status: http.StatusOK, description: "Installed; with dryRun, what the upload would install (WorkerDryRun)",
-				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, canaryErrors(append(uploadErrors("worker"), healthcheckFailed))...),
+				body: api.WorkerUploaded{}, alt: []any{api.WorkerDryRun{}}}}, canaryErrors(append(uploadErrors("worker"), uploadUnprocessable))...),
 			handle: a.uploadHandler(func() *packages.Catalog { return a.workers }, "worker.upload", func(in api.InstalledUnit, split []keystore.Share) any {
 				var body api.WorkerUploaded
 				body.Success, body.Data.Worker = true, in

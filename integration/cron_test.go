@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -342,6 +344,29 @@ func TestExampleCronDB(t *testing.T) {
 	}
 	if resp := s.Do("POST", "/cron-db/tasks/tick", harness.WithHeader("Runtime-Cron", "tick")); resp.Status != 403 {
 		t.Fatalf("a visitor's forged tick = %s; want 403", resp)
+	}
+	// The ticks are rows of the worker's own database, which outlive its process.
+	files, _ := filepath.Glob(filepath.Join(s.DataDir, "state", "databases", "cron-db", "*.sqlite"))
+	if len(files) != 1 {
+		t.Fatalf("the worker's database files: %v; want one under state_dir/databases/cron-db", files)
+	}
+	db, err := sql.Open("libsql", "file:"+files[0]+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var rows int
+	var trigger, requestID string
+	if err := db.QueryRow(`SELECT count(*), max(trigger), max(request_id) FROM ticks`).Scan(&rows, &trigger, &requestID); err != nil ||
+		rows < state.Ticks || trigger != "tick" || !strings.HasPrefix(requestID, "cron-") {
+		t.Errorf("the table ticks: %d rows (GET counted %d), trigger %q, request id %q, %v", rows, state.Ticks, trigger, requestID, err)
+	}
+	if resp := s.Do("POST", s.API+"/workers/_/cron-db/restart", harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("restart = %s", resp)
+	}
+	var after struct{ Ticks int }
+	if resp := s.Get("/cron-db/"); resp.Status != 200 || resp.JSON(&after) != nil || after.Ticks < rows {
+		t.Errorf("after a restart GET /cron-db/ = %s; want at least the %d ticks recorded", resp, rows)
 	}
 }
 

@@ -156,6 +156,11 @@ type AppValues struct {
 	// JSRuntime is the default JavaScript engine of JavaScript workers: bun, deno, node or the
 	// absolute path of one of their binaries; unset, the first of them found on PATH.
 	JSRuntime string `json:"js_runtime,omitempty"`
+	// JSRegistry is the npm registry a JavaScript worker's autoInstall reaches, and the only
+	// host it reaches; unset, npm's, every engine's default (DefaultJSRegistry).
+	JSRegistry string `json:"js_registry,omitempty"`
+	// JSInstallTimeout bounds a JavaScript worker's autoInstall at upload, e.g. "2m".
+	JSInstallTimeout string `json:"js_install_timeout,omitempty"`
 	// WorkerMaxHeaderSize caps the answer headers the runtime reads from a worker, in bytes.
 	WorkerMaxHeaderSize int64 `json:"worker_max_header_size,omitempty"`
 	// WorkersDomain gives each worker a host of its own under it: <name>.<domain> and
@@ -219,6 +224,8 @@ type Settings struct {
 	WasmMemoryBudget    int64
 	WasmMaxModuleSize   int64
 	JSEngines           JSEngines
+	JSRegistry          string
+	JSInstallTimeout    time.Duration
 	WorkerMaxHeaderSize int64
 	WorkersDomain       hosts.Domain // Name "" when unset
 	DomainResolvers     []string     // host:port; none for the system's resolver
@@ -316,6 +323,8 @@ var Definitions = []Definition{
 	{"wasm_memory_budget", "RUNTIME_WASM_MEMORY_BUDGET", "1GiB", Process},
 	{"wasm_max_module_size", "RUNTIME_WASM_MAX_MODULE_SIZE", "64MiB", Process},
 	{"js_runtime", "RUNTIME_JS_RUNTIME", "", Process},
+	{"js_registry", "RUNTIME_JS_REGISTRY", DefaultJSRegistry, Process},
+	{"js_install_timeout", "RUNTIME_JS_INSTALL_TIMEOUT", "2m", Process},
 	{"worker_max_header_size", "RUNTIME_WORKER_MAX_HEADER_SIZE", "1MiB", Process},
 	{"workers_domain", "RUNTIME_WORKERS_DOMAIN", "", Process},
 	{"domain_resolvers", "RUNTIME_DOMAIN_RESOLVERS", "", Process},

@@ -181,6 +181,8 @@ func isolationDefaults(s *Settings, wd string) {
 	s.PluginHandlers = []string{"file_server", "static_response", "headers", "rewrite", "vars", "encode"}
 	s.WasmWorkers = Namespaces{All: true}
 	s.JSEngines = JSEngines{Paths: map[string]string{}} // no PATH in these tests: no engine
+	s.JSRegistry = DefaultJSRegistry
+	s.JSInstallTimeout = 2 * time.Minute
 	s.WasmMemory = 128 << 20
 	s.WasmCompiledMemory = 256 << 20
 	s.WasmCacheSize = 1 << 30

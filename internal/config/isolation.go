@@ -186,6 +186,13 @@ func (r resolver) isolation(v AppValues, s *Settings) error {
 	if s.JSEngines, err = r.jsEngines(v); err != nil {
 		return err
 	}
+	if s.JSRegistry, err = r.jsRegistry(v.JSRegistry); err != nil {
+		return err
+	}
+	timeout, fromEnv := r.pick("js_install_timeout", v.JSInstallTimeout)
+	if s.JSInstallTimeout, err = ParseJSInstallTimeout(timeout); err != nil {
+		return r.fail("js_install_timeout", fromEnv, timeout, err)
+	}
 	if s.WorkerMaxHeaderSize, err = r.size("worker_max_header_size", v.WorkerMaxHeaderSize); err != nil {
 		return err
 	}
@@ -306,7 +313,7 @@ func (v *SiteValues) ListFields() []*[]string { return []*[]string{&v.Serve} }
 // StringFields are the written process-wide string settings.
 func (v *AppValues) StringFields() []*string {
 	return []*string{&v.StateDir, &v.RootKey, &v.SecretsKey, &v.SecretsKeyOld, &v.SessionTTL, &v.AuditRetention, &v.RetireDelay, &v.SplitHeader, &v.KeyStore, &v.SyncURL, &v.SyncToken, &v.SyncInterval,
-		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerNetwork, &v.WorkerCPU, &v.WorkersDomain}
+		&v.WorkerUser, &v.WorkerGroup, &v.ScratchDir, &v.WorkerNetwork, &v.WorkerCPU, &v.WorkersDomain, &v.JSRegistry, &v.JSInstallTimeout}
 }
 
 // ListFields are the written process-wide list settings.

@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // JSEngineNames are the JavaScript engines the runtime knows, in the order js_runtime's
@@ -131,4 +133,38 @@ func realBinary(path string) (string, error) {
 		return "", fmt.Errorf("%s is not an executable file", real)
 	}
 	return real, nil
+}
+
+// MaxJSInstallTimeout bounds js_install_timeout: an upload waits for the install.
+const MaxJSInstallTimeout = 30 * time.Minute
+
+// ParseJSInstallTimeout parses js_install_timeout: a Go duration from 1s to 30m.
+func ParseJSInstallTimeout(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("want a duration such as 2m or 90s")
+	case d < time.Second:
+		return 0, fmt.Errorf("too short; the shortest is 1s")
+	case d > MaxJSInstallTimeout:
+		return 0, fmt.Errorf("too long; the longest is 30m (an upload waits for the install)")
+	}
+	return d, nil
+}
+
+// DefaultJSRegistry is js_registry unset: npm's registry, which Bun, Deno and npm use by
+// default.
+const DefaultJSRegistry = "https://registry.npmjs.org/"
+
+// jsRegistry resolves js_registry: the http or https URL of an npm registry, ending in a slash.
+func (r resolver) jsRegistry(written string) (string, error) {
+	raw, fromEnv := r.pick("js_registry", written)
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", r.fail("js_registry", fromEnv, raw, fmt.Errorf("write the http or https URL of an npm registry, such as https://registry.npmjs.org/, without credentials"))
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+	}
+	return u.String(), nil
 }

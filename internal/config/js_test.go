@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestJSRuntime: js_runtime names an engine on PATH or the absolute path of one's binary; unset,
@@ -51,5 +52,38 @@ func TestJSRuntime(t *testing.T) {
 	}
 	if _, _, ok := s.JSEngines.Path("bun"); ok {
 		t.Error("runtime: bun found with no bun")
+	}
+}
+
+// TestJSInstallSettings: js_registry is the http(s) URL of a registry, given a final slash,
+// npm's (every engine's default) unset; js_install_timeout is a duration from 1s to 30m, 2m unset.
+func TestJSInstallSettings(t *testing.T) {
+	for _, tt := range []struct {
+		registry, timeout, env string
+		wantRegistry           string
+		wantTimeout            time.Duration
+		says                   string
+	}{
+		{"", "", "", DefaultJSRegistry, 2 * time.Minute, ""},
+		{"https://registry.npmjs.org", "90s", "", "https://registry.npmjs.org/", 90 * time.Second, ""},
+		{"http://127.0.0.1:4873/npm", "", "", "http://127.0.0.1:4873/npm/", 2 * time.Minute, ""},
+		{"", "", "http://mirror.internal/", "http://mirror.internal/", 2 * time.Minute, ""},
+		{"registry.npmjs.org", "", "", "", 0, "invalid js_registry"},
+		{"https://user:pass@registry.npmjs.org/", "", "", "", 0, "without credentials"},
+		{"ftp://registry.npmjs.org/", "", "", "", 0, "the http or https URL"},
+		{"", "500ms", "", "", 0, "invalid js_install_timeout \"500ms\": too short"},
+		{"", "1h", "", "", 0, "too long"},
+		{"", "two minutes", "", "", 0, "want a duration"},
+	} {
+		s, err := ResolveApp(AppValues{JSRegistry: tt.registry, JSInstallTimeout: tt.timeout}, envMap(map[string]string{"RUNTIME_JS_REGISTRY": tt.env}))
+		if tt.says != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("js_registry %q, js_install_timeout %q: %v; want an error saying %q", tt.registry, tt.timeout, err, tt.says)
+			}
+			continue
+		}
+		if err != nil || s.JSRegistry != tt.wantRegistry || s.JSInstallTimeout != tt.wantTimeout {
+			t.Errorf("js_registry %q, js_install_timeout %q: %q, %v, %v; want %q, %v", tt.registry, tt.timeout, s.JSRegistry, s.JSInstallTimeout, err, tt.wantRegistry, tt.wantTimeout)
+		}
 	}
 }

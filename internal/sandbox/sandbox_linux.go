@@ -266,8 +266,10 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		}
 		rules = append(rules, Rule{Path: spec.Scratch, Access: llExec | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
 		if spec.Data != "" {
-			// Read and write, never execute: no program runs out of a database folder.
-			rules = append(rules, Rule{Path: spec.Data, Access: llRead | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE})
+			// Read and write, never execute: no program runs out of a database folder. Files
+			// may move and be linked within it (refer): an autoInstall links its cache into
+			// node_modules there, and Landlock refuses that with EXDEV otherwise.
+			rules = append(rules, Rule{Path: spec.Data, Access: llRead | llWrite | unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_REFER})
 		}
 		l.Landlock = landlockRuleset(s.abi, rules)
 	}

@@ -97,9 +97,10 @@ func firstLine(s string) string {
 }
 
 // withDotEnv merges the variables of the version's .env over the manifest's env, for a code
-// worker (a process or WebAssembly one); a static worker runs nothing, its .env is inert.
+// worker (a process, JavaScript or WebAssembly one); a static worker runs nothing, its .env is
+// inert.
 func (m *Manifest) withDotEnv(root *os.Root) error {
-	if k := m.Kind(); k != Process && k != Wasm {
+	if !m.Kind().Code() {
 		return nil
 	}
 	vars, err := ReadDotEnv(root)

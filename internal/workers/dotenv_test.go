@@ -51,9 +51,10 @@ func TestReadVersionMergesDotEnv(t *testing.T) {
 	root, _ := os.OpenRoot(dir)
 	defer root.Close()
 	for kind, want := range map[string]map[string]string{
-		"command: [/bin/true]\n":            {"SHARED": "from-dotenv", "ONLY": "dotenv", "KEPT": "env"},
-		"runtime: wasm\nmodule: app.wasm\n": {"SHARED": "from-dotenv", "ONLY": "dotenv", "KEPT": "env"},
-		"entrypoint: index.html\n":          {"SHARED": "from-env", "KEPT": "env"},
+		"command: [/bin/true]\n":               {"SHARED": "from-dotenv", "ONLY": "dotenv", "KEPT": "env"},
+		"runtime: wasm\nmodule: app.wasm\n":    {"SHARED": "from-dotenv", "ONLY": "dotenv", "KEPT": "env"},
+		"runtime: bun\nentrypoint: index.js\n": {"SHARED": "from-dotenv", "ONLY": "dotenv", "KEPT": "env"},
+		"entrypoint: index.html\n":             {"SHARED": "from-env", "KEPT": "env"},
 	} {
 		m, err := ReadVersion(manifestOnly(t, "name: a\n"+kind+"env: {SHARED: from-env, KEPT: env}\n"), root)
 		if err != nil || !maps.Equal(m.Env, want) {

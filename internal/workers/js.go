@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/evanw/esbuild/pkg/api"
 
@@ -43,6 +44,11 @@ type JSHost struct {
 	// alone); a worker may read the loaders and its own transpiled modules there, by one
 	// Landlock rule each, and nothing else of it.
 	Dir string
+	// Registry is the npm registry autoInstall reaches, alone (js_registry); "" (tests) leaves
+	// each engine its default, reached as the worker reaches the network.
+	Registry string
+	// InstallTimeout bounds an autoInstall (js_install_timeout); 0 is DefaultJSInstallTimeout.
+	InstallTimeout time.Duration
 
 	once    sync.Once
 	loaders string // the folder the loaders are in
@@ -149,7 +155,9 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 	loader := filepath.Join(loaders, engine+".mjs")
 	switch engine {
 	case RuntimeBun:
-		s.argv = []string{binary}
+		// The runtime merges the version's .env itself, checked at upload; Bun's own loading
+		// (.env, .env.local, .env.production, …) would add what no check saw, on one engine.
+		s.argv = []string{binary, "--no-env-file"}
 		if m.LowMemory {
 			s.argv = append(s.argv, "--smol")
 		}
@@ -157,7 +165,13 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 		s.scratch["BUN_INSTALL_CACHE_DIR"] = "bun-install"
 		s.scratch["BUN_RUNTIME_TRANSPILER_CACHE_PATH"] = "bun-transpiler"
 	case RuntimeDeno:
-		s.argv = []string{binary, "run", "--allow-all", "--no-prompt", loader, entry}
+		s.argv = []string{binary, "run", "--allow-all", "--no-prompt"}
+		// Deno resolves a package.json's dependencies from node_modules (autoInstall's, or
+		// shipped) only when told to; else it looks for them in its own cache.
+		if info, err := os.Stat(filepath.Join(dir, "node_modules")); err == nil && info.IsDir() {
+			s.argv = append(s.argv, "--node-modules-dir=manual")
+		}
+		s.argv = append(s.argv, loader, entry)
 		s.scratch["DENO_DIR"] = "deno"
 		s.env["DENO_NO_UPDATE_CHECK"] = "1"
 	default: // RuntimeNode

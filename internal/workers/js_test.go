@@ -3,6 +3,7 @@ package workers
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,7 +116,7 @@ func TestJSStart(t *testing.T) {
 		Paths: map[string]string{"bun": "/opt/bun/bin/bun", "deno": "/opt/deno/deno", "node": "/usr/bin/node"}}}
 	m := Manifest{Entrypoint: "index.ts", LowMemory: true}
 	for runtime, want := range map[string]string{
-		"":     "/opt/bun/bin/bun --smol LOADERS/bun.mjs APP/index.ts",
+		"":     "/opt/bun/bin/bun --no-env-file --smol LOADERS/bun.mjs APP/index.ts",
 		"deno": "/opt/deno/deno run --allow-all --no-prompt LOADERS/deno.mjs APP/index.ts",
 		"node": "/usr/bin/node LOADERS/node.mjs APP/index.ts TRANSPILED",
 	} {
@@ -135,6 +136,13 @@ func TestJSStart(t *testing.T) {
 		if want := map[string]string{"": "/opt/bun/bin", "deno": "/opt/deno", "node": "/usr/bin"}[runtime]; s.reads[0] != want || s.reads[1] != h.loaders {
 			t.Errorf("runtime %q reads %v, want %s and the loaders", runtime, s.reads, want)
 		}
+	}
+	// With node_modules (autoInstall's, or shipped) Deno resolves package.json's dependencies there.
+	installed := t.TempDir()
+	os.Mkdir(filepath.Join(installed, "node_modules"), 0o755)
+	m.Runtime = "deno"
+	if s, err := h.start(installed, m); err != nil || !slices.Contains(s.argv, "--node-modules-dir=manual") {
+		t.Errorf("deno with node_modules runs %v (%v), want --node-modules-dir=manual", s.argv, err)
 	}
 	info, err := os.Stat(filepath.Join(h.loaders, "bun.mjs"))
 	if err != nil || info.Mode().Perm() != 0o444 || !strings.HasPrefix(filepath.Base(h.loaders), "loader-") {

@@ -63,6 +63,10 @@ func (k Kind) String() string {
 // process worker or a JavaScript worker.
 func (k Kind) Runs() bool { return k == Process || k == JS }
 
+// Code reports whether versions of the kind run code (a process, a JavaScript module or a
+// WebAssembly module), which the code-worker keys (.env, envPrefix) apply to.
+func (k Kind) Code() bool { return k.Runs() || k == Wasm }
+
 // Defaults of the manifest keys of process workers.
 const (
 	DefaultTimeout      = 30 * time.Second
@@ -107,6 +111,9 @@ type Manifest struct {
 	// LowMemory runs a JavaScript worker on Bun with its smaller heap (bun --smol); the other
 	// engines have no such mode and ignore it.
 	LowMemory bool `yaml:"lowMemory"`
+	// AutoInstall runs a JavaScript worker's engine's frozen, script-less install of its
+	// package.json and lock file once at upload, sandboxed (see JSHost.Install).
+	AutoInstall bool `yaml:"autoInstall"`
 }
 
 // RuntimeWasm is the manifest's runtime of WebAssembly workers.

@@ -32,7 +32,12 @@ func CheckProgram(md packages.Metadata, tree *os.Root, maxModule int64) error {
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
 	}
-	if k := m.Kind(); k == Process || k == Wasm {
+	// Refused at upload only: a version on disk that says so is read as it is, the key ignored.
+	if m.AutoInstall && m.Kind() != JS {
+		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: fmt.Sprintf(
+			"autoInstall: true installs a JavaScript worker's dependencies: a %s worker has none to install; remove the key", m.Kind())}
+	}
+	if m.Kind().Code() {
 		vars, err := ReadDotEnv(tree)
 		if err == nil {
 			err = checkNames(DotEnvFile, vars)

@@ -56,6 +56,7 @@ func TestCheckProgram(t *testing.T) {
 		{"entrypoint a folder", "name: x\nentrypoint: bin\n", CodeInvalidEntrypoint, "entrypoint bin is not a file in the archive but a folder"},
 		{"entrypoint outside", "name: x\nentrypoint: ../other/server\n", CodeInvalidEntrypoint, "outside the worker's folder"},
 		{"command ./server present", "name: x\ncommand: [./server, --flag]\n", "", ""},
+		{"autoInstall on a process worker", "name: x\ncommand: [./server]\nautoInstall: true\n", packages.CodeInvalidManifest, "a process worker has none to install"},
 		{"command bin/app present", "name: x\ncommand: [bin/app]\n", "", ""},
 		{"command ./missing", "name: x\ncommand: [./missing]\n", CodeInvalidEntrypoint, "command ./missing is not in the archive"},
 		{"command bin/missing", "name: x\ncommand: [bin/missing, a]\n", CodeInvalidEntrypoint, "command bin/missing is not in the archive"},

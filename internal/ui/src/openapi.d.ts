@@ -1618,6 +1618,8 @@ export interface components {
             change?: number;
             /** @description regular files unpacked */
             files: number;
+            /** @description a JavaScript worker with autoInstall: true: the output of its engine's install (bun install --frozen-lockfile --ignore-scripts, deno install --frozen, npm ci --ignore-scripts), its last 16 KiB; absent otherwise */
+            install?: string;
             /** @description absolute install folder */
             installedAt: string;
             name: string;
@@ -7046,7 +7048,7 @@ export interface operations {
                     "application/json": components["schemas"]["Envelope"];
                 };
             };
-            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; when there is none fit to (a first version, or every other failed its check too), the failed version is served all the same and the worker's state is failing. The message says which, gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. */
+            /** @description HEALTHCHECK_FAILED: the version is installed (enabled) but not activated: a process worker's new version must answer its manifest's healthcheck (GET path, 2xx, asked every 0.5 s until healthcheck.timeout) or, without one, listen on PORT within startTimeout. The version served before goes on serving; when there is none fit to (a first version, or every other failed its check too), the failed version is served all the same and the worker's state is failing. The message says which, gives the reason and the worker's last output lines, and the worker record lists the version in failedVersions. In a cluster this answers for this instance; each instance checks for itself. Or INSTALL_FAILED: a JavaScript worker's autoInstall (its engine's frozen, script-less install of package.json and its lock file, sandboxed, within js_install_timeout) failed; nothing is installed, and the message ends with the engine's output. */
             422: {
                 headers: {
                     /** @description correlation id of the request */
