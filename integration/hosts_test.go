@@ -335,5 +335,16 @@ func TestClusterHosts(t *testing.T) {
 	if resp := b.Do("DELETE", b.API+"/workers/_/shop/domains/"+domain, harness.WithKey(rootKey)); resp.Status != 200 {
 		t.Fatalf("DELETE domain on B = %s", resp)
 	}
-	g.Each(t, converge, servedAt(domain, 404, ""))
+	// Detached, the domain is only a host of the site serving everything: its / says where the
+	// cpanel and the API are, and the shop is not served there.
+	g.Each(t, converge, func(s *harness.Server) error {
+		resp, err := s.Send("GET", "/", onHost(domain))
+		if err != nil {
+			return err
+		}
+		if string(resp.Body) == "the shop" || !strings.HasPrefix(string(resp.Body), "This is a runtime") {
+			return fmt.Errorf("GET http://%s/ after the detach = %s, want the runtime's index, not the shop", domain, resp)
+		}
+		return nil
+	})
 }

@@ -68,7 +68,11 @@ func TestSplitOrigins(t *testing.T) {
 	if resp := s.Get("/cpanel/"); resp.Status != 200 || !strings.Contains(body(resp), `<base href="/cpanel/" />`) {
 		t.Errorf("the API host's /cpanel/ = %s", resp)
 	}
-	for _, path := range []string{"/site/", "/greet/", "/"} {
+	// / of the API's host says where everything is, the workers' origin included.
+	if resp := s.Get("/"); resp.Status != 200 || !strings.Contains(body(resp), "workers: "+workersURL) {
+		t.Errorf("the API host's / = %s, want 200 naming %s", resp, workersURL)
+	}
+	for _, path := range []string{"/site/", "/greet/"} {
 		resp := s.Get(path)
 		if resp.Status != 404 || resp.ErrorCode() != "NOT_FOUND" || !strings.Contains(body(resp), "served at "+workersURL) {
 			t.Errorf("the API host's %s = %s, want 404 naming %s", path, resp, workersURL)

@@ -97,9 +97,13 @@ func TestServingRules(t *testing.T) {
 	if resp := s.Get("/fresh/"); resp.Status != 404 || resp.ErrorCode() != "WORKER_NOT_FOUND" {
 		t.Fatalf("deleted worker = %s", resp)
 	}
-	// Unknown names, reserved segments and bare paths answer with the envelope.
+	// Unknown names, reserved segments and bare paths answer with the envelope; / of this host,
+	// which serves everything and where no worker answers it, says where the cpanel and the API are.
+	if resp := s.Get("/"); resp.Status != 200 || !strings.Contains(string(resp.Body), "This is a runtime") {
+		t.Errorf("GET / = %s, want 200 saying where the cpanel and the API are", resp)
+	}
 	for path, code := range map[string]string{
-		"/ghost/": "WORKER_NOT_FOUND", "/": "NOT_FOUND", "/cpanel/assets/none.js": "NOT_FOUND", "/.well-known/other": "NOT_FOUND",
+		"/ghost/": "WORKER_NOT_FOUND", "/cpanel/assets/none.js": "NOT_FOUND", "/.well-known/other": "NOT_FOUND",
 	} {
 		if resp := s.Get(path); resp.Status != 404 || resp.ErrorCode() != code || resp.Header.Get("X-Request-Id") == "" {
 			t.Errorf("GET %s = %s, want 404 %s", path, resp, code)

@@ -468,6 +468,13 @@ func TestNamespaceRestrictedUnits(t *testing.T) {
 		"plugins/@other/p/manifest.yaml":      "name: '@other/p'\n",
 		"plugins/plain/manifest.yaml":         "name: plain\n",
 	})
+	// Files put on disk by hand are picked up by the catalogs' watchers, shortly.
+	harness.EventuallyNil(t, 10*time.Second, func() error {
+		if n, m := len(workers(t, s, rootKey)), len(plugins(t, s, rootKey)); n != 3 || m != 3 {
+			return fmt.Errorf("%d workers and %d plugins listed, want 3 and 3", n, m)
+		}
+		return nil
+	})
 	w := workers(t, s, team.Secret)
 	if len(w) != 1 || w["@team/app"].Name == "" {
 		t.Fatalf("restricted worker listing = %v", w)

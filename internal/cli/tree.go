@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agnivade/levenshtein"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 )
@@ -68,21 +69,37 @@ func withSubcommands(c caddycmd.Command, subs []caddycmd.Command) caddycmd.Comma
 }
 
 // DidYouMean says which of names typed is likely a typo of, as cobra suggests subcommands
-// (a Levenshtein distance of 2 at most, 1 for a word of four letters or fewer, where two
-// edits make another word: "frob" is not "cron"; or a prefix): "did you mean deploy?", or ""
-// when none is close. A mistyped command is answered with what was meant, not the whole list.
+// (a Levenshtein distance of 2 at most, or a prefix): "did you mean deploy?", or "" when none
+// is close. A word of four letters or fewer may differ by one edit or two swapped letters
+// only ("lsit" is list), since two edits make another word of it ("frob" is not cron). A
+// mistyped command is answered with what was meant, not with the whole list.
 func DidYouMean(typed string, names []string) string {
-	distance := 2
-	if len([]rune(typed)) <= 4 {
-		distance = 1
-	}
-	root := &cobra.Command{Use: "runtime", SuggestionsMinimumDistance: distance}
+	root := &cobra.Command{Use: "runtime", SuggestionsMinimumDistance: 2}
 	for _, n := range names {
 		root.AddCommand(&cobra.Command{Use: n, Run: func(*cobra.Command, []string) {}})
 	}
 	meant := root.SuggestionsFor(typed)
+	if len([]rune(typed)) <= 4 {
+		meant = slices.DeleteFunc(meant, func(name string) bool {
+			return !strings.HasPrefix(name, typed) && levenshtein.ComputeDistance(typed, name) > 1 && !swapped(typed, name)
+		})
+	}
 	if len(meant) == 0 {
 		return ""
 	}
 	return "did you mean " + strings.Join(meant, " or ") + "?"
+}
+
+// swapped reports whether a is b with two neighbouring letters swapped.
+func swapped(a, b string) bool {
+	x, y := []rune(a), []rune(b)
+	if len(x) != len(y) {
+		return false
+	}
+	for i := 0; i+1 < len(x); i++ {
+		if x[i] != y[i] {
+			return x[i] == y[i+1] && x[i+1] == y[i] && string(x[i+2:]) == string(y[i+2:])
+		}
+	}
+	return false
 }

@@ -76,7 +76,7 @@ func TestTreeRefusesAnOrphan(t *testing.T) {
 }
 
 func TestDidYouMean(t *testing.T) {
-	names := []string{"cron", "deploy", "domains", "login", "logout", "rollback", "rollout", "workers"}
+	names := []string{"cron", "deploy", "list", "domains", "login", "logout", "rollback", "rollout", "workers"}
 	for _, tt := range []struct{ typed, want string }{
 		{"deplyo", "did you mean deploy?"},
 		{"wokrers", "did you mean workers?"},
@@ -84,6 +84,9 @@ func TestDidYouMean(t *testing.T) {
 		{"frobnicate", ""},
 		{"frob", ""}, // two edits from cron: too far for a word this short
 		{"crn", "did you mean cron?"},
+		{"lgoin", "did you mean login?"},
+		{"lgin", "did you mean login?"},
+		{"lsit", "did you mean list?"},
 	} {
 		if got := DidYouMean(tt.typed, names); got != tt.want {
 			t.Errorf("DidYouMean(%q) = %q, want %q", tt.typed, got, tt.want)
