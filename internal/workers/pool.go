@@ -605,7 +605,9 @@ func (pr *proc) start() {
 	pr.logger.Info("worker started", zap.Int("pid", pr.cmd.Pid()), zap.String("addr", pr.addr))
 	if pr.network == "unix" {
 		go pr.watchAccept()
+		return
 	}
+	pr.cmd.Serving()
 }
 
 func freePort() (int, error) {
@@ -911,6 +913,7 @@ func (pr *proc) watchAccept() {
 		}
 	}
 	pr.accepted.Store(true)
+	pr.cmd.Serving()
 }
 
 // failLate records why a process that was taking requests never served, and stops it.
