@@ -394,8 +394,8 @@ func (s *Sandbox) cloneflags() uintptr {
 // starting one (the runtime's binary, executed twice) takes the CPU the worker that took it
 // needs for its own start, which its first request waits for (bench's BenchmarkJSColdStart:
 // started at once, it made a Bun worker's median cold start on two busy cores about 10 ms
-// slower). A worker that serves sooner says so (Process.Serving), and the replacement starts
-// then: with a fixed delay alone, back-to-back cold starts (ttl: 0) found no spare ready for
+// slower). The pool says when the worker has answered its first request (Process.Serving),
+// and the replacement starts then if that is sooner: with a fixed delay alone, back-to-back cold starts (ttl: 0) found no spare ready for
 // every other one, and waited for a launcher's start besides their own.
 var spareDelay = 100 * time.Millisecond
 
@@ -670,9 +670,9 @@ func (s *Sandbox) prepareScratch(dir string) error {
 // Pid is the launcher's process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
-// Serving tells the sandbox that the worker has started: its start needs the CPU no more, so
-// the spare launcher for the next worker starts now rather than spareDelay after this one
-// took its own. Calling it again, or for a worker that has exited, costs nothing.
+// Serving tells the sandbox that the worker serves (the pool calls it once its first answer is
+// out): its start needs the CPU no more, so the spare launcher for the next worker starts now
+// rather than spareDelay after this one took its own. Calling it again, or for a worker that has exited, costs nothing.
 func (p *Process) Serving() {
 	if p.refill != nil {
 		p.refill()
