@@ -240,6 +240,7 @@ type Process struct {
 	outputs []*os.File
 	copying sync.WaitGroup
 	exited  atomic.Bool // Wait saw the launcher exit
+	refill  func()      // starts the spare for the next worker (Serving)
 }
 
 // Start starts the worker of spec under a launcher; its output goes to stdout and stderr.
@@ -302,7 +303,7 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		sp.discard()
 		return nil, err
 	}
-	proc := &Process{group: g, cgroup: cgroupID(g.v2), scratch: spec.Scratch, unwatch: func() {}}
+	proc := &Process{group: g, cgroup: cgroupID(g.v2), scratch: spec.Scratch, unwatch: func() {}, refill: s.refill}
 	fail := func(err error) (*Process, error) {
 		sp.discard()
 		proc.release()
@@ -391,14 +392,18 @@ func (s *Sandbox) cloneflags() uintptr {
 	return flags
 }
 
-// spareDelay is how long after a spare is taken its replacement is started: starting one
-// (the runtime's binary, executed twice) takes the CPU the worker that took it needs for its
-// own start, which its first request waits for (bench's BenchmarkJSColdStart: started at
-// once, it made a Bun worker's median cold start on two busy cores about 10 ms slower).
-const spareDelay = 100 * time.Millisecond
+// spareDelay is how long after a spare is taken its replacement is started at the latest:
+// starting one (the runtime's binary, executed twice) takes the CPU the worker that took it
+// needs for its own start, which its first request waits for (bench's BenchmarkJSColdStart:
+// started at once, it made a Bun worker's median cold start on two busy cores about 10 ms
+// slower). The pool says when the worker has answered its first request (Process.Serving),
+// and the replacement starts then if that is sooner: with a fixed delay alone, back-to-back cold starts (ttl: 0) found no spare ready for
+// every other one, and waited for a launcher's start besides their own.
+var spareDelay = 100 * time.Millisecond
 
 // take returns the spare launcher, or starts one now if none is ready, and has another one
-// started for the next worker, once this one has had spareDelay for its start.
+// started for the next worker once this one serves (Process.Serving), or has had spareDelay
+// for its start.
 func (s *Sandbox) take() (*spare, error) {
 	flags := s.cloneflags()
 	s.mu.Lock()
@@ -666,6 +671,15 @@ func (s *Sandbox) prepareScratch(dir string) error {
 
 // Pid is the launcher's process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Serving tells the sandbox that the worker serves (the pool calls it once its first answer is
+// out): its start needs the CPU no more, so the spare launcher for the next worker starts now
+// rather than spareDelay after this one took its own. Calling it again, or for a worker that has exited, costs nothing.
+func (p *Process) Serving() {
+	if p.refill != nil {
+		p.refill()
+	}
+}
 
 // State describes how the worker exited, once Wait has returned.
 func (p *Process) State() string { return p.cmd.ProcessState.String() }

@@ -401,6 +401,34 @@ func TestSpareLauncher(t *testing.T) {
 	}
 }
 
+// TestSpareAfterServing: once a worker that took the spare launcher serves (Serving), the
+// next worker's spare is started, without waiting for spareDelay (an hour here), so
+// back-to-back cold starts each find one ready.
+func TestSpareAfterServing(t *testing.T) {
+	defer func(d time.Duration) { spareDelay = d }(spareDelay)
+	spareDelay = time.Hour
+	sb := newSandbox(t)
+	root := t.TempDir()
+	scratch := filepath.Join(root, "scratch")
+	var out, errOut testkit.Buffer
+	p, err := sb.Start(Spec{Argv: []string{"/bin/sleep", "30"}, Dir: root, Env: []string{"TMPDIR=" + scratch}, Scratch: scratch}, &out, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		p.Kill()
+		_ = p.Wait()
+	}()
+	sb.mu.Lock()
+	early := sb.spare != nil || sb.refilling
+	sb.mu.Unlock()
+	if early {
+		t.Fatal("a spare was started before the worker served, with spareDelay an hour")
+	}
+	p.Serving()
+	readySpare(t, sb)
+}
+
 // readySpare waits for the sandbox's spare launcher.
 func readySpare(t *testing.T, sb *Sandbox) *spare {
 	var sp *spare

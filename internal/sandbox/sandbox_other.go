@@ -131,6 +131,9 @@ func (p *Process) Socket() string { return "" }
 // Pending is false: there is no listener to watch.
 func (p *Process) Pending() bool { return false }
 
+// Serving does nothing here: no launcher is started ahead of need.
+func (p *Process) Serving() {}
+
 // Terminate asks the worker to stop.
 func (p *Process) Terminate() { terminate(p.cmd) }
 

@@ -445,7 +445,13 @@ func (p *Pool) newProc(name, version, dir string, m Manifest) *proc {
 // reaches it takes the process out of the pool (the lock is taken then only).
 func (p *Pool) release(pr *proc, served bool) {
 	if served {
-		if n, max := pr.served.Add(1), int64(pr.m.MaxRequests); max > 0 && n == max {
+		n, max := pr.served.Add(1), int64(pr.m.MaxRequests)
+		if n == 1 {
+			// Its first answer is out: the spare launcher for the next worker may start now,
+			// taking the CPU from no first byte (see sandbox's spareDelay).
+			pr.cmd.Serving()
+		}
+		if max > 0 && n == max {
 			p.mu.Lock()
 			recycle := !pr.retiring.Load()
 			if recycle {

@@ -182,7 +182,8 @@ var checks = []check{
 		what: "the first request to a process worker whose process is not running (`listen: socket`: it is handed its " +
 			"listener as descriptor 3), with every sandbox layer the machine has on (the benchmark runs as root: cgroups, " +
 			"Landlock, seccomp, a scratch tmpfs, and `worker_network isolated`; not `worker_user`): start, proxying, until " +
-			"the answer's first byte; disabling and enabling the version between requests, which stops the process, is not timed.",
+			"the answer's first byte; the worker has `ttl: 0`, so each request starts its process, and the benchmark waits, untimed, " +
+			"until the last one has exited.",
 	},
 	{
 		title: "process worker cold start to first byte, p90 (ms)", a: "BenchmarkColdStart", metric: "p90-ms", info: true,
