@@ -29,6 +29,7 @@ test:
 	@start=$$(date +%s); status=0; \
 	$(MAKE) --no-print-directory deps ui-check vet unit fuzz integration xcaddy || status=$$?; \
 	execs=$$(grep -o 'execs: [0-9]*' bin/fuzz.log 2>/dev/null | tail -n 1 | cut -d' ' -f2); \
+	[ -s bin/lighthouse-scores.txt ] && sed 's/^/lighthouse: /' bin/lighthouse-scores.txt; \
 	echo "make test: $$([ $$status = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s; fuzz: $${execs:-no} executions"; \
 	exit $$status
 
@@ -124,7 +125,8 @@ fuzz:
 ## there are cores (4 on 2 cores: 43 s serial, 30 s at -parallel 2, 25 s at 4)
 INTEGRATION_PARALLEL ?= 4
 integration: build
-	RUNTIME_BINARY=$(CURDIR)/$(BIN) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) VERSITYGW=$(VERSITYGW) BUN=$(BUN) DENO=$(DENO) LIGHTHOUSE=$(LIGHTHOUSE) go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
+	@rm -f bin/lighthouse-scores.txt
+	RUNTIME_BINARY=$(CURDIR)/$(BIN) CHROMIUM=$(CHROMIUM) SQLD=$(SQLD) VERSITYGW=$(VERSITYGW) BUN=$(BUN) DENO=$(DENO) LIGHTHOUSE=$(LIGHTHOUSE) LIGHTHOUSE_SCORES=$(CURDIR)/bin/lighthouse-scores.txt go test -count=1 -parallel $(INTEGRATION_PARALLEL) ./integration/...
 
 ## screenshots: write the cpanel's screenshots of docs/cpanel.md, every section at 1280 and 375
 ## px, into docs/screenshots (TestCPanelSections)

@@ -89,9 +89,17 @@ func lighthouseRun(t *testing.T, lighthouse, browser, url, name string, run int,
 		return -1
 	}
 	cls := r.Audits["cumulative-layout-shift"].NumericValue
-	t.Logf("%s (run %d): performance %.0f, accessibility %.0f, best practices %.0f, CLS %.3f, LCP %s, TBT %s", name, run,
+	line := fmt.Sprintf("%s (run %d): performance %.0f, accessibility %.0f, best practices %.0f, CLS %.3f, LCP %s, TBT %s", name, run,
 		score("performance"), score("accessibility"), score("best-practices"), cls,
 		r.Audits["largest-contentful-paint"].DisplayValue, r.Audits["total-blocking-time"].DisplayValue)
+	t.Log(line)
+	// go test shows a passing test's log only with -v: make test prints the scores from here.
+	if path := os.Getenv("LIGHTHOUSE_SCORES"); path != "" {
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
+	}
 	var problems []string
 	for _, want := range []struct {
 		category string
