@@ -89,7 +89,7 @@ func BenchmarkDatabase(b *testing.B) {
 	token := testkit.SignJWT(key)
 	s := harness.Start(b, harness.Config{Global: accessLog, Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "PRIMARY_TOKEN": token},
 		App: fmt.Sprintf("key_store sync {\n\t\t\turl http://localhost:%d\n\t\t\ttoken {env.PRIMARY_TOKEN}\n\t\t\tadmin_url http://127.0.0.1:%d\n\t\t}", primary.Port, admin)})
-	archive := testkit.TarGz(b, testkit.File{Name: "manifest.yaml", Body: "name: db\nversion: 1.0.0\ncommand: [/usr/bin/python3, server.py]\ndatabase: true\n"},
+	archive := testkit.TarGz(b, testkit.File{Name: "manifest.yaml", Body: "name: db\nversion: 1.0.0\ncommand: [/usr/bin/python3, server.py]\ndatabase: true\nttl: 1h\n"},
 		testkit.File{Name: "server.py", Body: envWorker})
 	if resp := s.Upload(s.API+"/workers/upload", "db.tgz", archive, harness.WithKey(rootKey)); resp.Status != http.StatusOK {
 		b.Fatalf("upload = %s", resp)
