@@ -40,10 +40,13 @@ type Sandbox struct {
 	sockets   string // the folder of the workers' listeners
 	isolated  bool   // each worker has a network namespace of its own
 	noTmpfs   error  // why workers get no tmpfs scratch folder; nil when they do
+	// niceSpares: spare launchers start at spareNice, and are given the workers' priority
+	// back when taken (the runtime has CAP_SYS_NICE); without it they keep the runtime's.
+	niceSpares bool
 
 	mu        sync.Mutex
-	spare     *spare // a launcher ready for the next worker, or nil
-	refilling bool   // a spare is being started
+	spares    []*spare // launchers ready for the next workers, the oldest first
+	refilling bool     // a spare is being started
 	refills   sync.WaitGroup
 	closed    bool
 }
@@ -79,7 +82,19 @@ func New(opts Options) (*Sandbox, error) {
 	s.cg = newCgroups(s.parent)
 	s.noTmpfs = probeTmpfs()
 	s.layers = s.probe()
+	s.niceSpares = canRaisePriority()
 	return s, nil
+}
+
+// canRaisePriority reports whether the runtime may lower a process's nice value
+// (CAP_SYS_NICE), which it does when a spare launcher becomes a worker.
+func canRaisePriority() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_NICE/32].Effective&(1<<(unix.CAP_SYS_NICE%32)) != 0
 }
 
 func lookupCredential(name, group string) (*launch.Cred, error) {
@@ -201,10 +216,10 @@ func (s *Sandbox) SocketActivation() bool { return true }
 func (s *Sandbox) Close() {
 	s.mu.Lock()
 	s.closed = true
-	sp := s.spare
-	s.spare = nil
+	spares := s.spares
+	s.spares = nil
 	s.mu.Unlock()
-	if sp != nil {
+	for _, sp := range spares {
 		sp.discard()
 	}
 	s.refills.Wait() // a spare being started is discarded, its cgroups removed before their parents
@@ -241,6 +256,9 @@ type Process struct {
 	copying sync.WaitGroup
 	exited  atomic.Bool // Wait saw the launcher exit
 	refill  func()      // starts the spare for the next worker (Serving)
+	// fallback starts it spareDelay after this worker took its own, should it never serve;
+	// Serving stops it, so that it cannot fire during a later worker's start instead.
+	fallback *time.Timer
 }
 
 // Start starts the worker of spec under a launcher; its output goes to stdout and stderr.
@@ -293,7 +311,7 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		}
 		l.Env = append(slices.Clip(l.Env), spec.DataEnv(dir)...)
 	}
-	sp, err := s.take()
+	sp, fallback, err := s.take()
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +321,7 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 		sp.discard()
 		return nil, err
 	}
-	proc := &Process{group: g, cgroup: cgroupID(g.v2), scratch: spec.Scratch, unwatch: func() {}, refill: s.refill}
+	proc := &Process{group: g, cgroup: cgroupID(g.v2), scratch: spec.Scratch, unwatch: func() {}, refill: s.refill, fallback: fallback}
 	fail := func(err error) (*Process, error) {
 		sp.discard()
 		proc.release()
@@ -403,27 +421,41 @@ var spareDelay = 100 * time.Millisecond
 
 // take returns the spare launcher, or starts one now if none is ready, and has another one
 // started for the next worker once this one serves (Process.Serving), or has had spareDelay
-// for its start.
-func (s *Sandbox) take() (*spare, error) {
+// for its start: the timer that does the latter, which Serving stops.
+func (s *Sandbox) take() (*spare, *time.Timer, error) {
 	flags := s.cloneflags()
-	s.mu.Lock()
-	sp := s.spare
-	s.spare = nil
-	s.mu.Unlock()
-	defer time.AfterFunc(spareDelay, s.refill)
-	if sp != nil && sp.flags == flags && sp.alive() {
-		return sp, nil
-	}
-	if sp != nil {
+	fallback := time.AfterFunc(spareDelay, s.refill)
+	for {
+		s.mu.Lock()
+		var sp *spare
+		if len(s.spares) > 0 {
+			sp = s.spares[0]
+			s.spares = s.spares[1:]
+		}
+		s.mu.Unlock()
+		if sp == nil {
+			sp, err := s.newSpare(flags, false)
+			return sp, fallback, err
+		}
+		if sp.flags == flags && sp.alive() {
+			return sp, fallback, s.prioritise(sp)
+		}
 		go sp.discard() // killed from outside, or a test changed the sandbox
 	}
-	return s.newSpare(flags)
 }
 
-// refill starts a spare in the background unless one is ready or being started.
+// spares is how many spare launchers the sandbox keeps ready. Readying one (the runtime's
+// binary executed twice, then joining its cgroups, a few RCU grace periods under cgroup v1)
+// takes tens of milliseconds on a busy machine: back-to-back cold starts (ttl: 0) each found a
+// single spare still starting, and waited for it, where a second one has had a whole start
+// to get ready. A pair costs two idle processes, no memory of the runtime's own.
+const spares = 2
+
+// refill starts spares in the background, one after the other, until spares are ready,
+// unless one is being started.
 func (s *Sandbox) refill() {
 	s.mu.Lock()
-	if s.closed || s.spare != nil || s.refilling {
+	if s.closed || len(s.spares) >= spares || s.refilling {
 		s.mu.Unlock()
 		return
 	}
@@ -432,16 +464,24 @@ func (s *Sandbox) refill() {
 	s.mu.Unlock()
 	go func() {
 		defer s.refills.Done()
-		sp, err := s.newSpare(s.cloneflags())
-		s.mu.Lock()
-		s.refilling = false
-		keep := err == nil && !s.closed && s.spare == nil
-		if keep {
-			s.spare = sp
-		}
-		s.mu.Unlock()
-		if err == nil && !keep {
-			sp.discard()
+		for {
+			sp, err := s.newSpare(s.cloneflags(), true)
+			s.mu.Lock()
+			keep := err == nil && !s.closed && len(s.spares) < spares
+			if keep {
+				s.spares = append(s.spares, sp)
+			}
+			more := keep && len(s.spares) < spares
+			if !more {
+				s.refilling = false
+			}
+			s.mu.Unlock()
+			if err == nil && !keep {
+				sp.discard()
+			}
+			if !more {
+				return
+			}
 		}
 	}()
 }
@@ -450,8 +490,9 @@ func (s *Sandbox) refill() {
 // into a v2 cgroup leaf of its own, which becomes its worker's: moving a process between
 // cgroups later waits for the kernel's RCU grace period, milliseconds. It gets no environment,
 // the root folder, and no descriptor but its spec socket (and /dev/null as 0, 1 and 2); its
-// own group, so a stop reaches it, and it dies with the runtime.
-func (s *Sandbox) newSpare(flags uintptr) (*spare, error) {
+// own group, so a stop reaches it, and it dies with the runtime. One started ahead of need
+// yields the CPU (spareNice) until taken.
+func (s *Sandbox) newSpare(flags uintptr, ahead bool) (*spare, error) {
 	sp := &spare{id: fmt.Sprintf("w%d", s.seq.Add(1)), flags: flags}
 	for _, c := range controllers {
 		base := s.cg.bases[c]
@@ -496,7 +537,36 @@ func (s *Sandbox) newSpare(flags uintptr) (*spare, error) {
 		return nil, err
 	}
 	sp.cmd, sp.spec = cmd, ours
+	if ahead && s.niceSpares {
+		// Readying a spare (the runtime's binary executed twice) takes tens of milliseconds of
+		// CPU, which a worker starting meanwhile, its first request waiting, needs more: on
+		// two cores it made the next cold start several milliseconds slower. A spare yields
+		// to it. Its stage, forked later, inherits the value.
+		_ = unix.Setpriority(unix.PRIO_PGRP, cmd.Process.Pid, spareNice)
+	}
 	return sp, nil
+}
+
+// spareNice is the nice value of a spare launcher and its stage until a worker takes them.
+const spareNice = 19
+
+// prioritise gives a spare taken for a worker the workers' priority (the runtime's) back:
+// its launcher and its stage, and the worker the stage becomes, in its process group until
+// the worker's setsid.
+func (s *Sandbox) prioritise(sp *spare) error {
+	if !s.niceSpares {
+		return nil
+	}
+	own, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	if err != nil {
+		return fmt.Errorf("the runtime's priority: %w", err)
+	}
+	// getpriority's raw value is 20 - nice.
+	if err := unix.Setpriority(unix.PRIO_PGRP, sp.cmd.Process.Pid, 20-own); err != nil {
+		sp.discard()
+		return fmt.Errorf("giving the worker's launcher its priority: %w", err)
+	}
+	return nil
 }
 
 // alive reports whether the spare's launcher has not exited, without reaping it.
@@ -676,6 +746,9 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // out): its start needs the CPU no more, so the spare launcher for the next worker starts now
 // rather than spareDelay after this one took its own. Calling it again, or for a worker that has exited, costs nothing.
 func (p *Process) Serving() {
+	if p.fallback != nil {
+		p.fallback.Stop()
+	}
 	if p.refill != nil {
 		p.refill()
 	}

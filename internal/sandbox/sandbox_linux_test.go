@@ -420,23 +420,32 @@ func TestSpareAfterServing(t *testing.T) {
 		_ = p.Wait()
 	}()
 	sb.mu.Lock()
-	early := sb.spare != nil || sb.refilling
+	early := len(sb.spares) > 0 || sb.refilling
 	sb.mu.Unlock()
 	if early {
 		t.Fatal("a spare was started before the worker served, with spareDelay an hour")
 	}
 	p.Serving()
+	// Its fallback (an hour away) is stopped: it would otherwise start a spare during a later
+	// worker's start, taking that start's CPU.
+	if p.fallback.Stop() {
+		t.Error("Serving left the worker's fallback refill running")
+	}
 	readySpare(t, sb)
 }
 
-// readySpare waits for the sandbox's spare launcher.
+// readySpare waits until the sandbox has its spare launchers ready, and returns the oldest, the
+// one the next worker takes.
 func readySpare(t *testing.T, sb *Sandbox) *spare {
 	var sp *spare
-	testkit.Eventually(t, "a spare launcher", 10*time.Second, func() bool {
+	testkit.Eventually(t, fmt.Sprintf("%d spare launchers", spares), 10*time.Second, func() bool {
 		sb.mu.Lock()
 		defer sb.mu.Unlock()
-		sp = sb.spare
-		return sp != nil
+		if len(sb.spares) < spares || sb.refilling {
+			return false
+		}
+		sp = sb.spares[0]
+		return true
 	})
 	return sp
 }
@@ -471,4 +480,38 @@ func TestListenerHandedOver(t *testing.T) {
 		!strings.HasPrefix(lines[3], "socket:[") || !slices.Equal(lines[4:], []string{"0", "1", "2", "3"}) {
 		t.Fatalf("worker output %q, want its own pid in LISTEN_PID, LISTEN_FDS=1, a socket as descriptor 3 and descriptors 0 to 3 only", out.String())
 	}
+}
+
+// TestSpareYields: a spare started ahead of need runs at spareNice, its stage too, where the
+// runtime may give it back its priority (CAP_SYS_NICE); the worker it becomes runs at the
+// runtime's.
+func TestSpareYields(t *testing.T) {
+	sb := newSandbox(t)
+	if !sb.niceSpares {
+		t.Skip("skipping: the runtime lacks CAP_SYS_NICE, so spares keep its priority")
+	}
+	if out, errOut := run(t, sb, "echo first", Limits{}); strings.TrimSpace(out) != "first" {
+		t.Fatalf("first worker: %q %q", out, errOut)
+	}
+	sp := readySpare(t, sb)
+	for _, pid := range []int{sp.cmd.Process.Pid, stagePid(t, sp.cmd.Process.Pid)} {
+		if got := niceOf(t, pid); got != spareNice {
+			t.Errorf("process %d of the spare has nice %d, want %d", pid, got, spareNice)
+		}
+	}
+	// The worker reads its own nice value (field 19 of /proc/self/stat).
+	out, errOut := run(t, sb, "cut -d' ' -f19 /proc/self/stat", Limits{})
+	own, _ := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	if got := strings.TrimSpace(out); got != strconv.Itoa(20-own) {
+		t.Errorf("the worker runs at nice %q (stderr %q), want the runtime's %d", got, errOut, 20-own)
+	}
+}
+
+// niceOf is the nice value of process pid.
+func niceOf(t *testing.T, pid int) int {
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 20 - prio
 }

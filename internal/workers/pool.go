@@ -570,7 +570,7 @@ func (pr *proc) start() {
 	defer close(pr.ready)
 	var err error
 	sb := pr.pool.opts.Sandbox
-	if sb.IsolatedNetwork() || pr.m.Listen == ListenSocket && sb.SocketActivation() {
+	if sb.IsolatedNetwork() || pr.listensOnSocket() && sb.SocketActivation() {
 		// The sandbox hands the worker a listener, whose path it tells once started.
 		pr.network = "unix"
 		var r *run
@@ -612,6 +612,18 @@ func (pr *proc) start() {
 	if pr.network == "unix" {
 		go pr.watchAccept()
 	}
+}
+
+// listensOnSocket reports whether the worker asks to be handed its listener: listen: socket,
+// or a JavaScript worker that does not say whose engine takes it by default.
+func (pr *proc) listensOnSocket() bool {
+	switch pr.m.Listen {
+	case ListenSocket:
+		return true
+	case "":
+		return pr.pool.opts.JS.socketByDefault(pr.m)
+	}
+	return false
 }
 
 func freePort() (int, error) {
@@ -876,11 +888,11 @@ func (pr *proc) awaitReady(r *run, port int) error {
 
 // The first and the longest wait between two looks at a starting process. The longest is
 // short: a start is seen at most that late, where growing waits alone (up to 20 ms, as
-// before) saw a start of 15 ms, Bun's, up to 5 ms late; a look costs a connect or an atomic
-// load.
+// before) saw a start of 15 ms, Bun's, up to 5 ms late; a look costs a connect (a refused
+// one, microseconds) or an atomic load.
 const (
-	readyPoll    = 500 * time.Microsecond
-	readyPollMax = 2 * time.Millisecond
+	readyPoll    = 250 * time.Microsecond
+	readyPollMax = time.Millisecond
 )
 
 // queueProbe makes one connection to the listener the process was handed, and closes it: it
