@@ -188,19 +188,6 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 	return s, nil
 }
 
-// socketByDefault reports whether a JavaScript worker whose manifest says no listen is handed
-// its listener: on Bun it is, since its loader's forwarder on descriptor 3 makes the start
-// ready at once (no polling of a port) and serves more requests a second than Bun.serve on a
-// PORT does behind the runtime (bench: BenchmarkJSColdStart, BenchmarkJSServing). Deno and
-// Node serve a PORT with their own server, and descriptor 3 with node:http only.
-func (h *JSHost) socketByDefault(m Manifest) bool {
-	if h == nil {
-		return false
-	}
-	engine, _, ok := h.Engines.Path(m.Runtime)
-	return ok && engine == RuntimeBun
-}
-
 // engineFolder is the folder a worker may read of its engine: the binary's, or the npm package
 // it is the bin/ of (@oven/bun-linux-x64/bin/bun: the package's package.json beside bin/). A
 // plain bin/ folder's parent (/root of /root/bin) is no engine's, and stays closed.

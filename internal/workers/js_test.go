@@ -210,32 +210,3 @@ func TestJSCheckProgram(t *testing.T) {
 		}
 	}
 }
-
-// TestListensOnSocket: a JavaScript worker on Bun whose manifest says no listen is handed its
-// listener; one that says port, or runs on another engine, is not; other kinds keep port.
-func TestListensOnSocket(t *testing.T) {
-	engines := config.JSEngines{Default: "bun", Paths: map[string]string{"bun": "/usr/bin/bun", "deno": "/usr/bin/deno", "node": "/usr/bin/node"}}
-	for _, tc := range []struct {
-		name, manifest string
-		want           bool
-	}{
-		{"bun, no listen", "entrypoint: index.ts\n", true},
-		{"bun by name, no listen", "entrypoint: index.ts\nruntime: bun\n", true},
-		{"bun, listen: port", "entrypoint: index.ts\nlisten: port\n", false},
-		{"deno, no listen", "entrypoint: index.ts\nruntime: deno\n", false},
-		{"node, listen: socket", "entrypoint: index.js\nruntime: node\nlisten: socket\n", true},
-		{"process, no listen", "command: [/bin/true]\n", false},
-		{"process, listen: socket", "command: [/bin/true]\nlisten: socket\n", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := ReadManifest(manifestOnly(t, "name: a\n"+tc.manifest))
-			if err != nil {
-				t.Fatal(err)
-			}
-			pr := &proc{m: m, pool: &Pool{opts: PoolOptions{JS: &JSHost{Engines: engines}}}}
-			if got := pr.listensOnSocket(); got != tc.want {
-				t.Errorf("listensOnSocket() = %v, want %v (listen %q)", got, tc.want, m.Listen)
-			}
-		})
-	}
-}

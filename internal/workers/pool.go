@@ -570,7 +570,7 @@ func (pr *proc) start() {
 	defer close(pr.ready)
 	var err error
 	sb := pr.pool.opts.Sandbox
-	if sb.IsolatedNetwork() || pr.listensOnSocket() && sb.SocketActivation() {
+	if sb.IsolatedNetwork() || pr.m.Listen == ListenSocket && sb.SocketActivation() {
 		// The sandbox hands the worker a listener, whose path it tells once started.
 		pr.network = "unix"
 		var r *run
@@ -612,18 +612,6 @@ func (pr *proc) start() {
 	if pr.network == "unix" {
 		go pr.watchAccept()
 	}
-}
-
-// listensOnSocket reports whether the worker asks to be handed its listener: listen: socket,
-// or a JavaScript worker that does not say whose engine takes it by default.
-func (pr *proc) listensOnSocket() bool {
-	switch pr.m.Listen {
-	case ListenSocket:
-		return true
-	case "":
-		return pr.pool.opts.JS.socketByDefault(pr.m)
-	}
-	return false
 }
 
 func freePort() (int, error) {
