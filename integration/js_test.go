@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,4 +315,67 @@ func TestJSBunForwarderLargeBodies(t *testing.T) {
 			t.Errorf("POST of 24 MiB = %s", resp)
 		}
 	}
+}
+
+// TestJSSocketWorkerBursts: a worker with listen: socket takes, cold, a burst of concurrent
+// requests (GETs and streamed POSTs with bodies), then a second on the connections the first
+// left open, and two more after an idle spell longer than the engine's own keep-alive timeout
+// (Bun.serve's 10 s, node:http's 5 s), which closes the connections the runtime keeps to the
+// worker: every request is answered by the worker, with the right status and body, on each
+// engine. Bun's loader forwards descriptor 3's connections to Bun.serve; Deno's and Node's
+// accept on it with node:http.
+func TestJSSocketWorkerBursts(t *testing.T) {
+	t.Parallel()
+	const burst = 64
+	for _, e := range jsEngines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			s := startJS(t, e.binary(t))
+			uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "listen: socket\nttl: 1m\n", harness.File{Name: "index.ts", Body: jsApp},
+				harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), rootKey)
+			for round, idle := range []time.Duration{0, 13 * time.Second} {
+				time.Sleep(idle)
+				for pass := range 2 {
+					failures := jsBurst(s, burst, fmt.Sprintf("%d.%d", round, pass))
+					for _, f := range failures[:min(len(failures), 5)] {
+						t.Errorf("round %d, pass %d: %s", round, pass, f)
+					}
+					if len(failures) > 0 {
+						t.Fatalf("round %d, pass %d: %d of %d requests failed", round, pass, len(failures), burst)
+					}
+				}
+			}
+		})
+	}
+}
+
+// jsBurst sends n requests at once to jsApp on s, every fourth a POST with a body, and returns
+// what went wrong with each that was not answered as jsApp answers it.
+func jsBurst(s *harness.Server, n int, tag string) []string {
+	errs := make(chan string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprintf("%s-%d", tag, i)
+			method, path, opts, status, body := "GET", "/app/x?i="+id, []harness.Option(nil), 200, "hello from TypeScript at /x?i="+id
+			if i%4 == 0 {
+				sent := strings.Repeat("body of "+id+" ", 512)
+				method, path, opts, status, body = "POST", "/app/", []harness.Option{harness.WithBody("text/plain", []byte(sent))}, 201, strings.ToUpper(sent)
+			}
+			resp, err := s.Send(method, path, opts...)
+			switch {
+			case err != nil:
+				errs <- fmt.Sprintf("%s %s: %v", method, path, err)
+			case resp.Status != status || string(resp.Body) != body:
+				errs <- fmt.Sprintf("%s %s = %.200s, want %d", method, path, resp, status)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var out []string
+	for e := range errs {
+		out = append(out, e)
+	}
+	return out
 }
