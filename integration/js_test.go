@@ -88,7 +88,7 @@ export default {
 
 func jsArchive(t *testing.T, name, manifest string, files ...harness.File) []byte {
 	t.Helper()
-	return harness.TarGz(t, pkg("name: "+name+"\nversion: 1.0.0\n"+manifest, files...)...)
+	return workerArchive(t, name, "1.0.0", manifest, files...)
 }
 
 // TestJSWorkers runs a TypeScript worker through the real binary on each engine, on the
