@@ -188,4 +188,10 @@ func TestDirectPoolAfterIdleTimeout(t *testing.T) {
 	if n := w.accepted.Load() - 4; n != 1 {
 		t.Errorf("four requests after the worker closed its connections took %d new ones, want 1", n)
 	}
+	s.direct.mu.Lock()
+	kept := len(s.direct.idle[w.path])
+	s.direct.mu.Unlock()
+	if kept != 1 {
+		t.Errorf("the pool keeps %d connections to the worker, want 1: those the worker closed are dropped", kept)
+	}
 }
