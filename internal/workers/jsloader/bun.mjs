@@ -8,6 +8,9 @@ const app = await load(process.argv[2]);
 const options = {
   fetch: app.fetch ? guard(app.fetch.bind(app)) : () => new Response("Not Found", { status: 404 }),
   routes: guardRoutes(app.routes),
+  // Bun.serve's own idle timeout (10 s) would cut a request whose handler has written nothing
+  // yet: the runtime bounds each request (timeout) and closes the connections it keeps idle.
+  idleTimeout: 0,
 };
 if (activated) {
   const server = Bun.serve({ ...options, hostname: "127.0.0.1", port: 0 });
