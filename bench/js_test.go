@@ -2,12 +2,10 @@ package bench
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -27,22 +25,6 @@ const jsHello = `export default {
   },
 };
 `
-
-// bunBinary returns the absolute path of Bun (BUN, else make bun's bin/bun), skipping the
-// benchmark where it is missing (failing it in CI).
-func bunBinary(b *testing.B) string {
-	path, err := filepath.Abs(cmp.Or(os.Getenv("BUN"), "../bin/bun/node_modules/@oven/bun-linux-x64/bin/bun"))
-	if err == nil {
-		_, err = exec.LookPath(path)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			b.Fatalf("the JavaScript benchmarks need Bun at %s (%v): run make bun, or set BUN", path, err)
-		}
-		b.Skipf("skipping: no Bun at %s (%v); run make bun to install it into bin/bun, or set BUN (in CI this fails)", path, err)
-	}
-	return path
-}
 
 // startJS starts a runtime whose JavaScript engine is bun, with the site and the settings
 // (lines of the global runtime option) besides.
@@ -86,7 +68,7 @@ func bareJSFile(b *testing.B) string {
 // An op is jsStartsPerOp starts of each: the untimed waits between starts are far longer
 // than the timed part, and b.N follows only that, so a 1 s run would time a handful of starts.
 func BenchmarkJSColdStart(b *testing.B) {
-	bun := bunBinary(b)
+	bun := harness.BunBinary(b)
 	s := startJS(b, bun, "", nil)
 	writeJSWorker(b, s, "cold", "ttl: 0\n")
 	writeJSWorker(b, s, "coldsock", "ttl: 0\nlisten: socket\n")
@@ -128,7 +110,7 @@ func freshStart(b *testing.B, s *harness.Server, client *http.Client, name strin
 // Bun.serve on the loopback) with Caddy's reverse_proxy to a bare `bun run` of the same file;
 // the three alternate round by round.
 func BenchmarkJSServing(b *testing.B) {
-	bun := bunBinary(b)
+	bun := harness.BunBinary(b)
 	// The bare Bun runs in a session of its own, as each worker does.
 	backend := startProgram(b, ownSession, bun, "run", bareJSFile(b))
 	site := "\thandle_path /rp/* {\n\t\treverse_proxy " + backend + "\n\t}"
@@ -178,7 +160,7 @@ const (
 // their processes stopped at their ttl, as BenchmarkIdleRSS reads it: what serving JavaScript
 // workers leaves behind in the runtime once they are gone.
 func BenchmarkJSIdleRSS(b *testing.B) {
-	bun := bunBinary(b)
+	bun := harness.BunBinary(b)
 	// All 20 run at once: the default pool_size (16) would stop the least recently used.
 	rt := startJS(b, bun, "", nil, "pool_size "+strconv.Itoa(idleJSWorkers))
 	for i := range idleJSWorkers {

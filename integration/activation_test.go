@@ -18,16 +18,28 @@ type failedVersion struct {
 	Version, Reason, At string
 }
 
-// testWorkerArchive is the test worker as process worker app@version, with extra manifest
-// lines.
-func testWorkerArchive(t *testing.T, name, version, extra string) []byte {
+// workerArchive is the archive of worker name@version: its manifest, with extra lines, and
+// files.
+func workerArchive(t *testing.T, name, version, extra string, files ...harness.File) []byte {
+	t.Helper()
+	return harness.TarGz(t, pkg(fmt.Sprintf("name: %s\nversion: %s\n%s", name, version, extra), files...)...)
+}
+
+// testWorkerFile is the test worker's binary as the executable file server of an archive.
+func testWorkerFile(t *testing.T) harness.File {
 	t.Helper()
 	server, err := os.ReadFile(harness.TestWorker(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return harness.TarGz(t, pkg(fmt.Sprintf("name: %s\nversion: %s\nentrypoint: server\n%s", name, version, extra),
-		harness.File{Name: "server", Body: string(server), Mode: 0o755})...)
+	return harness.File{Name: "server", Body: string(server), Mode: 0o755}
+}
+
+// testWorkerArchive is the test worker as process worker name@version (entrypoint: server),
+// with extra manifest lines and more files.
+func testWorkerArchive(t *testing.T, name, version, extra string, files ...harness.File) []byte {
+	t.Helper()
+	return workerArchive(t, name, version, "entrypoint: server\n"+extra, slices.Concat(files, []harness.File{testWorkerFile(t)})...)
 }
 
 // servedVersion is the version folder that answered a worker request, from the test worker's

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,12 +76,7 @@ func TestCPanelAppPage(t *testing.T) {
 	uploadOK(t, s, "workers", "site-1.tgz", harness.TarGz(t, site...), deployer)
 	site = pkg("name: site\nversion: 1.1.0\nentrypoint: index.html\n", harness.File{Name: "index.html", Body: "<p>two</p>"})
 	siteNew := uploadOK(t, s, "workers", "site-2.tgz", harness.TarGz(t, site...), deployer)
-	bin, err := os.ReadFile(harness.TestWorker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	echo := uploadOK(t, s, "workers", "echo.tgz", harness.TarGz(t, pkg("name: echo\nversion: 1.0.0\nentrypoint: server\n",
-		harness.File{Name: "server", Body: string(bin), Mode: 0o755})...), deployer)
+	echo := uploadOK(t, s, "workers", "echo.tgz", testWorkerArchive(t, "echo", "1.0.0", ""), deployer)
 	for range 5 {
 		echoOf(t, s.Get("/echo/"))
 		if resp := s.Get("/site/"); resp.Status != 200 || !strings.Contains(body(resp), "two") {

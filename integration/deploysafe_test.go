@@ -18,13 +18,9 @@ import (
 func TestUploadRefusesMissingProgram(t *testing.T) {
 	t.Parallel()
 	s := startWithRoot(t)
-	server, err := os.ReadFile(harness.TestWorker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	server := testWorkerFile(t)
 	const manifest = "name: app\nversion: 1.0.0\n"
-	uploadOK(t, s, "workers", "app.tgz", harness.TarGz(t, pkg(manifest+"entrypoint: server\n",
-		harness.File{Name: "server", Body: string(server), Mode: 0o755})...), rootKey)
+	uploadOK(t, s, "workers", "app.tgz", testWorkerArchive(t, "app", "1.0.0", ""), rootKey)
 	pid := echoOf(t, s.Get("/app/")).PID
 	before := contents(t, filepath.Join(s.DataDir, "apps"))
 
@@ -34,10 +30,10 @@ func TestUploadRefusesMissingProgram(t *testing.T) {
 		says  string
 	}{
 		{"command missing", pkg(manifest + "command: [./missing, --port]\n"), "command ./missing is not in the archive"},
-		{"command in a folder missing", pkg(manifest+"command: [bin/server]\n", harness.File{Name: "server", Body: string(server), Mode: 0o755}),
+		{"command in a folder missing", pkg(manifest+"command: [bin/server]\n", server),
 			"command bin/server is not in the archive"},
 		{"entrypoint missing", pkg(manifest + "entrypoint: server\n"), "entrypoint server is not in the archive"},
-		{"entrypoint not executable", pkg(manifest+"entrypoint: server\n", harness.File{Name: "server", Body: string(server), Mode: 0o644}),
+		{"entrypoint not executable", pkg(manifest+"entrypoint: server\n", harness.File{Name: "server", Body: server.Body, Mode: 0o644}),
 			"entrypoint server is not executable: chmod +x server"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,8 +51,8 @@ const jsGreeting = "export const greeting: string = \"hello from TypeScript\";\n
 
 // jsApp is a TypeScript worker: its fetch answers GET with its path (and a greeting it
 // imports from another TypeScript module), streams a POST's body back upper-cased as it
-// arrives, throws at /boom, reads a file at /read?path= and names its process at /boot; its
-// routes answer /users/:id.
+// arrives, throws at /boom, reads a file at /read?path=, names its process at /boot and
+// answers after ms milliseconds at /sleep?ms=; its routes answer /users/:id.
 const jsApp = `import { readFileSync } from "node:fs";
 import { greeting } from "./lib/greeting.ts";
 
@@ -65,6 +66,10 @@ export default {
     const url = new URL(req.url);
     if (url.pathname === "/boom") throw new Error("boom, on purpose");
     if (url.pathname === "/boot") return new Response(boot);
+    if (url.pathname === "/sleep") {
+      await new Promise((resolve) => setTimeout(resolve, Number(url.searchParams.get("ms"))));
+      return new Response("slept");
+    }
     if (url.pathname === "/read") {
       try {
         return new Response(readFileSync(url.searchParams.get("path")!, "utf8"));
@@ -87,7 +92,7 @@ export default {
 
 func jsArchive(t *testing.T, name, manifest string, files ...harness.File) []byte {
 	t.Helper()
-	return harness.TarGz(t, pkg("name: "+name+"\nversion: 1.0.0\n"+manifest, files...)...)
+	return workerArchive(t, name, "1.0.0", manifest, files...)
 }
 
 // TestJSWorkers runs a TypeScript worker through the real binary on each engine, on the
@@ -313,5 +318,95 @@ func TestJSBunForwarderLargeBodies(t *testing.T) {
 		if resp := s.Do("POST", "/large/", harness.WithBody("application/octet-stream", post)); resp.Status != 200 || string(resp.Body) != fmt.Sprintf("got %d", len(post)) {
 			t.Errorf("POST of 24 MiB = %s", resp)
 		}
+	}
+}
+
+// TestJSSocketWorkerBursts: a worker with listen: socket takes, cold, a burst of concurrent
+// requests (GETs and streamed POSTs with bodies), then a second on the connections the first
+// left open, and two more after an idle spell longer than node:http's keep-alive timeout (5 s),
+// which closes the connections the runtime keeps to a Deno or Node worker (Bun.serve's 10 s
+// did too, before its loader turned it off): every request is answered by the worker, with the
+// right status and body, on each engine. Bun's loader forwards descriptor 3's connections to
+// Bun.serve; Deno's and Node's accept on it with node:http.
+func TestJSSocketWorkerBursts(t *testing.T) {
+	t.Parallel()
+	const burst = 64
+	for _, e := range jsEngines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			s := startJS(t, e.binary(t))
+			uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "listen: socket\nttl: 1m\n", harness.File{Name: "index.ts", Body: jsApp},
+				harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), rootKey)
+			for round, idle := range []time.Duration{0, 7 * time.Second} {
+				time.Sleep(idle)
+				for pass := range 2 {
+					failures := jsBurst(s, burst, fmt.Sprintf("%d.%d", round, pass))
+					for _, f := range failures[:min(len(failures), 5)] {
+						t.Errorf("round %d, pass %d: %s", round, pass, f)
+					}
+					if len(failures) > 0 {
+						t.Fatalf("round %d, pass %d: %d of %d requests failed", round, pass, len(failures), burst)
+					}
+				}
+			}
+		})
+	}
+}
+
+// jsBurst sends n requests at once to jsApp on s, every fourth a POST with a body, and returns
+// what went wrong with each that was not answered as jsApp answers it.
+func jsBurst(s *harness.Server, n int, tag string) []string {
+	errs := make(chan string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprintf("%s-%d", tag, i)
+			method, path, opts, status, body := "GET", "/app/x?i="+id, []harness.Option(nil), 200, "hello from TypeScript at /x?i="+id
+			if i%4 == 0 {
+				sent := strings.Repeat("body of "+id+" ", 512)
+				method, path, opts, status, body = "POST", "/app/", []harness.Option{harness.WithBody("text/plain", []byte(sent))}, 201, strings.ToUpper(sent)
+			}
+			resp, err := s.Send(method, path, opts...)
+			switch {
+			case err != nil:
+				errs <- fmt.Sprintf("%s %s: %v", method, path, err)
+			case resp.Status != status || string(resp.Body) != body:
+				errs <- fmt.Sprintf("%s %s = %.200s, want %d", method, path, resp, status)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var out []string
+	for e := range errs {
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestJSSlowAnswer: a JavaScript worker's answer may take as long as its timeout (30 s by
+// default), on PORT and on a socket, on each engine: Bun.serve's own idle timeout (10 s) cut a
+// request whose handler had written nothing yet, where the runtime owns the request's timeout.
+func TestJSSlowAnswer(t *testing.T) {
+	t.Parallel()
+	for _, e := range jsEngines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			s := startJS(t, e.binary(t))
+			for _, listen := range []string{"port", "socket"} {
+				uploadOK(t, s, "workers", listen+".tgz", jsArchive(t, listen, "listen: "+listen+"\n", harness.File{Name: "index.ts", Body: jsApp},
+					harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), rootKey)
+			}
+			var wg sync.WaitGroup
+			for _, listen := range []string{"port", "socket"} {
+				wg.Go(func() {
+					resp, err := s.Send("GET", "/"+listen+"/sleep?ms=14000")
+					if err != nil || resp.Status != 200 || string(resp.Body) != "slept" {
+						t.Errorf("listen: %s: GET /sleep?ms=14000 = %v, %v; want 200 slept", listen, resp, err)
+					}
+				})
+			}
+			wg.Wait()
+		})
 	}
 }

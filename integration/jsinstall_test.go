@@ -204,3 +204,35 @@ func TestJSAutoInstallLimits(t *testing.T) {
 		t.Errorf("upload whose install hangs = %s; want 422 INSTALL_FAILED naming js_install_timeout", resp)
 	}
 }
+
+// TestJSAutoInstallRefusedInCluster: in a cluster every instance installs the archive as
+// published, without what an install at one of them would add, so an upload with autoInstall:
+// true is refused with 400 INVALID_MANIFEST saying to install before packing and ship
+// node_modules, and nothing is published; the same worker shipping node_modules uploads and
+// serves.
+func TestJSAutoInstallRefusedInCluster(t *testing.T) {
+	t.Parallel()
+	bun := jsEngines[0].binary(t)
+	c := startCluster(t, 0)
+	cfg := c.Config("A")
+	cfg.App += "\njs_runtime " + bun
+	s := harness.StartAll(t, cfg)[0]
+	worker := harness.File{Name: "index.js", Body: "import { greet } from \"left-greet\";\nexport default { fetch: () => new Response(greet(\"cluster\")) };\n"}
+	packageJSON := harness.File{Name: "package.json", Body: `{"name":"app","version":"1.0.0","type":"module","dependencies":{"left-greet":"1.0.0"}}`}
+
+	resp := s.Upload(s.API+"/workers/upload", "app.tgz", jsArchive(t, "app", "autoInstall: true\n", worker, packageJSON), harness.WithKey(rootKey))
+	if resp.Status != 400 || resp.ErrorCode() != "INVALID_MANIFEST" || !strings.Contains(string(resp.Body), "ship node_modules, without autoInstall") {
+		t.Errorf("upload with autoInstall in a cluster = %s; want 400 INVALID_MANIFEST saying to ship node_modules", resp)
+	}
+	if err := listed("app", "", false)(s); err != nil {
+		t.Errorf("after the refused upload: %v", err)
+	}
+	if objects := c.Objects(t); len(objects) != 0 {
+		t.Errorf("the refused upload was published: %v", objects)
+	}
+
+	uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "", worker, packageJSON,
+		harness.File{Name: "node_modules/left-greet/package.json", Body: `{"name":"left-greet","version":"1.0.0","type":"module","main":"index.js"}`},
+		harness.File{Name: "node_modules/left-greet/index.js", Body: "export const greet = (who) => `hello, ${who}, from left-greet`;\n"}), rootKey)
+	harness.EventuallyNil(t, converge, func() error { return answer(s, "/app/", 200, "hello, cluster, from left-greet") })
+}

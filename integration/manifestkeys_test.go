@@ -3,7 +3,6 @@ package integration
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,13 +19,7 @@ import (
 // uploadWorker uploads the test worker as name@version with extra manifest lines and files.
 func uploadWorker(t *testing.T, s *harness.Server, name, version, extra string, files ...harness.File) *harness.Response {
 	t.Helper()
-	server, err := os.ReadFile(harness.TestWorker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, harness.File{Name: "server", Body: string(server), Mode: 0o755})
-	archive := harness.TarGz(t, pkg(fmt.Sprintf("name: %s\nversion: %s\nentrypoint: server\n%s", name, version, extra), files...)...)
-	return s.Upload(s.API+"/workers/upload", name+".tgz", archive, harness.WithKey(rootKey))
+	return s.Upload(s.API+"/workers/upload", name+".tgz", testWorkerArchive(t, name, version, extra, files...), harness.WithKey(rootKey))
 }
 
 // TestDotEnvOverEnv: the .env of the version folder is merged over the manifest's env, its

@@ -183,10 +183,7 @@ func TestProcessWorkerLifecycle(t *testing.T) {
 	harness.Eventually(t, "the disabled version's process to stop", 15*time.Second, func() bool { return !harness.Alive(next) })
 	older := echoOf(t, s.Get("/app/")).PID
 	// Replacing the running version stops its process too.
-	data, _ := os.ReadFile(harness.TestWorker(t))
-	uploadOK(t, s, "workers", "app.tgz", harness.TarGz(t,
-		harness.File{Name: "manifest.yaml", Body: "name: app\nversion: 0.9.0\nentrypoint: server\n"},
-		harness.File{Name: "server", Body: string(data), Mode: 0o755}), rootKey)
+	uploadOK(t, s, "workers", "app.tgz", testWorkerArchive(t, "app", "0.9.0", ""), rootKey)
 	harness.Eventually(t, "the replaced version's process to stop", 15*time.Second, func() bool { return !harness.Alive(older) })
 	if pid := echoOf(t, s.Get("/app/")).PID; pid == older {
 		t.Fatal("the replaced version kept its process")

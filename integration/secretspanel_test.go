@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -30,12 +29,7 @@ func pageShows(p panel, text string) bool {
 func TestCPanelSecrets(t *testing.T) {
 	t.Parallel()
 	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey, "RUNTIME_SECRETS_KEY": newSecretsKey(t)}})
-	bin, err := os.ReadFile(harness.TestWorker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	uploadOK(t, s, "workers", "echo.tgz", harness.TarGz(t, pkg("name: echo\nversion: 1.0.0\nentrypoint: server\n",
-		harness.File{Name: "server", Body: string(bin), Mode: 0o755})...), rootKey)
+	uploadOK(t, s, "workers", "echo.tgz", testWorkerArchive(t, "echo", "1.0.0", ""), rootKey)
 	const existing, typed, replaced = "existing-value-7781", "typed-in-the-panel-3390", "replaced-in-the-panel-5512"
 	setSecret(t, s, rootKey, "echo", "EXISTING", existing)
 	editor := s.CreateKey(rootKey, map[string]any{"name": "deployer", "role": "editor"}).Secret

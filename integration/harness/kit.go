@@ -19,6 +19,7 @@ var (
 	FreePort      = testkit.FreePort      // a 127.0.0.1 TCP port not handed out before in this process
 	ServeUnix     = testkit.ServeUnix     // a unix socket answering every connection with one string
 	TestWorker    = testkit.TestWorker    // the test worker, built once per test process
+	BunBinary     = testkit.BunBinary     // Bun ($BUN, else make deps's), skipping the test without it (failing it in CI)
 	TestWasm      = testkit.TestWasm      // the test WebAssembly worker, built once per test process
 	TinyWasm      = testkit.TinyWasm      // a WebAssembly module of a few hundred bytes, emitted byte by byte
 	Hello         = testkit.Hello         // a Go hello-world process worker, built once per test process

@@ -101,12 +101,40 @@ func (t *directPool) get(ctx context.Context, path string) (*directConn, bool, e
 	}
 	delete(t.idle, path)
 	t.mu.Unlock()
+	dc, err := t.dial(ctx, path)
+	return dc, false, err
+}
+
+// dial opens a new connection to the socket at path.
+func (t *directPool) dial(ctx context.Context, path string) (*directConn, error) {
 	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "unix", path)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	head := &headReader{r: c, left: -1}
-	return &directConn{Conn: c, path: path, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c)}, false, nil
+	return &directConn{Conn: c, path: path, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c)}, nil
+}
+
+// dropIdle closes the connections kept to the socket at path that were last used at or before
+// used: idle at least as long as one the worker closed, the worker has closed them too.
+func (t *directPool) dropIdle(path string, used time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	list := t.idle[path]
+	kept := list[:0]
+	for _, dc := range list {
+		if dc.used.After(used) {
+			kept = append(kept, dc)
+		} else {
+			dc.Close()
+		}
+	}
+	clear(list[len(kept):])
+	if len(kept) == 0 {
+		delete(t.idle, path)
+	} else {
+		t.idle[path] = kept
+	}
 }
 
 // headReader reads a connection; while an answer's head is read (left >= 0) it reads at most

@@ -145,3 +145,53 @@ func TestDirectPool(t *testing.T) {
 	closed := w.closed.Load()
 	testkit.Eventually(t, "the unused connection to close", 5*time.Second, func() bool { return w.closed.Load() > closed })
 }
+
+// TestDirectPoolAfterIdleTimeout: a worker that closed every connection the runtime keeps to
+// it (its idle timeout, as node:http's or Bun.serve's) answers the next requests: the first
+// finds a kept connection closed and goes on a new one, not on another kept connection, which
+// the worker closed too, and those are dropped.
+func TestDirectPoolAfterIdleTimeout(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello")) })
+	w := serveSocket(t, mux)
+	s := New(Options{})
+	s.direct = newDirectPool(8, time.Minute)
+
+	// Four answers open at once: four connections, kept once their bodies are read.
+	var open []*http.Response
+	for range 4 {
+		resp, err := exchange(t, s, w, context.Background(), "GET", "/hello")
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, resp)
+	}
+	for _, resp := range open {
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if n := w.accepted.Load(); n != 4 {
+		t.Fatalf("four answers open at once took %d connections, want 4", n)
+	}
+
+	w.closeAll()
+	for i := range 4 {
+		resp, err := exchange(t, s, w, context.Background(), "GET", "/hello")
+		if err != nil {
+			t.Fatalf("request %d after the worker closed the kept connections: %v", i, err)
+		}
+		if b, _ := io.ReadAll(resp.Body); string(b) != "hello" {
+			t.Fatalf("request %d after the worker closed the kept connections: %q", i, b)
+		}
+		resp.Body.Close()
+	}
+	if n := w.accepted.Load() - 4; n != 1 {
+		t.Errorf("four requests after the worker closed its connections took %d new ones, want 1", n)
+	}
+	s.direct.mu.Lock()
+	kept := len(s.direct.idle[w.path])
+	s.direct.mu.Unlock()
+	if kept != 1 {
+		t.Errorf("the pool keeps %d connections to the worker, want 1: those the worker closed are dropped", kept)
+	}
+}

@@ -283,22 +283,32 @@ func removeHopByHop(h http.Header) {
 
 // exchangeDirect sends r over a kept connection to the worker and reads its answer, forwarding
 // informational answers to w; a kept connection the worker closed meanwhile fails at once, and
-// the request, which changes nothing, goes once more on a new one.
+// the request, which changes nothing, goes once more on a new connection, not on another kept
+// one: a worker's idle timeout (node:http's 5 s, Bun.serve's 10 s) closes every connection
+// kept as long, so those kept before the one that failed are closed too.
 func (s *Server) exchangeDirect(w http.ResponseWriter, r *http.Request, t *proxyTarget) (*http.Response, error) {
-	for attempt := 0; ; attempt++ {
-		dc, kept, err := s.direct.get(t.ctx, t.addr)
-		if err != nil {
-			return nil, err
-		}
-		res, err := s.roundTripDirect(w, r, t, dc)
-		if err == nil {
-			return res, nil
-		}
-		dc.Close()
-		if !kept || attempt > 0 || !closedByPeer(err) {
-			return nil, err
-		}
+	dc, kept, err := s.direct.get(t.ctx, t.addr)
+	if err != nil {
+		return nil, err
 	}
+	res, err := s.roundTripDirect(w, r, t, dc)
+	if err == nil {
+		return res, nil
+	}
+	dc.Close()
+	if !kept || !closedByPeer(err) {
+		return nil, err
+	}
+	s.direct.dropIdle(t.addr, dc.used)
+	if dc, err = s.direct.dial(t.ctx, t.addr); err != nil {
+		return nil, err
+	}
+	res, err = s.roundTripDirect(w, r, t, dc)
+	if err != nil {
+		dc.Close()
+		return nil, err
+	}
+	return res, nil
 }
 
 // roundTripDirect writes r on dc and reads the answer; its body gives dc back once read.

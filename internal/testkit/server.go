@@ -46,6 +46,20 @@ func VersityGWBinary(tb testing.TB) string {
 	return serverBinary(tb, "VERSITYGW", VersityGWPath)
 }
 
+// BunPath is where make deps installs Bun, under the module root (the npm package's binary).
+const BunPath = "bin/bun/node_modules/@oven/bun-linux-x64/bin/bun"
+
+// BunBinary is the Bun the tests run ($BUN, else BunPath in the module), as an absolute path;
+// without it the test is skipped, and fails in CI.
+func BunBinary(tb testing.TB) string {
+	tb.Helper()
+	bin, err := filepath.Abs(serverBinary(tb, "BUN", BunPath))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bin
+}
+
 // server is a server process of a test, started again by Restart on the same command line as
 // a server back from an outage; it stops when the test ends.
 type server struct {

@@ -8,6 +8,9 @@ const app = await load(process.argv[2]);
 const options = {
   fetch: app.fetch ? guard(app.fetch.bind(app)) : () => new Response("Not Found", { status: 404 }),
   routes: guardRoutes(app.routes),
+  // Bun.serve's own idle timeout (10 s) would cut a request whose handler has written nothing
+  // yet: the runtime bounds each request (timeout) and closes the connections it keeps idle.
+  idleTimeout: 0,
 };
 if (activated) {
   const server = Bun.serve({ ...options, hostname: "127.0.0.1", port: 0 });
@@ -80,23 +83,34 @@ function forward(fd, port) {
       ...pipe,
       open(conn) {
         conn.data = state(null);
-        Bun.connect({
-          hostname: "127.0.0.1",
-          port,
-          socket: {
-            ...pipe,
-            open(upstream) {
-              upstream.data = state(conn);
-              if (conn.data.closed) return upstream.end(); // the client left meanwhile
-              // What the client sent before the upstream opened: its queue, as the upstream's.
-              const early = conn.data.queue;
-              conn.data = { ...conn.data, peer: upstream, queue: [] };
-              for (const chunk of early) send(upstream, chunk, conn);
-              if (upstream.data.queue.length === 0) conn.resume();
-            },
-          },
-        }).catch(() => conn.end());
+        connect(conn, 1);
       },
     },
   });
+  // connect opens conn's upstream connection to Bun.serve; one that fails is tried again
+  // retries times, then conn closes, the reason on standard error (the worker's logs): the
+  // runtime answers 502 for a connection closed without an answer.
+  function connect(conn, retries) {
+    Bun.connect({
+      hostname: "127.0.0.1",
+      port,
+      socket: {
+        ...pipe,
+        open(upstream) {
+          upstream.data = state(conn);
+          if (conn.data.closed) return upstream.end(); // the client left meanwhile
+          // What the client sent before the upstream opened: its queue, as the upstream's.
+          const early = conn.data.queue;
+          conn.data = { ...conn.data, peer: upstream, queue: [] };
+          for (const chunk of early) send(upstream, chunk, conn);
+          if (upstream.data.queue.length === 0) conn.resume();
+        },
+      },
+    }).catch((err) => {
+      if (conn.data.closed) return;
+      if (retries > 0) return connect(conn, retries - 1);
+      console.error(`the loader could not pass a connection on to Bun.serve on 127.0.0.1:${port}: ${err}`);
+      conn.end();
+    });
+  }
 }
