@@ -20,6 +20,7 @@ var (
 	ServeUnix     = testkit.ServeUnix     // a unix socket answering every connection with one string
 	TestWorker    = testkit.TestWorker    // the test worker, built once per test process
 	TestWasm      = testkit.TestWasm      // the test WebAssembly worker, built once per test process
+	TestWasmDB    = testkit.TestWasmDB    // the test WebAssembly worker of the guest database driver
 	TinyWasm      = testkit.TinyWasm      // a WebAssembly module of a few hundred bytes, emitted byte by byte
 	Hello         = testkit.Hello         // a Go hello-world process worker, built once per test process
 	HelloWasm     = testkit.HelloWasm     // the same program as a WebAssembly worker
