@@ -50,7 +50,8 @@ func wasmSQL(t *testing.T, s *harness.Server, base, sql string) string {
 
 // TestWasmDatabaseDriver: a Go WebAssembly worker writes rows with database/sql through the
 // guest driver (package wasmdb) into the same SQLite file a process version of it would open;
-// they survive a disable and enable, a new version and a restart of the runtime; requests
+// they survive a disable and enable, a new version and a restart of the runtime, and a process
+// version reads them; requests
 // writing at once lose none; values keep their types; a rolled back transaction leaves
 // nothing; another worker reaches none of them, by SQL (ATTACH) or by its folder; a module
 // importing the database without database: true is refused at upload; limits.database stops
@@ -123,6 +124,12 @@ func TestWasmDatabaseDriver(t *testing.T) {
 	s = harness.Start(t, cfg)
 	if got := wasmRows(t, s, "/notes"); len(got) != writers+1 || got[0] != "kept" {
 		t.Fatalf("after disable, enable, a new version and a restart the worker reads %q", got)
+	}
+
+	// A process version of the worker opens the same file and reads the same rows.
+	uploadDB(t, s, "notes", "2.0.0", "")
+	if got := dbRows(t, s, "/notes/read"); len(got) != writers+1 || got[0] != "kept" {
+		t.Errorf("a process version of the worker reads %q, want the WebAssembly versions' rows", got)
 	}
 
 	// The other worker has a database of its own, and no statement reaches the first's.
