@@ -30,6 +30,9 @@ import (
 	"time"
 )
 
+// transport sends a pipeline to the runtime; tests replace it.
+var transport = call
+
 // URL is the DATABASE_URL the runtime gives a WebAssembly worker with a database.
 const URL = "runtime:"
 
@@ -222,7 +225,7 @@ func (c *conn) run(query string, args []driver.NamedValue) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := call(body)
+	out, err := transport(body)
 	if err != nil {
 		return nil, err
 	}
@@ -288,8 +291,8 @@ func decode(v value) (driver.Value, error) {
 		var s string
 		err := json.Unmarshal(v.Value, &s)
 		return s, err
-	case "blob":
-		return base64.StdEncoding.DecodeString(strings.TrimRight(v.Base64, "=") + strings.Repeat("=", (4-len(strings.TrimRight(v.Base64, "="))%4)%4))
+	case "blob": // sqld writes it unpadded, the runtime padded
+		return base64.RawStdEncoding.DecodeString(strings.TrimRight(v.Base64, "="))
 	}
 	return nil, fmt.Errorf("wasmdb: unknown value type %q", v.Type)
 }
