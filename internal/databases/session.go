@@ -223,9 +223,13 @@ func (s *Session) connect(ctx context.Context) error {
 		return fmt.Errorf("opening its database: %w", err)
 	}
 	// No ATTACH: the connection reaches the worker's file alone (VACUUM INTO attaches too).
-	if _, err := sqlite.Limit(conn, sqlite3.SQLITE_LIMIT_ATTACHED, 0); err != nil {
-		_ = conn.Close()
-		return err
+	// No string or blob past what an answer may hold: zeroblob(1e9) would take a gigabyte of
+	// the runtime's memory.
+	for id, n := range map[int]int{sqlite3.SQLITE_LIMIT_ATTACHED: 0, sqlite3.SQLITE_LIMIT_LENGTH: maxAnswer} {
+		if _, err := sqlite.Limit(conn, id, n); err != nil {
+			_ = conn.Close()
+			return err
+		}
 	}
 	limit := "2147483646" // SQLite's own largest
 	if s.limit > 0 {

@@ -116,7 +116,8 @@ func TestSessionTransaction(t *testing.T) {
 // TestSessionBounds: a pipeline too large or not JSON is refused whole; an answer past
 // maxAnswer is an error result; a write past the limit fails with SQLITE_FULL, told and
 // recorded naming limits.database; a statement past its context is interrupted; statements
-// that would reach outside the worker's file are refused.
+// that would reach outside the worker's file, or make a value past maxAnswer in the runtime's
+// memory, are refused.
 func TestSessionBounds(t *testing.T) {
 	m := New(t.TempDir(), nil)
 	defer m.Close()
@@ -155,6 +156,7 @@ func TestSessionBounds(t *testing.T) {
 		"pragma max_page_count = 100000", "PRAGMA main.cache_size=-1000000", `select * from "pragma_max_page_count"(1)`,
 		"select * from pragma_cache_size", "select 1; select 2", "select load_extension('x')",
 		"/* */ attach 'x' as y", "-- c\n PRAGMA [journal_mode] = off",
+		"select length(zeroblob(100000000))", "select length(printf('%.*c', 100000000, 'x'))",
 	} {
 		if r := pipe(t, s, `{"requests":[`+execute(sql)+`]}`).Results[0]; r.Type != "error" {
 			t.Errorf("%q ran: %+v", sql, r)

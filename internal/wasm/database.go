@@ -54,7 +54,12 @@ func instantiateDatabase(ctx context.Context, r wazero.Runtime) error {
 func execute(ctx context.Context, mod api.Module, stack []uint64) {
 	ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
 	call, _ := ctx.Value(databaseKey{}).(*databaseCall)
-	body, ok := mod.Memory().Read(ptr, n)
+	mem := mod.Memory()
+	if mem == nil {
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	body, ok := mem.Read(ptr, n)
 	switch {
 	case !ok:
 		stack[0] = api.EncodeI32(-1)
@@ -81,7 +86,7 @@ func answer(ctx context.Context, mod api.Module, stack []uint64) {
 	if call != nil && call.db != nil {
 		held = call.answer
 	}
-	if held == nil || int(n) < len(held) || !mod.Memory().Write(ptr, held) {
+	if held == nil || int(n) < len(held) || mod.Memory() == nil || !mod.Memory().Write(ptr, held) {
 		stack[0] = api.EncodeI32(-1)
 		return
 	}
