@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -179,5 +180,42 @@ func TestWasmDatabaseDriver(t *testing.T) {
 	}
 	if msg, _ := workerDatabase(t, s, "hog")["error"].(string); !strings.Contains(msg, "limits.database") {
 		t.Errorf("the hog's database record = %q, want the limit named", msg)
+	}
+}
+
+// TestExampleDBWasm builds examples/db-wasm as examples/README.md says, uploads it and keeps an
+// entry in its guestbook across a new version.
+func TestExampleDBWasm(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(work, "app.wasm"), ".")
+	cmd.Dir = "../examples/db-wasm"
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the example: %v\n%s", err, out)
+	}
+	manifest, err := os.ReadFile("../examples/db-wasm/manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	module, err := os.ReadFile(filepath.Join(work, "app.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := harness.Start(t, harness.Config{Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
+	archive := func(version string) []byte {
+		m := strings.Replace(string(manifest), "version: 1.0.0", "version: "+version, 1)
+		return harness.TarGz(t, harness.File{Name: "manifest.yaml", Body: m}, harness.File{Name: "app.wasm", Body: string(module)})
+	}
+	uploadOK(t, s, "workers", "guestbook.tgz", archive("1.0.0"), rootKey)
+	if resp := s.Do("POST", "/guestbook-wasm/", harness.WithBody("application/x-www-form-urlencoded", []byte("text=hello"))); resp.Status != 201 {
+		t.Fatalf("POST an entry = %s", resp)
+	}
+	uploadOK(t, s, "workers", "guestbook.tgz", archive("1.1.0"), rootKey)
+	var got struct {
+		Entries []string `json:"entries"`
+	}
+	if resp := s.Get("/guestbook-wasm/"); resp.Status != 200 || resp.JSON(&got) != nil || !slices.Equal(got.Entries, []string{"hello"}) {
+		t.Fatalf("GET the entries after a new version = %s", resp)
 	}
 }
