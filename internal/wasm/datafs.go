@@ -104,7 +104,11 @@ func (d *dataFS) Rmdir(path string) experimentalsys.Errno {
 }
 
 func (d *dataFS) Unlink(path string) experimentalsys.Errno {
-	// Removing a link planted in the folder is harmless: only its parents are checked.
+	// Removing a link planted in the folder is harmless: only its parents are checked, and
+	// whether it is the database's.
+	if filepath.Dir(filepath.Clean(path)) == "." && strings.HasPrefix(filepath.Base(path), hidden) {
+		return experimentalsys.EPERM
+	}
 	return d.both(filepath.Dir(path), filepath.Dir(path), func() experimentalsys.Errno { return d.FS.Unlink(path) })
 }
 
