@@ -175,7 +175,7 @@ func TestCaddyModuleUsesTheAPIOnly(t *testing.T) {
 func TestInternal(t *testing.T) {
 	// The design card's four folders are public, as Caddy's modules/ are: the Caddy glue, the
 	// management API, the runtime's database and units on disk.
-	public := []string{"caddymodule", "handlers", "keystore", "packages", "api", "client", "cmd/runtime", "cmd/openapi", "bench", "bench/cmd/report", "integration", "integration/harness", "examples/hello-process", "examples/hello-wasm"}
+	public := []string{"caddymodule", "handlers", "keystore", "packages", "api", "client", "cmd/runtime", "cmd/openapi", "bench", "bench/cmd/report", "integration", "integration/harness", "examples/hello-process", "examples/hello-wasm", "examples/db-wasm", "wasmdb"}
 	out, err := exec.Command("go", "list", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

@@ -165,7 +165,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 func policies(s config.Settings) (workers.Policy, plugins.Policy) {
 	reserved := packages.ReservedNames(s.APIPrefix)
 	return workers.Policy{ProcessWorkers: s.ProcessWorkers, WasmWorkers: s.WasmWorkers, Reserved: reserved, MaxModuleSize: s.WasmMaxModuleSize,
-			JSEngines: s.JSEngines, PrimaryDatabases: s.KeyStore == "sync"},
+			JSEngines: s.JSEngines},
 		plugins.Policy{Handlers: s.PluginHandlers, Reserved: reserved}
 }
 

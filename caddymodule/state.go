@@ -246,6 +246,8 @@ func (s *state) parts() []lifecycle.Part {
 		lifecycle.Of("traffic splits", s.traffic),
 		{Name: "bootstrap key check", Start: s.removeStaleBootstrap},
 		lifecycle.Of("process pool", &s.procs),
+		// Closed after the engine, whose instances use them.
+		{Name: "WebAssembly workers' databases", Stop: func() error { s.databases.Close(); return nil }},
 		{Name: "WebAssembly engine", Start: s.openWasm, Stop: s.closeWasm},
 		// After the pool and the engine: the activator closes before them (a check cut short is
 		// not a failed one), and a version's process stops before it is checked anew.

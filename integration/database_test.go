@@ -374,11 +374,25 @@ func TestDatabaseSync(t *testing.T) {
 		t.Errorf("database record on B = %v, want mode primary", info)
 	}
 
-	// A WebAssembly worker has no sockets to reach the endpoint: database: true is refused at
-	// upload, saying why.
-	wasm := a.Upload(a.API+"/workers/upload", "wasm.tgz", wasmPackage(t, "wasmdb", "1.0.0", "database: true\n"), harness.WithKey(rootKey))
-	if wasm.Status != 400 || !strings.Contains(string(wasm.Body), "INVALID_MANIFEST") || !strings.Contains(string(wasm.Body), "no sockets") {
-		t.Errorf("a WebAssembly worker with database: true in sync mode = %s, want 400 INVALID_MANIFEST saying why", wasm)
+	// A WebAssembly worker reaches its namespace through the runtime's database module: a row
+	// written through A is read through B, and the other worker's rows stay its own.
+	for _, s := range []*harness.Server{a, b} {
+		uploadOK(t, s, "workers", "wasmdb.tgz", wasmDBPackage(t, "wasmdb", "1.0.0", "database: true\n"), rootKey)
+	}
+	if resp := a.Get("/wasmdb/write?v=" + url.QueryEscape("wasm from A")); resp.Status != 200 {
+		t.Fatalf("the WebAssembly worker's write through A = %s", resp)
+	}
+	if got := wasmRows(t, b, "/wasmdb"); len(got) != 1 || got[0] != "wasm from A" {
+		t.Errorf("the WebAssembly worker reads %q through B, want [wasm from A]", got)
+	}
+	if resp := b.Get("/wasmdb/tx?v=rolled-back"); resp.Status != 200 {
+		t.Errorf("a transaction on the primary = %s", resp)
+	}
+	if got := wasmRows(t, a, "/wasmdb"); len(got) != 1 {
+		t.Errorf("after a rolled back transaction A reads %q", got)
+	}
+	if msg, _ := workerDatabase(t, a, "wasmdb")["mode"].(string); msg != "primary" {
+		t.Errorf("the WebAssembly worker's database mode = %q, want primary", msg)
 	}
 
 	// Past limits.database the endpoint refuses the worker's statements, saying why, in the

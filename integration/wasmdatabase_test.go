@@ -22,8 +22,8 @@ func wasmDBRead(t *testing.T, s *harness.Server, base string) string {
 }
 
 // TestDatabaseWasm: a WebAssembly worker with database: true finds its database folder at
-// /.database (DATABASE_URL and DATABASE_PATH name the file there, as for a process worker);
-// what it writes there survives a disable and enable, a new version and a restart of the
+// /.database for files of its own (DATABASE_URL names the runtime's database module, see
+// TestWasmDatabaseDriver); what it writes there survives a disable and enable, a new version and a restart of the
 // runtime, lands in the worker's own folder under state_dir/databases (which runtime backup
 // copies), where another
 // worker reaches it neither by path nor by a symbolic link; limits.database stops its writes,
@@ -44,8 +44,8 @@ func TestDatabaseWasm(t *testing.T) {
 	if resp := s.Get("/notes/"); resp.Status != 200 || resp.JSON(&e) != nil {
 		t.Fatalf("GET / = %s", resp)
 	}
-	if e.Env["DATABASE_URL"] != "file:/.database/db.sqlite" || e.Env["DATABASE_PATH"] != "/.database/db.sqlite" {
-		t.Fatalf("DATABASE_URL %q, DATABASE_PATH %q: want the file in /.database", e.Env["DATABASE_URL"], e.Env["DATABASE_PATH"])
+	if e.Env["DATABASE_URL"] != "runtime:" || e.Env["DATABASE_PATH"] != "" {
+		t.Fatalf("DATABASE_URL %q, DATABASE_PATH %q: want the runtime's database module named, no path", e.Env["DATABASE_URL"], e.Env["DATABASE_PATH"])
 	}
 	if resp := s.Get("/notes/append?v=kept"); resp.Status != 200 {
 		t.Fatalf("append = %s", resp)

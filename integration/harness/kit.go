@@ -21,6 +21,7 @@ var (
 	TestWorker    = testkit.TestWorker    // the test worker, built once per test process
 	BunBinary     = testkit.BunBinary     // Bun ($BUN, else make deps's), skipping the test without it (failing it in CI)
 	TestWasm      = testkit.TestWasm      // the test WebAssembly worker, built once per test process
+	TestWasmDB    = testkit.TestWasmDB    // the test WebAssembly worker of the guest database driver
 	TinyWasm      = testkit.TinyWasm      // a WebAssembly module of a few hundred bytes, emitted byte by byte
 	Hello         = testkit.Hello         // a Go hello-world process worker, built once per test process
 	HelloWasm     = testkit.HelloWasm     // the same program as a WebAssembly worker

@@ -46,6 +46,11 @@ const (
 	TokenVar = "DATABASE_AUTH_TOKEN" // primary mode: the endpoint's token (also in the URL)
 )
 
+// WasmURL is a WebAssembly worker's DATABASE_URL: its database is reached through the
+// runtime's host module (wasm.DatabaseModule), whatever the mode, which the guest driver
+// (package wasmdb) opens as sql.Open("runtime", os.Getenv("DATABASE_URL")).
+const WasmURL = "runtime:"
+
 // Variables are the names the runtime sets for a worker with a database; a manifest's env
 // and a secret may not take them.
 var Variables = []string{URLVar, PathVar, TokenVar}
@@ -57,21 +62,22 @@ type Manager struct {
 
 	refuse error // why no worker gets a database (a setting missing), or nil
 
-	mu    sync.Mutex
-	over  map[string]string // why a worker's database was last refused, by worker
-	rooms map[string]*room  // WebAssembly workers with instances running, by worker
+	mu     sync.Mutex
+	over   map[string]string   // why a worker's database was last refused, by worker
+	rooms  map[string]*room    // WebAssembly workers with instances running, by worker
+	locals map[string]*localDB // local databases open for WebAssembly instances, by worker
 }
 
 // New returns the manager of databases kept in dir (local mode), or on the primary remote
 // reaches when remote is not nil.
 func New(dir string, remote *Remote) *Manager {
-	return &Manager{dir: dir, remote: remote, over: map[string]string{}, rooms: map[string]*room{}}
+	return &Manager{dir: dir, remote: remote, over: map[string]string{}, rooms: map[string]*room{}, locals: map[string]*localDB{}}
 }
 
 // Refusing returns a manager in primary mode that refuses every database with err (a
 // setting it needs is missing): workers without one run all the same.
 func Refusing(err error) *Manager {
-	return &Manager{remote: &Remote{}, refuse: err, over: map[string]string{}, rooms: map[string]*room{}}
+	return &Manager{remote: &Remote{}, refuse: err, over: map[string]string{}, rooms: map[string]*room{}, locals: map[string]*localDB{}}
 }
 
 // Mode is ModeLocal or ModePrimary.
@@ -161,11 +167,6 @@ func (m *Manager) within(worker string, limit int64) (int64, error) {
 	return used, nil
 }
 
-// ErrNoWasmPrimary refuses a database to a WebAssembly worker in sync and cluster mode.
-var ErrNoWasmPrimary = errors.New("a WebAssembly worker cannot have a database in sync or cluster mode: " +
-	"there its database is a namespace on the libSQL primary, reached over HTTP, and a WASI preview 1 module has no sockets; " +
-	"run the worker as a process worker, or drop database: true")
-
 // room is what the running WebAssembly instances of a worker may still write to its folder:
 // the limit less the folder as last measured (at most remeasureEvery ago), less what they wrote
 // since; shared, so instances running at once cannot each write what was left.
@@ -184,11 +185,11 @@ const remeasureEvery = time.Second
 // Wasm readies worker's database folder for one WebAssembly instance, bounded by limit
 // bytes (0: none), creating it: the folder, the bytes the worker's running instances may still
 // write to it (nil: no bound), and done, to call once the instance has ended. A folder past its
-// limit is refused with LimitError, and in primary mode ErrNoWasmPrimary refuses it (the
-// instance could reach no endpoint).
+// limit is refused with LimitError. In primary mode there is no folder (dir is ""): each
+// instance of the runtime would have its own, and the database is on the primary.
 func (m *Manager) Wasm(worker string, limit int64) (dir string, left *atomic.Int64, done func(), err error) {
 	if m.remote != nil {
-		return "", nil, nil, ErrNoWasmPrimary
+		return "", nil, func() {}, nil
 	}
 	dir = m.Folder(worker)
 	if limit <= 0 {
@@ -309,6 +310,7 @@ func (m *Manager) Purge(ctx context.Context, worker string) error {
 	if m.remote != nil {
 		return m.remote.Delete(ctx, Namespace(worker))
 	}
+	m.closeLocal(worker)
 	if err := os.RemoveAll(m.Folder(worker)); err != nil {
 		return fmt.Errorf("removing the worker's database: %w", err)
 	}

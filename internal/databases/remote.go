@@ -1,6 +1,7 @@
 package databases
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -30,6 +31,69 @@ type Remote struct {
 	client     *http.Client
 	proxy      http.RoundTripper
 	created    sync.Map // namespaces known to exist
+	gauges     sync.Map // *gauge of the namespaces WebAssembly instances use, by namespace
+}
+
+// gauge is what was last measured of a namespace against its limit.
+type gauge struct {
+	measured atomic.Int64 // Unix nanoseconds of the last measurement
+	full     atomic.Bool
+}
+
+// gauge returns the gauge the WebAssembly instances of namespace ns share.
+func (r *Remote) gauge(ns string) *gauge {
+	g, _ := r.gauges.LoadOrStore(ns, &gauge{})
+	return g.(*gauge)
+}
+
+// past tells whether namespace ns holds more than limit bytes, as g measured it at most
+// sizeEvery ago (measuring it again when older); over is told once as it passes the limit,
+// not at each refusal.
+func (r *Remote) past(ctx context.Context, ns string, limit int64, g *gauge, over func(error)) bool {
+	if last := g.measured.Load(); time.Since(time.Unix(0, last)) > sizeEvery {
+		g.measured.Store(time.Now().UnixNano())
+		used, err := r.Size(ctx, ns)
+		now := err == nil && used > limit
+		if was := g.full.Swap(now); now && !was {
+			over(LimitError(limit))
+		}
+	}
+	return g.full.Load()
+}
+
+// toNamespace points out, a request to the primary, at namespace ns (the host's first label,
+// the way sqld reads it) with the runtime's own credentials, whatever a worker asked.
+func (r *Remote) toNamespace(out *http.Request, ns string) {
+	out.Host = ns + "." + r.primary.Host
+	out.Header.Del("Authorization")
+	out.Header.Del("Cookie")
+	if r.token != "" {
+		out.Header.Set("Authorization", "Bearer "+r.token)
+	}
+}
+
+// pipeline sends a Hrana-over-HTTP v2 pipeline to namespace ns and returns sqld's answer,
+// at most maxAnswer bytes.
+func (r *Remote) pipeline(ctx context.Context, ns string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.primary.JoinPath("/v2/pipeline").String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	r.toNamespace(req, ns)
+	resp, err := r.proxy.RoundTrip(req)
+	if err != nil {
+		return nil, fmt.Errorf("the database primary is unreachable; try again: %w", err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("reading the primary's answer: %w", err)
+	case len(out) > maxAnswer:
+		return nil, fmt.Errorf("the answer passes the %d bytes a call may take: select fewer rows or smaller values", maxAnswer)
+	}
+	return out, nil
 }
 
 // adminTimeout bounds each exchange with the admin API.
@@ -165,18 +229,12 @@ var workerPaths = map[string]string{
 // host's first label, the way sqld reads it) and sends the primary's token itself. Its errors
 // have sqld's shape, {"error": "…"}, the one the worker's libSQL client reads.
 func (r *Remote) handler(ns, token string, limit int64, over func(error)) http.Handler {
-	var measured atomic.Int64 // Unix nanoseconds of the last measurement
-	var full atomic.Bool
+	var g gauge // this process's: it is told once, as its namespace passes the limit
 	proxy := &httputil.ReverseProxy{
 		Transport: r.proxy,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(r.primary)
-			pr.Out.Host = ns + "." + r.primary.Host
-			pr.Out.Header.Del("Authorization")
-			pr.Out.Header.Del("Cookie")
-			if r.token != "" {
-				pr.Out.Header.Set("Authorization", "Bearer "+r.token)
-			}
+			r.toNamespace(pr.Out, ns)
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			sqldError(w, http.StatusBadGateway, "the database primary is unreachable; try again")
@@ -196,19 +254,9 @@ func (r *Remote) handler(ns, token string, limit int64, over func(error)) http.H
 			sqldError(w, http.StatusNotFound, "a worker's database takes Hrana over HTTP (POST /v2/pipeline, /v3/pipeline, /v3/cursor)")
 			return
 		}
-		if limit > 0 && req.Method == http.MethodPost {
-			if last := measured.Load(); time.Since(time.Unix(0, last)) > sizeEvery {
-				measured.Store(time.Now().UnixNano())
-				used, err := r.Size(req.Context(), ns)
-				now := err == nil && used > limit
-				if was := full.Swap(now); now && !was {
-					over(LimitError(limit)) // once as it passes the limit, not at each refusal
-				}
-			}
-			if full.Load() {
-				sqldError(w, http.StatusInsufficientStorage, LimitError(limit).Error())
-				return
-			}
+		if limit > 0 && req.Method == http.MethodPost && r.past(req.Context(), ns, limit, &g, over) {
+			sqldError(w, http.StatusInsufficientStorage, LimitError(limit).Error())
+			return
 		}
 		req.Body = http.MaxBytesReader(w, req.Body, maxStatements)
 		req.URL.RawQuery = ""

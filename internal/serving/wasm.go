@@ -51,8 +51,8 @@ type WasmHost struct {
 	// Secrets returns a worker's secrets by variable name (nil: it has none); an error answers
 	// 503, as a process worker that cannot start.
 	Secrets func(ctx context.Context, name string) (map[string]string, error)
-	// Databases gives a worker whose manifest says database: true its database folder
-	// (local mode only), bounded by limits.database capped by DatabaseSize
+	// Databases gives a worker whose manifest says database: true its database (a session per
+	// instance) and, in local mode, its folder for files of its own, bounded by limits.database capped by DatabaseSize
 	// (worker_database_size).
 	Databases    *databases.Manager
 	DatabaseSize int64
@@ -142,8 +142,14 @@ func (s *Server) serveWasm(w http.ResponseWriter, r *http.Request, t Target, ser
 			return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run: its database: %v", name, err)
 		}
 		defer done()
-		dbEnv = databases.LocalEnv(wasm.DataDir)
 		req.DataFull = func() { full.Store(true) }
+		db, err := host.Databases.Session(r.Context(), name, m.DatabaseLimit(host.DatabaseSize), req.DataFull)
+		if err != nil {
+			return envelope.Errorf(http.StatusServiceUnavailable, CodeWorkerUnavailable, "worker %q cannot run: its database: %v", name, err)
+		}
+		defer db.Close()
+		req.Database = db
+		dbEnv = []string{databases.URLVar + "=" + databases.WasmURL}
 	}
 	req.Env = wasmEnv(r, t, m, name, len(body), secrets, dbEnv)
 	stderr := host.Output.Writer(name, t.Version.Version, "stderr", secrets)

@@ -46,6 +46,7 @@ func NewWasmProgram(pkg string) *Program {
 var (
 	testWorker = NewProgram("./internal/testkit/testworker")
 	testWasm   = NewWasmProgram("./internal/testkit/testwasm")
+	testWasmDB = NewWasmProgram("./internal/testkit/testwasmdb")
 	hello      = NewProgram("./internal/testkit/hello")
 	helloWasm  = NewWasmProgram("./internal/testkit/hello")
 )
@@ -92,6 +93,13 @@ func TestWorker(tb testing.TB) string {
 func TestWasm(tb testing.TB) string {
 	tb.Helper()
 	return testWasm.Path(tb)
+}
+
+// TestWasmDB returns the path of the test WebAssembly module that keeps rows in its database
+// through the guest driver (testkit/testwasmdb), built once per test process.
+func TestWasmDB(tb testing.TB) string {
+	tb.Helper()
+	return testWasmDB.Path(tb)
 }
 
 // Hello returns the path of the hello program (testkit/hello) built for this machine, a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -31,15 +32,15 @@ func (i Import) String() string { return i.Module + "." + i.Name }
 
 // Check tells whether binary is a WebAssembly module a worker may run: a binary module
 // (not the text format), a command (it exports _start), whose imports are all functions of
-// WASI preview 1 that the runtime provides. It reads the module's sections only; compiling
-// waits for the first request. The error says what is wrong and names the first import
-// refused.
-func Check(binary []byte) error {
+// WASI preview 1 that the runtime provides, or, when database is true (the manifest's
+// database: true), of DatabaseModule. It reads the module's sections only; compiling waits
+// for the first request. The error says what is wrong and names the first import refused.
+func Check(binary []byte, database bool) error {
 	m, err := inspect(binary)
 	if err != nil {
 		return err
 	}
-	return m.check()
+	return m.check(database)
 }
 
 // MaxFunctions is the most functions a module may define, as V8 allows: compiling takes
@@ -86,14 +87,19 @@ func inspect(binary []byte) (info, error) {
 	return m, nil
 }
 
-// check refuses what a worker may not import or lacks.
-func (m info) check() error {
+// check refuses what a worker may not import or lacks; database allows DatabaseModule.
+func (m info) check(database bool) error {
 	imports, exports := m.imports, m.exports
 	provided := wasiFunctions()
 	for _, imp := range imports {
 		switch {
+		case imp.Module == DatabaseModule && !database:
+			return fmt.Errorf("imports %s, the worker's database: set database: true in its manifest", imp)
+		case imp.Module == DatabaseModule && (imp.Kind != "func" || !slices.Contains(databaseFunctions, imp.Name)):
+			return fmt.Errorf("imports %s, which is not a function of %s (%s)", imp, DatabaseModule, strings.Join(databaseFunctions, ", "))
+		case imp.Module == DatabaseModule:
 		case imp.Module != WASI:
-			return fmt.Errorf("imports %s (a %s), but workers may import only functions of %s (WASI preview 1): build it for wasip1, without other host modules", imp, imp.Kind, WASI)
+			return fmt.Errorf("imports %s (a %s), but workers may import only functions of %s (WASI preview 1) and %s: build it for wasip1, without other host modules", imp, imp.Kind, WASI, DatabaseModule)
 		case imp.Kind != "func":
 			return fmt.Errorf("imports %s, a %s, but %s provides only functions", imp, imp.Kind, WASI)
 		case !slices.Contains(provided, imp.Name):

@@ -29,6 +29,11 @@ type dataFS struct {
 	full func()        // told of each write refused for want of room; may be nil
 }
 
+// hidden starts the names of the database's files (databases.File, its -wal, -shm and
+// -journal), which the runtime opens for the instance: an instance writing them could hand the
+// runtime's SQLite a crafted file.
+const hidden = "db.sqlite"
+
 // newDataFS confines dir; a nil room leaves its files unbounded.
 func newDataFS(dir string, room *atomic.Int64, full func()) *dataFS {
 	return &dataFS{FS: sysfs.DirFS(dir), dir: dir, room: room, full: full}
@@ -41,6 +46,9 @@ func (d *dataFS) confined(path string) experimentalsys.Errno {
 	for _, part := range strings.Split(filepath.ToSlash(path), "/") {
 		if part == "" || part == "." {
 			continue
+		}
+		if host == d.dir && strings.HasPrefix(part, hidden) {
+			return experimentalsys.EPERM
 		}
 		host = filepath.Join(host, part)
 		info, err := os.Lstat(host)
@@ -96,7 +104,11 @@ func (d *dataFS) Rmdir(path string) experimentalsys.Errno {
 }
 
 func (d *dataFS) Unlink(path string) experimentalsys.Errno {
-	// Removing a link planted in the folder is harmless: only its parents are checked.
+	// Removing a link planted in the folder is harmless: only its parents are checked, and
+	// whether it is the database's.
+	if filepath.Dir(filepath.Clean(path)) == "." && strings.HasPrefix(filepath.Base(path), hidden) {
+		return experimentalsys.EPERM
+	}
 	return d.both(filepath.Dir(path), filepath.Dir(path), func() experimentalsys.Errno { return d.FS.Unlink(path) })
 }
 

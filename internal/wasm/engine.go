@@ -132,6 +132,10 @@ func New(opts Options) (*Engine, error) {
 		e.runtime.Close(ctx)
 		return nil, fmt.Errorf("WASI: %w", err)
 	}
+	if err := instantiateDatabase(ctx, e.runtime); err != nil {
+		e.runtime.Close(ctx)
+		return nil, fmt.Errorf("the database module: %w", err)
+	}
 	return e, nil
 }
 
@@ -240,6 +244,9 @@ type Request struct {
 	Data     string
 	DataRoom *atomic.Int64
 	DataFull func()
+	// Database, when set, is the worker's database the instance reaches through
+	// DatabaseModule; without it the module's calls answer that there is none.
+	Database Database
 	// Memory caps its linear memory in bytes (0: DefaultMemory); MaxOutput caps its
 	// standard output (0: DefaultMaxOutput).
 	Memory, MaxOutput int64
@@ -287,8 +294,8 @@ func (e *CompileError) Error() string { return "the module " + e.Err.Error() }
 func (e *CompileError) Unwrap() error { return e.Err }
 
 // Run runs mod in a fresh instance for one request: the request's environment, arguments,
-// standard input, a read-only file system and nothing else (no network, no other host
-// function), under its memory limit, until its timeout or ctx ends it (the instance is then
+// standard input, a read-only file system and, when the request has one, its worker's
+// database (DatabaseModule), nothing else (no network), under its memory limit, until its timeout or ctx ends it (the instance is then
 // closed, whatever it runs, and Run returns context.DeadlineExceeded or ctx's error). Before
 // it starts, the instance takes a place among its group's (Request.Concurrency) and reserves
 // its largest memory against the engine's memory budget, waiting up to Timeout for them; a
@@ -322,6 +329,7 @@ func (e *Engine) Run(ctx context.Context, mod Module, req Request) ([]byte, erro
 	var refused atomic.Bool
 	var peak atomic.Uint64
 	ctx = experimental.WithMemoryAllocator(ctx, allocator(uint64(limit), &refused, &peak))
+	ctx = context.WithValue(ctx, databaseKey{}, &databaseCall{db: req.Database})
 	out := &capped{limit: req.MaxOutput, stop: cancel}
 	if out.limit <= 0 {
 		out.limit = DefaultMaxOutput
@@ -488,7 +496,7 @@ func (e *Engine) compile(mod Module) (*entry, error) {
 	}
 	m, err := inspect(binary)
 	if err == nil {
-		err = m.check()
+		err = m.check(true) // the upload refused the database's imports without database: true
 	}
 	if err != nil {
 		return nil, &CompileError{Err: err}

@@ -73,22 +73,26 @@ func cgi(t *testing.T, e *Engine, mod Module, req Request, path, query string) (
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name   string
-		binary []byte
-		want   string // "" accepts
+		name     string
+		binary   []byte
+		want     string // "" accepts
+		database bool   // the manifest says database: true
 	}{
-		{"tiny", testkit.TinyWasm("Content-Type: text/plain\n\nhi", WASI, "fd_write"), ""},
-		{"go", readTestModule(t), ""},
-		{"not wasm", []byte("#!/bin/sh\necho hi\n"), "not a WebAssembly module"},
-		{"text format", []byte("(module (func))"), "WebAssembly text"},
-		{"empty", nil, "not a WebAssembly module"},
-		{"version 2", []byte{0, 'a', 's', 'm', 2, 0, 0, 0}, "version 1"},
-		{"truncated", testkit.TinyWasm("x", WASI, "fd_write")[:40], "not a valid WebAssembly module"},
-		{"other host module", testkit.TinyWasm("x", "env", "socket_connect"), "env.socket_connect"},
-		{"unknown WASI function", testkit.TinyWasm("x", WASI, "sock_open"), "wasi_snapshot_preview1.sock_open"},
+		{"tiny", testkit.TinyWasm("Content-Type: text/plain\n\nhi", WASI, "fd_write"), "", false},
+		{"go", readTestModule(t), "", false},
+		{"not wasm", []byte("#!/bin/sh\necho hi\n"), "not a WebAssembly module", false},
+		{"text format", []byte("(module (func))"), "WebAssembly text", false},
+		{"empty", nil, "not a WebAssembly module", false},
+		{"version 2", []byte{0, 'a', 's', 'm', 2, 0, 0, 0}, "version 1", false},
+		{"truncated", testkit.TinyWasm("x", WASI, "fd_write")[:40], "not a valid WebAssembly module", false},
+		{"other host module", testkit.TinyWasm("x", "env", "socket_connect"), "env.socket_connect", false},
+		{"unknown WASI function", testkit.TinyWasm("x", WASI, "sock_open"), "wasi_snapshot_preview1.sock_open", false},
+		{"the database without database: true", testkit.TinyWasm("x", DatabaseModule, "execute"), "set database: true", false},
+		{"the database with database: true", testkit.TinyWasm("x", DatabaseModule, "execute"), "", true},
+		{"an unknown database function", testkit.TinyWasm("x", DatabaseModule, "open"), "runtime_database.open", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Check(tc.binary)
+			err := Check(tc.binary, tc.database)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("Check = %v, want nil", err)

@@ -120,7 +120,7 @@ func TestInstanceLimits(t *testing.T) {
 func TestModuleLimits(t *testing.T) {
 	t.Parallel()
 	big := testkit.ManyFunctionsWasm(300_000) // 1.2 MB
-	if err := Check(big); err != nil {
+	if err := Check(big, false); err != nil {
 		t.Fatalf("a module of 300000 functions: %v", err)
 	}
 	e := newEngine(t, Options{MaxModuleSize: 1 << 20})
@@ -145,7 +145,7 @@ func TestModuleLimits(t *testing.T) {
 		t.Errorf("ReadModule within the limit = %d bytes, %v", len(b), err)
 	}
 
-	if err := Check(testkit.ManyFunctionsWasm(MaxFunctions + 1)); err == nil || !strings.Contains(err.Error(), "functions") {
+	if err := Check(testkit.ManyFunctionsWasm(MaxFunctions+1), false); err == nil || !strings.Contains(err.Error(), "functions") {
 		t.Errorf("a module of %d functions = %v, want it refused", MaxFunctions+1, err)
 	}
 }

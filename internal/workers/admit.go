@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/caddy-runtime/runtime/internal/config"
-	"github.com/caddy-runtime/runtime/internal/databases"
 	"github.com/caddy-runtime/runtime/packages"
 )
 
@@ -21,9 +20,6 @@ type Policy struct {
 	MaxModuleSize int64
 	// JSEngines are the engines JavaScript workers may ask for (js_runtime).
 	JSEngines config.JSEngines
-	// PrimaryDatabases tells that workers' databases are namespaces on the libSQL primary
-	// (sync mode), which a WebAssembly worker cannot reach.
-	PrimaryDatabases bool
 }
 
 // Error codes of worker admission.
@@ -53,7 +49,7 @@ func Admit(md packages.Metadata, policy Policy, bases map[string]string) error {
 		err = m.checkEnv()
 	}
 	if err == nil && m.Database {
-		err = checkDatabase(m, policy)
+		err = checkDatabase(m)
 	}
 	if err != nil {
 		return &packages.Error{Kind: packages.Invalid, Code: packages.CodeInvalidManifest, Message: err.Error()}
@@ -92,12 +88,9 @@ func namespaceOf(name string) string {
 	return "unscoped workers"
 }
 
-// checkDatabase refuses database: true to a worker without code, and to a WebAssembly worker
-// where databases are namespaces on the primary.
-func checkDatabase(m Manifest, policy Policy) error {
+// checkDatabase refuses database: true to a worker without code.
+func checkDatabase(m Manifest) error {
 	switch {
-	case m.Kind() == Wasm && policy.PrimaryDatabases:
-		return fmt.Errorf("database: true: %w", databases.ErrNoWasmPrimary)
 	case m.Kind() != Process && m.Kind() != Wasm && m.Kind() != JS:
 		return fmt.Errorf("database: true needs code (a process, JavaScript or WebAssembly worker): a %s worker has no database", m.Kind())
 	}

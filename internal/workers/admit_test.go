@@ -42,10 +42,6 @@ func TestAdmit(t *testing.T) {
 		{"a JavaScript worker with a database", Policy{ProcessWorkers: all.ProcessWorkers, JSEngines: config.JSEngines{Default: "bun", Paths: map[string]string{"bun": "/usr/bin/bun"}}}, "name: x\nentrypoint: index.ts\ndatabase: true\n", ""},
 		{"a static worker with a database", all, "name: x\nentrypoint: index.html\ndatabase: true\n", packages.CodeInvalidManifest},
 		{"a wasm worker with a database", Policy{WasmWorkers: config.Namespaces{All: true}}, "name: x\nruntime: wasm\nmodule: app.wasm\ndatabase: true\n", ""},
-		{"a wasm worker with a database on the primary", Policy{WasmWorkers: config.Namespaces{All: true}, PrimaryDatabases: true},
-			"name: x\nruntime: wasm\nmodule: app.wasm\ndatabase: true\n", packages.CodeInvalidManifest},
-		{"a process worker with a database on the primary", Policy{ProcessWorkers: config.Namespaces{All: true}, PrimaryDatabases: true},
-			"name: x\ncommand: [./server]\ndatabase: true\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

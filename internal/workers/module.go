@@ -46,7 +46,7 @@ func checkModule(m Manifest, tree *os.Root, maxModule int64) error {
 	case err != nil:
 		return refuse("module %s cannot be read in the archive: %v", m.Module, err)
 	}
-	if err := wasm.Check(binary); err != nil {
+	if err := wasm.Check(binary, m.Database); err != nil {
 		return refuse("module %s %v", m.Module, err)
 	}
 	return nil

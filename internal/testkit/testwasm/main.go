@@ -14,7 +14,7 @@
 //	/headers   writes ?n= bytes of CGI header lines, then a body
 //	/hold      holds ?mb= MiB of memory for ?wait= ms, then answers
 //	/append    appends the line ?v= to ?file= (default rows.txt) in its database folder (the
-//	           folder of DATABASE_PATH)
+//	           folder, /.database)
 //	/fill      appends ?kib= KiB (default 64) to fill.bin there ?n= times, until a write fails
 //	/symlink   makes the symbolic link ?name= to ?target= in its database folder, then reads
 //	           through it
@@ -111,7 +111,7 @@ func main() {
 		if name == "" {
 			name = "rows.txt"
 		}
-		f, err := os.OpenFile(filepath.Join(filepath.Dir(os.Getenv("DATABASE_PATH")), name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err := os.OpenFile(filepath.Join(dataDir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err == nil {
 			_, err = fmt.Fprintln(f, q.Get("v"))
 			err = errors.Join(err, f.Close())
@@ -127,7 +127,7 @@ func main() {
 		if kib <= 0 {
 			kib = 64
 		}
-		f, err := os.OpenFile(filepath.Join(filepath.Dir(os.Getenv("DATABASE_PATH")), "fill.bin"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err := os.OpenFile(filepath.Join(dataDir, "fill.bin"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		written := 0
 		for ; err == nil && written < n; written++ {
 			_, err = f.Write(bytes.Repeat([]byte{'x'}, kib<<10))
@@ -142,7 +142,7 @@ func main() {
 		}
 		answer(200, fmt.Sprintf("wrote %d", written))
 	case "/symlink":
-		link := filepath.Join(filepath.Dir(os.Getenv("DATABASE_PATH")), q.Get("name"))
+		link := filepath.Join(dataDir, q.Get("name"))
 		err := os.Symlink(q.Get("target"), link)
 		b, rerr := os.ReadFile(link)
 		if rerr != nil {
@@ -174,3 +174,6 @@ func main() {
 func answer(status int, body string) {
 	fmt.Printf("Status: %d\nContent-Type: text/plain\n\n%s", status, body)
 }
+
+// dataDir is where a worker with database: true finds its folder.
+const dataDir = "/.database"
