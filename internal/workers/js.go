@@ -85,10 +85,43 @@ func (h *JSHost) loaderDir() (string, error) {
 			fmt.Fprintf(sum, "%s\x00%d\x00", e.Name(), len(body))
 			sum.Write(body)
 		}
+		if h.err = bundleLoaders(files); h.err != nil {
+			return
+		}
 		h.loaders = filepath.Join(h.Dir, "loader-"+hex.EncodeToString(sum.Sum(nil))[:16])
 		h.err = writeOnce(h.loaders, files)
 	})
 	return h.loaders, h.err
+}
+
+// bundleLoaders replaces each engine's loader in files with one module holding the loader and
+// the modules it imports (common.mjs, nodehttp.mjs), so that an engine reads and compiles one
+// file at every start rather than three (about half a millisecond of a Bun start). The modules
+// stay beside it: Node's hooks are registered by their URL.
+func bundleLoaders(files map[string][]byte) error {
+	plugin := api.Plugin{Name: "jsloader", Setup: func(b api.PluginBuild) {
+		b.OnResolve(api.OnResolveOptions{Filter: `^\./`}, func(a api.OnResolveArgs) (api.OnResolveResult, error) {
+			return api.OnResolveResult{Path: path.Base(a.Path), Namespace: "jsloader"}, nil
+		})
+		b.OnLoad(api.OnLoadOptions{Filter: `.*`, Namespace: "jsloader"}, func(a api.OnLoadArgs) (api.OnLoadResult, error) {
+			body, ok := files[a.Path]
+			if !ok {
+				return api.OnLoadResult{}, fmt.Errorf("no loader module %s", a.Path)
+			}
+			contents := string(body)
+			return api.OnLoadResult{Contents: &contents, Loader: api.LoaderJS}, nil
+		})
+	}}
+	for _, engine := range []string{RuntimeBun, RuntimeDeno, RuntimeNode} {
+		name := engine + ".mjs"
+		result := api.Build(api.BuildOptions{EntryPoints: []string{"./" + name}, Bundle: true, Format: api.FormatESModule,
+			Platform: api.PlatformNeutral, External: []string{"node:*"}, Plugins: []api.Plugin{plugin}, LogLevel: api.LogLevelSilent})
+		if len(result.Errors) > 0 {
+			return fmt.Errorf("bundling the %s loader: %s", engine, result.Errors[0].Text)
+		}
+		files[name] = result.OutputFiles[0].Contents
+	}
+	return nil
 }
 
 // writeOnce creates folder dir holding files (read-only), unless it exists: it is filled

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,5 +209,33 @@ func TestJSCheckProgram(t *testing.T) {
 		if tt.says == "" && err != nil || tt.says != "" && (!packages.IsCode(err, CodeInvalidEntrypoint) || !strings.Contains(err.Error(), tt.says)) {
 			t.Errorf("%s %q: %v; want INVALID_ENTRYPOINT saying %q", tt.file, tt.source, err, tt.says)
 		}
+	}
+}
+
+// TestBundleLoaders: each engine's loader is one module, the ones it imported inlined, and
+// keeps what it must not bundle: node: modules, and Node's hooks, registered by their URL.
+func TestBundleLoaders(t *testing.T) {
+	files := map[string][]byte{}
+	entries, err := fs.ReadDir(loaderFiles, "jsloader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		files[e.Name()], _ = loaderFiles.ReadFile("jsloader/" + e.Name())
+	}
+	if err := bundleLoaders(files); err != nil {
+		t.Fatal(err)
+	}
+	for _, engine := range []string{RuntimeBun, RuntimeDeno, RuntimeNode} {
+		body := string(files[engine+".mjs"])
+		if strings.Contains(body, `from "./`) {
+			t.Errorf("the %s loader still imports a module of its own:\n%s", engine, body)
+		}
+		if !strings.Contains(body, "function guard(") || !strings.Contains(body, "await import(") {
+			t.Errorf("the %s loader lacks common.mjs's code:\n%s", engine, body)
+		}
+	}
+	if node := string(files["node.mjs"]); !strings.Contains(node, `"./hooks.mjs"`) || !strings.Contains(node, `from "node:http"`) {
+		t.Errorf("the node loader lost its hooks' URL or node:http:\n%s", node)
 	}
 }
