@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"database/sql"
 	"os"
 	"path/filepath"
@@ -40,30 +39,22 @@ func craftDB(t *testing.T, path string, stmts ...string) {
 func TestWasmDatabaseCraftedFile(t *testing.T) {
 	t.Parallel()
 	s := harness.Start(t, harness.Config{Dir: t.TempDir(), Env: map[string]string{"RUNTIME_ROOT_KEY": rootKey}})
-	file := func(name string) string { return filepath.Join(s.DataDir, "state", "databases", name, "db.sqlite") }
 
 	// Not a database: bytes that only begin like one.
-	if err := os.MkdirAll(filepath.Dir(file("garbage")), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	junk := append([]byte("SQLite format 3\x00"), bytes.Repeat([]byte{0xff, 0x00, 0x7f, 0x80}, 16<<10)...)
-	if err := os.WriteFile(file("garbage"), junk, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	junk := "SQLite format 3\x00" + strings.Repeat("\xff\x00\x7f\x80", 16<<10)
+	writeFiles(t, filepath.Dir(dbFile(s, "garbage")), map[string]string{"db.sqlite": junk})
 	// Corrupt pages: a real file whose table's pages are overwritten, its header and schema kept.
-	craftDB(t, file("corrupt"), "create table t (v text)", "with recursive n(i) as (select 1 union all select i + 1 from n where i < 400) insert into t select hex(randomblob(200)) from n")
-	b, err := os.ReadFile(file("corrupt"))
+	craftDB(t, dbFile(s, "corrupt"), "create table t (v text)", "with recursive n(i) as (select 1 union all select i + 1 from n where i < 400) insert into t select hex(randomblob(200)) from n")
+	b, err := os.ReadFile(dbFile(s, "corrupt"))
 	if err != nil || len(b) < 8<<10 {
 		t.Fatalf("the crafted file: %d bytes, %v", len(b), err)
 	}
 	for i := 4096 + 100; i < len(b); i += 7 {
 		b[i] ^= 0x5a
 	}
-	if err := os.WriteFile(file("corrupt"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFiles(t, filepath.Dir(dbFile(s, "corrupt")), map[string]string{"db.sqlite": string(b)})
 	// A hostile schema: each insert asks for a gigabyte through a trigger the worker never wrote.
-	craftDB(t, file("trigger"), "create table t (v text)", "create table big (b blob)",
+	craftDB(t, dbFile(s, "trigger"), "create table t (v text)", "create table big (b blob)",
 		"create trigger grow after insert on t begin insert into big values (zeroblob(1000000000)); end")
 
 	for _, name := range []string{"garbage", "corrupt", "trigger", "good"} {

@@ -25,6 +25,11 @@ func wasmDBPackage(t *testing.T, name, version, extra string) []byte {
 		harness.File{Name: "app.wasm", Body: string(module)})...)
 }
 
+// dbFile is the SQLite file the runtime keeps for worker name's database (local mode).
+func dbFile(s *harness.Server, name string) string {
+	return filepath.Join(s.DataDir, "state", "databases", name, "db.sqlite")
+}
+
 // wasmRows reads the rows the guest driver's worker at base lists.
 func wasmRows(t *testing.T, s *harness.Server, base string) []string {
 	t.Helper()
@@ -95,7 +100,7 @@ func TestWasmDatabaseDriver(t *testing.T) {
 	if got := wasmRows(t, s, "/notes"); !slices.Equal(got, []string{"kept"}) {
 		t.Fatalf("rows = %q, want [kept]", got)
 	}
-	file := filepath.Join(s.DataDir, "state", "databases", "notes", "db.sqlite")
+	file := dbFile(s, "notes")
 	if info, err := os.Stat(file); err != nil || info.Size() == 0 {
 		t.Fatalf("the worker's SQLite file: %v %v", info, err)
 	}
@@ -171,7 +176,7 @@ func TestWasmDatabaseDriver(t *testing.T) {
 	if fill.Written == 0 || fill.Written >= 16 {
 		t.Errorf("%d rows of 16 KiB written under a 256 KiB limit", fill.Written)
 	}
-	if info, err := os.Stat(filepath.Join(s.DataDir, "state", "databases", "hog", "db.sqlite")); err != nil || info.Size() > 256<<10 {
+	if info, err := os.Stat(dbFile(s, "hog")); err != nil || info.Size() > 256<<10 {
 		t.Errorf("the hog's file is %v (%v), past its limit", info, err)
 	}
 	logs := s.Get(s.API+"/workers/_/hog/logs", harness.WithKey(rootKey))
