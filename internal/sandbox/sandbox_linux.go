@@ -760,6 +760,7 @@ func (p *Process) State() string { return p.cmd.ProcessState.String() }
 // Wait waits for the worker and its launcher to exit, then stops whatever is left of it and
 // removes its scratch folder.
 func (p *Process) Wait() error {
+	awaitExit(p.cmd.Process.Pid)
 	err := p.cmd.Wait()
 	p.exited.Store(true)
 	// A descendant that outlives the worker and holds its output open must not stall Wait.

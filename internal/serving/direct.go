@@ -22,11 +22,12 @@ type directPool struct {
 
 	mu      sync.Mutex
 	idle    map[string][]*directConn // by socket path, the most recently used last
+	watched map[string]bool          // the socket paths whose worker's exit drops their kept connections
 	sweeper *time.Timer              // closes connections unused for idleFor; nil when none is kept
 }
 
 func newDirectPool(maxIdle int, idleFor time.Duration) *directPool {
-	return &directPool{maxIdle: maxIdle, idleFor: idleFor, idle: map[string][]*directConn{}}
+	return &directPool{maxIdle: maxIdle, idleFor: idleFor, idle: map[string][]*directConn{}, watched: map[string]bool{}}
 }
 
 // directConn is a kept connection to a worker's socket.
@@ -37,6 +38,7 @@ type directConn struct {
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	used time.Time
+	gone <-chan struct{} // closed when the worker has exited; nil: not known
 }
 
 // aLongTimeAgo is a deadline in the past, which interrupts a connection's reads and writes.
@@ -87,7 +89,7 @@ func (b *directBody) finish(complete bool) {
 
 // get returns a kept connection to the socket at path, the most recently used, or a new one;
 // kept tells which.
-func (t *directPool) get(ctx context.Context, path string) (*directConn, bool, error) {
+func (t *directPool) get(ctx context.Context, path string, gone <-chan struct{}) (*directConn, bool, error) {
 	now := time.Now()
 	t.mu.Lock()
 	for list := t.idle[path]; len(list) > 0; list = t.idle[path] {
@@ -101,18 +103,18 @@ func (t *directPool) get(ctx context.Context, path string) (*directConn, bool, e
 	}
 	delete(t.idle, path)
 	t.mu.Unlock()
-	dc, err := t.dial(ctx, path)
+	dc, err := t.dial(ctx, path, gone)
 	return dc, false, err
 }
 
-// dial opens a new connection to the socket at path.
-func (t *directPool) dial(ctx context.Context, path string) (*directConn, error) {
+// dial opens a new connection to the socket at path, of the worker whose exit closes gone.
+func (t *directPool) dial(ctx context.Context, path string, gone <-chan struct{}) (*directConn, error) {
 	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, err
 	}
 	head := &headReader{r: c, left: -1}
-	return &directConn{Conn: c, path: path, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c)}, nil
+	return &directConn{Conn: c, path: path, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c), gone: gone}, nil
 }
 
 // dropIdle closes the connections kept to the socket at path that were last used at or before
@@ -171,9 +173,27 @@ func (t *directPool) put(dc *directConn) {
 		return
 	}
 	t.idle[dc.path] = append(t.idle[dc.path], dc)
+	if dc.gone != nil && !t.watched[dc.path] {
+		t.watched[dc.path] = true
+		go t.forget(dc.path, dc.gone)
+	}
 	if t.sweeper == nil {
 		t.sweeper = time.AfterFunc(t.idleFor, t.sweep)
 	}
+}
+
+// forget closes the connections kept to the socket at path once its worker has exited (gone
+// closes), rather than when the sweep finds them idle: a worker stopped at its ttl leaves
+// nothing of it in the pool.
+func (t *directPool) forget(path string, gone <-chan struct{}) {
+	<-gone
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, dc := range t.idle[path] {
+		dc.Close()
+	}
+	delete(t.idle, path)
+	delete(t.watched, path)
 }
 
 // sweep closes the connections unused for idleFor, those to workers that stopped among them.

@@ -195,3 +195,33 @@ func TestDirectPoolAfterIdleTimeout(t *testing.T) {
 		t.Errorf("the pool keeps %d connections to the worker, want 1: those the worker closed are dropped", kept)
 	}
 }
+
+// TestDirectPoolWorkerExit: the connections kept to a worker are closed once its process has
+// exited (its lease's Exited), not when they have been unused for idleFor: a worker stopped
+// at its ttl leaves nothing of it in the pool.
+func TestDirectPoolWorkerExit(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello")) })
+	w := serveSocket(t, mux)
+	s := New(Options{})
+	s.direct = newDirectPool(8, time.Hour)
+	gone := make(chan struct{})
+	ctx := context.Background()
+	for range 2 {
+		dc, _, err := s.direct.get(ctx, w.path, gone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.direct.put(dc)
+	}
+	kept := func() int {
+		s.direct.mu.Lock()
+		defer s.direct.mu.Unlock()
+		return len(s.direct.idle[w.path]) + len(s.direct.watched)
+	}
+	if n := kept(); n != 2 {
+		t.Fatalf("kept and watched = %d before the exit, want 2 (one connection used twice, one watch)", n)
+	}
+	close(gone)
+	testkit.Eventually(t, "the kept connection to close at the worker's exit", 5*time.Second, func() bool { return w.closed.Load() == 1 && kept() == 0 })
+}

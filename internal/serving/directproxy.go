@@ -287,7 +287,7 @@ func removeHopByHop(h http.Header) {
 // one: a worker's idle timeout (node:http's 5 s, Bun.serve's 10 s) closes every connection
 // kept as long, so those kept before the one that failed are closed too.
 func (s *Server) exchangeDirect(w http.ResponseWriter, r *http.Request, t *proxyTarget) (*http.Response, error) {
-	dc, kept, err := s.direct.get(t.ctx, t.addr)
+	dc, kept, err := s.direct.get(t.ctx, t.addr, t.exited())
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +300,7 @@ func (s *Server) exchangeDirect(w http.ResponseWriter, r *http.Request, t *proxy
 		return nil, err
 	}
 	s.direct.dropIdle(t.addr, dc.used)
-	if dc, err = s.direct.dial(t.ctx, t.addr); err != nil {
+	if dc, err = s.direct.dial(t.ctx, t.addr, t.exited()); err != nil {
 		return nil, err
 	}
 	res, err = s.roundTripDirect(w, r, t, dc)

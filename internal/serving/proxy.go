@@ -130,6 +130,14 @@ type proxyTarget struct {
 	failed                            *envelope.Error // the proxy's error answer, returned, not written
 }
 
+// exited is closed once the target's process has exited; nil without a lease (tests).
+func (t *proxyTarget) exited() <-chan struct{} {
+	if t.lease == nil {
+		return nil
+	}
+	return t.lease.Exited()
+}
+
 type proxyTargetKey struct{}
 
 // newWorkerProxy returns the reverse proxy to worker processes, shared by all requests; each

@@ -102,7 +102,9 @@ type Pool struct {
 	stopped  sync.WaitGroup      // every process until it has exited
 	closed   bool
 	quit     chan struct{}
-	fresh    *freshGate // the processes of workers with ttl: 0
+	fresh    *freshGate  // the processes of workers with ttl: 0
+	starts   uint64      // processes started, ever
+	releaser *time.Timer // runs releaseMemory once the pool has been empty a while (armReleaseLocked)
 }
 
 type backoff struct {
@@ -208,6 +210,9 @@ func (l *Lease) Network() string { return l.p.network }
 
 // Addr is the process's host:port, or the path of its unix socket.
 func (l *Lease) Addr() string { return l.p.addr }
+
+// Exited is closed once the process has exited.
+func (l *Lease) Exited() <-chan struct{} { return l.p.exited }
 
 // Err tells, after a request to the process failed, why the process never served: it was
 // handed its listener and took the request before it had accepted a connection, then exited
@@ -381,6 +386,7 @@ func (p *Pool) admit(name, version, dir string, m Manifest) (*proc, error) {
 		}
 		pr = p.newProc(name, version, dir, m)
 		p.live[pr] = struct{}{}
+		p.starts++
 		p.putLocked(pr)
 		evicted = p.evictLocked(pr)
 		p.stopped.Add(1)
@@ -553,6 +559,9 @@ func (p *Pool) Close() {
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true
+		if p.releaser != nil {
+			p.releaser.Stop()
+		}
 		close(p.quit)
 		for _, pr := range p.procs {
 			p.retireLocked(pr)
@@ -570,7 +579,7 @@ func (pr *proc) start() {
 	defer close(pr.ready)
 	var err error
 	sb := pr.pool.opts.Sandbox
-	if sb.IsolatedNetwork() || pr.m.Listen == ListenSocket && sb.SocketActivation() {
+	if sb.IsolatedNetwork() || pr.socketListen() && sb.SocketActivation() {
 		// The sandbox hands the worker a listener, whose path it tells once started.
 		pr.network = "unix"
 		var r *run
@@ -599,6 +608,7 @@ func (pr *proc) start() {
 			close(pr.exited)
 			p.mu.Lock()
 			delete(p.live, pr)
+			p.armReleaseLocked()
 			p.mu.Unlock()
 			p.stopped.Done()
 		}
@@ -612,6 +622,15 @@ func (pr *proc) start() {
 	if pr.network == "unix" {
 		go pr.watchAccept()
 	}
+}
+
+// socketListen reports whether the worker asks to be handed its listener: listen: socket, or
+// a JavaScript worker that leaves listen to its engine, on Bun (JSHost.socketByDefault).
+func (pr *proc) socketListen() bool {
+	if pr.m.Listen == "" && pr.m.Kind() == JS {
+		return pr.pool.opts.JS.socketByDefault(pr.m)
+	}
+	return pr.m.Listen == ListenSocket
 }
 
 func freePort() (int, error) {
@@ -944,6 +963,7 @@ func (pr *proc) exitedWith(err error) {
 	p := pr.pool
 	p.mu.Lock()
 	delete(p.live, pr)
+	p.armReleaseLocked()
 	// A fresh process (ttl: 0) may end by itself once it has answered its one request.
 	crashed := !pr.stopping.Load() && !pr.m.TTL.Fresh
 	if crashed {

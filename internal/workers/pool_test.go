@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -558,5 +559,29 @@ func BenchmarkPoolLease(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestPoolReleasesMemoryWhenEmpty: the pool hands the runtime's freed memory back once no
+// process has run for releaseAfter, and not while one runs.
+func TestPoolReleasesMemoryWhenEmpty(t *testing.T) {
+	var released atomic.Int64
+	orig := releaseMemory
+	releaseMemory = func() { released.Add(1) }
+	t.Cleanup(func() { releaseMemory = orig })
+	p, _ := newPool(t, 4)
+	m := manifest(t, nil)
+	m.TTL = TTL{Duration: Duration(time.Second)}
+	if _, err := get(t, p, "app", t.TempDir(), m, "/"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(releaseAfter / 2)
+	if n := released.Load(); n != 0 {
+		t.Fatalf("released %d times while a process runs", n)
+	}
+	testkit.Eventually(t, "the release after the idle stop", 10*time.Second, func() bool { return p.Running() == 0 && released.Load() == 1 })
+	time.Sleep(2 * releaseAfter)
+	if n := released.Load(); n != 1 {
+		t.Errorf("released %d times for one empty spell, want 1", n)
 	}
 }
