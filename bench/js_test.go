@@ -59,10 +59,10 @@ func bareJSFile(b *testing.B) string {
 // first byte of the same request, dialled again every 100 µs until it listens. The worker has
 // ttl: 0, so each request starts its process (the same start as any other cold one) and none
 // is left from enabling it, whose check starts one: the runtime checks that nothing of the
-// worker runs before each timed request. It has the default settings otherwise (on the host's
-// network, handed its listener as descriptor 3: Bun serves on the loopback behind a forwarder
-// on descriptor 3); one with listen: port (Bun.serve on PORT, which the runtime polls) is
-// timed too. The three alternate, request by request, each in each place of the round in
+// worker runs before each timed request. It has the default settings otherwise (it listens on
+// PORT, on the host's network, and the runtime polls it); one handed its listener as
+// descriptor 3 (listen: socket: Bun serves on the loopback behind a forwarder on descriptor 3)
+// is timed too. The three alternate, request by request, each in each place of the round in
 // turn (coldStarts).
 //
 // An op is jsStartsPerOp starts of each: the untimed waits between starts are far longer
@@ -71,13 +71,13 @@ func BenchmarkJSColdStart(b *testing.B) {
 	bun := harness.BunBinary(b)
 	s := startJS(b, bun, "", nil)
 	writeJSWorker(b, s, "cold", "ttl: 0\n")
-	writeJSWorker(b, s, "coldport", "ttl: 0\nlisten: port\n")
+	writeJSWorker(b, s, "coldsock", "ttl: 0\nlisten: socket\n")
 	file := bareJSFile(b)
 	client, _ := newClient()
 	defer client.CloseIdleConnections()
 	def, bare := coldStarts(b, b.N*jsStartsPerOp,
-		func() time.Duration { return freshStart(b, s, client, "cold") }, "port",
-		func() time.Duration { return freshStart(b, s, client, "coldport") },
+		func() time.Duration { return freshStart(b, s, client, "cold") }, "socket",
+		func() time.Duration { return freshStart(b, s, client, "coldsock") },
 		func() time.Duration { return bareStart(b, bun, "run", file) })
 	b.ReportMetric(ms(percentile(def, 0.5)-percentile(bare, 0.5)), "p50-over-bare-ms")
 }
@@ -105,10 +105,10 @@ func freshStart(b *testing.B, s *harness.Server, client *http.Client, name strin
 }
 
 // BenchmarkJSServing compares, on one runtime process, the TypeScript worker on Bun with the
-// default settings (the host's network, handed descriptor 3: the runtime proxies over its unix
-// socket to the loader's forwarder, which passes each connection to Bun.serve on the loopback)
-// and with listen: port (Bun.serve on PORT) with Caddy's reverse_proxy to a bare `bun run` of
-// the same file; the three alternate round by round.
+// default settings (on PORT, the host's network) and with listen: socket (the runtime proxies
+// over descriptor 3's unix socket to the loader's forwarder, which passes each connection to
+// Bun.serve on the loopback) with Caddy's reverse_proxy to a bare `bun run` of the same file;
+// the three alternate round by round.
 func BenchmarkJSServing(b *testing.B) {
 	bun := harness.BunBinary(b)
 	// The bare Bun runs in a session of its own, as each worker does.
@@ -117,12 +117,12 @@ func BenchmarkJSServing(b *testing.B) {
 	// The worker may use the machine's cores, as the unconfined backend does (see BenchmarkServing).
 	s := startJS(b, bun, site, map[string]string{"RUNTIME_WORKER_CPU": strconv.Itoa(runtime.NumCPU())})
 	writeJSWorker(b, s, "hello", "")
-	writeJSWorker(b, s, "helloport", "listen: port\n")
+	writeJSWorker(b, s, "hellosock", "listen: socket\n")
 
 	client, conns := newClient()
 	defer client.CloseIdleConnections()
 	reqs := map[string]*http.Request{}
-	for name, path := range map[string]string{"js-worker": "/hello/", "js-port-worker": "/helloport/", "reverse-proxy": "/rp/"} {
+	for name, path := range map[string]string{"js-worker": "/hello/", "js-socket-worker": "/hellosock/", "reverse-proxy": "/rp/"} {
 		req, err := newRequest(s.URL+path, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -130,7 +130,7 @@ func BenchmarkJSServing(b *testing.B) {
 		reqs[name] = req
 	}
 	// All three answer the same bytes.
-	for _, name := range []string{"js-worker", "js-port-worker"} {
+	for _, name := range []string{"js-worker", "js-socket-worker"} {
 		if a, c := fetch(b, client, reqs[name]), fetch(b, client, reqs["reverse-proxy"]); a != c {
 			b.Fatalf("%s answers %q, reverse-proxy answers %q", name, a, c)
 		}
@@ -140,7 +140,7 @@ func BenchmarkJSServing(b *testing.B) {
 			b.Fatalf("warming up: %v", err)
 		}
 	}
-	names := []string{"js-worker", "reverse-proxy", "js-port-worker"}
+	names := []string{"js-worker", "reverse-proxy", "js-socket-worker"}
 	for i := range *rounds {
 		for j := range names {
 			name := names[(i+j)%len(names)]

@@ -96,8 +96,7 @@ func jsArchive(t *testing.T, name, manifest string, files ...harness.File) []byt
 }
 
 // TestJSWorkers runs a TypeScript worker through the real binary on each engine, on the
-// host's network (on PORT, or, on Bun, handed its listener as descriptor 3 unless it writes
-// listen: port) and in an isolated one (the listener handed over as descriptor 3):
+// host's network (PORT) and in an isolated one (the listener handed over as descriptor 3):
 // GET and a streamed POST with status, headers and body, a parameterised route, the source
 // never served, a throwing handler answering 500 with the request id while the worker goes
 // on, a module without a default export, or one that does not parse, refused at once and one
@@ -105,39 +104,23 @@ func jsArchive(t *testing.T, name, manifest string, files ...harness.File) []byt
 func TestJSWorkers(t *testing.T) {
 	t.Parallel()
 	for _, e := range jsEngines {
-		// Without listen, a Bun worker is handed its listener (on the host's network too), and
-		// Deno's and Node's listen on PORT: a Bun worker that writes listen: port is checked too.
-		listens := []string{""}
-		if e.name == "bun" {
-			listens = append(listens, "port")
-		}
 		for _, network := range []string{"host", "isolated"} {
-			for _, listen := range listens {
-				name, manifest := e.name+" "+network, ""
-				if listen != "" {
-					if network == "isolated" {
-						continue // the isolated network hands every worker its listener
-					}
-					name, manifest = name+" listen "+listen, "listen: "+listen+"\n"
+			t.Run(e.name+" "+network, func(t *testing.T) {
+				t.Parallel()
+				if network == "isolated" && os.Geteuid() != 0 {
+					t.Skip("worker_network isolated needs root")
 				}
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					if network == "isolated" && os.Geteuid() != 0 {
-						t.Skip("worker_network isolated needs root")
-					}
-					checkJSWorker(t, startJS(t, e.binary(t), "worker_network "+network), manifest)
-				})
-			}
+				checkJSWorker(t, startJS(t, e.binary(t), "worker_network "+network))
+			})
 		}
 	}
 }
 
-// checkJSWorker checks the TypeScript worker jsApp on s, with more manifest lines (see
-// TestJSWorkers).
-func checkJSWorker(t *testing.T, s *harness.Server, manifest string) {
+// checkJSWorker checks the TypeScript worker jsApp on s (see TestJSWorkers).
+func checkJSWorker(t *testing.T, s *harness.Server) {
 	t.Helper()
 	key := harness.WithKey(rootKey)
-	uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", manifest, harness.File{Name: "index.ts", Body: jsApp},
+	uploadOK(t, s, "workers", "app.tgz", jsArchive(t, "app", "", harness.File{Name: "index.ts", Body: jsApp},
 		harness.File{Name: "lib/greeting.ts", Body: jsGreeting}), rootKey)
 	if kind := workers(t, s, rootKey)["app"].Kinds["1.0.0"]; kind != "js" {
 		t.Errorf("kind = %q, want js", kind)

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// directPool keeps connections to the workers that serve on their unix sockets, per socket,
-// for the direct proxy (directproxy.go): each request is written and its answer read on the
+// directPool keeps connections to the workers, per socket (a unix socket's path, or a TCP
+// worker's host:port), for the direct proxy (directproxy.go): each request is written and its answer read on the
 // calling goroutine. http.Transport hands each request to a writing and a reading goroutine of
 // the connection through channels, which doubles the proxy's own CPU for a small answer; the
 // shared proxy and its pooled http.Transport take everything the direct proxy does not.
@@ -21,8 +21,8 @@ type directPool struct {
 	idleFor time.Duration // how long an unused connection is kept
 
 	mu      sync.Mutex
-	idle    map[string][]*directConn // by socket path, the most recently used last
-	watched map[string]bool          // the socket paths whose worker's exit drops their kept connections
+	idle    map[string][]*directConn // by worker address, the most recently used last
+	watched map[string]bool          // the addresses whose worker's exit drops their kept connections
 	sweeper *time.Timer              // closes connections unused for idleFor; nil when none is kept
 }
 
@@ -30,10 +30,18 @@ func newDirectPool(maxIdle int, idleFor time.Duration) *directPool {
 	return &directPool{maxIdle: maxIdle, idleFor: idleFor, idle: map[string][]*directConn{}, watched: map[string]bool{}}
 }
 
+// workerAddr is where the direct proxy reaches a worker's process.
+type workerAddr struct {
+	addr  string          // its unix socket's path, or host:port with tcp
+	tcp   bool            // it listens on a TCP port
+	gone  <-chan struct{} // closed once the process has exited; nil: not known
+	check func() error    // vets each new connection (Lease.CheckConn: the port is still the worker's); nil: none
+}
+
 // directConn is a kept connection to a worker's socket.
 type directConn struct {
 	net.Conn
-	path string
+	path string      // the worker's address (workerAddr.addr)
 	head *headReader // under br: bounds the bytes of an answer's head
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -87,9 +95,10 @@ func (b *directBody) finish(complete bool) {
 	b.dc.Close()
 }
 
-// get returns a kept connection to the socket at path, the most recently used, or a new one;
+// get returns a kept connection to the worker at to, the most recently used, or a new one;
 // kept tells which.
-func (t *directPool) get(ctx context.Context, path string, gone <-chan struct{}) (*directConn, bool, error) {
+func (t *directPool) get(ctx context.Context, to workerAddr) (*directConn, bool, error) {
+	path := to.addr
 	now := time.Now()
 	t.mu.Lock()
 	for list := t.idle[path]; len(list) > 0; list = t.idle[path] {
@@ -103,18 +112,29 @@ func (t *directPool) get(ctx context.Context, path string, gone <-chan struct{})
 	}
 	delete(t.idle, path)
 	t.mu.Unlock()
-	dc, err := t.dial(ctx, path, gone)
+	dc, err := t.dial(ctx, to)
 	return dc, false, err
 }
 
-// dial opens a new connection to the socket at path, of the worker whose exit closes gone.
-func (t *directPool) dial(ctx context.Context, path string, gone <-chan struct{}) (*directConn, error) {
-	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "unix", path)
+// dial opens a new connection to the worker at to. A connection to a TCP port is vetted
+// before a byte is sent on it: another process may listen there once the worker let it go.
+func (t *directPool) dial(ctx context.Context, to workerAddr) (*directConn, error) {
+	network := "unix"
+	if to.tcp {
+		network = "tcp"
+	}
+	c, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, to.addr)
 	if err != nil {
 		return nil, err
 	}
+	if to.check != nil {
+		if err := to.check(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	head := &headReader{r: c, left: -1}
-	return &directConn{Conn: c, path: path, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c), gone: gone}, nil
+	return &directConn{Conn: c, path: to.addr, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c), gone: to.gone}, nil
 }
 
 // dropIdle closes the connections kept to the socket at path that were last used at or before

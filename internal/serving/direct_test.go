@@ -208,7 +208,7 @@ func TestDirectPoolWorkerExit(t *testing.T) {
 	gone := make(chan struct{})
 	ctx := context.Background()
 	for range 2 {
-		dc, _, err := s.direct.get(ctx, w.path, gone)
+		dc, _, err := s.direct.get(ctx, workerAddr{addr: w.path, gone: gone})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,16 +24,15 @@ import (
 	"github.com/caddy-runtime/runtime/internal/trace"
 )
 
-// The direct proxy serves the requests to a worker on its socket that directRequest picks
-// without httputil.ReverseProxy, over connections of its own (directPool): the request line
-// and headers go straight into the connection's buffer, and the answer's headers and body
-// straight to the client. It does
-// what the shared proxy does for those requests, header by header (hop-by-hop headers both
+// The direct proxy serves the requests to a worker's process (on its unix socket or its TCP
+// port) that directRequest picks without httputil.ReverseProxy, over connections of its own
+// (directPool): the request line and headers go straight into the connection's buffer, and
+// the answer's headers and body straight to the client. It does what the shared proxy does for those requests, header by header (hop-by-hop headers both
 // ways, X-Forwarded-*, X-Base, X-Request-Id, credentials, 1xx answers, trailers, flushing of
 // streams), at a fraction of its allocations: the proxy's CPU is most of the runtime's share
 // of a small answer.
 
-// directRequest tells whether r, to a worker on its socket, goes the direct way: a request
+// directRequest tells whether r, to a worker's process, goes the direct way: a request
 // without a body that may be sent twice and switches no protocol, to a path.
 func directRequest(r *http.Request) bool {
 	switch r.Method {
@@ -287,7 +286,7 @@ func removeHopByHop(h http.Header) {
 // one: a worker's idle timeout (node:http's 5 s, Bun.serve's 10 s) closes every connection
 // kept as long, so those kept before the one that failed are closed too.
 func (s *Server) exchangeDirect(w http.ResponseWriter, r *http.Request, t *proxyTarget) (*http.Response, error) {
-	dc, kept, err := s.direct.get(t.ctx, t.addr, t.exited())
+	dc, kept, err := s.direct.get(t.ctx, t.workerAddr())
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +299,7 @@ func (s *Server) exchangeDirect(w http.ResponseWriter, r *http.Request, t *proxy
 		return nil, err
 	}
 	s.direct.dropIdle(t.addr, dc.used)
-	if dc, err = s.direct.dial(t.ctx, t.addr, t.exited()); err != nil {
+	if dc, err = s.direct.dial(t.ctx, t.workerAddr()); err != nil {
 		return nil, err
 	}
 	res, err = s.roundTripDirect(w, r, t, dc)
@@ -598,7 +597,14 @@ func (s *Server) writeDirect(bw *bufio.Writer, r *http.Request, t *proxyTarget) 
 	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
 	bw.WriteString(ruri)
-	bw.WriteString(" HTTP/1.1\r\nHost: localhost\r\n")
+	// Host as the shared proxy writes it: the worker's host:port, or localhost for a socket.
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	if t.tcp {
+		bw.WriteString(t.addr)
+	} else {
+		bw.WriteString("localhost")
+	}
+	bw.WriteString("\r\n")
 	if ua, ok := r.Header["User-Agent"]; ok && passed("User-Agent") {
 		if creds.concerns("User-Agent") {
 			ua, _ = creds.strip("User-Agent", ua)

@@ -18,24 +18,33 @@ import (
 	"time"
 )
 
-// scriptedWorker serves a unix socket: it records each request's header block as it arrived
-// and answers with the bytes answer gives for it, closing the connection after the answer
-// when close is set.
+// scriptedWorker serves a unix socket (or a loopback TCP port): it records each request's
+// header block as it arrived and answers with the bytes answer gives for it, closing the
+// connection after the answer when close is set.
 type scriptedWorker struct {
-	path string
+	path string // the socket's path, or host:port with tcp
+	tcp  bool
 	mu   sync.Mutex
 	got  []string
 }
 
 func newScriptedWorker(t testing.TB, answer func(request string) (string, bool)) *scriptedWorker {
+	return newScriptedWorkerOn(t, "unix", answer)
+}
+
+// newScriptedWorkerOn is newScriptedWorker on network: unix, or tcp (a loopback port).
+func newScriptedWorkerOn(t testing.TB, network string, answer func(request string) (string, bool)) *scriptedWorker {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "w.sock")
-	l, err := net.Listen("unix", path)
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		addr = filepath.Join(t.TempDir(), "w.sock")
+	}
+	l, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	sw := &scriptedWorker{path: path}
+	sw := &scriptedWorker{path: l.Addr().String(), tcp: network == "tcp"}
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -89,12 +98,14 @@ func frontFor(t *testing.T, s *Server, sw *scriptedWorker, direct bool) *httptes
 		w.Header().Set("X-Request-Id", "rid")
 		ctx, cancel := context.WithTimeout(r.Context(), 500*time.Millisecond)
 		defer cancel()
-		target := &proxyTarget{addr: sw.path, base: "/w/", rest: strings.TrimPrefix(r.URL.Path, "/w"), name: "w", limit: 1 << 20,
+		target := &proxyTarget{addr: sw.path, tcp: sw.tcp, base: "/w/", rest: strings.TrimPrefix(r.URL.Path, "/w"), name: "w", limit: 1 << 20,
 			timeout: 500 * time.Millisecond, requestID: "rid", ctx: ctx, lease: nil}
 		if direct {
 			s.serveDirect(w, r, target)
 		} else {
-			target.addr = socketHost(sw.path)
+			if !sw.tcp {
+				target.addr = socketHost(sw.path)
+			}
 			s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, proxyTargetKey{}, target)))
 		}
 		if target.failed != nil {
@@ -109,11 +120,18 @@ func frontFor(t *testing.T, s *Server, sw *scriptedWorker, direct bool) *httptes
 // TestDirectProxyRequests: the worker receives from the direct proxy the very bytes the
 // shared proxy sends it, for requests with hop-by-hop headers (also those Connection names),
 // forwarding headers of their own, the runtime's credentials, TE: trailers, no User-Agent, a
-// query, an escaped path, and every method that goes the direct way.
+// query, an escaped path, and every method that goes the direct way, on a unix socket and on
+// a TCP port (whose Host the shared proxy names).
 func TestDirectProxyRequests(t *testing.T) {
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) { checkDirectProxyRequests(t, network) })
+	}
+}
+
+func checkDirectProxyRequests(t *testing.T, network string) {
 	issuer := tokens{"rt-key-1": true}
 	s := New(Options{Credentials: Credentials{Header: "X-API-Key", Cookies: []string{"rt_session"}, Issuer: issuer}})
-	sw := newScriptedWorker(t, func(req string) (string, bool) {
+	sw := newScriptedWorkerOn(t, network, func(req string) (string, bool) {
 		if strings.HasPrefix(req, "HEAD ") {
 			return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", false
 		}

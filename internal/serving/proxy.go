@@ -98,13 +98,13 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, 
 	}
 	defer lease.Release()
 	unix := lease.Network() == "unix"
-	target := &proxyTarget{addr: lease.Addr(), base: t.Base, rest: t.Rest, name: name, limit: limit,
+	target := &proxyTarget{addr: lease.Addr(), tcp: !unix, base: t.Base, rest: t.Rest, name: name, limit: limit,
 		timeout: time.Duration(m.Timeout), requestID: trace.RequestID(r.Context()), ctx: ctx, lease: lease,
 		inject: injection{env: lease.PublicEnv()}}
 	if m.InjectBase {
 		target.inject.base = t.Base + "/"
 	}
-	if unix && directRequest(r) {
+	if directRequest(r) {
 		s.serveDirect(w, r, target)
 	} else {
 		if unix {
@@ -122,6 +122,7 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request, t Target, 
 // proxyTarget is what the shared proxy needs to know about one request.
 type proxyTarget struct {
 	addr, base, rest, name, requestID string
+	tcp                               bool // addr is host:port, not a unix socket's path
 	limit                             int64
 	timeout                           time.Duration
 	ctx                               context.Context // carries the worker's timeout
@@ -130,12 +131,17 @@ type proxyTarget struct {
 	failed                            *envelope.Error // the proxy's error answer, returned, not written
 }
 
-// exited is closed once the target's process has exited; nil without a lease (tests).
-func (t *proxyTarget) exited() <-chan struct{} {
-	if t.lease == nil {
-		return nil
+// workerAddr is where the direct proxy reaches the target's process; without a lease
+// (tests), a socket whose exit is not known.
+func (t *proxyTarget) workerAddr() workerAddr {
+	to := workerAddr{addr: t.addr, tcp: t.tcp}
+	if t.lease != nil {
+		to.gone = t.lease.Exited()
+		if t.tcp {
+			to.check = t.lease.CheckConn
+		}
 	}
-	return t.lease.Exited()
+	return to
 }
 
 type proxyTargetKey struct{}

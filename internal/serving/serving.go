@@ -79,7 +79,7 @@ const DefaultMaxHeaderSize = wasm.DefaultMaxHeader
 type Server struct {
 	opts   Options
 	proxy  *httputil.ReverseProxy
-	direct *directPool // the kept connections of the direct proxy to workers on their sockets
+	direct *directPool // the kept connections of the direct proxy to worker processes
 }
 
 // New returns a Server.

@@ -68,18 +68,6 @@ func checkEngine(m Manifest, engines config.JSEngines) error {
 		"write runtime: js to run in the server's default engine, or ask the operator to install %s", engine, engines, engine)
 }
 
-// socketByDefault reports whether a JavaScript worker whose manifest leaves listen unset is
-// handed its listener (as with listen: socket): on Bun, whose start then waits for no polling
-// of PORT and whose requests go over the unix socket (bench/RESULTS.md: faster to start and to
-// serve than on PORT). Deno and Node keep PORT, where their own servers accept.
-func (h *JSHost) socketByDefault(m Manifest) bool {
-	if h == nil {
-		return false
-	}
-	engine, _, ok := h.Engines.Path(m.Runtime)
-	return ok && engine == RuntimeBun
-}
-
 // loaderDir writes the loaders into a folder named after their content, once per process:
 // read-only files that a later runtime of the same build finds in place.
 func (h *JSHost) loaderDir() (string, error) {

@@ -101,8 +101,7 @@ type Manifest struct {
 	// Healthcheck, when set, is what a new version of a process worker must answer before it
 	// is served (see Activator); nil: listening on PORT within startTimeout is enough.
 	Healthcheck *Healthcheck `yaml:"healthcheck"`
-	// Listen is how the process takes connections: ListenPort or ListenSocket; "" for a
-	// JavaScript worker that leaves it to its engine (see SocketListen).
+	// Listen is how the process takes connections: ListenPort or ListenSocket.
 	Listen string `yaml:"listen"`
 	// Cron are the requests the runtime sends the worker on a schedule (see CronTrigger).
 	Cron []CronTrigger `yaml:"cron"`
@@ -206,9 +205,7 @@ func ReadManifest(md packages.Metadata) (Manifest, error) {
 	}
 	switch m.Listen {
 	case "":
-		if m.Kind() != JS {
-			m.Listen = ListenPort
-		}
+		m.Listen = ListenPort
 	case ListenPort, ListenSocket:
 	default:
 		return m, fmt.Errorf("listen %q: write port (the worker listens on $PORT) or socket (it accepts on descriptor 3, LISTEN_FDS)", m.Listen)

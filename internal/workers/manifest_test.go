@@ -64,44 +64,6 @@ func TestManifestListen(t *testing.T) {
 	}
 }
 
-// TestManifestListenDefault: a JavaScript worker that leaves listen unset is handed its
-// listener on Bun and listens on PORT on Deno and Node; one that writes listen keeps it, and
-// any other kind that leaves it unset listens on PORT.
-func TestManifestListenDefault(t *testing.T) {
-	all := config.JSEngines{Default: RuntimeBun, Paths: map[string]string{RuntimeBun: "/bin/bun", RuntimeDeno: "/bin/deno", RuntimeNode: "/bin/node"}}
-	for _, tt := range []struct {
-		name, manifest string
-		engines        config.JSEngines
-		socket         bool
-	}{
-		{"bun by default", "entrypoint: index.ts\n", all, true},
-		{"bun by name", "entrypoint: index.ts\nruntime: bun\n", all, true},
-		{"deno", "entrypoint: index.ts\nruntime: deno\n", all, false},
-		{"node", "entrypoint: index.ts\nruntime: node\n", all, false},
-		{"node by default", "entrypoint: index.ts\n", config.JSEngines{Default: RuntimeNode, Paths: all.Paths}, false},
-		{"bun, listen: port written", "entrypoint: index.ts\nlisten: port\n", all, false},
-		{"node, listen: socket written", "entrypoint: index.ts\nruntime: node\nlisten: socket\n", all, true},
-		{"a process worker", "command: [/bin/server]\n", all, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			os.WriteFile(filepath.Join(dir, "index.ts"), []byte("export default {fetch() {}}"), 0o644)
-			os.WriteFile(filepath.Join(dir, "manifest.yaml"), []byte("name: a\n"+tt.manifest), 0o644)
-			root, _ := os.OpenRoot(dir)
-			defer root.Close()
-			md, _ := packages.ReadMetadata(root, ".")
-			m, err := ReadManifest(md)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pr := &proc{m: m, pool: &Pool{opts: PoolOptions{JS: &JSHost{Engines: tt.engines}}}}
-			if got := pr.socketListen(); got != tt.socket {
-				t.Errorf("handed its listener: %v, want %v (listen read as %q)", got, tt.socket, m.Listen)
-			}
-		})
-	}
-}
-
 // TestManifestEnv: Admit refuses an env naming a variable the runtime sets for some kind of
 // worker (a process worker's, CGI's), whatever kind the version is; PATH and HOME, defaults a
 // process worker's manifest may change, and names merely like the runtime's pass.

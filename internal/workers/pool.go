@@ -579,7 +579,7 @@ func (pr *proc) start() {
 	defer close(pr.ready)
 	var err error
 	sb := pr.pool.opts.Sandbox
-	if sb.IsolatedNetwork() || pr.socketListen() && sb.SocketActivation() {
+	if sb.IsolatedNetwork() || pr.m.Listen == ListenSocket && sb.SocketActivation() {
 		// The sandbox hands the worker a listener, whose path it tells once started.
 		pr.network = "unix"
 		var r *run
@@ -622,15 +622,6 @@ func (pr *proc) start() {
 	if pr.network == "unix" {
 		go pr.watchAccept()
 	}
-}
-
-// socketListen reports whether the worker asks to be handed its listener: listen: socket, or
-// a JavaScript worker that leaves listen to its engine, on Bun (JSHost.socketByDefault).
-func (pr *proc) socketListen() bool {
-	if pr.m.Listen == "" && pr.m.Kind() == JS {
-		return pr.pool.opts.JS.socketByDefault(pr.m)
-	}
-	return pr.m.Listen == ListenSocket
 }
 
 func freePort() (int, error) {

@@ -130,7 +130,8 @@ var checks = []check{
 		title: "process worker on its socket (`listen: socket`) / `reverse_proxy` throughput", a: "BenchmarkServing/socket-worker", b: "BenchmarkServing/reverse-proxy",
 		metric: "req/s", target: 1.2,
 		what: "the row above with the worker handed its listener as descriptor 3: the runtime proxies to it over the unix " +
-			"socket, not loopback TCP, with keep-alive connections pooled per worker; `reverse_proxy` still goes to the other " +
+			"socket, not loopback TCP (the rows' requests go the direct proxy's way either way: over connections kept per worker, " +
+			"written and read on the request's goroutine); `reverse_proxy` still goes to the other " +
 			"instance of the program over TCP.",
 	},
 	{
@@ -214,8 +215,7 @@ var checks = []check{
 	{
 		title: "JavaScript worker (TypeScript on Bun) cold start to first byte, p50 (ms)", a: "BenchmarkJSColdStart", metric: "p50-ms", info: true,
 		what: "the first request to a TypeScript hello-world on Bun 1.4 (`js_runtime` the binary; the runtime's loader imports the " +
-			"module and serves its `fetch`: handed its listener as descriptor 3, which it leaves unset on Bun, `Bun.serve` on the " +
-			"worker's loopback behind a forwarder of Bun's own sockets, `Bun.listen` on descriptor 3) with the default settings but `ttl: 0`, so that each request starts " +
+			"module and serves its `fetch` with `Bun.serve` on `PORT`) with the default settings but `ttl: 0`, so that each request starts " +
 			"its process and none is left from the version's activation check; the benchmark sees that no process of the worker runs " +
 			"before each timed request. Every sandbox layer the machine has is on (as root: cgroups, Landlock, seccomp, a scratch tmpfs; " +
 			"`worker_network host`), from the request until the answer's first byte.",
@@ -235,24 +235,22 @@ var checks = []check{
 		what: "the median cold start against its budget: the median bare start plus 5 ms.",
 	},
 	{
-		title: "JavaScript worker cold start with `listen: port`, p50 (ms)", a: "BenchmarkJSColdStart", metric: "port-p50-ms", info: true,
-		what: "the same worker with `listen: port` written: `Bun.serve` on `PORT`, which the runtime polls (after 0.5 ms, then half " +
-			"as long again each time), alternating with the starts above.",
+		title: "JavaScript worker cold start with `listen: socket`, p50 (ms)", a: "BenchmarkJSColdStart", metric: "socket-p50-ms", info: true,
+		what: "the same worker handed its listener as descriptor 3 (`Bun.serve` cannot accept on it: the loader serves on the " +
+			"worker's loopback and a forwarder of Bun's own sockets, `Bun.listen` on descriptor 3, passes each connection on), alternating with the starts above.",
 	},
 	{
 		title: "JavaScript worker (Bun) / `Bun.serve` behind `reverse_proxy` throughput", a: "BenchmarkJSServing/js-worker", b: "BenchmarkJSServing/reverse-proxy",
 		metric: "req/s", target: 1.0,
-		what: "the TypeScript hello-world on Bun as a worker with the default settings (`worker_network host`; handed its listener as " +
-			"descriptor 3: the runtime proxies over the unix socket to the loader's forwarder, `Bun.listen` on descriptor 3, which passes " +
-			"each connection on to `Bun.serve` on the worker's loopback) against " +
+		what: "the TypeScript hello-world on Bun as a worker with the default settings (on `PORT`, `worker_network host`) against " +
 			"`reverse_proxy` (`handle_path /rp/*` on the same runtime process) to a bare `bun run` of the same file in a session of its own, " +
 			"as each worker runs; the worker may use the machine's cores (`worker_cpu`), as the bare Bun does.",
 	},
 	{
-		title: "JavaScript worker on `PORT` (`listen: port`) / `Bun.serve` behind `reverse_proxy` throughput", a: "BenchmarkJSServing/js-port-worker",
+		title: "JavaScript worker on its socket (`listen: socket`) / `Bun.serve` behind `reverse_proxy` throughput", a: "BenchmarkJSServing/js-socket-worker",
 		b: "BenchmarkJSServing/reverse-proxy", metric: "req/s", info: true,
-		what: "the row above with `listen: port` written: the runtime proxies to `Bun.serve` on `PORT` over loopback TCP, as " +
-			"`reverse_proxy` does, with no forwarder between.",
+		what: "the row above with the worker handed its listener as descriptor 3: the runtime proxies over the unix socket to the " +
+			"loader's forwarder (`Bun.listen` on descriptor 3), which passes each connection on to `Bun.serve` on the worker's loopback, one hop more.",
 	},
 	{
 		title: "idle RSS after 20 JavaScript workers served and stopped at their `ttl` − before (MiB)", a: "BenchmarkJSIdleRSS/after-ttl",

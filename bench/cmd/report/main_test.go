@@ -57,12 +57,12 @@ BenchmarkManyWorkers/fifty-workers-2 	   10000	    100000 ns/op	      9500 req/s
 BenchmarkManyWorkers/fifty-workers#01-2	   10000	    100000 ns/op	      8000 req/s
 BenchmarkManyWorkers/one-worker#01-2 	   10000	    100000 ns/op	     10000 req/s
 BenchmarkColdStart-2                 	      48	  24398436 ns/op	         4.000 bare-p50-ms	         6.000 bare-p90-ms	        11.00 p50-ms	         0.8462 p50/budget	        20.00 p90-ms	         1.111 p90/budget	        15.00 port-p50-ms
-BenchmarkJSColdStart-2               	      30	  80000000 ns/op	        10.00 bare-p50-ms	        14.00 bare-p90-ms	        18.00 p50-ms	         8.000 p50-over-bare-ms	        30.00 p90-ms	        25.00 port-p50-ms
+BenchmarkJSColdStart-2               	      30	  80000000 ns/op	        10.00 bare-p50-ms	        14.00 bare-p90-ms	        18.00 p50-ms	         8.000 p50-over-bare-ms	        30.00 p90-ms	        25.00 socket-p50-ms
 BenchmarkJSServing/js-worker-2       	   10000	    200000 ns/op	      5000 req/s
 BenchmarkJSServing/reverse-proxy-2   	   10000	    200000 ns/op	      5000 req/s
-BenchmarkJSServing/js-port-worker-2	   10000	    250000 ns/op	      4000 req/s
+BenchmarkJSServing/js-socket-worker-2	   10000	    250000 ns/op	      4000 req/s
 BenchmarkJSServing/reverse-proxy#01-2	   10000	    166666 ns/op	      6000 req/s
-BenchmarkJSServing/js-port-worker#01-2	   10000	    185185 ns/op	      5400 req/s
+BenchmarkJSServing/js-socket-worker#01-2	   10000	    185185 ns/op	      5400 req/s
 BenchmarkJSServing/js-worker#01-2    	   10000	    151515 ns/op	      6600 req/s
 BenchmarkJSIdleRSS/idle-2            	1000000000	         0.14 ns/op	        87.0 MiB
 BenchmarkJSIdleRSS/idle#01-2         	1000000000	         0.14 ns/op	        88.0 MiB
@@ -174,11 +174,11 @@ func TestReport(t *testing.T) {
 		"| JavaScript worker (TypeScript on Bun) cold start to first byte, p50 (ms) | 18.000 | — | measured |",
 		"| bare `bun run` of the same file to first byte, p50 (ms) | 10.000 | — | measured |",
 		"| JavaScript worker cold start p50 − bare `bun run` p50 (ms) | 8.000 | ≤ 5.00 | **FAIL** |",
-		"| JavaScript worker cold start with `listen: port`, p50 (ms) | 25.000 | — | measured |",
+		"| JavaScript worker cold start with `listen: socket`, p50 (ms) | 25.000 | — | measured |",
 		// per-round ratios 1 and 1.1
 		"| JavaScript worker (Bun) / `Bun.serve` behind `reverse_proxy` throughput | 1.050 | ≥ 1.00 | **PASS** |",
 		// per-round ratios 0.8 and 0.9
-		"| JavaScript worker on `PORT` (`listen: port`) / `Bun.serve` behind `reverse_proxy` throughput | 0.850 | — | measured |",
+		"| JavaScript worker on its socket (`listen: socket`) / `Bun.serve` behind `reverse_proxy` throughput | 0.850 | — | measured |",
 		// per-round differences 3 and 1
 		"| idle RSS after 20 JavaScript workers served and stopped at their `ttl` − before (MiB) | 2.000 | ≤ 5.00 | **PASS** |",
 		"| plugin reload with 50 plugins (ms) | 30.000 | ≤ 100.00 | **PASS** |",
