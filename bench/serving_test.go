@@ -152,9 +152,12 @@ func BenchmarkColdStart(b *testing.B) {
 
 // coldStarts times rounds of three starts, the worker the benchmark is about, another way to
 // run it (named other: its median is reported as other-p50-ms) and the bare program, each kind
-// taking each place of the round in turn (the start that follows a worker's end shares the CPU
-// with that end), and reports what the cold-start benchmarks share: each kind's median
-// (p50-ms the worker's, bare-p50-ms) and the worker's and the bare program's 90th percentile.
+// taking each place of the round in turn, and reports what the cold-start benchmarks share:
+// each kind's median (p50-ms the worker's, bare-p50-ms) and the worker's and the bare
+// program's 90th percentile. Each start begins startSettle after the one before ended, untimed:
+// a worker's start has the sandbox ready the next spare launcher once it answered, which would
+// otherwise share the CPU with whatever start came next (the kinds follow one another unevenly
+// in the rotation, so that start is more often one kind's than another's).
 func coldStarts(b *testing.B, rounds int, worker func() time.Duration, other string, alt, bare func() time.Duration) (workers, bares []time.Duration) {
 	var alts []time.Duration
 	kinds := []struct {
@@ -164,6 +167,8 @@ func coldStarts(b *testing.B, rounds int, worker func() time.Duration, other str
 	for i := range rounds {
 		for j := range kinds {
 			k := kinds[(i+j)%len(kinds)]
+			b.StopTimer()
+			time.Sleep(startSettle)
 			*k.took = append(*k.took, k.start())
 		}
 	}
@@ -174,6 +179,11 @@ func coldStarts(b *testing.B, rounds int, worker func() time.Duration, other str
 	b.ReportMetric(ms(percentile(bares, 0.9)), "bare-p90-ms")
 	return workers, bares
 }
+
+// startSettle is the pause before each start coldStarts times: longer than the sandbox takes
+// to ready a spare launcher after a worker answered (a launcher's own start, tens of
+// milliseconds), so that each start finds the machine as idle as a first one does.
+const startSettle = 250 * time.Millisecond
 
 // bareStart times the program (argv) started plainly on a free port (HOST and PORT) until the
 // first byte of the same request, dialled again every 100 µs until it listens.

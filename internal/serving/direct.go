@@ -36,6 +36,7 @@ type workerAddr struct {
 	tcp   bool            // it listens on a TCP port
 	gone  <-chan struct{} // closed once the process has exited; nil: not known
 	check func() error    // vets each new connection (Lease.CheckConn: the port is still the worker's); nil: none
+	take  func() net.Conn // the pool's own connection to the worker, checked, once (Lease.TakeConn); nil: none
 }
 
 // directConn is a kept connection to a worker's socket.
@@ -112,6 +113,12 @@ func (t *directPool) get(ctx context.Context, to workerAddr) (*directConn, bool,
 	}
 	delete(t.idle, path)
 	t.mu.Unlock()
+	if to.take != nil {
+		// As good as a kept one: it may have been idle since the start.
+		if c := to.take(); c != nil {
+			return newDirectConn(c, to), true, nil
+		}
+	}
 	dc, err := t.dial(ctx, to)
 	return dc, false, err
 }
@@ -133,8 +140,13 @@ func (t *directPool) dial(ctx context.Context, to workerAddr) (*directConn, erro
 			return nil, err
 		}
 	}
+	return newDirectConn(c, to), nil
+}
+
+// newDirectConn wraps c, a connection to the worker at to.
+func newDirectConn(c net.Conn, to workerAddr) *directConn {
 	head := &headReader{r: c, left: -1}
-	return &directConn{Conn: c, path: to.addr, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c), gone: to.gone}, nil
+	return &directConn{Conn: c, path: to.addr, head: head, br: bufio.NewReader(head), bw: bufio.NewWriter(c), gone: to.gone}
 }
 
 // dropIdle closes the connections kept to the socket at path that were last used at or before

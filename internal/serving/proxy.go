@@ -138,7 +138,7 @@ func (t *proxyTarget) workerAddr() workerAddr {
 	if t.lease != nil {
 		to.gone = t.lease.Exited()
 		if t.tcp {
-			to.check = t.lease.CheckConn
+			to.check, to.take = t.lease.CheckConn, t.lease.TakeConn
 		}
 	}
 	return to

@@ -179,6 +179,7 @@ type proc struct {
 	port          int                      // its PORT, with network "tcp"
 	listeners     atomic.Pointer[[]uint64] // its sockets listening on port (sandbox's CheckListener)
 	lostPort      atomic.Bool              // a connection found another listener on its port
+	firstConn     atomic.Pointer[net.Conn] // the readiness probe's connection, checked, until a request takes it (Lease.TakeConn)
 	pid           atomic.Int64             // set once started, for its output lines
 	cmd           *sandbox.Process
 	ready         chan struct{}         // closed when started or failed
@@ -213,6 +214,16 @@ func (l *Lease) Addr() string { return l.p.addr }
 
 // Exited is closed once the process has exited.
 func (l *Lease) Exited() <-chan struct{} { return l.p.exited }
+
+// TakeConn returns, once, the connection the pool made to the process's port to see it listen,
+// checked as CheckConn checks a new one; nil after it was taken, or for a process handed its
+// listener. The first request's proxy uses it rather than dialling again.
+func (l *Lease) TakeConn() net.Conn {
+	if c := l.p.firstConn.Swap(nil); c != nil {
+		return *c
+	}
+	return nil
+}
 
 // Err tells, after a request to the process failed, why the process never served: it was
 // handed its listener and took the request before it had accepted a connection, then exited
@@ -857,37 +868,41 @@ func CGIVariable(name string) bool {
 // on it held by the worker: else it answers a *sandbox.PortTakenError.
 func (pr *proc) awaitReady(r *run, port int) error {
 	deadline := time.Now().Add(time.Duration(pr.m.StartTimeout))
-	wait := readyPoll
 	for {
 		conn, err := net.DialTimeout("tcp", pr.addr, 100*time.Millisecond)
 		if err == nil {
-			conn.Close()
 			held, err := r.cmd.CheckListener(port)
 			if err != nil {
+				conn.Close()
 				return err
 			}
 			if len(held) > 0 {
 				pr.port = port
 				pr.listeners.Store(&held)
+				// The first request goes over it: no second connection, nor its check, on
+				// the way of a cold start.
+				pr.firstConn.Store(&conn)
 				return nil
 			}
+			conn.Close()
 		}
 		select {
 		case <-r.exited:
 			return fmt.Errorf("it exited before listening on PORT (%s)", r.cmd.State())
-		case <-time.After(wait):
+		default:
 		}
-		wait = min(wait*3/2, readyPollMax)
+		pollSleep(readyPoll)
 		if time.Now().After(deadline) {
 			return fmt.Errorf("it did not listen on PORT %s within startTimeout %s", pr.addr, time.Duration(pr.m.StartTimeout))
 		}
 	}
 }
 
-// The first and the longest wait between two looks at a starting process. The longest is
-// short: a start is seen at most that late, where growing waits alone (up to 20 ms, as
-// before) saw a start of 15 ms, Bun's, up to 5 ms late; a look costs a connect (a refused
-// one, microseconds) or an atomic load.
+// The waits between two looks at a starting process: every readyPoll at one starting on PORT,
+// from readyPoll growing to readyPollMax at one handed its listener (whose requests wait in
+// its queue meanwhile). They are short: a start is seen at most that late, where growing waits
+// up to 20 ms, as before, saw a start of 15 ms, Bun's, up to 5 ms late; a look costs a connect
+// (a refused one, microseconds: 60 over a 15 ms start) or an atomic load.
 const (
 	readyPoll    = 250 * time.Microsecond
 	readyPollMax = time.Millisecond
@@ -950,6 +965,9 @@ func (pr *proc) failLate(err error) {
 
 // exitedWith records the process's exit; an exit nobody asked for is a crash.
 func (pr *proc) exitedWith(err error) {
+	if c := pr.firstConn.Swap(nil); c != nil {
+		(*c).Close() // no request took it
+	}
 	close(pr.exited)
 	p := pr.pool
 	p.mu.Lock()

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -583,5 +584,47 @@ func TestPoolReleasesMemoryWhenEmpty(t *testing.T) {
 	time.Sleep(2 * releaseAfter)
 	if n := released.Load(); n != 1 {
 		t.Errorf("released %d times for one empty spell, want 1", n)
+	}
+}
+
+// TestPoolTakeConn: the connection the pool made to see a worker listen on its port is the
+// first request's, once; it reaches the worker, and one not taken closes at the worker's exit.
+func TestPoolTakeConn(t *testing.T) {
+	p, _ := newPool(t, 4)
+	l, err := p.Acquire(context.Background(), "app", "1.0.0", t.TempDir(), manifest(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	c := l.TakeConn()
+	if c == nil {
+		t.Fatal("no connection from the start to take")
+	}
+	defer c.Close()
+	if again := l.TakeConn(); again != nil {
+		t.Error("the start's connection was taken twice")
+	}
+	fmt.Fprint(c, "GET /hello HTTP/1.1\r\nHost: worker\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a request on the start's connection: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// Not taken: closed when the process exits.
+	m := manifest(t, nil)
+	m.TTL = TTL{Duration: Duration(time.Second)}
+	other, err := p.Acquire(context.Background(), "idle", "1.0.0", t.TempDir(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := other.p.firstConn.Load()
+	other.Release()
+	if held == nil {
+		t.Fatal("no connection from the start")
+	}
+	testkit.Eventually(t, "the idle stop", 10*time.Second, func() bool { return other.p.firstConn.Load() == nil && p.Running() == 1 })
+	if _, err := (*held).Read(make([]byte, 1)); err == nil {
+		t.Error("the start's connection is open after the worker's exit")
 	}
 }

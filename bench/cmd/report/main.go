@@ -184,7 +184,8 @@ var checks = []check{
 			"listener as descriptor 3), with every sandbox layer the machine has on (the benchmark runs as root: cgroups, " +
 			"Landlock, seccomp, a scratch tmpfs, and `worker_network isolated`; not `worker_user`): start, proxying, until " +
 			"the answer's first byte; the worker has `ttl: 0`, so each request starts its process, and the benchmark waits, untimed, " +
-			"until the last one has exited.",
+			"until the last one has exited, then 250 ms more (before the bare starts too), so that no start shares the CPU with the " +
+			"spare launcher the sandbox readies after the one before.",
 	},
 	{
 		title: "process worker cold start to first byte, p90 (ms)", a: "BenchmarkColdStart", metric: "p90-ms", info: true,
@@ -218,7 +219,8 @@ var checks = []check{
 			"module and serves its `fetch` with `Bun.serve` on `PORT`) with the default settings but `ttl: 0`, so that each request starts " +
 			"its process and none is left from the version's activation check; the benchmark sees that no process of the worker runs " +
 			"before each timed request. Every sandbox layer the machine has is on (as root: cgroups, Landlock, seccomp, a scratch tmpfs; " +
-			"`worker_network host`), from the request until the answer's first byte.",
+			"`worker_network host`), from the request until the answer's first byte. Each start (the bare ones too) begins 250 ms " +
+			"after the one before ended, so that none shares the CPU with the spare launcher the sandbox readies after a start.",
 	},
 	{
 		title: "JavaScript worker cold start to first byte, p90 (ms)", a: "BenchmarkJSColdStart", metric: "p90-ms", info: true,
