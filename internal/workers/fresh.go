@@ -90,7 +90,6 @@ func (p *Pool) acquireFresh(ctx context.Context, name, version, dir string, m Ma
 	pr.inflight.Store(1)
 	pr.lastUsed.Store(time.Now().UnixNano())
 	p.live[pr] = struct{}{}
-	p.starts++
 	p.stopped.Add(1)
 	p.mu.Unlock()
 	go func() {

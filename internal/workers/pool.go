@@ -397,7 +397,6 @@ func (p *Pool) admit(name, version, dir string, m Manifest) (*proc, error) {
 		}
 		pr = p.newProc(name, version, dir, m)
 		p.live[pr] = struct{}{}
-		p.starts++
 		p.putLocked(pr)
 		evicted = p.evictLocked(pr)
 		p.stopped.Add(1)
@@ -445,7 +444,9 @@ func (p *Pool) publishLocked() {
 	p.running.Store(&running)
 }
 
+// newProc makes the proc of a process about to start, counted in p.starts. Called with p.mu held.
 func (p *Pool) newProc(name, version, dir string, m Manifest) *proc {
+	p.starts++
 	pr := &proc{
 		pool: p, key: dir, name: name, version: version, dir: dir, m: m,
 		logger: p.opts.Logger.With(zap.String("worker", name), zap.String("version", version)),

@@ -112,7 +112,6 @@ func (p *Pool) Restart(name, version string) []string {
 		p.putLocked(next)
 		p.stopped.Add(1)
 		p.live[next] = struct{}{}
-		p.starts++
 		go next.start()
 		drained = append(drained, pr)
 	}
