@@ -96,11 +96,15 @@ func (h *JSHost) loaderDir() (string, error) {
 
 // bundleLoaders replaces each engine's loader in files with one module holding the loader and
 // the modules it imports (common.mjs, nodehttp.mjs), so that an engine reads and compiles one
-// file at every start rather than three (about half a millisecond of a Bun start). The modules
-// stay beside it: Node's hooks are registered by their URL.
+// file at every start rather than three (about half a millisecond of a Bun start). A module
+// it imports dynamically (Bun's forward.mjs) stays its own, read only at the starts that take
+// it. The modules stay beside it: Node's hooks are registered by their URL.
 func bundleLoaders(files map[string][]byte) error {
 	plugin := api.Plugin{Name: "jsloader", Setup: func(b api.PluginBuild) {
 		b.OnResolve(api.OnResolveOptions{Filter: `^\./`}, func(a api.OnResolveArgs) (api.OnResolveResult, error) {
+			if a.Kind == api.ResolveJSDynamicImport {
+				return api.OnResolveResult{Path: a.Path, External: true}, nil // loaded only when taken
+			}
 			return api.OnResolveResult{Path: path.Base(a.Path), Namespace: "jsloader"}, nil
 		})
 		b.OnLoad(api.OnLoadOptions{Filter: `.*`, Namespace: "jsloader"}, func(a api.OnLoadArgs) (api.OnLoadResult, error) {
@@ -196,7 +200,9 @@ func (h *JSHost) start(dir string, m Manifest) (jsStart, error) {
 		}
 		s.argv = append(s.argv, loader, entry)
 		s.scratch["BUN_INSTALL_CACHE_DIR"] = "bun-install"
-		s.scratch["BUN_RUNTIME_TRANSPILER_CACHE_PATH"] = "bun-transpiler"
+		// Bun's transpiler cache would be written into a scratch folder no later start sees,
+		// at every start: off.
+		s.env["BUN_RUNTIME_TRANSPILER_CACHE_PATH"] = "0"
 	case RuntimeDeno:
 		s.argv = []string{binary, "run", "--allow-all", "--no-prompt"}
 		// Deno resolves a package.json's dependencies from node_modules (autoInstall's, or

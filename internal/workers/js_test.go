@@ -238,4 +238,8 @@ func TestBundleLoaders(t *testing.T) {
 	if node := string(files["node.mjs"]); !strings.Contains(node, `"./hooks.mjs"`) || !strings.Contains(node, `from "node:http"`) {
 		t.Errorf("the node loader lost its hooks' URL or node:http:\n%s", node)
 	}
+	// The forwarder is read only by a start handed descriptor 3.
+	if bun := string(files["bun.mjs"]); !strings.Contains(bun, `import("./forward.mjs")`) || strings.Contains(bun, "Bun.listen") {
+		t.Errorf("the bun loader carries its forwarder rather than importing it when activated:\n%s", bun)
+	}
 }

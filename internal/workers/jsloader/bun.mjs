@@ -1,116 +1,25 @@
 // The runtime's loader for Bun: bun bun.mjs <entry>. Bun.serve serves the default export's
 // fetch and routes on PORT; handed descriptor 3, it serves on a port of the worker's own
 // loopback, and a forwarder accepting on descriptor 3 passes each connection on to it
-// (Bun.serve cannot accept on a descriptor it is given; Bun.listen can).
+// (Bun.serve cannot accept on a descriptor it is given; Bun.listen can). What each start
+// runs is kept to that: it is most of what a cold start costs over a bare bun run.
 import { activated, guard, guardRoutes, load } from "./common.mjs";
 
 const app = await load(process.argv[2]);
 const options = {
   fetch: app.fetch ? guard(app.fetch.bind(app)) : () => new Response("Not Found", { status: 404 }),
-  routes: guardRoutes(app.routes),
   // Bun.serve's own idle timeout (10 s) would cut a request whose handler has written nothing
   // yet: the runtime bounds each request (timeout) and closes the connections it keeps idle.
   idleTimeout: 0,
 };
+if (app.routes) options.routes = guardRoutes(app.routes);
 if (activated) {
-  const server = Bun.serve({ ...options, hostname: "127.0.0.1", port: 0 });
-  forward(3, server.port);
+  options.hostname = "127.0.0.1";
+  options.port = 0;
+  const { forward } = await import("./forward.mjs");
+  forward(3, Bun.serve(options).port);
 } else {
-  Bun.serve({ ...options, hostname: process.env.HOST, port: Number(process.env.PORT) });
-}
-
-// forward accepts connections on descriptor fd and passes each on to port on the loopback,
-// both ways, with Bun's own sockets: node:net, which did it before, takes Bun tens of
-// milliseconds to load, at every start. What a side cannot take yet waits for its drain, and
-// the other side is paused meanwhile, so neither direction buffers more than a chunk.
-function forward(fd, port) {
-  // A socket's data: its peer (null until the upstream connection opens), what it has not
-  // taken yet, whether it ends once that is written, and whether it has closed.
-  const state = (peer) => ({ peer, queue: [], ending: false, closed: false });
-  const pipe = {
-    data(sock, chunk) {
-      send(sock.data.peer, chunk, sock);
-    },
-    drain(sock) {
-      const st = sock.data;
-      while (st.queue.length) {
-        const chunk = st.queue[0];
-        const n = Math.max(sock.write(chunk), 0);
-        if (n < chunk.length) {
-          st.queue[0] = chunk.subarray(n);
-          return;
-        }
-        st.queue.shift();
-      }
-      if (st.ending) sock.end();
-      else st.peer?.resume();
-    },
-    end(sock) {
-      end(sock.data.peer);
-    },
-    close(sock) {
-      sock.data.closed = true;
-      end(sock.data.peer);
-    },
-    error(sock) {
-      sock.data.peer?.end();
-    },
-  };
-  // send writes chunk from one socket to the other (its peer), keeping what it cannot take.
-  function send(to, chunk, from) {
-    if (to === null) {
-      from.data.queue.push(chunk); // the upstream connection is not open yet
-      from.pause();
-      return;
-    }
-    const st = to.data;
-    if (st.queue.length === 0) {
-      const n = Math.max(to.write(chunk), 0);
-      if (n === chunk.length) return;
-      chunk = chunk.subarray(n);
-    }
-    st.queue.push(chunk);
-    from.pause();
-  }
-  function end(sock) {
-    if (!sock) return;
-    if (sock.data.queue.length) sock.data.ending = true;
-    else sock.end();
-  }
-  Bun.listen({
-    fd,
-    socket: {
-      ...pipe,
-      open(conn) {
-        conn.data = state(null);
-        connect(conn, 1);
-      },
-    },
-  });
-  // connect opens conn's upstream connection to Bun.serve; one that fails is tried again
-  // retries times, then conn closes, the reason on standard error (the worker's logs): the
-  // runtime answers 502 for a connection closed without an answer.
-  function connect(conn, retries) {
-    Bun.connect({
-      hostname: "127.0.0.1",
-      port,
-      socket: {
-        ...pipe,
-        open(upstream) {
-          upstream.data = state(conn);
-          if (conn.data.closed) return upstream.end(); // the client left meanwhile
-          // What the client sent before the upstream opened: its queue, as the upstream's.
-          const early = conn.data.queue;
-          conn.data = { ...conn.data, peer: upstream, queue: [] };
-          for (const chunk of early) send(upstream, chunk, conn);
-          if (upstream.data.queue.length === 0) conn.resume();
-        },
-      },
-    }).catch((err) => {
-      if (conn.data.closed) return;
-      if (retries > 0) return connect(conn, retries - 1);
-      console.error(`the loader could not pass a connection on to Bun.serve on 127.0.0.1:${port}: ${err}`);
-      conn.end();
-    });
-  }
+  options.hostname = process.env.HOST;
+  options.port = Number(process.env.PORT);
+  Bun.serve(options);
 }
