@@ -186,8 +186,10 @@ func TestCPanelSignIn(t *testing.T) {
 			if h := p.text("main h1"); h != "Overview" {
 				t.Errorf("the first section is %q", h)
 			}
+			// The counts' labels are drawn at once, their values as they come: the section is
+			// aria-busy until the last (the keys and the audit) has answered.
 			p.do("waiting for the counts and the audit", chromedp.WaitVisible(chromedp.CSS("#audit-h")),
-				chromedp.WaitVisible(chromedp.Search(`//dt[normalize-space()="Active keys"]`)))
+				chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby=runtime-h][aria-busy=false]`)))
 			if counts := p.text("dl.counts"); !strings.Contains(counts, "Active keys") || !strings.Contains(counts, "ready") {
 				t.Errorf("the overview counts say %q", counts)
 			}
