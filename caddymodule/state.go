@@ -208,11 +208,7 @@ func newState(s config.Settings, store packagestore.Store, logger *zap.Logger) *
 	st.traffic = newTrafficFollower(st.keys.Load, st.splits, logger)
 	st.domains = newDomainFollower(st.keys.Load, &st.router, logger)
 	st.expireDomains = expireDomains{keys: st.keys.Load, logger: logger}
-	st.secrets = secretState{pool: st.workerPool, forget: func(worker string) {
-		if w := st.wasm.Load(); w != nil {
-			w.forgetSecrets(worker)
-		}
-	}}
+	st.secrets = secretState{pool: st.workerPool}
 	st.secrets.follower = follower{what: "the workers' secrets", topic: keystore.SecretsTopic, keys: st.keys.Load,
 		apply: st.secrets.apply, logger: logger}
 	st.cron = cron.New(cron.Options{Workers: st.workerCatalog, Activations: st.activations, Keys: st.keys.Load,

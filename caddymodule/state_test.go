@@ -189,3 +189,65 @@ func TestAwaitStart(t *testing.T) {
 		})
 	}
 }
+
+func TestKeptSecrets(t *testing.T) {
+	opens := map[string]int{}
+	values := map[string]map[string]string{"app": {"TOKEN": "1"}}
+	open := func(_ context.Context, worker string) (map[string]string, error) {
+		opens[worker]++
+		if worker == "broken" {
+			return nil, errors.New("cannot open")
+		}
+		return values[worker], nil
+	}
+	var k keptSecrets
+	get := func(worker string) map[string]string {
+		t.Helper()
+		got, err := k.get(context.Background(), worker, open)
+		if err != nil && worker != "broken" {
+			t.Fatal(err)
+		}
+		return got
+	}
+	tests := []struct {
+		name      string
+		do        func()
+		worker    string
+		want      string // TOKEN's value
+		wantOpens int
+	}{
+		{"the first start opens them", func() {}, "app", "1", 1},
+		{"the next is given them as kept", func() {}, "app", "1", 1},
+		{"none are kept as none", func() {}, "plain", "", 1},
+		{"and not opened again", func() {}, "plain", "", 1},
+		{"a change of another worker's keeps them", func() { k.forget("plain") }, "app", "1", 1},
+		{"a change of its own opens them again", func() { values["app"] = map[string]string{"TOKEN": "2"}; k.forget("app") }, "app", "2", 2},
+		{"new keys open every worker's again", func() { k.forget("") }, "plain", "", 2},
+		{"a failed open is not kept", func() { get("broken") }, "broken", "", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.do()
+			if got := get(tt.worker)["TOKEN"]; got != tt.want {
+				t.Errorf("TOKEN = %q, want %q", got, tt.want)
+			}
+			if opens[tt.worker] != tt.wantOpens {
+				t.Errorf("opened %d times, want %d", opens[tt.worker], tt.wantOpens)
+			}
+		})
+	}
+	// An open that a change overtook is not kept: the next start opens them again.
+	overtaken := func(ctx context.Context, worker string) (map[string]string, error) {
+		k.forget(worker)
+		return open(ctx, worker)
+	}
+	k.forget("")
+	before := opens["app"]
+	if _, err := k.get(context.Background(), "app", overtaken); err != nil {
+		t.Fatal(err)
+	}
+	get("app")
+	if opens["app"] != before+2 {
+		t.Errorf("an open overtaken by a change was kept: %d opens, want %d", opens["app"]-before, 2)
+	}
+}

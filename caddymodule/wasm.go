@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,49 +52,7 @@ type wasmState struct {
 	stateDir      string
 	workerCatalog *packages.Catalog
 	versions      *serving.Versions
-	open          func(ctx context.Context, worker string) (map[string]string, error) // state.workerSecrets
-	// secrets keeps each worker's opened secrets between requests, dropped when they change
-	// (forgetSecrets); gen counts the drops, so a read that a change overtook is not kept.
-	mu      sync.Mutex
-	secrets map[string]map[string]string
-	gen     uint64
-}
-
-// maxWasmSecrets bounds the workers whose secrets are kept; past it they start afresh.
-const maxWasmSecrets = 4096
-
-// secretsOf returns worker's secrets for a WebAssembly instance: kept from an earlier
-// request, else opened and kept.
-func (w *wasmState) secretsOf(ctx context.Context, worker string) (map[string]string, error) {
-	w.mu.Lock()
-	kept, ok := w.secrets[worker]
-	gen := w.gen
-	w.mu.Unlock()
-	if ok {
-		return kept, nil
-	}
-	opened, err := w.open(ctx, worker)
-	if err != nil {
-		return nil, err
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.gen == gen {
-		if len(w.secrets) >= maxWasmSecrets {
-			w.secrets = map[string]map[string]string{}
-		}
-		w.secrets[worker] = opened
-	}
-	return opened, nil
-}
-
-// forgetSecrets drops the kept secrets of worker, whose secrets changed: the next request
-// opens them again.
-func (w *wasmState) forgetSecrets(worker string) {
-	w.mu.Lock()
-	delete(w.secrets, worker)
-	w.gen++
-	w.mu.Unlock()
+	secretsOf     func(ctx context.Context, worker string) (map[string]string, error) // state.workerSecrets
 }
 
 // setWasmBudget applies wasm_compiled_memory, wasm_cache_size, wasm_max_module_size and
@@ -128,8 +85,7 @@ func (s *state) openWasm() error {
 		return fmt.Errorf("WebAssembly workers: %w", err)
 	}
 	w := &wasmState{engine: engine, output: workers.NewOutputLog(s.procs.logs, s.logger.Named("workers"), s.settings.WorkerLogRate),
-		logger: s.logger, stateDir: s.settings.StateDir, workerCatalog: s.workerCatalog, versions: s.versions, open: s.workerSecrets,
-		secrets: map[string]map[string]string{}}
+		logger: s.logger, stateDir: s.settings.StateDir, workerCatalog: s.workerCatalog, versions: s.versions, secretsOf: s.workerSecrets}
 	// A version's compiled module goes when the version goes or changes; a later request
 	// compiles it again (from the cache when its bytes are the same).
 	s.workerChanges.Subscribe(func(ch packages.Change) {

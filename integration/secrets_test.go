@@ -351,6 +351,14 @@ func TestSecretsAcrossInstances(t *testing.T) {
 	a, b := start(), start()
 	processWorker(t, a, "app", "1.0.0", "")
 	processWorker(t, b, "app", "1.0.0", "")
+	// A worker with ttl: 0 starts a process for each request, with its secrets as each
+	// instance keeps them opened between starts: a change, made here or pulled, drops them.
+	for _, s := range []*harness.Server{a, b} {
+		processWorker(t, s, "fresh", "1.0.0", "ttl: 0\n")
+		if _, ok := envOf(echoOf(t, s.Get("/fresh/")), "TOKEN"); ok {
+			t.Fatal("the ttl: 0 worker has TOKEN before it was set")
+		}
+	}
 	if _, ok := envOf(echoOf(t, b.Get("/app/")), "TOKEN"); ok {
 		t.Fatal("the worker has TOKEN before it was set")
 	}
@@ -366,6 +374,24 @@ func TestSecretsAcrossInstances(t *testing.T) {
 	harness.Eventually(t, "B's worker to have TOKEN", 20*time.Second, func() bool {
 		got, _ := envOf(echoOf(t, b.Get("/app/")), "TOKEN")
 		return got == value
+	})
+	setSecret(t, a, rootKey, "fresh", "TOKEN", value)
+	if got, _ := envOf(echoOf(t, a.Get("/fresh/")), "TOKEN"); got != value {
+		t.Errorf("A's ttl: 0 worker, right after the secret was set, has TOKEN %q", got)
+	}
+	harness.Eventually(t, "B's ttl: 0 worker to have TOKEN", 20*time.Second, func() bool {
+		got, _ := envOf(echoOf(t, b.Get("/fresh/")), "TOKEN")
+		return got == value
+	})
+	if resp := a.Do("DELETE", secretsPath(a, "fresh", "TOKEN"), harness.WithKey(rootKey)); resp.Status != 200 {
+		t.Fatalf("DELETE on A = %s", resp)
+	}
+	if _, ok := envOf(echoOf(t, a.Get("/fresh/")), "TOKEN"); ok {
+		t.Error("A's ttl: 0 worker still has TOKEN right after it was removed")
+	}
+	harness.Eventually(t, "B's ttl: 0 worker to lose TOKEN", 20*time.Second, func() bool {
+		_, ok := envOf(echoOf(t, b.Get("/fresh/")), "TOKEN")
+		return !ok
 	})
 	if resp := a.Do("DELETE", secretsPath(a, "app", "TOKEN"), harness.WithKey(rootKey)); resp.Status != 200 {
 		t.Fatalf("DELETE on A = %s", resp)
