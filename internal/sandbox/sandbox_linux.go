@@ -315,11 +315,14 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The spare's v2 leaf, which it was cloned into, becomes the worker's.
-	g, left, err := s.cg.create(sp.id, limits)
-	if err != nil {
-		sp.discard()
-		return nil, err
+	// The spare's v2 leaf, which it was cloned into, becomes the worker's, with its limits
+	// as the spare has them or written now.
+	g, left := sp.group, sp.left
+	if sp.limits != limits {
+		if g, left, err = s.cg.create(sp.id, limits); err != nil {
+			sp.discard()
+			return nil, err
+		}
 	}
 	proc := &Process{group: g, cgroup: cgroupID(g.v2), scratch: spec.Scratch, unwatch: func() {}, refill: s.refill, fallback: fallback}
 	fail := func(err error) (*Process, error) {
@@ -344,16 +347,8 @@ func (s *Sandbox) start(spec Spec, stdout, stderr io.Writer) (*Process, error) {
 	if err != nil {
 		return fail(err)
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return fail(err)
-	}
+	outR, outW, errR, errW := sp.output[0], sp.output[1], sp.output[2], sp.output[3]
+	sp.output = [4]*os.File{} // the worker's from here on
 	files := []*os.File{outW, errW}
 	if l.Listen {
 		files = append(files, proc.listener)
@@ -387,12 +382,18 @@ func (p *Process) copy(w io.Writer, r *os.File) {
 
 // spare is a launcher started ahead of need, whose stage waits for its launch spec.
 type spare struct {
-	cmd   *exec.Cmd
-	spec  *os.File // the runtime's end of the stage's spec socket
-	id    string   // the worker's name among the cgroups and sockets
-	leaf  string   // the v2 cgroup it was cloned into, "" without one
-	v1    []string // the v1 cgroups its stage joins
-	flags uintptr  // the namespaces it was cloned into
+	cmd  *exec.Cmd
+	spec *os.File // the runtime's end of the stage's spec socket
+	id   string   // the worker's name among the cgroups and sockets
+	leaf string   // the v2 cgroup it was cloned into, "" without one
+	// group is its cgroups with limits written, and left what they cannot hold (cgroups.create).
+	group  *group
+	limits Limits
+	left   Limits
+	v1     []string // the v1 cgroups its stage joins
+	flags  uintptr  // the namespaces it was cloned into
+	// output is the worker's stdout and stderr, made ahead too: read and write end of each.
+	output [4]*os.File
 }
 
 // cloneflags are the namespaces a launcher starts in: they are the same for every worker of
@@ -531,6 +532,18 @@ func (s *Sandbox) newSpare(flags uintptr, ahead bool) (*spare, error) {
 	ours, theirs := os.NewFile(uintptr(fds[0]), "spec"), os.NewFile(uintptr(fds[1]), "spec")
 	defer theirs.Close()
 	cmd.ExtraFiles = []*os.File{theirs} // launch.SpecFD
+	// The limits most workers get, those of a manifest that asks for none, are written now
+	// rather than on the way of a start (a few cgroup files: a seventh of a millisecond).
+	sp.limits = Limits{}.Cap(s.opts.Caps)
+	if sp.group, sp.left, err = s.cg.create(sp.id, sp.limits); err == nil {
+		err = sp.makeOutput()
+	}
+	if err != nil {
+		ours.Close()
+		sp.closeOutput()
+		sp.removeLeaf()
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		ours.Close()
 		sp.removeLeaf()
@@ -576,9 +589,32 @@ func (sp *spare) alive() bool {
 	return err == nil && info.Signo == 0
 }
 
+// makeOutput makes the pipes of the worker's stdout and stderr.
+func (sp *spare) makeOutput() error {
+	for i := 0; i < len(sp.output); i += 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		sp.output[i], sp.output[i+1] = r, w
+	}
+	return nil
+}
+
+// closeOutput closes the pipes of the worker's output that are still the spare's.
+func (sp *spare) closeOutput() {
+	for _, f := range sp.output {
+		if f != nil {
+			f.Close()
+		}
+	}
+	sp.output = [4]*os.File{}
+}
+
 // discard stops a spare that will not be used, and removes its cgroup.
 func (sp *spare) discard() {
 	sp.spec.Close()
+	sp.closeOutput()
 	_ = syscall.Kill(-sp.cmd.Process.Pid, syscall.SIGKILL)
 	_ = sp.cmd.Wait()
 	sp.removeLeaf()
