@@ -206,7 +206,7 @@ func bareStart(b *testing.B, argv ...string) time.Duration {
 				if err == nil || ctx.Err() != nil {
 					return conn, err
 				}
-				time.Sleep(100 * time.Microsecond)
+				pause(100 * time.Microsecond)
 			}
 		}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
