@@ -538,14 +538,12 @@ func (s *Sandbox) newSpare(flags uintptr, ahead bool) (*spare, error) {
 	if sp.group, sp.left, err = s.cg.create(sp.id, sp.limits); err == nil {
 		err = sp.makeOutput()
 	}
+	if err == nil {
+		err = cmd.Start()
+	}
 	if err != nil {
 		ours.Close()
 		sp.closeOutput()
-		sp.removeLeaf()
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		ours.Close()
 		sp.removeLeaf()
 		return nil, err
 	}

@@ -155,17 +155,35 @@ func TestOrphansStopWithTheWorker(t *testing.T) {
 	}
 }
 
-// TestProcessLimit runs a fork loop and checks it stops at the worker's limit.
+// TestProcessLimit runs a fork loop and checks it stops at the worker's limit: one its manifest
+// asks for, written as the worker starts, and the operator's cap alone, which a spare launcher
+// has written into its cgroups before a worker takes it.
 func TestProcessLimit(t *testing.T) {
-	sb := newSandbox(t)
-	if !strings.Contains(sb.Layers().Cgroup, "pids") && os.Geteuid() == 0 {
-		t.Skip("no pids cgroup here, and rlimits do not limit root")
+	tests := []struct {
+		name   string
+		caps   Limits
+		limits Limits
+	}{
+		{"the manifest's limit", Limits{}, Limits{Processes: 20}},
+		{"the operator's cap", Limits{Processes: 20}, Limits{}},
 	}
-	// The shell stops at its first failed fork; each line is one process it started.
-	out, errOut := run(t, sb, `n=0; while [ $n -lt 200 ]; do sleep 5 & echo started; n=$((n+1)); done`, Limits{Processes: 20})
-	n := strings.Count(out, "started")
-	if n < 5 || n >= 20 {
-		t.Fatalf("the worker started %d processes, want some but fewer than its limit of 20 (stderr %q)", n, errOut)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb, err := New(Options{Caps: tt.caps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(sb.Close)
+			if !strings.Contains(sb.Layers().Cgroup, "pids") && os.Geteuid() == 0 {
+				t.Skip("no pids cgroup here, and rlimits do not limit root")
+			}
+			// The shell stops at its first failed fork; each line is one process it started.
+			out, errOut := run(t, sb, `n=0; while [ $n -lt 200 ]; do sleep 5 & echo started; n=$((n+1)); done`, tt.limits)
+			n := strings.Count(out, "started")
+			if n < 5 || n >= 20 {
+				t.Fatalf("the worker started %d processes, want some but fewer than its limit of 20 (stderr %q)", n, errOut)
+			}
+		})
 	}
 }
 
