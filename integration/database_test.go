@@ -396,7 +396,8 @@ func TestDatabaseSync(t *testing.T) {
 	}
 
 	// Past limits.database the endpoint refuses the worker's statements, saying why, in the
-	// worker's log too. sqld counts a namespace's size as it goes: the writes go on a while.
+	// worker's log too. The endpoint measures the namespace at most once a second: the writes
+	// go on until its next measurement (not sqld's storage_bytes_used, a minute stale).
 	uploadDB(t, a, "hog", "1.0.0", "limits:\n  database: 256KiB\n")
 	var fill struct {
 		Written int    `json:"written"`

@@ -72,28 +72,28 @@ func (r *Remote) toNamespace(out *http.Request, ns string) {
 	}
 }
 
-// pipeline sends a Hrana-over-HTTP v2 pipeline to namespace ns and returns sqld's answer,
-// at most maxAnswer bytes.
-func (r *Remote) pipeline(ctx context.Context, ns string, body []byte) ([]byte, error) {
+// pipeline sends a Hrana-over-HTTP v2 pipeline to namespace ns and returns sqld's status and
+// answer, at most maxAnswer bytes.
+func (r *Remote) pipeline(ctx context.Context, ns string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.primary.JoinPath("/v2/pipeline").String(), bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	r.toNamespace(req, ns)
 	resp, err := r.proxy.RoundTrip(req)
 	if err != nil {
-		return nil, fmt.Errorf("the database primary is unreachable; try again: %w", err)
+		return 0, nil, fmt.Errorf("the database primary is unreachable; try again: %w", err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("reading the primary's answer: %w", err)
+		return 0, nil, fmt.Errorf("reading the primary's answer: %w", err)
 	case len(out) > maxAnswer:
-		return nil, fmt.Errorf("the answer passes the %d bytes a call may take: select fewer rows or smaller values", maxAnswer)
+		return 0, nil, fmt.Errorf("the answer passes the %d bytes a call may take: select fewer rows or smaller values", maxAnswer)
 	}
-	return out, nil
+	return resp.StatusCode, out, nil
 }
 
 // adminTimeout bounds each exchange with the admin API.
@@ -167,22 +167,39 @@ func (r *Remote) Ensure(ctx context.Context, ns string) error {
 	return nil
 }
 
-// Size returns the bytes namespace ns holds on the primary, as sqld counts them.
+// sizeQuery measures a database as sqld's storage monitor does (the pages in use times the
+// page size), at the moment it is asked. The admin API's storage_bytes_used is that monitor's
+// last count, taken a second after the namespace opens and then once a minute: a limit kept by
+// it lets a worker write for a minute past it.
+var sizeQuery = []byte(`{"requests":[{"type":"execute","stmt":{"sql":` +
+	`"select (c.page_count - f.freelist_count) * s.page_size from pragma_page_count() c, pragma_freelist_count() f, pragma_page_size() s"}},` +
+	`{"type":"close"}]}`)
+
+// Size returns the bytes namespace ns holds on the primary now; a namespace not made yet
+// holds none.
 func (r *Remote) Size(ctx context.Context, ns string) (int64, error) {
-	status, body, err := r.adminDo(ctx, http.MethodGet, "/v1/namespaces/"+ns+"/stats", nil)
+	status, out, err := r.pipeline(ctx, ns, sizeQuery)
 	if err != nil {
 		return 0, err
 	}
 	if status == http.StatusNotFound {
 		return 0, nil
 	}
-	var stats struct {
-		Used int64 `json:"storage_bytes_used"`
+	var resp pipelineResponse
+	if status != http.StatusOK || json.Unmarshal(out, &resp) != nil || len(resp.Results) == 0 {
+		return 0, fmt.Errorf("measuring the worker's database: the primary answers %d %.200s", status, bytes.TrimSpace(out))
 	}
-	if status != http.StatusOK || json.Unmarshal(body, &stats) != nil {
-		return 0, fmt.Errorf("measuring the worker's database: sqld's admin API answers %d", status)
+	if res := resp.Results[0]; res.Type == "ok" && res.Response != nil && res.Response.Result != nil &&
+		len(res.Response.Result.Rows) == 1 && len(res.Response.Result.Rows[0]) == 1 {
+		if n, err := res.Response.Result.Rows[0][0].arg(); err == nil {
+			if used, ok := n.(int64); ok {
+				return used, nil
+			}
+		}
+	} else if res.Error != nil {
+		return 0, fmt.Errorf("measuring the worker's database: %s", res.Error.Message)
 	}
-	return stats.Used, nil
+	return 0, fmt.Errorf("measuring the worker's database: the primary answers %.200s", out)
 }
 
 // Delete removes namespace ns from the primary.

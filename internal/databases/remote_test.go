@@ -1,6 +1,7 @@
 package databases
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -14,33 +15,43 @@ import (
 	"testing"
 )
 
-// primary is a stand-in sqld on loopback: it records what reaches it and answers its admin
-// routes with the namespace size given.
+// primary is a stand-in sqld on loopback: it records what reaches it and answers a size
+// query with the namespace size given.
 type primary struct {
-	mu   sync.Mutex
-	got  []*http.Request
-	used int64
+	mu       sync.Mutex
+	got      []*http.Request
+	measured []bool // got[i] was a size query
+	used     int64
 }
 
 func (p *primary) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	size := bytes.Equal(body, sizeQuery)
 	p.mu.Lock()
-	p.got = append(p.got, r.Clone(context.Background()))
+	p.got, p.measured = append(p.got, r.Clone(context.Background())), append(p.measured, size)
 	used := p.used
 	p.mu.Unlock()
-	if strings.HasSuffix(r.URL.Path, "/stats") {
-		_, _ = io.WriteString(w, `{"storage_bytes_used":`+strconv.FormatInt(used, 10)+`}`)
+	if size {
+		_, _ = io.WriteString(w, sizeAnswer(used))
 		return
 	}
 	_, _ = io.WriteString(w, `{"results":[]}`)
 }
 
-// sent is the last request that reached the primary but the admin API's measurements.
+// sizeAnswer is sqld's answer to sizeQuery for a namespace of used bytes.
+func sizeAnswer(used int64) string {
+	return `{"baton":null,"base_url":null,"results":[{"type":"ok","response":{"type":"execute","result":{"cols":[{"name":"size"}],` +
+		`"rows":[[{"type":"integer","value":"` + strconv.FormatInt(used, 10) + `"}]],"affected_row_count":0,"last_insert_rowid":null}}},` +
+		`{"type":"ok","response":{"type":"close"}}]}`
+}
+
+// sent is the last request that reached the primary but the size queries.
 func (p *primary) sent() *http.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var last *http.Request
-	for _, g := range p.got {
-		if !strings.HasSuffix(g.URL.Path, "/stats") {
+	for i, g := range p.got {
+		if !p.measured[i] {
 			last = g
 		}
 	}

@@ -132,7 +132,7 @@ func (s *Session) Close() {
 			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 			defer cancel()
 			body, _ := json.Marshal(pipelineRequest{Baton: &s.baton, Requests: []streamRequest{{Type: "close"}}})
-			_, _ = s.m.remote.pipeline(ctx, s.ns, body)
+			_, _, _ = s.m.remote.pipeline(ctx, s.ns, body)
 		}
 		return
 	}
@@ -379,7 +379,7 @@ func (s *Session) forward(ctx context.Context, body []byte) []byte {
 		req.Baton = &s.baton
 	}
 	body, _ = json.Marshal(req)
-	out, err := r.pipeline(ctx, s.ns, body)
+	_, out, err := r.pipeline(ctx, s.ns, body) // sqld's error answers are passed on as they are
 	if err != nil {
 		return errorAnswer(err)
 	}

@@ -1,6 +1,7 @@
 package databases
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -23,11 +24,11 @@ func TestSessionPrimary(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
+		b, _ := io.ReadAll(r.Body)
 		switch {
-		case strings.HasSuffix(r.URL.Path, "/stats"):
-			_, _ = io.WriteString(w, `{"storage_bytes_used":`+strconv.FormatInt(used, 10)+`}`)
+		case bytes.Equal(b, sizeQuery):
+			_, _ = io.WriteString(w, sizeAnswer(used))
 		case r.URL.Path == "/v2/pipeline":
-			b, _ := io.ReadAll(r.Body)
 			bodies, hosts, auths = append(bodies, string(b)), append(hosts, r.Host), append(auths, r.Header.Get("Authorization"))
 			_, _ = io.WriteString(w, `{"baton":"b`+strconv.Itoa(len(bodies))+`","base_url":"http://elsewhere","results":[{"type":"ok","response":{"type":"execute","result":{"cols":[],"rows":[],"affected_row_count":0,"last_insert_rowid":null}}}]}`)
 		default:
