@@ -529,6 +529,19 @@ func TestCPanelLogs(t *testing.T) {
 	if hostile, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`document.querySelector('section.logs img') !== null || window.pwned === 1`)); err != nil || hostile {
 		t.Errorf("a worker's output became markup in the panel (%v)", err)
 	}
+	// Scrolled up from the logs (as a click on Restart scrolls), the page stays where the reader
+	// put it while lines come: it must not jump back to the logs under the reader's click.
+	p.do("scrolling to Restart", chromedp.ScrollIntoView(chromedp.CSS(`button[aria-label="Restart echo"]`)))
+	if resp := s.Get("/echo/say?text=said-after-scrolling"); resp.Status != 200 {
+		t.Fatalf("say = %s", resp)
+	}
+	p.do("the line after scrolling", chromedp.WaitVisible(chromedp.Search(`//pre[contains(., "said-after-scrolling")]`)))
+	if shown, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](`new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => {
+		const r = document.querySelector('button[aria-label="Restart echo"]').getBoundingClientRect()
+		done(r.top >= 0 && r.bottom <= innerHeight)
+	})))`, chromedp.EvalAwaitPromise)); err != nil || !shown {
+		t.Errorf("a new log line moved the page away from where the reader scrolled (%v)", err)
+	}
 	p.do("restarting", chromedp.Click(chromedp.Search(`//button[@aria-label="Restart echo"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Restarted echo 1.0.0")]`)))
 	harness.Eventually(t, "the restart to show in the pool", 5*time.Second, func() bool {
