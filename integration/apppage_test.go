@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -28,10 +29,10 @@ func chartPoints(p panel, id string) int {
 // again every 10 s.
 func waitChart(p panel, id string) {
 	p.t.Helper()
-	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](`(() => {
+	_, err := poll[bool](p.ctx, `(() => {
 		const f = document.querySelector('figure.chart[data-chart="`+id+`"]');
 		return !!f && !!f.querySelector('canvas') && Number(f.dataset.points) > 0;
-	})()`, chromedp.WithPollingTimeout(40e9)))
+	})()`, 40*time.Second)
 	if err != nil {
 		p.t.Fatalf("waiting for chart %s to show data: %v", id, err)
 	}

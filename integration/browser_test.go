@@ -65,6 +65,28 @@ func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Contex
 	return ctx
 }
 
+// poll waits until expression (JavaScript) is truthy in the page's document, reading it
+// every 10 ms for at most timeout, and returns its value. It evaluates in the document's own
+// context, not, as chromedp.Poll does, in the context chromedp recorded: chromedp records a new
+// document's context on another goroutine than the one that ends Navigate, so a Poll just after
+// a navigation can name the old document's ("Cannot find context with specified id").
+func poll[T any](ctx context.Context, expression string, timeout time.Duration) (T, error) {
+	return chromedp.Run(ctx, chromedp.Evaluate[T](fmt.Sprintf(`new Promise((done, fail) => {
+	const until = Date.now() + %d;
+	const look = () => {
+		try {
+			const v = (%s);
+			if (v) return done(v);
+		} catch (e) {
+			return fail(e);
+		}
+		if (Date.now() > until) return fail(new Error("still false after %s"));
+		setTimeout(look, 10);
+	};
+	look();
+})`, timeout.Milliseconds(), expression, timeout), chromedp.EvalAwaitPromise))
+}
+
 // fetchStatus opens url and returns the status of a fetch the page makes with init (a
 // JavaScript object literal).
 func fetchStatus(ctx context.Context, url, path, init string) (int, error) {
@@ -141,7 +163,7 @@ func attack(t *testing.T, ctx context.Context, s *harness.Server, pageURL, api s
 	if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 		t.Fatalf("opening the attack page at %s: %v", pageURL, err)
 	}
-	results, err := chromedp.Run(ctx, chromedp.Poll[[]attackResult]("window.results"))
+	results, err := poll[[]attackResult](ctx, "window.results", time.Minute)
 	if err != nil {
 		t.Fatalf("running the attack page at %s: %v", pageURL, err)
 	}

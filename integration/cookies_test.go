@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -76,15 +77,7 @@ func plantCookie(t *testing.T, ctx context.Context, s *harness.Server, pageURL, 
 	if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 		t.Fatalf("opening the page at %s: %v", pageURL, err)
 	}
-	// A poll that starts while the page's document is still being replaced can name the old
-	// execution context, which the browser then no longer knows: read again in the new one.
-	var err error
-	for range 3 {
-		if _, err = chromedp.Run(ctx, chromedp.Poll[bool]("window.planted")); err == nil || !strings.Contains(err.Error(), "Cannot find context") {
-			break
-		}
-	}
-	if err != nil {
+	if _, err := poll[bool](ctx, "window.planted", time.Minute); err != nil {
 		t.Fatalf("running the page at %s: %v", pageURL, err)
 	}
 	planted := slices.ContainsFunc(sessionCookies(t, ctx, apiURL), func(c *network.Cookie) bool {

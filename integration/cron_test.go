@@ -386,7 +386,7 @@ func TestCPanelCron(t *testing.T) {
 		t.Errorf("the trigger's schedule reads %q", sched)
 	}
 	// The page reads the runs again every 10 s.
-	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](`!!document.querySelector('table.cron-runs tr[data-status="ok"]')`, chromedp.WithPollingTimeout(30e9))); err != nil {
+	if _, err := poll[bool](p.ctx, `!!document.querySelector('table.cron-runs tr[data-status="ok"]')`, 30*time.Second); err != nil {
 		t.Fatalf("waiting for a run: %v", err)
 	}
 

@@ -199,7 +199,7 @@ func TestCPanelSections(t *testing.T) {
 			p.do("opening "+sec.name, chromedp.EmulateViewport(size[0], size[1]), chromedp.Navigate(p.base+"/"+sec.path),
 				chromedp.WaitVisible(chromedp.CSS(sec.ready)))
 			if sec.name == "overview" || sec.name == "app" { // their charts draw once uPlot has come
-				if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](`document.querySelectorAll('figure.chart canvas').length > 0`, chromedp.WithPollingTimeout(20e9))); err != nil {
+				if _, err := poll[bool](p.ctx, `document.querySelectorAll('figure.chart canvas').length > 0`, 20*time.Second); err != nil {
 					t.Fatalf("waiting for the charts of %s: %v", sec.name, err)
 				}
 			}
