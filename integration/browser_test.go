@@ -48,6 +48,9 @@ func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Contex
 		chromedp.NoSandbox, // the tests may run as root, where Chromium's sandbox refuses to start
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.Flag("no-proxy-server", true),
+		// Chromium leaves its singleton socket's folder in $TMPDIR when it is stopped: the test's
+		// own folder goes with the test.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	opts = append(opts, extra...)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
