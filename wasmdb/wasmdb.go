@@ -19,15 +19,16 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/caddy-runtime/runtime/internal/hrana"
 )
 
 // transport sends a pipeline to the runtime; tests replace it.
@@ -166,21 +167,8 @@ func named(args []driver.Value) []driver.NamedValue {
 	return out
 }
 
-// value is a Hrana value.
-type value struct {
-	Type   string          `json:"type"`
-	Value  json.RawMessage `json:"value,omitempty"`
-	Base64 string          `json:"base64,omitempty"`
-}
-
-type result struct {
-	Cols []struct {
-		Name string `json:"name"`
-	} `json:"cols"`
-	Rows             [][]value `json:"rows"`
-	AffectedRowCount int64     `json:"affected_row_count"`
-	LastInsertRowid  *string   `json:"last_insert_rowid"`
-}
+// result is a statement's answer, as database/sql takes it.
+type result struct{ *hrana.StmtResult }
 
 func (r *result) LastInsertId() (int64, error) {
 	if r.LastInsertRowid == nil {
@@ -201,27 +189,19 @@ func (c *conn) run(query string, args []driver.NamedValue) (*result, error) {
 	if c.closed {
 		return nil, driver.ErrBadConn
 	}
-	type namedArg struct {
-		Name  string `json:"name"`
-		Value value  `json:"value"`
-	}
-	st := struct {
-		SQL       string     `json:"sql"`
-		Args      []value    `json:"args,omitempty"`
-		NamedArgs []namedArg `json:"named_args,omitempty"`
-	}{SQL: query}
+	st := hrana.Stmt{SQL: query}
 	for _, a := range args {
 		v, err := encode(a.Value)
 		if err != nil {
 			return nil, err
 		}
 		if a.Name != "" {
-			st.NamedArgs = append(st.NamedArgs, namedArg{Name: ":" + a.Name, Value: v})
+			st.NamedArgs = append(st.NamedArgs, hrana.NamedArg{Name: ":" + a.Name, Value: v})
 			continue
 		}
 		st.Args = append(st.Args, v)
 	}
-	body, err := json.Marshal(map[string]any{"requests": []any{map[string]any{"type": "execute", "stmt": st}}})
+	body, err := json.Marshal(hrana.PipelineRequest{Requests: []hrana.StreamRequest{{Type: "execute", Stmt: &st}}})
 	if err != nil {
 		return nil, err
 	}
@@ -229,16 +209,7 @@ func (c *conn) run(query string, args []driver.NamedValue) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var resp struct {
-		Error   string `json:"error"`
-		Results []struct {
-			Type     string `json:"type"`
-			Response struct {
-				Result *result `json:"result"`
-			} `json:"response"`
-			Error *Error `json:"error"`
-		} `json:"results"`
-	}
+	var resp hrana.PipelineResponse
 	if err := json.Unmarshal(out, &resp); err != nil {
 		return nil, fmt.Errorf("wasmdb: the runtime's answer: %w", err)
 	}
@@ -248,53 +219,27 @@ func (c *conn) run(query string, args []driver.NamedValue) (*result, error) {
 	case len(resp.Results) != 1:
 		return nil, fmt.Errorf("wasmdb: the runtime answered %d results to one statement", len(resp.Results))
 	case resp.Results[0].Error != nil:
-		return nil, resp.Results[0].Error
-	case resp.Results[0].Response.Result == nil:
+		return nil, &Error{Message: resp.Results[0].Error.Message, Code: resp.Results[0].Error.Code}
+	case resp.Results[0].Response == nil || resp.Results[0].Response.Result == nil:
 		return nil, errors.New("wasmdb: the runtime answered no result")
 	}
-	return resp.Results[0].Response.Result, nil
+	return &result{resp.Results[0].Response.Result}, nil
 }
 
-func encode(x any) (value, error) {
+// encode is an argument's Hrana value; one the runtime cannot store as it is (a float JSON
+// cannot write) is refused, not sent as something else.
+func encode(x any) (hrana.Value, error) {
 	switch x := x.(type) {
-	case nil:
-		return value{Type: "null"}, nil
-	case int64:
-		return value{Type: "integer", Value: json.RawMessage(strconv.Quote(strconv.FormatInt(x, 10)))}, nil
+	case nil, int64, string, []byte:
 	case float64:
-		b, err := json.Marshal(x)
-		return value{Type: "float", Value: b}, err
-	case string:
-		b, _ := json.Marshal(x)
-		return value{Type: "text", Value: b}, nil
-	case []byte:
-		return value{Type: "blob", Base64: base64.StdEncoding.EncodeToString(x)}, nil
-	}
-	return value{}, fmt.Errorf("wasmdb: cannot send a %T", x)
-}
-
-func decode(v value) (driver.Value, error) {
-	switch v.Type {
-	case "null":
-		return nil, nil
-	case "integer":
-		var s string
-		if err := json.Unmarshal(v.Value, &s); err != nil {
-			return nil, err
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return hrana.Value{}, fmt.Errorf("wasmdb: cannot send the float %v", x)
 		}
-		return strconv.ParseInt(s, 10, 64)
-	case "float":
-		var f float64
-		err := json.Unmarshal(v.Value, &f)
-		return f, err
-	case "text":
-		var s string
-		err := json.Unmarshal(v.Value, &s)
-		return s, err
-	case "blob": // sqld writes it unpadded, the runtime padded
-		return base64.RawStdEncoding.DecodeString(strings.TrimRight(v.Base64, "="))
+	default:
+		return hrana.Value{}, fmt.Errorf("wasmdb: cannot send a %T", x)
 	}
-	return nil, fmt.Errorf("wasmdb: unknown value type %q", v.Type)
+	v, _ := hrana.Typed(x)
+	return v, nil
 }
 
 type rows struct {
@@ -322,9 +267,9 @@ func (r *rows) Next(dest []driver.Value) error {
 		if i >= len(row) {
 			return errors.New("wasmdb: a row shorter than its columns")
 		}
-		v, err := decode(row[i])
+		v, err := row[i].Go()
 		if err != nil {
-			return err
+			return fmt.Errorf("wasmdb: %w", err)
 		}
 		dest[i] = v
 	}

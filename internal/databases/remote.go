@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/caddy-runtime/runtime/internal/hrana"
 )
 
 // Remote reaches the libSQL primary (sqld --enable-namespaces) on which each worker's
@@ -185,13 +187,13 @@ func (r *Remote) Size(ctx context.Context, ns string) (int64, error) {
 	if status == http.StatusNotFound {
 		return 0, nil
 	}
-	var resp pipelineResponse
+	var resp hrana.PipelineResponse
 	if status != http.StatusOK || json.Unmarshal(out, &resp) != nil || len(resp.Results) == 0 {
 		return 0, fmt.Errorf("measuring the worker's database: the primary answers %d %.200s", status, bytes.TrimSpace(out))
 	}
 	if res := resp.Results[0]; res.Type == "ok" && res.Response != nil && res.Response.Result != nil &&
 		len(res.Response.Result.Rows) == 1 && len(res.Response.Result.Rows[0]) == 1 {
-		if n, err := res.Response.Result.Rows[0][0].arg(); err == nil {
+		if n, err := res.Response.Result.Rows[0][0].Go(); err == nil {
 			if used, ok := n.(int64); ok {
 				return used, nil
 			}

@@ -16,6 +16,8 @@ import (
 	"github.com/dustin/go-humanize"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/caddy-runtime/runtime/internal/hrana"
 )
 
 // maxAnswer bounds the answer to one call of a WebAssembly worker to its database.
@@ -131,7 +133,7 @@ func (s *Session) Close() {
 		if s.baton != "" { // the primary's stream would otherwise wait for its own timeout
 			ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 			defer cancel()
-			body, _ := json.Marshal(pipelineRequest{Baton: &s.baton, Requests: []streamRequest{{Type: "close"}}})
+			body, _ := json.Marshal(hrana.PipelineRequest{Baton: &s.baton, Requests: []hrana.StreamRequest{{Type: "close"}}})
 			_, _, _ = s.m.remote.pipeline(ctx, s.ns, body)
 		}
 		return
@@ -176,11 +178,11 @@ func (s *Session) Execute(ctx context.Context, body []byte) []byte {
 	if s.ns != "" {
 		return s.forward(ctx, body)
 	}
-	var req pipelineRequest
+	var req hrana.PipelineRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return errorAnswer(fmt.Errorf("the pipeline is not Hrana over HTTP v2 JSON: %w", err))
 	}
-	resp := pipelineResponse{Results: make([]streamResult, 0, len(req.Requests))}
+	resp := hrana.PipelineResponse{Results: make([]hrana.StreamResult, 0, len(req.Requests))}
 	left := maxAnswer
 	for _, r := range req.Requests {
 		res, size := s.request(ctx, r, left)
@@ -195,11 +197,11 @@ func (s *Session) Execute(ctx context.Context, body []byte) []byte {
 }
 
 // request runs one request of a pipeline, its answer within left bytes.
-func (s *Session) request(ctx context.Context, r streamRequest, left int) (streamResult, int) {
+func (s *Session) request(ctx context.Context, r hrana.StreamRequest, left int) (hrana.StreamResult, int) {
 	switch r.Type {
 	case "close":
 		s.release()
-		return streamResult{Type: "ok", Response: &streamResponse{Type: "close"}}, 32
+		return hrana.StreamResult{Type: "ok", Response: &hrana.StreamResponse{Type: "close"}}, 32
 	case "execute":
 		if r.Stmt == nil {
 			return failed(errors.New("an execute request needs its stmt")), 64
@@ -208,7 +210,7 @@ func (s *Session) request(ctx context.Context, r streamRequest, left int) (strea
 		if err != nil {
 			return failed(err), 128 + len(err.Error())
 		}
-		return streamResult{Type: "ok", Response: &streamResponse{Type: "execute", Result: res}}, size
+		return hrana.StreamResult{Type: "ok", Response: &hrana.StreamResponse{Type: "execute", Result: res}}, size
 	}
 	return failed(fmt.Errorf("request type %q is not served to a WebAssembly worker: send execute and close", r.Type)), 128
 }
@@ -254,20 +256,20 @@ func (s *Session) connect(ctx context.Context) error {
 
 // execute runs one statement, its answer within left bytes, and returns its result and
 // about the bytes it takes.
-func (s *Session) execute(ctx context.Context, st *stmt, left int) (*stmtResult, int, error) {
+func (s *Session) execute(ctx context.Context, st *hrana.Stmt, left int) (*hrana.StmtResult, int, error) {
 	if err := checkStatement(st.SQL); err != nil {
 		return nil, 0, err
 	}
 	args := make([]any, 0, len(st.Args)+len(st.NamedArgs))
 	for i, v := range st.Args {
-		a, err := v.arg()
+		a, err := v.Go()
 		if err != nil {
 			return nil, 0, fmt.Errorf("argument %d: %w", i+1, err)
 		}
 		args = append(args, a)
 	}
 	for _, n := range st.NamedArgs {
-		a, err := n.Value.arg()
+		a, err := n.Value.Go()
 		if err != nil {
 			return nil, 0, fmt.Errorf("argument %s: %w", n.Name, err)
 		}
@@ -288,7 +290,7 @@ func (s *Session) execute(ctx context.Context, st *stmt, left int) (*stmtResult,
 }
 
 // query runs sql on the session's connection and reads what it answers.
-func (s *Session) query(ctx context.Context, query string, args []any, left int) (*stmtResult, int, error) {
+func (s *Session) query(ctx context.Context, query string, args []any, left int) (*hrana.StmtResult, int, error) {
 	rows, err := s.conn.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, 0, err
@@ -298,7 +300,7 @@ func (s *Session) query(ctx context.Context, query string, args []any, left int)
 	if err != nil {
 		return nil, 0, err
 	}
-	res := &stmtResult{Cols: make([]col, len(types)), Rows: [][]value{}}
+	res := &hrana.StmtResult{Cols: make([]hrana.Col, len(types)), Rows: [][]hrana.Value{}}
 	size := 128
 	for i, t := range types {
 		res.Cols[i].Name = t.Name()
@@ -315,10 +317,10 @@ func (s *Session) query(ctx context.Context, query string, args []any, left int)
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, 0, err
 		}
-		row := make([]value, len(cells))
+		row := make([]hrana.Value, len(cells))
 		for i, c := range cells {
 			var n int
-			row[i], n = typed(c)
+			row[i], n = hrana.Typed(c)
 			size += n
 		}
 		if size > left {
@@ -383,7 +385,7 @@ func (s *Session) forward(ctx context.Context, body []byte) []byte {
 	if err != nil {
 		return errorAnswer(err)
 	}
-	var resp pipelineResponse
+	var resp hrana.PipelineResponse
 	if json.Unmarshal(out, &resp) != nil || resp.Results == nil {
 		return out // sqld's {"error": …}, passed on as it is
 	}

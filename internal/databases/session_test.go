@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-runtime/runtime/internal/hrana"
 )
 
 // pipe runs the statements of one pipeline in s and returns its results.
-func pipe(t *testing.T, s *Session, body string) pipelineResponse {
+func pipe(t *testing.T, s *Session, body string) hrana.PipelineResponse {
 	t.Helper()
-	var resp pipelineResponse
+	var resp hrana.PipelineResponse
 	out := s.Execute(context.Background(), []byte(body))
 	if err := json.Unmarshal(out, &resp); err != nil || resp.Results == nil {
 		t.Fatalf("Execute(%s) = %s", body, out)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-runtime/runtime/internal/hrana"
 	"github.com/caddy-runtime/runtime/internal/testkit"
 )
 
@@ -59,7 +60,7 @@ func write(t *testing.T, r *Remote, ns string, n int) {
 	}
 	reqs = append(reqs, `{"type":"close"}`)
 	_, out, err := r.pipeline(context.Background(), ns, []byte(`{"requests":[`+strings.Join(reqs, ",")+`]}`))
-	var resp pipelineResponse
+	var resp hrana.PipelineResponse
 	if err != nil || json.Unmarshal(out, &resp) != nil || len(resp.Results) != n+2 {
 		t.Fatalf("writing: %v %.300s", err, out)
 	}
