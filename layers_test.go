@@ -76,10 +76,10 @@ func TestLayers(t *testing.T) {
 		"secrets":  {"handlers", "serving", "caddymodule", "workers", "keystore", "config", "packages"},
 		"packages": {"handlers", "serving", "caddymodule", "workers", "plugins"},
 		"plugins":  {"handlers", "serving", "caddymodule"},
-		// The ordered start and stop of the state's parts is a leaf, knowing no part.
 		// The Hrana wire types are shared by the guest driver (wasmdb, built for wasip1) and the
 		// executor: a leaf of the standard library.
 		"hrana": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore", "config", "databases", "wasmdb", "trace", "envelope"},
+		// The ordered start and stop of the state's parts is a leaf, knowing no part.
 		"lifecycle": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore", "config", "events"},
 		// The WebAssembly engine is a leaf the data plane runs workers on.
 		"wasm": {"handlers", "serving", "caddymodule", "workers", "packages", "keystore", "plugins", "pluginhost"},
